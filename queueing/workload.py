@@ -1,0 +1,229 @@
+"""What a job asks of the cluster, independent of the job's kind.
+
+Each supported kind (TFJob today; PyTorchJob, MPIJob, batch Job later) is
+one ``JobAdapter`` that validates its manifest and reduces it to a
+``Workload``: groups of identical pods with per-pod resources in canonical
+integers.  The admission logic only ever looks at ``Workload``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import FieldError, ManifestError
+from .validation import describe
+
+# ResourceQuota accepts both "cpu" and "requests.cpu" (same meaning) for these;
+# everything else is quota'd only as "requests.<name>".
+_QUOTA_BARE_NAMES = ("cpu", "memory", "ephemeral-storage")
+# Limits are quota'd only for these; extended resources have requests == limits.
+_QUOTA_LIMIT_NAMES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _frozen_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True)
+class PodSet:
+    """``count`` identical pods; resources are per pod, in canonical integers
+    (cpu in millicores, memory and storage in bytes, devices as counts)."""
+
+    role: str
+    count: int
+    requests: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down, so a Workload can be shared without copies.
+        object.__setattr__(self, "requests", _frozen_map(self.requests))
+        object.__setattr__(self, "limits", _frozen_map(self.limits))
+        object.__setattr__(self, "node_selector", _frozen_map(self.node_selector))
+        object.__setattr__(self, "tolerations", tuple(_frozen_map(t) for t in self.tolerations))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "count": self.count,
+            "requests": dict(self.requests),
+            "limits": dict(self.limits),
+            "node_selector": dict(self.node_selector),
+            "tolerations": [dict(t) for t in self.tolerations],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PodSet:
+        return cls(
+            role=data["role"],
+            count=data["count"],
+            requests=data.get("requests", {}),
+            limits=data.get("limits", {}),
+            node_selector=data.get("node_selector", {}),
+            tolerations=tuple(data.get("tolerations", ())),
+        )
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    api_version: str
+    name: str
+    namespace: str | None
+    pod_sets: tuple[PodSet, ...]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pod_sets", tuple(self.pod_sets))
+        object.__setattr__(self, "annotations", _frozen_map(self.annotations))
+        object.__setattr__(self, "labels", _frozen_map(self.labels))
+
+    @property
+    def pods(self) -> int:
+        return sum(pod_set.count for pod_set in self.pod_sets)
+
+    @property
+    def requests(self) -> dict[str, int]:
+        """Requests summed over every pod of the job."""
+        return self._total("requests")
+
+    @property
+    def limits(self) -> dict[str, int]:
+        """Limits summed over every pod that sets them (see podspec for the per-pod rule)."""
+        return self._total("limits")
+
+    def _total(self, which: str) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for pod_set in self.pod_sets:
+            for name, amount in getattr(pod_set, which).items():
+                total[name] = total.get(name, 0) + amount * pod_set.count
+        return total
+
+    @property
+    def group(self) -> str:
+        """API group: "" for the core group ("v1"), else the part before "/"."""
+        return self.api_version.rpartition("/")[0]
+
+    def quota_demand(self, plural: str | None = None) -> dict[str, int]:
+        """What admitting this job adds to each ResourceQuota key.
+
+        cpu and memory keys are always present (0 when unset) so quota rules
+        can be compared without special cases; other resources appear only
+        when the job uses them.  ``plural`` defaults to the registered
+        adapter's plural for this kind.
+        """
+        requests = self.requests
+        limits = self.limits
+        demand: dict[str, int] = {}
+        for name in ("cpu", "memory"):
+            requests.setdefault(name, 0)
+            limits.setdefault(name, 0)
+        for name, amount in requests.items():
+            demand[f"requests.{name}"] = amount
+            if name in _QUOTA_BARE_NAMES:
+                demand[name] = amount
+        for name in _QUOTA_LIMIT_NAMES:
+            if name in limits:
+                demand[f"limits.{name}"] = limits[name]
+        demand["pods"] = self.pods
+        demand[self._count_key(plural)] = 1
+        return demand
+
+    def _count_key(self, plural: str | None) -> str:
+        if plural is None:
+            adapter = ADAPTERS.get((self.api_version, self.kind))
+            plural = adapter.plural if adapter is not None else self.kind.lower() + "s"
+        return f"count/{plural}.{self.group}" if self.group else f"count/{plural}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "api_version": self.api_version,
+            "name": self.name,
+            "namespace": self.namespace,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "pod_sets": [pod_set.to_json() for pod_set in self.pod_sets],
+            "pods": self.pods,
+            "requests": self.requests,
+            "limits": self.limits,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Workload:
+        """Inverse of ``to_json`` (derived totals are recomputed, not trusted)."""
+        return cls(
+            kind=data["kind"],
+            api_version=data["api_version"],
+            name=data["name"],
+            namespace=data.get("namespace"),
+            pod_sets=tuple(PodSet.from_json(p) for p in data["pod_sets"]),
+            annotations=data.get("annotations", {}),
+            labels=data.get("labels", {}),
+        )
+
+
+@runtime_checkable
+class JobAdapter(Protocol):
+    """Validates one job kind and reduces it to a Workload."""
+
+    api_version: str  # e.g. "kubeflow.org/v1"
+    kind: str  # e.g. "TFJob"
+    plural: str  # e.g. "tfjobs", used for the count/<plural>.<group> quota key
+
+    def validate_and_build(self, manifest: Mapping[str, Any]) -> Workload:
+        """Return the Workload or raise ManifestError listing every problem."""
+        ...
+
+
+ADAPTERS: dict[tuple[str, str], JobAdapter] = {}
+
+
+def register(adapter: JobAdapter) -> JobAdapter:
+    """Make a kind admissible; returns the adapter so modules can keep a handle on it."""
+    if not isinstance(adapter, JobAdapter):
+        raise TypeError(f"{adapter!r} is not a JobAdapter (needs api_version, kind, plural, validate_and_build)")
+    ADAPTERS[(adapter.api_version, adapter.kind)] = adapter
+    return adapter
+
+
+def workload_from_manifest(manifest: Any) -> Workload:
+    """Identify the manifest's kind and hand it to that kind's adapter."""
+    if not isinstance(manifest, Mapping):
+        raise ManifestError([FieldError("", f"expected a mapping (a Kubernetes object), got {describe(manifest)}")])
+    errors: list[FieldError] = []
+    api_version = _required_string(manifest, "apiVersion", errors)
+    kind = _required_string(manifest, "kind", errors)
+    if errors:
+        raise ManifestError(errors)
+    adapter = ADAPTERS.get((api_version, kind))
+    if adapter is None:
+        raise ManifestError([_unsupported(api_version, kind)])
+    return adapter.validate_and_build(manifest)
+
+
+def _required_string(manifest: Mapping[Any, Any], key: str, errors: list[FieldError]) -> str:
+    value = manifest.get(key)
+    if value is None or value == "":
+        errors.append(FieldError(key, f"required; supported: {_supported()}"))
+    elif not isinstance(value, str):
+        errors.append(FieldError(key, f"must be a string, got {describe(value)}"))
+    return value if isinstance(value, str) else ""
+
+
+def _unsupported(api_version: str, kind: str) -> FieldError:
+    versions = sorted(v for v, k in ADAPTERS if k == kind)
+    if versions:
+        return FieldError(
+            "apiVersion", f"unsupported apiVersion {api_version!r} for {kind}; supported: {', '.join(versions)}"
+        )
+    return FieldError("kind", f"unsupported kind {kind!r}; supported: {_supported()}")
+
+
+def _supported() -> str:
+    return ", ".join(f"{kind} ({version})" for version, kind in sorted(ADAPTERS, key=lambda pair: pair[1])) or "none"
