@@ -1,0 +1,39 @@
+"""Every API error has one shape: {"errors": [{"path": "...", "message": "..."}]}."""
+
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ..exceptions import JobdashError
+
+
+def _flatten(detail, path: str = ""):
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            key = "" if key == "non_field_errors" else str(key)
+            yield from _flatten(value, f"{path}.{key}" if path and key else path or key)
+    elif isinstance(detail, list):
+        for item in detail:
+            yield from _flatten(item, path)
+    else:
+        yield {"path": path, "message": str(detail)}
+
+
+def errors_response(problems, status: int, headers=None) -> Response:
+    return Response({"errors": list(problems)}, status=status, headers=headers)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, JobdashError):
+        return errors_response(({"path": p.path, "message": p.message} for p in exc.problems), exc.status)
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        problems = list(_flatten(exc.detail))
+    else:
+        # DRF has already turned Http404/PermissionDenied into {"detail": ...}.
+        detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data
+        problems = [{"path": "", "message": str(detail)}]
+    response.data = {"errors": problems}
+    return response

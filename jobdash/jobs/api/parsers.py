@@ -1,0 +1,54 @@
+"""Body parsers that stop reading at a size limit, so a 10 MB body costs 256 KiB of memory."""
+
+import json
+
+from django.conf import settings
+from rest_framework import status
+from rest_framework.exceptions import APIException, ParseError
+from rest_framework.parsers import BaseParser
+
+# Room for the JSON envelope and escaping around the manifest.
+JSON_ENVELOPE_BYTES = 64 * 1024
+
+
+class PayloadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "too_large"
+
+
+def read_limited(stream, limit: int) -> bytes:
+    if stream is None:
+        return b""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+    return data
+
+
+class RawYAMLParser(BaseParser):
+    """Returns the body untouched: the manifest is stored exactly as written and parsed
+    by queueing.safe_yaml, which knows the limits for untrusted YAML."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:
+        return read_limited(stream, settings.JOBDASH_MAX_MANIFEST_BYTES)
+
+
+class TextYAMLParser(RawYAMLParser):
+    media_type = "text/yaml"
+
+
+class XYAMLParser(RawYAMLParser):
+    media_type = "application/x-yaml"
+
+
+class LimitedJSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        data = read_limited(stream, settings.JOBDASH_MAX_MANIFEST_BYTES + JSON_ENVELOPE_BYTES)
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ParseError(f"JSON parse error: {error}") from None

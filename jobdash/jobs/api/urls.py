@@ -1,0 +1,16 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from . import views
+
+router = DefaultRouter()
+router.register("jobs", views.JobViewSet, basename="job")
+router.register("namespaces", views.NamespaceViewSet, basename="namespace")
+
+urlpatterns = [
+    path("status/", views.status_view, name="api-status"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    *router.urls,
+]

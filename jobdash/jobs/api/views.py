@@ -1,0 +1,76 @@
+"""Thin: parse the request, call one service or selector, render."""
+
+import django_filters
+from django.db.models import Prefetch
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action, api_view
+from rest_framework.response import Response
+
+from .. import selectors, services
+from ..models import JobEvent, Source, State
+from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
+from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, NamespaceSerializer
+
+
+class JobFilter(django_filters.FilterSet):
+    namespace = django_filters.CharFilter(field_name="namespace__name")
+    state = django_filters.ChoiceFilter(choices=State.choices)
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = JobSerializer
+    filterset_class = JobFilter
+    parser_classes = [LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser]
+    # Digits only, and few enough to fit a bigint: anything else is a 404, not a 500.
+    lookup_value_regex = r"\d{1,18}"
+
+    def get_queryset(self):
+        jobs = selectors.jobs_visible_to(self.request.user)
+        if self.action == "retrieve":
+            return jobs.prefetch_related(Prefetch("events", queryset=JobEvent.objects.order_by("created_at", "id")))
+        return jobs
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    @extend_schema(
+        request={"application/json": JobSubmitSerializer, "application/yaml": {"type": "string"}},
+        parameters=[
+            OpenApiParameter("priority", int, description="with a YAML body"),
+            OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
+        ],
+        responses={201: JobSerializer},
+    )
+    def create(self, request):
+        if isinstance(request.data, bytes):  # raw YAML body
+            manifest = request.data
+            priority = request.query_params.get("priority", 0)
+            namespace = request.query_params.get("namespace", "")
+        else:
+            submit = JobSubmitSerializer(data=request.data)
+            submit.is_valid(raise_exception=True)
+            manifest, priority, namespace = (submit.validated_data[k] for k in ("manifest", "priority", "namespace"))
+        job = services.job_submit(
+            user=request.user, manifest=manifest, source=Source.API, priority=priority, namespace=namespace or None
+        )
+        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = services.job_cancel(job_id=int(pk), user=request.user)
+        return Response(JobSerializer(job).data)
+
+
+class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = NamespaceSerializer
+
+    def get_queryset(self):
+        return selectors.namespace_summaries(self.request.user)
+
+
+@extend_schema(responses={200: {"type": "object"}})
+@api_view(["GET"])
+def status_view(request):
+    return Response({"jobs": selectors.state_counts()})

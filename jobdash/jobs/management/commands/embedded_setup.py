@@ -1,0 +1,48 @@
+"""Idempotent set-up for `make run`: an admin user and the demo namespaces."""
+
+import os
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from jobdash.jobs.models import Namespace
+
+DEMO_NAMESPACES = ("team-a", "team-b")
+
+
+class Command(BaseCommand):
+    help = "Create the admin user (password from JOBDASH_ADMIN_PASSWORD or generated once) and demo namespaces."
+
+    def handle(self, *args, **options):
+        username = os.environ.get("JOBDASH_ADMIN_USER", "admin")
+        password = self._password()
+        User = get_user_model()
+        admin, _ = User.objects.get_or_create(username=username, defaults={"is_staff": True, "is_superuser": True})
+        admin.is_staff = admin.is_superuser = True
+        admin.set_password(password)
+        admin.save()
+        for name in DEMO_NAMESPACES:
+            namespace, _ = Namespace.objects.get_or_create(name=name)
+            namespace.members.add(admin)
+        port = os.environ.get("PORT", "8000")
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"\njobdash on http://127.0.0.1:{port}/  —  log in as {username} / {password}\n"
+                f"namespaces: {', '.join(DEMO_NAMESPACES)}\n"
+            )
+        )
+
+    def _password(self) -> str:
+        if os.environ.get("JOBDASH_ADMIN_PASSWORD"):
+            return os.environ["JOBDASH_ADMIN_PASSWORD"]
+        # Generated once and kept under var/, so every `make run` prints the same login.
+        path = settings.VAR_DIR / "admin-password"
+        if path.exists():
+            return path.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        password = secrets.token_urlsafe(12)
+        path.write_text(password + "\n")
+        path.chmod(0o600)
+        return password

@@ -1,0 +1,109 @@
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Q
+
+
+class State(models.TextChoices):
+    QUEUED = "Queued"
+    RELEASED = "Released"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+ACTIVE_STATES = (State.QUEUED, State.RELEASED, State.RUNNING)
+FINISHED_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+
+class Source(models.TextChoices):
+    WEB = "web"
+    API = "api"
+    WEBHOOK = "webhook"
+    ADMIN = "admin"
+
+
+class Namespace(models.Model):
+    """A Kubernetes namespace whose TFJobs jobdash admits. Members may submit and see its jobs."""
+
+    name = models.CharField(max_length=63, unique=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="jobdash_namespaces")
+    groups = models.ManyToManyField(Group, blank=True, related_name="jobdash_namespaces")
+    weight = models.PositiveIntegerField(default=1, help_text="Share of the cluster under fair share.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Job(models.Model):
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    api_version = models.CharField(max_length=127)
+    # Exactly as submitted, byte for byte: users diff it against their files.
+    manifest = models.TextField()
+    parsed = models.JSONField()
+    # queueing.Workload.to_json(): pod sets and total requests/limits.
+    workload = models.JSONField()
+    priority = models.IntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Webhook submissions come from cluster identities that are not jobdash users.
+    submitted_by_name = models.CharField(max_length=255, blank=True)
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Written by the admission cycle: why a job waits and when it should start.
+    position = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=64, blank=True)
+    message = models.TextField(blank=True)
+    eta = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["namespace", "name"],
+                condition=Q(state__in=ACTIVE_STATES),
+                name="one_active_job_per_namespace_name",
+            ),
+            models.CheckConstraint(condition=Q(state__in=State.values), name="job_state_valid"),
+        ]
+        indexes = [
+            # The admission cycle reads pending jobs across namespaces.
+            models.Index(fields=["state", "namespace", "submitted_at"], name="job_state_ns_submitted"),
+            # The jobs page of one namespace, newest first.
+            models.Index(fields=["namespace", "-submitted_at"], name="job_ns_submitted"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name} #{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=32)
+    message = models.TextField(blank=True)
+    actor = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["job", "created_at"], name="jobevent_job_time")]
+
+    def __str__(self) -> str:
+        return f"{self.type} by {self.actor}"

@@ -1,0 +1,60 @@
+"""Reads. Every query that decides what a user may see lives here."""
+
+from django.db.models import Count, Q, QuerySet
+
+from .exceptions import NotFound
+from .models import Job, JobEvent, Namespace, State
+
+
+def sees_all_namespaces(user) -> bool:
+    return user.is_active and (user.is_staff or user.is_superuser)
+
+
+def namespaces_visible_to(user) -> QuerySet[Namespace]:
+    if not user.is_authenticated or not user.is_active:
+        return Namespace.objects.none()
+    if sees_all_namespaces(user):
+        return Namespace.objects.all()
+    member_of = Q(members=user) | Q(groups__in=user.groups.all())
+    # A subquery, not .distinct(): callers annotate and paginate it.
+    return Namespace.objects.filter(pk__in=Namespace.objects.filter(member_of).values("pk"))
+
+
+def is_member(user, namespace: Namespace) -> bool:
+    return namespaces_visible_to(user).filter(pk=namespace.pk).exists()
+
+
+def namespace_get_visible(user, name: str) -> Namespace:
+    namespace = namespaces_visible_to(user).filter(name=name).first()
+    if namespace is None:
+        raise NotFound(f"namespace {name!r} not found")
+    return namespace
+
+
+def jobs_visible_to(user) -> QuerySet[Job]:
+    return Job.objects.filter(namespace__in=namespaces_visible_to(user)).select_related("namespace")
+
+
+def job_get_visible(user, job_id: int) -> Job:
+    job = jobs_visible_to(user).filter(pk=job_id).first()
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def job_events(job: Job) -> QuerySet[JobEvent]:
+    return JobEvent.objects.filter(job=job).order_by("created_at", "id")
+
+
+def namespace_summaries(user) -> QuerySet[Namespace]:
+    """Namespaces with their job counts per active state, in one query."""
+    return namespaces_visible_to(user).annotate(
+        queued=Count("jobs", filter=Q(jobs__state=State.QUEUED)),
+        released=Count("jobs", filter=Q(jobs__state=State.RELEASED)),
+        running=Count("jobs", filter=Q(jobs__state=State.RUNNING)),
+    ).order_by("name")
+
+
+def state_counts() -> dict[str, int]:
+    counts = dict(Job.objects.values_list("state").annotate(n=Count("id")).order_by())
+    return {state: counts.get(state, 0) for state in State.values}

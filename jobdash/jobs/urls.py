@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("ns/<str:name>/", views.namespace_jobs, name="namespace-jobs"),
+    path("submit/", views.submit, name="submit"),
+    path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
+]

@@ -1,0 +1,21 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.http import JsonResponse
+from django.urls import include, path
+
+from jobdash.accounts.views import api_token
+
+
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include("jobdash.jobs.api.urls")),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/token/", api_token, name="api-token"),
+    path("healthz", healthz, name="healthz"),
+    path("", include("jobdash.jobs.urls")),
+]
