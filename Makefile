@@ -1,0 +1,30 @@
+# Two commands do all set-up on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+INSTALLED := $(VENV)/.installed
+
+.PHONY: install run test bench clean
+
+$(INSTALLED): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+install: $(INSTALLED)
+
+# The embedded stack: SQLite under var/, no external services.
+run: install
+	@mkdir -p var
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py embedded_setup
+	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
+
+# The whole suite against a real PostgreSQL started (and removed) by the harness.
+test: install
+	$(BIN)/python tests/harness.py -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

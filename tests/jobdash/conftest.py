@@ -1,0 +1,66 @@
+import pytest
+from django.contrib.auth.models import Group, User
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from jobdash.jobs.models import Namespace
+
+
+@pytest.fixture
+def team_a(db):
+    return Namespace.objects.create(name="team-a")
+
+
+@pytest.fixture
+def team_b(db):
+    return Namespace.objects.create(name="team-b")
+
+
+@pytest.fixture
+def alice(db, team_a):
+    """A member of team-a only."""
+    user = User.objects.create_user("alice", password="alice-pass-123")
+    team_a.members.add(user)
+    return user
+
+
+@pytest.fixture
+def bob(db, team_b):
+    """A member of team-b through a group."""
+    user = User.objects.create_user("bob", password="bob-pass-123")
+    group = Group.objects.create(name="vision")
+    user.groups.add(group)
+    team_b.groups.add(group)
+    return user
+
+
+@pytest.fixture
+def staff(db):
+    return User.objects.create_user("root", password="root-pass-123", is_staff=True, is_superuser=True)
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    token = Token.objects.create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def api(alice):
+    return token_client(alice)
+
+
+@pytest.fixture
+def staff_api(staff, team_a, team_b):
+    return token_client(staff)
+
+
+def with_name(text: str, name: str) -> str:
+    """An example manifest under another metadata.name."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("  name: "):
+            lines[i] = f"  name: {name}\n"
+            return "".join(lines)
+    raise AssertionError("example has no metadata.name line")

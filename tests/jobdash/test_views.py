@@ -1,0 +1,135 @@
+"""The server-rendered pages, through Django's test client (the browser suite comes later)."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+
+from jobdash.jobs import services
+from jobdash.jobs.models import Job, Namespace, State
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def test_login_page_and_login_flow(client, alice):
+    assert client.get("/").status_code == 302
+    page = client.get("/login/")
+    assert page.status_code == 200 and b'name="username"' in page.content
+    response = client.post("/login/", {"username": "alice", "password": "alice-pass-123"})
+    assert response.status_code == 302
+    assert b"team-a" in client.get("/").content
+    bad = client.post("/login/", {"username": "alice", "password": "nope"})
+    assert b"did not match" in bad.content
+
+
+def test_logout(browser):
+    assert browser.post("/logout/").status_code == 302
+    assert browser.get("/").status_code == 302
+
+
+def test_submit_page_offers_examples_and_loads_one(browser, example_text):
+    page = browser.get("/submit/")
+    assert page.status_code == 200
+    for name in ("mnist-cpu", "dist-ps-worker", "resnet-multi-gpu"):
+        assert f"?example={name}".encode() in page.content
+    loaded = browser.get("/submit/?example=mnist-cpu").content.decode()
+    assert "tf-mnist-with-summaries" in loaded
+    assert "tensorflow" not in browser.get("/submit/?example=../../etc/passwd").content.decode().split("<textarea")[1].split("</textarea>")[0]
+
+
+def test_submit_form_creates_job_and_redirects(browser, example_text):
+    response = browser.post("/submit/", {"namespace": "", "priority": 4, "manifest": example_text("mnist-cpu")})
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    assert (job.source, job.priority, job.manifest) == ("web", 4, example_text("mnist-cpu"))
+
+
+def test_submit_form_shows_errors_with_paths_and_keeps_the_text(browser):
+    text = "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: Bad_Name, namespace: team-a}\nspec: {}\n"
+    response = browser.post("/submit/", {"namespace": "", "priority": 0, "manifest": text})
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "<code>metadata.name</code>" in body and "<code>spec.tfReplicaSpecs</code>" in body
+    assert "Bad_Name" in body  # the user's text stays in the editor
+    assert Job.objects.count() == 0
+
+
+def test_submit_form_reports_not_a_member(browser, team_b, example_text):
+    response = browser.post("/submit/", {"namespace": "", "priority": 0, "manifest": example_text("resnet-multi-gpu")})
+    assert response.status_code == 200 and b"not a member of namespace" in response.content
+    assert Job.objects.count() == 0
+
+
+def test_namespace_page_lists_jobs_with_filter(browser, alice, example_text):
+    job = services.job_submit(user=alice, manifest=example_text("mnist-cpu"), source="web")
+    page = browser.get("/ns/team-a/").content.decode()
+    assert "mnist-cpu" in page and "cpu 2" in page and "state-queued" in page
+    assert "mnist-cpu" not in browser.get("/ns/team-a/?state=Running").content.decode()
+    assert browser.get("/ns/team-b/").status_code == 404
+    assert f"/jobs/{job.pk}/" in page
+
+
+def test_job_page_shows_manifest_events_and_demand(browser, alice, example_text):
+    job = services.job_submit(user=alice, manifest=example_text("dist-ps-worker"), source="web")
+    page = browser.get(f"/jobs/{job.pk}/").content.decode()
+    assert "Submitted" in page and "dist-mnist-ps" in page
+    assert '<span class="line">  tfReplicaSpecs:</span>' in page
+    assert "<td>PS</td>" in page and "<td>Worker</td>" in page
+
+
+def test_job_page_of_other_namespace_is_404(browser, bob, example_text):
+    job = services.job_submit(user=bob, manifest=example_text("resnet-multi-gpu"), source="web")
+    assert browser.get(f"/jobs/{job.pk}/").status_code == 404
+
+
+def test_cancel_asks_for_confirmation_then_cancels(browser, alice, example_text):
+    job = services.job_submit(user=alice, manifest=example_text("mnist-cpu"), source="web")
+    confirm = browser.get(f"/jobs/{job.pk}/cancel/")
+    assert confirm.status_code == 200 and b"Cancel mnist-cpu?" in confirm.content
+    assert Job.objects.get(pk=job.pk).state == State.QUEUED
+    response = browser.post(f"/jobs/{job.pk}/cancel/", {"reason": "typo"})
+    assert response.status_code == 302
+    assert Job.objects.get(pk=job.pk).state == State.CANCELLED
+    again = browser.post(f"/jobs/{job.pk}/cancel/", follow=True)
+    assert b"already Cancelled" in again.content
+
+
+def test_token_page_creates_replaces_and_revokes(browser, alice):
+    assert b"Create token" in browser.get("/account/token/").content
+    browser.post("/account/token/", {"action": "create"})
+    first = Token.objects.get(user=alice).key
+    assert first.encode() in browser.get("/account/token/").content
+    browser.post("/account/token/", {"action": "create"})
+    assert Token.objects.get(user=alice).key != first
+    browser.post("/account/token/", {"action": "revoke"})
+    assert not Token.objects.filter(user=alice).exists()
+
+
+def test_healthz(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_static_css_is_served(client):
+    response = client.get("/static/jobdash/jobdash.css")
+    assert response.status_code == 200
+
+
+def test_embedded_setup_is_idempotent(tmp_path, settings, monkeypatch, capsys):
+    settings.VAR_DIR = tmp_path
+    monkeypatch.delenv("JOBDASH_ADMIN_PASSWORD", raising=False)
+    call_command("embedded_setup")
+    first = capsys.readouterr().out
+    call_command("embedded_setup")
+    second = capsys.readouterr().out
+    password = (tmp_path / "admin-password").read_text().strip()
+    assert password in first and first == second
+    admin = User.objects.get(username="admin")
+    assert admin.is_superuser and admin.check_password(password)
+    assert set(Namespace.objects.values_list("name", flat=True)) == {"team-a", "team-b"}
+    assert admin.jobdash_namespaces.count() == 2
