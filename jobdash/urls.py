@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from jobdash.accounts.views import api_token
 
@@ -17,5 +19,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/token/", api_token, name="api-token"),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", RedirectView.as_view(url=static("jobdash/favicon.svg"), permanent=True)),
     path("", include("jobdash.jobs.urls")),
 ]

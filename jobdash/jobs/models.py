@@ -18,10 +18,10 @@ FINISHED_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
 
 class Source(models.TextChoices):
-    WEB = "web"
-    API = "api"
-    WEBHOOK = "webhook"
-    ADMIN = "admin"
+    WEB = "web", "Web form"
+    API = "api", "REST API"
+    WEBHOOK = "webhook", "Admission webhook"
+    ADMIN = "admin", "Admin console"
 
 
 class Namespace(models.Model):
@@ -57,7 +57,7 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Webhook submissions come from cluster identities that are not jobdash users.
-    submitted_by_name = models.CharField(max_length=255, blank=True)
+    submitted_by_name = models.CharField("submitted by", max_length=255, blank=True)
     submitted_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

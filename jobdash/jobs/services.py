@@ -102,8 +102,9 @@ def job_submit(
                 submitted_by_name=actor,
             )
             _record(job, "Submitted", f"queued from {source} with priority {priority}", actor)
-    except IntegrityError as error:
-        if "one_active_job_per_namespace_name" not in str(error):
+    except IntegrityError:
+        # Ask the database rather than parse its message: vendors word it differently.
+        if not Job.objects.filter(namespace=ns, name=workload.name, state__in=ACTIVE_STATES).exists():
             raise
         raise Conflict(f"an active job named {workload.name!r} already exists in namespace {ns.name!r}") from None
     return job

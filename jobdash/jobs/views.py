@@ -11,7 +11,7 @@ from . import examples, selectors, services
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import CancelForm, SubmitForm
 from .models import Source, State
-from .presenters import demand_summary
+from .presenters import demand_summary, pod_set_rows
 
 
 def _visible_job(user, job_id: int):
@@ -52,7 +52,7 @@ def job_detail(request, job_id: int):
     context = {
         "job": job,
         "demand": demand_summary(job.workload),
-        "pod_sets": job.workload.get("pod_sets", []),
+        "pod_sets": pod_set_rows(job.workload),
         "events": selectors.job_events(job),
         "manifest_lines": job.manifest.splitlines(),
     }
