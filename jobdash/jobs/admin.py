@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from . import selectors, services
-from .exceptions import InvalidInput, JobdashError
+from .exceptions import JobdashError
 from .forms import SubmitForm
 from .models import Job, JobEvent, Namespace, Source
 
@@ -91,29 +91,15 @@ class JobAdmin(admin.ModelAdmin):
         """Admins submit like users do, through job_submit, recorded with source `admin`."""
         namespaces = [ns.name for ns in selectors.namespaces_visible_to(request.user)]
         form = SubmitForm(request.POST if request.method == "POST" else None, namespaces=namespaces)
-        problems = []
-        if request.method == "POST" and form.is_valid():
-            try:
-                job = services.job_submit(
-                    user=request.user,
-                    manifest=form.cleaned_data["manifest"],
-                    source=Source.ADMIN,
-                    priority=form.cleaned_data["priority"],
-                    namespace=form.cleaned_data["namespace"] or None,
-                )
-            except InvalidInput as error:
-                problems = error.problems
-            except JobdashError as error:
-                form.add_error(None, error.message)
-            else:
-                self.message_user(request, f"Job {job} queued.", messages.SUCCESS)
-                return redirect(reverse("admin:jobs_job_change", args=[job.pk]))
+        job = form.submit(user=request.user, source=Source.ADMIN) if request.method == "POST" and form.is_valid() else None
+        if job is not None:
+            self.message_user(request, f"Job {job} queued.", messages.SUCCESS)
+            return redirect(reverse("admin:jobs_job_change", args=[job.pk]))
         context = {
             **self.admin_site.each_context(request),
             "title": "Submit a job",
             "opts": self.model._meta,
             "form": form,
-            "problems": problems,
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/jobs/job/submit.html", context)

@@ -1,5 +1,7 @@
 from django import forms
 
+from . import services
+from .exceptions import InvalidInput, JobdashError
 from .services import PRIORITY_MAX, PRIORITY_MIN
 
 
@@ -17,6 +19,24 @@ class SubmitForm(forms.Form):
     def __init__(self, *args, namespaces=(), **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["namespace"].choices = [("", "— from the manifest —")] + [(n, n) for n in namespaces]
+        self.manifest_problems = []
+
+    def submit(self, *, user, source: str):
+        """Submit a valid form through job_submit. On refusal return None and keep the
+        reasons: manifest problems (with paths) apart, so they can sit next to the YAML."""
+        try:
+            return services.job_submit(
+                user=user,
+                manifest=self.cleaned_data["manifest"],
+                source=source,
+                priority=self.cleaned_data["priority"],
+                namespace=self.cleaned_data["namespace"] or None,
+            )
+        except InvalidInput as error:
+            self.manifest_problems = error.problems
+        except JobdashError as error:
+            self.add_error(None, error.message)
+        return None
 
 
 class CancelForm(forms.Form):

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from . import examples, selectors, services
-from .exceptions import InvalidInput, JobdashError, NotFound
+from .exceptions import JobdashError, NotFound
 from .forms import CancelForm, SubmitForm
 from .models import Source, State
 from .presenters import demand_summary, pod_set_rows
@@ -78,25 +78,12 @@ def job_cancel(request, job_id: int):
 @require_http_methods(["GET", "POST"])
 def submit(request):
     namespaces = [ns.name for ns in selectors.namespaces_visible_to(request.user)]
-    problems = []
     if request.method == "POST":
         form = SubmitForm(request.POST, namespaces=namespaces)
-        if form.is_valid():
-            try:
-                job = services.job_submit(
-                    user=request.user,
-                    manifest=form.cleaned_data["manifest"],
-                    source=Source.WEB,
-                    priority=form.cleaned_data["priority"],
-                    namespace=form.cleaned_data["namespace"] or None,
-                )
-            except InvalidInput as error:
-                problems = error.problems
-            except JobdashError as error:
-                form.add_error(None, error.message)
-            else:
-                messages.success(request, f"Job {job.name} queued in {job.namespace.name}.")
-                return redirect("job-detail", job_id=job.pk)
+        job = form.submit(user=request.user, source=Source.WEB) if form.is_valid() else None
+        if job is not None:
+            messages.success(request, f"Job {job.name} queued in {job.namespace.name}.")
+            return redirect("job-detail", job_id=job.pk)
     else:
         initial = {"namespace": namespaces[0] if len(namespaces) == 1 else ""}
         example = request.GET.get("example")
@@ -106,5 +93,5 @@ def submit(request):
     return render(
         request,
         "jobs/submit.html",
-        {"form": form, "problems": problems, "examples": examples.example_names()},
+        {"form": form, "examples": examples.example_names()},
     )
