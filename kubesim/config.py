@@ -1,0 +1,173 @@
+"""kubesim's configuration file (YAML) and the kubeconfig it writes.
+
+    speed: 1.0                 # cluster seconds per real second (real clock)
+    clock: real                # or "manual": time moves only when told (tests, replays)
+    nodes:                     # absent: 3 nodes of 16 cpu / 64Gi; [] : no nodes
+      - prefix: gpu-node       # nodes gpu-node-0 .. gpu-node-3 (or name: for one node)
+        count: 4
+        capacity: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8", pods: "110"}
+        allocatable: {...}     # optional, defaults to capacity
+        labels: {pool: gpu}
+        taints: [{key: gpu, value: "true", effect: NoSchedule}]
+        unschedulable: false
+    namespaces:
+      - name: team-a
+        labels: {team: a}
+        quota: {requests.cpu: "64", requests.memory: 256Gi, requests.nvidia.com/gpu: "16"}
+        quota_name: compute    # optional, default "quota"
+    users:
+      - token: jobdash-token
+        username: system:serviceaccount:jobdash:jobdash
+        groups: [system:serviceaccounts]
+    services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook service refs
+    kubelet: {start_delay_seconds: 1.0}
+    operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
+    workload: {default_duration_seconds: 60.0}
+    watch: {history: 20000, bookmark_interval_seconds: 30.0}
+    faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, latency_ms: 5}]
+    objects: []                # any further manifests to create at start (webhook configs, ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
+# Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
+DEFAULT_NODES = [{"prefix": "node", "count": 3, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}]
+_TOP_KEYS = {"speed", "clock", "nodes", "namespaces", "users", "services", "kubelet", "operator", "workload",
+             "watch", "faults", "objects", "start_time"}
+
+
+@dataclass
+class Config:
+    speed: float = 1.0
+    clock: str = "real"
+    start_time: float | None = None
+    nodes: list[dict] = field(default_factory=list)
+    namespaces: list[dict] = field(default_factory=list)
+    users: list[dict] = field(default_factory=lambda: [dict(u) for u in DEFAULT_USERS])
+    services: dict[str, str] = field(default_factory=dict)
+    start_delay_seconds: float = 1.0
+    backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 30.0
+    default_duration_seconds: float = 60.0
+    watch_history: int = 20000
+    bookmark_interval_seconds: float = 30.0
+    faults: list[dict] = field(default_factory=list)
+    objects: list[dict] = field(default_factory=list)
+
+
+def _section(data: dict, name: str, keys: set[str]) -> dict:
+    section = data.get(name) or {}
+    if not isinstance(section, dict):
+        raise ValueError(f"{name}: must be a mapping")
+    unknown = set(section) - keys
+    if unknown:
+        raise ValueError(f"{name}: unknown keys {sorted(unknown)}")
+    return section
+
+
+def from_dict(data: dict | None) -> Config:
+    data = dict(data or {})
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ValueError(f"unknown kubesim config keys {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
+    config = Config()
+    config.speed = float(data.get("speed", 1.0))
+    if config.speed <= 0:
+        raise ValueError("speed: must be positive")
+    config.clock = data.get("clock", "real")
+    if config.clock not in ("real", "manual"):
+        raise ValueError("clock: must be 'real' or 'manual'")
+    config.start_time = data.get("start_time")
+    for group in (data["nodes"] or []) if "nodes" in data else [dict(g) for g in DEFAULT_NODES]:
+        if not isinstance(group, dict) or not (group.get("prefix") or group.get("name")):
+            raise ValueError("nodes: every entry needs a prefix (or a name)")
+        if not isinstance(group.get("capacity"), dict):
+            raise ValueError(f"nodes: {group.get('prefix') or group.get('name')}: capacity is required")
+        config.nodes.append(group)
+    for ns in data.get("namespaces") or []:
+        if not isinstance(ns, dict) or not ns.get("name"):
+            raise ValueError("namespaces: every entry needs a name")
+        config.namespaces.append(ns)
+    if "users" in data:
+        config.users = []
+        for user in data["users"] or []:
+            if not isinstance(user, dict) or not user.get("token") or not user.get("username"):
+                raise ValueError("users: every entry needs a token and a username")
+            config.users.append({"token": str(user["token"]), "username": user["username"],
+                                 "groups": list(user.get("groups") or []), "uid": user.get("uid", "")})
+    config.services = dict(data.get("services") or {})
+    config.start_delay_seconds = float(_section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0))
+    operator = _section(data, "operator", {"backoff_seconds", "max_backoff_seconds"})
+    config.backoff_seconds = float(operator.get("backoff_seconds", 1.0))
+    config.max_backoff_seconds = float(operator.get("max_backoff_seconds", 30.0))
+    workload = _section(data, "workload", {"default_duration_seconds"})
+    config.default_duration_seconds = float(workload.get("default_duration_seconds", 60.0))
+    watch = _section(data, "watch", {"history", "bookmark_interval_seconds"})
+    config.watch_history = int(watch.get("history", 20000))
+    config.bookmark_interval_seconds = float(watch.get("bookmark_interval_seconds", 30.0))
+    config.faults = list(data.get("faults") or [])
+    config.objects = list(data.get("objects") or [])
+    return config
+
+
+def load(path: str | Path) -> Config:
+    return from_dict(yaml.safe_load(Path(path).read_text()) or {})
+
+
+def node_objects(group: dict) -> list[dict]:
+    """The Node objects of one node group, as a kubelet would register them."""
+    count = int(group.get("count", 1))
+    names = [group["name"]] if group.get("name") and count == 1 else [f"{group.get('prefix') or group['name']}-{i}" for i in range(count)]
+    capacity = {k: str(v) for k, v in group["capacity"].items()}
+    capacity.setdefault("pods", "110")
+    allocatable = {k: str(v) for k, v in (group.get("allocatable") or capacity).items()}
+    nodes = []
+    for i, name in enumerate(names):
+        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  **{k: str(v) for k, v in (group.get("labels") or {}).items()}}
+        spec: dict = {}
+        if group.get("taints"):
+            spec["taints"] = [dict(t) for t in group["taints"]]
+        if group.get("unschedulable"):
+            spec["unschedulable"] = True
+        nodes.append({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {
+                "capacity": capacity, "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
+                "addresses": [{"type": "InternalIP", "address": f"192.0.2.{(len(nodes) + i) % 250 + 1}"},
+                              {"type": "Hostname", "address": name}],
+                "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "kubesim://1",
+                             "kernelVersion": "6.1.0", "kubeProxyVersion": "v1.30.0", "kubeletVersion": "v1.30.0",
+                             "machineID": name, "operatingSystem": "linux", "osImage": "kubesim", "systemUUID": name},
+            },
+        })
+    return nodes
+
+
+def kubeconfig(url: str, users: list[dict], current: str | None = None) -> dict:
+    """A kubeconfig with one context per configured user, named by the user name."""
+    names = [u["username"] for u in users]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
+        "users": [{"name": u["username"], "user": {"token": u["token"]}} for u in users],
+        "contexts": [{"name": n, "context": {"cluster": "kubesim", "user": n, "namespace": "default"}} for n in names],
+        "current-context": current or (names[0] if names else ""),
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: str | Path, url: str, users: list[dict], current: str | None = None) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(kubeconfig(url, users, current), sort_keys=False))
+    tmp.replace(path)  # atomic: a reader polling for the file never sees half of it

@@ -1,0 +1,266 @@
+"""The resource types kubesim serves, with their validation and defaulting.
+
+Validation returns a list of causes (field + message) that the API layer turns
+into 422 Invalid; defaulting mirrors what the API server (or the CRD's schema
+defaults) would fill in, so objects read back look like a real cluster's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable
+
+from queueing.quantity import parse_quantity as _parse_quantity
+
+from . import tfjob
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+
+
+@lru_cache(maxsize=65536)
+def _parse_cached(value):
+    return _parse_quantity(value)
+
+
+def parse_quantity(value):
+    """Memoized: manifests repeat a handful of quantities thousands of times."""
+    try:
+        return _parse_cached(value)
+    except TypeError:  # unhashable (a list or mapping where a quantity belongs): let the parser refuse it
+        return _parse_quantity(value)
+
+
+def cause(field_path: str, message: str, reason: str = "FieldValueInvalid") -> dict:
+    return {"reason": reason, "message": message, "field": field_path}
+
+
+def required(field_path: str) -> dict:
+    return cause(field_path, "Required value", "FieldValueRequired")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    status_subresource: bool = False
+    # Custom resources demand metadata.resourceVersion on PUT; built-in types do not.
+    unconditional_update: bool = True
+    fields: frozenset[str] = COMMON_FIELDS
+    validate: Callable[[dict], list[dict]] | None = None
+    default: Callable[[dict], None] | None = None
+    name_pattern: re.Pattern = _DNS1123_SUBDOMAIN
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+def validate_name(rt: ResourceType, name: object) -> list[dict]:
+    if not name:
+        return [cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
+    limit = 63 if rt.name_pattern is _DNS1123_LABEL else 253
+    if not isinstance(name, str) or len(name) > limit or not rt.name_pattern.match(name):
+        kind = "RFC 1123 label" if rt.name_pattern is _DNS1123_LABEL else "RFC 1123 subdomain"
+        return [cause("metadata.name", f"Invalid value: {name!r}: a lowercase {kind} must consist of lower case alphanumeric characters, '-' or '.'")]
+    return []
+
+
+def validate_resources(path: str, resources: object) -> list[dict]:
+    causes: list[dict] = []
+    if resources is None:
+        return causes
+    if not isinstance(resources, dict):
+        return [cause(path, "must be an object")]
+    for section in ("requests", "limits"):
+        for name, value in (resources.get(section) or {}).items():
+            try:
+                if parse_quantity(value) < 0:
+                    causes.append(cause(f"{path}.{section}[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+            except ValueError as exc:
+                causes.append(cause(f"{path}.{section}[{name}]", f"Invalid value: {value!r}: {exc}"))
+    return causes
+
+
+def validate_pod_spec(path: str, spec: object) -> list[dict]:
+    if not isinstance(spec, dict):
+        return [required(path)]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [required(f"{path}.containers")]
+    causes: list[dict] = []
+    for key in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(key) or []):
+            where = f"{path}.{key}[{i}]"
+            if not isinstance(container, dict):
+                causes.append(cause(where, "must be an object"))
+                continue
+            if not container.get("name"):
+                causes.append(required(f"{where}.name"))
+            if not container.get("image"):
+                causes.append(required(f"{where}.image"))
+            causes.extend(validate_resources(f"{where}.resources", container.get("resources")))
+    return causes
+
+
+def _validate_pod(obj: dict) -> list[dict]:
+    return validate_pod_spec("spec", obj.get("spec"))
+
+
+def _default_pod(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    # Like the API server: a container that sets only limits requests the same amounts.
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        resources = container.get("resources") if isinstance(container, dict) else None
+        if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for name, value in resources["limits"].items():
+                    requests.setdefault(name, value)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+
+
+def _default_namespace(obj: dict) -> None:
+    name = obj["metadata"]["name"]
+    obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _validate_quantities(path: str, mapping: object) -> list[dict]:
+    if mapping is None:
+        return []
+    if not isinstance(mapping, dict):
+        return [cause(path, "must be an object")]
+    causes = []
+    for name, value in mapping.items():
+        try:
+            parse_quantity(value)
+        except ValueError as exc:
+            causes.append(cause(f"{path}[{name}]", f"Invalid value: {value!r}: {exc}"))
+    return causes
+
+
+def _validate_quota(obj: dict) -> list[dict]:
+    return _validate_quantities("spec.hard", (obj.get("spec") or {}).get("hard"))
+
+
+def _validate_node(obj: dict) -> list[dict]:
+    status = obj.get("status") or {}
+    return _validate_quantities("status.capacity", status.get("capacity")) + _validate_quantities(
+        "status.allocatable", status.get("allocatable")
+    )
+
+
+def _validate_lease(obj: dict) -> list[dict]:
+    duration = (obj.get("spec") or {}).get("leaseDurationSeconds")
+    if duration is not None and (not isinstance(duration, int) or duration <= 0):
+        return [cause("spec.leaseDurationSeconds", f"Invalid value: {duration!r}: must be greater than 0")]
+    return []
+
+
+def _validate_webhooks(obj: dict) -> list[dict]:
+    causes: list[dict] = []
+    hooks = obj.get("webhooks") or []
+    if not isinstance(hooks, list):
+        return [cause("webhooks", "must be a list")]
+    seen = set()
+    for i, hook in enumerate(hooks):
+        where = f"webhooks[{i}]"
+        name = hook.get("name") if isinstance(hook, dict) else None
+        if not name:
+            causes.append(required(f"{where}.name"))
+        elif name.count(".") < 2 or not _DNS1123_SUBDOMAIN.match(name):
+            causes.append(cause(f"{where}.name", f"Invalid value: {name!r}: should be a domain with at least three segments separated by dots"))
+        elif name in seen:
+            causes.append(cause(f"{where}.name", f"Duplicate value: {name!r}", "FieldValueDuplicate"))
+        seen.add(name)
+        if not isinstance(hook, dict):
+            continue
+        client = hook.get("clientConfig") or {}
+        if bool(client.get("url")) == bool(client.get("service")):
+            causes.append(cause(f"{where}.clientConfig", "exactly one of url or service is required", "FieldValueRequired"))
+        if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            causes.append(cause(f"{where}.sideEffects", "Unsupported value: must be one of None, NoneOnDryRun", "FieldValueNotSupported"))
+        versions = hook.get("admissionReviewVersions") or []
+        if "v1" not in versions:
+            causes.append(cause(f"{where}.admissionReviewVersions", "must include v1 (the only AdmissionReview version kubesim speaks)", "FieldValueRequired"))
+        if hook.get("failurePolicy", "Fail") not in ("Fail", "Ignore"):
+            causes.append(cause(f"{where}.failurePolicy", "Unsupported value: must be Fail or Ignore", "FieldValueNotSupported"))
+        timeout = hook.get("timeoutSeconds", 10)
+        if not isinstance(timeout, int) or not 1 <= timeout <= 30:
+            causes.append(cause(f"{where}.timeoutSeconds", f"Invalid value: {timeout!r}: the timeout value must be between 1 and 30 seconds"))
+    return causes
+
+
+def _default_webhooks(obj: dict) -> None:
+    mutating = obj.get("kind") == "MutatingWebhookConfiguration"
+    for hook in obj.get("webhooks") or []:
+        hook.setdefault("failurePolicy", "Fail")
+        hook.setdefault("matchPolicy", "Equivalent")
+        hook.setdefault("namespaceSelector", {})
+        hook.setdefault("objectSelector", {})
+        hook.setdefault("timeoutSeconds", 10)
+        if mutating:
+            hook.setdefault("reinvocationPolicy", "Never")
+        for rule in hook.get("rules") or []:
+            rule.setdefault("scope", "*")
+
+
+def _default_tfjob(obj: dict) -> None:
+    obj.setdefault("spec", {})
+
+
+POD_FIELDS = COMMON_FIELDS | {
+    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+    "status.phase", "status.podIP", "status.nominatedNodeName",
+}
+EVENT_FIELDS = COMMON_FIELDS | {
+    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+    "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+    "reason", "reportingComponent", "source", "type",
+}
+
+NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, status_subresource=True,
+                          fields=COMMON_FIELDS | {"status.phase"}, default=_default_namespace,
+                          name_pattern=_DNS1123_LABEL)
+NODES = ResourceType("", "v1", "nodes", "Node", False, status_subresource=True,
+                     fields=COMMON_FIELDS | {"spec.unschedulable"}, validate=_validate_node)
+PODS = ResourceType("", "v1", "pods", "Pod", True, status_subresource=True, fields=POD_FIELDS,
+                    validate=_validate_pod, default=_default_pod)
+RESOURCEQUOTAS = ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True,
+                              validate=_validate_quota)
+EVENTS = ResourceType("", "v1", "events", "Event", True, fields=EVENT_FIELDS)
+TFJOBS = ResourceType("kubeflow.org", "v1", "tfjobs", "TFJob", True, status_subresource=True,
+                      unconditional_update=False, validate=tfjob.validate, default=_default_tfjob)
+MUTATING = ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                        "MutatingWebhookConfiguration", False, validate=_validate_webhooks, default=_default_webhooks)
+VALIDATING = ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                          "ValidatingWebhookConfiguration", False, validate=_validate_webhooks, default=_default_webhooks)
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, validate=_validate_lease)
+
+ALL = (NAMESPACES, NODES, PODS, RESOURCEQUOTAS, EVENTS, TFJOBS, MUTATING, VALIDATING, LEASES)
+BY_GROUP_PLURAL = {(rt.group, rt.plural): rt for rt in ALL}
+BY_API_VERSION_KIND = {(rt.api_version, rt.kind): rt for rt in ALL}
+
+
+def dns1035_label(name: str) -> bool:
+    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))
