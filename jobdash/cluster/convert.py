@@ -1,0 +1,112 @@
+"""Kubernetes JSON objects -> the gateway's types. Pure functions, no client."""
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from queueing.podspec import pod_shape
+from queueing.quantity import canonical
+from queueing.validation import Problems
+
+from .gateway import (
+    JOB_ID_LABEL,
+    JOB_NAME_LABEL,
+    MANAGED_LABEL,
+    REPLICA_INDEX_LABEL,
+    REPLICA_TYPE_LABEL,
+    NodeInfo,
+    PodInfo,
+    Quota,
+    TFJobInfo,
+)
+
+
+def amount(key: str, value: Any) -> int:
+    """A ResourceQuota or node quantity in canonical units: `requests.cpu: "2"` -> 2000."""
+    resource = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+    return canonical(resource, value)
+
+
+def amounts(values: Mapping[str, Any] | None) -> dict[str, int]:
+    return {key: amount(key, value) for key, value in (values or {}).items()}
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def quota(obj: Mapping[str, Any]) -> Quota:
+    status = obj.get("status") or {}
+    hard = status.get("hard") or (obj.get("spec") or {}).get("hard")
+    return Quota(
+        namespace=_meta(obj).get("namespace", ""),
+        name=_meta(obj).get("name", ""),
+        hard=amounts(hard),
+        used=amounts(status.get("used")),
+    )
+
+
+def node(obj: Mapping[str, Any]) -> NodeInfo:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return NodeInfo(
+        name=_meta(obj)["name"],
+        allocatable=amounts(status.get("allocatable") or status.get("capacity")),
+        labels=dict(_meta(obj).get("labels") or {}),
+        taints=tuple(spec.get("taints") or ()),
+        unschedulable=bool(spec.get("unschedulable")),
+    )
+
+
+def pod(obj: Mapping[str, Any]) -> PodInfo:
+    meta = _meta(obj)
+    labels = meta.get("labels") or {}
+    spec = obj.get("spec") or {}
+    # Pods in a cluster were valid when created; tolerate what the validator would flag.
+    requests = pod_shape(spec, "spec", Problems()).requests
+    index = labels.get(REPLICA_INDEX_LABEL)
+    return PodInfo(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        node_name=spec.get("nodeName"),
+        job_name=labels.get(JOB_NAME_LABEL),
+        replica_type=labels.get(REPLICA_TYPE_LABEL),
+        replica_index=int(index) if isinstance(index, str) and index.isdigit() else None,
+        requests=requests,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def tfjob(obj: Mapping[str, Any]) -> TFJobInfo:
+    meta = _meta(obj)
+    labels = dict(meta.get("labels") or {})
+    job_id = labels.get(JOB_ID_LABEL, "")
+    run_policy = (obj.get("spec") or {}).get("runPolicy") or {}
+    # The operator appends conditions; the last one that is true is the job's phase.
+    true_conditions = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("status") == "True"]
+    latest = true_conditions[-1] if true_conditions else {}
+    return TFJobInfo(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        job_id=int(job_id) if job_id.isdigit() else None,
+        suspended=bool(run_policy.get("suspend")),
+        condition=latest.get("type", ""),
+        message=latest.get("message", ""),
+        labels=labels,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+SERVER_SET_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
+
+
+def release_body(job_id: int, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The TFJob to create for a released job: the stored manifest, labelled as ours."""
+    body = copy.deepcopy(dict(manifest))
+    metadata = body.setdefault("metadata", {})
+    for key in SERVER_SET_METADATA:
+        metadata.pop(key, None)
+    metadata["labels"] = {**(metadata.get("labels") or {}), JOB_ID_LABEL: str(job_id), MANAGED_LABEL: "true"}
+    return body

@@ -1,0 +1,122 @@
+"""The one door to a Kubernetes cluster: what jobdash needs, in jobdash's own types.
+
+Everything else in jobdash talks to `ClusterGateway`; only `kube.py` knows the client.
+Amounts are canonical integers (cpu in millicores, memory in bytes, counts), as in
+`queueing`.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+JOB_ID_LABEL = "jobdash.io/job-id"
+MANAGED_LABEL = "jobdash.io/managed"
+QUEUED_LABEL = "jobdash.io/queued"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+# --- errors: the few outcomes callers act on differently ---
+
+class GatewayError(Exception):
+    """Base of every error the gateway raises."""
+
+
+class Transient(GatewayError):
+    """Try again later: timeouts, connection errors, 429, 5xx."""
+
+
+class Fatal(GatewayError):
+    """The cluster refuses for good: invalid object (422), forbidden, denied by a webhook."""
+
+
+class NotFound(GatewayError):
+    pass
+
+
+class Conflict(GatewayError):
+    """Stale resourceVersion on an update."""
+
+
+class AlreadyExists(GatewayError):
+    """A TFJob of that name exists and it is not the one this job released."""
+
+
+class QuotaExceeded(GatewayError):
+    """The API server's ResourceQuota admission refused the object."""
+
+
+# --- what the cluster looks like ---
+
+@dataclass(frozen=True)
+class Quota:
+    namespace: str
+    name: str
+    hard: Mapping[str, int]
+    used: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    allocatable: Mapping[str, int]
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, Any], ...]
+    unschedulable: bool
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    namespace: str
+    name: str
+    phase: str  # Pending | Running | Succeeded | Failed | Unknown
+    node_name: str | None
+    job_name: str | None  # the TFJob that owns it, from the operator's label
+    replica_type: str | None
+    replica_index: int | None
+    requests: Mapping[str, int]
+    deleting: bool = False
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class TFJobInfo:
+    namespace: str
+    name: str
+    uid: str
+    job_id: int | None  # jobdash's id, from the jobdash.io/job-id label
+    suspended: bool
+    condition: str  # the latest true condition: Created | Running | Restarting | Succeeded | Failed | Suspended | ""
+    message: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    kind: str  # "tfjob" | "pod" | "quota" | "node"
+    type: str  # ADDED | MODIFIED | DELETED | RELISTED
+    namespace: str
+    name: str
+
+
+class ClusterGateway(Protocol):
+    # reads, served from the watch cache once `start()` has synced
+    def quotas(self) -> list[Quota]: ...
+    def nodes(self) -> list[NodeInfo]: ...
+    def pods(self) -> list[PodInfo]: ...
+    def tfjobs(self) -> list[TFJobInfo]: ...
+    def tfjob(self, namespace: str, name: str) -> TFJobInfo | None: ...
+
+    # writes, straight to the API server
+    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any]) -> TFJobInfo: ...
+    def set_suspended(self, namespace: str, name: str, suspended: bool) -> None: ...
+    def delete_tfjob(self, namespace: str, name: str) -> None: ...
+
+    # lifecycle of the watch cache
+    def start(self, on_event: Callable[[WatchEvent], None] | None = None, timeout: float = 30.0) -> None: ...
+    def stop(self) -> None: ...

@@ -1,0 +1,181 @@
+"""A watch-backed cache of one resource kind: list, then watch from the list's
+resourceVersion; relist on 410 Gone; reconnect (with backoff) when a watch drops."""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.watch.watch import iter_resp_lines
+from kubernetes.client.exceptions import ApiException
+
+log = logging.getLogger(__name__)
+
+GONE = 410
+
+
+class Informer:
+    def __init__(
+        self,
+        kind: str,
+        list_call: Callable[..., Any],
+        convert: Callable[[dict], Any],
+        on_change: Callable[[str, str, str, str], None],
+        *,
+        page_size: int = 500,
+        watch_seconds: int = 240,
+    ):
+        self.kind = kind
+        self._list_call = list_call  # a client list method that also accepts watch=True
+        self._convert = convert
+        self._on_change = on_change  # (kind, event type, namespace, name)
+        self._page_size = page_size
+        self._watch_seconds = watch_seconds
+        self._items: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.synced = threading.Event()
+        self._response = None  # the open watch, closed by stop() to unblock the thread
+        self._thread: threading.Thread | None = None
+        self.resource_version = ""
+        self.relists = 0
+        self.watches = 0  # watch requests opened; a watch ending normally is followed by another
+        self.reconnects = 0  # watches that broke with an error
+
+    # --- reads ---
+
+    def items(self) -> list[Any]:
+        with self._lock:
+            return list(self._items.values())
+
+    def get(self, namespace: str, name: str) -> Any | None:
+        with self._lock:
+            return self._items.get((namespace, name))
+
+    # --- lifecycle ---
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        response = self._response
+        if response is not None:
+            try:
+                response.shutdown()
+            except Exception:  # already closed
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._relist()
+                    need_list = False
+                self._watch_once()
+                backoff = 0.1
+            except ApiException as error:
+                if error.status == GONE:
+                    log.info("%s watch expired (410): relisting", self.kind)
+                    need_list = True
+                    continue
+                need_list = need_list or not self.synced.is_set()
+                backoff = self._pause(backoff, error)
+            except Exception as error:  # connection dropped, timeout, bad chunk: watch again
+                backoff = self._pause(backoff, error)
+
+    def _pause(self, backoff: float, error: Exception) -> float:
+        if self._stopping.is_set():
+            return backoff
+        self.reconnects += 1
+        log.info("%s watch interrupted (%s); retrying in %.1fs", self.kind, error.__class__.__name__, backoff)
+        self._stopping.wait(backoff)
+        return min(backoff * 2, 5.0)
+
+    def _relist(self) -> None:
+        items: dict[tuple[str, str], Any] = {}
+        token = None
+        while True:
+            kwargs = {"limit": self._page_size, "_preload_content": False}
+            if token:
+                kwargs["_continue"] = token
+            response = self._list_call(**kwargs)
+            _raise_for_status(response)
+            body = json.loads(response.data)
+            for obj in body.get("items") or []:
+                meta = obj["metadata"]
+                items[(meta.get("namespace", ""), meta["name"])] = self._convert(obj)
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+        with self._lock:
+            self._items = items
+            self.resource_version = body["metadata"]["resourceVersion"]
+        self.relists += 1
+        self.synced.set()
+        self._on_change(self.kind, "RELISTED", "", "")
+
+    def _watch_once(self) -> None:
+        self.watches += 1
+        # The client's Watch.stream(deserialize=False) trips over ERROR events (it looks
+        # for a key only deserialisation adds), so read the stream here: same call, raw lines.
+        response = self._list_call(
+            watch=True,
+            resource_version=self.resource_version,
+            timeout_seconds=self._watch_seconds,
+            allow_watch_bookmarks=True,
+            _preload_content=False,
+            _request_timeout=(5, self._watch_seconds + 30),
+        )
+        self._response = response
+        try:
+            _raise_for_status(response)
+            for line in iter_resp_lines(response):
+                if self._stopping.is_set():
+                    break
+                if not line:
+                    continue
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    status = event.get("object") or {}
+                    raise ApiException(status=status.get("code", 500), reason=status.get("message", "watch error"))
+                self._apply(event["type"], event["object"])
+        finally:
+            self._response = None
+            response.close()
+            response.release_conn()
+
+    def _apply(self, type_: str, obj: dict) -> None:
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        with self._lock:
+            if type_ == "DELETED":
+                self._items.pop(key, None)
+            elif type_ in ("ADDED", "MODIFIED"):
+                self._items[key] = self._convert(obj)
+            if meta.get("resourceVersion"):
+                self.resource_version = meta["resourceVersion"]
+        if type_ != "BOOKMARK":
+            self._on_change(self.kind, type_, key[0], key[1])
+
+    def wait_synced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        return self.synced.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _raise_for_status(response) -> None:
+    """Raw responses (_preload_content=False) are not checked by the client."""
+    if 200 <= response.status < 300:
+        return
+    try:
+        status = json.loads(response.data)
+    except ValueError:
+        status = {}
+    raise ApiException(status=status.get("code", response.status), reason=status.get("message", response.reason))
