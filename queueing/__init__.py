@@ -4,6 +4,9 @@ Untrusted text -> one validated Kubernetes object -> a ``Workload`` saying
 how many pods the job runs and what they request.  No Django, no cluster
 access, no I/O: everything here is deterministic and safe to call on
 arbitrary user input.
+
+The admission core (``plan`` and the snapshot types) decides from a
+``Snapshot`` which queued jobs to release and why the others wait.
 """
 
 from __future__ import annotations
@@ -12,23 +15,49 @@ from typing import Any
 
 from . import tfjob as _tfjob  # noqa: F401  (registers the TFJob adapter)
 from .errors import FieldError, ManifestError
+from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
+from .planner import DEFAULT_ETA_HORIZON_S, Admission, Plan, plan
+from .policies import DEFAULT_POLICY, POLICY_NAMES, Policy, get_policy
 from .quantity import canonical, format_quantity, parse_quantity
+from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, load_document
+from .snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 from .workload import ADAPTERS, JobAdapter, PodSet, Workload, register, workload_from_manifest
 
 __all__ = [
     "ADAPTERS",
+    "Admission",
+    "DEFAULT_ETA_HORIZON_S",
+    "DEFAULT_POLICY",
+    "DURATION_ANNOTATION",
     "FieldError",
+    "InFlightJob",
     "JobAdapter",
     "ManifestError",
+    "NamespaceQuota",
+    "Node",
+    "POLICY_NAMES",
+    "PendingJob",
+    "PendingStatus",
+    "Plan",
     "PodSet",
+    "Policy",
+    "Reason",
+    "RunningJob",
+    "Snapshot",
+    "Taint",
     "Workload",
     "canonical",
+    "duration_of",
     "format_quantity",
+    "get_policy",
     "load_document",
+    "parse_duration",
     "parse_job",
     "parse_quantity",
+    "plan",
     "register",
+    "shape_key",
     "workload_from_manifest",
 ]
 

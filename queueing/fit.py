@@ -1,0 +1,314 @@
+"""Does a job fit?  Quota fit per the admission rule, and gang placement on nodes.
+
+Quota: for every key the namespace's ResourceQuota constrains,
+used + reserved + demand <= hard; a demand above hard can never fit.
+
+Nodes: all pods of a job must be placed at once on the nodes' free
+capacity.  ``NodePool`` holds that capacity for one cycle and shrinks it as
+the planner admits jobs; capacity never grows within a cycle, which is what
+makes its failure memo sound.  Placement is best-fit decreasing on the
+pod's scarcest kind of resource (GPUs before cpu before memory): the
+largest pods go first, each onto the eligible node that leaves the least of
+that resource free, so whole free nodes stay whole for the next big gang.
+bench/results/core_planner.md has the measurement against first and worst fit.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .snapshot import PODS, InFlightJob, Node, PodGroup
+
+# A node that reports no pod limit is not limited by it.
+UNLIMITED = 10**18
+STRATEGIES = ("best", "first", "worst")
+
+
+def quota_check(
+    demand: Mapping[str, int], hard: Mapping[str, int], free: Mapping[str, int]
+) -> tuple[str | None, str | None]:
+    """(key where demand exceeds hard outright, first key where it exceeds what is free).
+
+    Only keys in ``hard`` are constrained, and, as in Kubernetes' quota
+    admission, only for jobs that request some of them: a namespace over its
+    GPU quota (quota lowered below usage) still admits CPU-only jobs.
+    """
+    short = None
+    for key, limit in hard.items():
+        need = demand.get(key)
+        if need:
+            if need > limit:
+                return key, key
+            if short is None and need > free[key]:
+                short = key
+    return None, short
+
+
+@dataclass(frozen=True)
+class NodeFailure:
+    """Why a gang did not fit.  ``kind``: "never" (no eligible node could hold
+    the pod even if empty), "nofit" (not now), "reserved" (would fit but for a
+    reservation).  ``needed``/``free`` are per pod and the largest free on one
+    eligible node, or cluster-wide totals when ``scope`` is "cluster"."""
+
+    kind: str
+    resource: str
+    needed: int
+    free: int
+    role: str = ""
+    pods: int = 0
+    placed: int = 0
+    scope: str = "node"
+    reserved_by: int | None = None
+
+
+def _primary(requests: tuple[tuple[str, int], ...]) -> str:
+    """The resource a pod is packed by: its extended resource (GPUs), else cpu, else memory."""
+    names = [name for name, _ in requests]
+    for name in names:
+        if "/" in name:
+            return name
+    for name in ("cpu", "memory"):
+        if name in names:
+            return name
+    return PODS
+
+
+def _size(group: PodGroup) -> tuple[int, int, int]:
+    extended = cpu = memory = 0
+    for name, amount in group.requests:
+        if "/" in name:
+            extended += amount
+        elif name == "cpu":
+            cpu = amount
+        elif name == "memory":
+            memory = amount
+    return extended, cpu, memory
+
+
+class _Eligible:
+    """Nodes a pod with one (nodeSelector, tolerations) may use, with one sorted
+    index per resource: [(free amount, node number), ...] ascending."""
+
+    __slots__ = ("nodes", "index")
+
+    def __init__(self, nodes: list[int]):
+        self.nodes = nodes
+        self.index: dict[str, list[tuple[int, int]]] = {}
+
+
+class NodePool:
+    """Free node capacity during one cycle; ``place`` either charges a whole gang or nothing."""
+
+    def __init__(self, nodes: Sequence[Node], in_flight: Iterable[InFlightJob] = (), strategy: str = "best"):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        self.strategy = strategy
+        self.nodes = tuple(nodes)
+        self.names = [node.name for node in self.nodes]
+        self.free: list[dict[str, int]] = []
+        self.eventual: list[dict[str, int]] = []  # free once running pods end: for reservations
+        self.capacity: list[dict[str, int]] = []  # an empty node: for "never fits"
+        for node in self.nodes:
+            free = {name: amount - node.allocated.get(name, 0) for name, amount in node.allocatable.items()}
+            capacity = dict(node.allocatable)
+            if PODS not in free:
+                free[PODS] = capacity[PODS] = UNLIMITED
+            self.free.append(free)
+            self.eventual.append(dict(capacity))
+            self.capacity.append(capacity)
+        by_name = {name: number for number, name in enumerate(self.names)}
+        for job in in_flight:
+            roles = {group.role: group.requests for group in job.gang}
+            for role, _, node_name in job.placements:
+                number = by_name.get(node_name)
+                if number is not None and role in roles:
+                    for name, amount in roles[role]:
+                        self.free[number][name] = self.free[number].get(name, 0) - amount
+                        self.eventual[number][name] = self.eventual[number].get(name, 0) - amount
+        self.schedulable = [number for number, node in enumerate(self.nodes) if not node.unschedulable]
+        self.totals: dict[str, int] = {}
+        for number in self.schedulable:
+            for name, amount in self.free[number].items():
+                self.totals[name] = self.totals.get(name, 0) + max(amount, 0)
+        self._eligible: dict[tuple, _Eligible] = {}
+        self._member_of: list[list[_Eligible]] = [[] for _ in self.nodes]
+        # Failures by id() of the (interned) gang or pod group, holding the key
+        # object so its id cannot be reused while the entry lives.
+        self._failed: dict[int, tuple[object, NodeFailure]] = {}
+        self.reservations: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []  # (job id, node, requests)
+        self.stats = {"place_calls": 0, "memo_hits": 0, "cluster_rejects": 0, "pods_placed": 0}
+
+    # -- eligibility and indices ---------------------------------------------------------
+
+    def eligible(self, constraints: tuple) -> _Eligible:
+        found = self._eligible.get(constraints)
+        if found is None:
+            found = _Eligible([n for n in self.schedulable if self.nodes[n].admits(constraints)])
+            self._eligible[constraints] = found
+            for number in found.nodes:
+                self._member_of[number].append(found)
+        return found
+
+    def _index(self, eligible: _Eligible, resource: str) -> list[tuple[int, int]]:
+        index = eligible.index.get(resource)
+        if index is None:
+            free = self.free
+            index = sorted((free[n].get(resource, 0), n) for n in eligible.nodes)
+            eligible.index[resource] = index
+        return index
+
+    def _charge(self, number: int, requests: tuple[tuple[str, int], ...], sign: int = 1) -> None:
+        free = self.free[number]
+        eventual = self.eventual[number]
+        totals = self.totals
+        member_of = self._member_of[number]
+        for name, amount in requests:
+            old = free.get(name, 0)
+            new = old - sign * amount
+            free[name] = new
+            eventual[name] = eventual.get(name, 0) - sign * amount
+            totals[name] = totals.get(name, 0) + max(new, 0) - max(old, 0)
+            for eligible in member_of:
+                index = eligible.index.get(name)
+                if index is not None:
+                    del index[bisect_left(index, (old, number))]
+                    insort(index, (new, number))
+
+    def _fits(self, number: int, requests: tuple[tuple[str, int], ...]) -> bool:
+        free = self.free[number]
+        for name, amount in requests:
+            if free.get(name, 0) < amount:
+                return False
+        return True
+
+    def _find(self, eligible: _Eligible, requests: tuple[tuple[str, int], ...], primary: str) -> int | None:
+        """The node for one pod under the pool's strategy, or None."""
+        if self.strategy == "first":
+            for number in eligible.nodes:
+                if self._fits(number, requests):
+                    return number
+            return None
+        index = self._index(eligible, primary)
+        need = dict(requests)[primary]
+        start = bisect_left(index, (need, -1))
+        if self.strategy == "best":
+            for position in range(start, len(index)):
+                number = index[position][1]
+                if self._fits(number, requests):
+                    return number
+        else:
+            for position in range(len(index) - 1, start - 1, -1):
+                number = index[position][1]
+                if self._fits(number, requests):
+                    return number
+        return None
+
+    # -- placing a gang ------------------------------------------------------------------
+
+    def place(self, gang: tuple[PodGroup, ...], totals: Mapping[str, int]) -> list[tuple[int, int]] | NodeFailure:
+        """Place every pod or none: [(pod group number, node number) per pod], or why not."""
+        self.stats["place_calls"] += 1
+        failed = self._failed
+        for key in (gang, *gang):
+            found = failed.get(id(key))
+            if found is not None and found[0] is key:
+                self.stats["memo_hits"] += 1
+                return found[1]
+        for name, amount in totals.items():
+            if amount > self.totals.get(name, 0):
+                # Not even the cluster as a whole has it: no need to look at nodes,
+                # except to tell "not now" from "never".
+                self.stats["cluster_rejects"] += 1
+                pods = sum(g.count for g in gang)
+                failure = next((f for f in (self._never(g, self.eligible(g.constraints), pods) for g in gang) if f),
+                               None) or self._cluster_failure(name, amount, pods)
+                self._failed[id(gang)] = (gang, failure)
+                return failure
+        order = sorted(range(len(gang)), key=lambda g: _size(gang[g]), reverse=True)
+        placed: list[tuple[int, int]] = []
+        for group_number in order:
+            group = gang[group_number]
+            eligible = self.eligible(group.constraints)
+            primary = _primary(group.requests)
+            for _ in range(group.count):
+                number = self._find(eligible, group.requests, primary)
+                if number is None:
+                    for undo_group, undo_node in reversed(placed):
+                        self._charge(undo_node, gang[undo_group].requests, -1)
+                    failure = self._diagnose(group, eligible, len(placed), sum(g.count for g in gang))
+                    self._failed[id(gang)] = (gang, failure)
+                    if not placed:  # the pod fails on its own, so any gang with it fails
+                        self._failed[id(group)] = (group, failure)
+                    return failure
+                self._charge(number, group.requests)
+                placed.append((group_number, number))
+        self.stats["pods_placed"] += len(placed)
+        return placed
+
+    def _cluster_failure(self, name: str, amount: int, pods: int) -> NodeFailure:
+        reserved = sum(dict(requests).get(name, 0) for _, _, requests in self.reservations)
+        if reserved and amount <= self.totals.get(name, 0) + reserved:
+            return NodeFailure("reserved", name, amount, self.totals.get(name, 0), pods=pods, scope="cluster",
+                               reserved_by=self.reservations[0][0])
+        return NodeFailure("nofit", name, amount, self.totals.get(name, 0), pods=pods, scope="cluster")
+
+    def _never(self, group: PodGroup, eligible: _Eligible, pods: int) -> NodeFailure | None:
+        """A failure if no eligible node could hold one pod of the group even when empty."""
+        requests = group.requests
+        if not eligible.nodes:
+            return NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods)
+        capacity = [self.capacity[n] for n in eligible.nodes]
+        if any(all(c.get(r, 0) >= a for r, a in requests) for c in capacity):
+            return None
+        # Name the resource that is short on most eligible nodes.
+        resource, amount = max(requests, key=lambda ra: (sum(c.get(ra[0], 0) < ra[1] for c in capacity), ra[0]))
+        return NodeFailure("never", resource, amount, max(c.get(resource, 0) for c in capacity), group.role, pods)
+
+    def _diagnose(self, group: PodGroup, eligible: _Eligible, placed: int, pods: int) -> NodeFailure:
+        requests = group.requests
+        never = self._never(group, eligible, pods)
+        if never is not None:
+            return never
+        for job_id, number, charged in self.reservations:
+            if number in eligible.nodes and all(
+                self.free[number].get(r, 0) + dict(charged).get(r, 0) >= a for r, a in requests
+            ):
+                return NodeFailure("reserved", _primary(requests), dict(requests)[_primary(requests)],
+                                   self.free[number].get(_primary(requests), 0), group.role, pods, placed,
+                                   reserved_by=job_id)
+        # The scarcest resource: highest need relative to the largest free amount on one node.
+        best = None
+        for name, amount in requests:
+            index = self._index(eligible, name)
+            largest = max(index[-1][0], 0)
+            ratio = amount / largest if largest else float("inf")
+            if best is None or ratio > best[0]:
+                best = (ratio, name, amount, largest)
+        _, name, amount, largest = best
+        return NodeFailure("nofit", name, amount, largest, group.role, pods, placed)
+
+    # -- reservations --------------------------------------------------------------------
+
+    def reserve(self, job_id: int, gang: tuple[PodGroup, ...]) -> bool:
+        """Hold nodes for a job that has waited too long: charge its pods to the
+        nodes nearest to holding them once running pods end, even if free goes
+        negative, so later jobs in the cycle cannot take that capacity."""
+        charged: list[tuple[int, tuple[tuple[str, int], ...]]] = []
+        for group in sorted(gang, key=_size, reverse=True):
+            eligible = self.eligible(group.constraints)
+            index = self._index(eligible, _primary(group.requests))
+            for _ in range(group.count):
+                number = next((n for _, n in reversed(index)
+                               if all(self.eventual[n].get(r, 0) >= a for r, a in group.requests)), None)
+                if number is None:
+                    for undo_node, requests in reversed(charged):
+                        self._charge(undo_node, requests, -1)
+                    return False
+                self._charge(number, group.requests)
+                charged.append((number, group.requests))
+        self.reservations.extend((job_id, number, requests) for number, requests in charged)
+        return True
+

@@ -1,0 +1,400 @@
+"""One admission cycle: from a snapshot, which jobs to release now, and why every other job waits.
+
+``plan(snapshot, policy)`` runs in numbered phases (after Kueue's
+``schedule()``): every job leaves phase 3 either admitted with a placement
+or with a reason from ``reasons.Reason``.  The plan is a pure function of
+the snapshot and the policy: the same input gives the same plan.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .eta import forecast
+from .fit import NodeFailure, NodePool, quota_check
+from .policies import DEFAULT_POLICY, Policy, get_policy
+from .reasons import PendingStatus, Reason
+from .snapshot import PendingJob, Snapshot
+
+# Compared by identity in the loops that run once per queued job: hashing an
+# Enum member calls Python code, an identity test does not.
+_NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
+# PendingStatus(...) without the Python-level __new__ of a NamedTuple: one per queued job.
+_new_status = tuple.__new__
+# Outcomes that depend only on the job's shape and the capacity left.
+_CAPACITY = frozenset({Reason.QUOTA_EXCEEDED, Reason.RESERVED_FOR_OLDER_JOB, Reason.NO_NODE_FITS,
+                       Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES})
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Release ``job_id`` now.  ``placement``: (role, pod index, node) for every
+    pod, or None when node fit was off (the quota-only check of ``seed``)."""
+
+    job_id: int
+    namespace: str
+    placement: tuple[tuple[str, int, str], ...] | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``admissions`` in the order they were decided; ``pending`` has a status for
+    every other job.  ``stats`` are counters for logs and benchmarks."""
+
+    admissions: tuple[Admission, ...]
+    pending: Mapping[int, PendingStatus]
+    policy: str = ""
+    stats: Mapping[str, int] = field(default_factory=dict, compare=False)
+
+    @property
+    def admitted(self) -> tuple[int, ...]:
+        return tuple(admission.job_id for admission in self.admissions)
+
+
+class _Namespace:
+    """One namespace's state during the cycle."""
+
+    __slots__ = ("name", "hard", "free", "held", "reserved_for", "in_flight", "admitted", "head_seen",
+                 "blocked_by", "held_back", "usage", "weight", "failed")
+
+    def __init__(self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int):
+        self.name = name
+        self.hard = hard  # None: no ResourceQuota, nothing constrained
+        self.free = free  # per constrained key: hard - used - reserved - admitted - held
+        self.held: dict[str, int] = {}  # quota held for reserved_for, a head that waited too long
+        self.reserved_for: int | None = None
+        self.in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
+        self.admitted = 0
+        self.head_seen = False  # the first job that could not start has been met
+        self.blocked_by: int | None = None  # strict order: the head that blocks the rest
+        self.held_back: tuple[Reason, dict[str, Any]] | None = None  # the outcome of a policy hold
+        self.usage: dict[str, int] = {}  # node resources of its running, in-flight and admitted jobs
+        self.weight = weight
+        self.failed: dict[tuple[int, int], tuple[Reason, dict[str, Any]]] = {}  # capacity outcome by job shape
+
+
+# Like Slurm's backfill window (bf_window, one day by default): a start
+# further out than this gets no estimate, only a note saying so.  Beyond a
+# day, durations are guesses compounded over thousands of jobs, and
+# simulating them is most of a large cycle's cost.
+DEFAULT_ETA_HORIZON_S = 86_400.0
+
+
+def plan(
+    snapshot: Snapshot,
+    policy: Policy | str | None = None,
+    *,
+    strategy: str = "best",
+    eta_horizon_s: float | None = DEFAULT_ETA_HORIZON_S,
+) -> Plan:
+    """Decide one cycle.  ``policy``: a Policy, a policy name, or None for the default;
+    ``strategy``: node packing (best, first, worst); ``eta_horizon_s``: None for no limit."""
+    if policy is None or isinstance(policy, str):
+        policy = get_policy(policy or DEFAULT_POLICY)
+    # A large cycle allocates a few hundred thousand small, acyclic objects;
+    # with a 100k-job snapshot alive, the cyclic collector's full passes over
+    # it cost about a tenth of the cycle and can free nothing the cycle made.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Cycle(snapshot, policy, strategy, eta_horizon_s).run()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot, policy: Policy, strategy: str, eta_horizon_s: float | None):
+        self.eta_horizon_s = eta_horizon_s
+        self.snapshot = snapshot
+        self.policy = policy
+        self.now = snapshot.now
+        self.node_fit = snapshot.node_fit and policy.node_fit
+        self.strategy = strategy
+        # Filled by _record, in each namespace's queue order: every job not admitted with its
+        # position and outcome, and per namespace the (rank, job) of those that can wait.
+        self.waiting: list[tuple[PendingJob, int, tuple[Reason, dict[str, Any]]]] = []
+        self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
+        self.positions: dict[str, int] = {}
+        self.admissions: list[Admission] = []
+        self.admitted_jobs: list[PendingJob] = []
+        self.node_outcomes: dict[int, tuple[NodeFailure, tuple[Reason, dict[str, Any]]]] = {}
+        self.keep_alive: list[object] = []
+        self.stats = {"jobs": len(snapshot.pending), "node_reservations": 0, "quota_reservations": 0}
+
+    def run(self) -> Plan:
+        # 1. State: free quota per namespace after in-flight reservations, free node capacity.
+        self.namespaces = self._namespaces()
+        self.pool = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
+        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
+        for number in self.pool.schedulable:
+            for name, amount in self.pool.capacity[number].items():
+                self.cluster_max[name] = max(self.cluster_max.get(name, 0), amount)
+        # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
+        ordered = self.policy.order(self.snapshot.pending, self.now)
+        # 3. Admit, recording a reason and a queue position for every job that is not admitted.
+        if self.policy.fair_share:
+            self._admit_fair(ordered)
+        else:
+            consider, record = self._consider, self._record
+            for rank, job in enumerate(ordered):
+                outcome = consider(job)
+                if outcome is not None:
+                    record(rank, job, outcome)
+        # 4. Estimated start times, 5. statuses.
+        starts, notes, otherwise = self._estimate()
+        statuses = {}
+        for job, position, outcome in self.waiting:
+            eta = starts.get(job.id)
+            if eta is not None:
+                note = ""
+            elif outcome[0] is _NEVER_QUOTA or outcome[0] is _NEVER_NODES:
+                note = "waiting will not help"
+            else:
+                note = notes.get(job.id, otherwise)
+            statuses[job.id] = _new_status(PendingStatus, (job.id, job.namespace, position, outcome[0], outcome[1],
+                                                           eta, note))
+        # 6. The plan.
+        self.stats.update(self.pool.stats)
+        self.stats["admitted"] = len(self.admissions)
+        return Plan(tuple(self.admissions), statuses, self.policy.name, self.stats)
+
+    # -- 1. state ------------------------------------------------------------------------
+
+    def _namespaces(self) -> dict[str, _Namespace]:
+        snapshot = self.snapshot
+        names = {job.namespace: None for job in snapshot.pending}
+        names.update({job.namespace: None for job in snapshot.in_flight})
+        namespaces = {}
+        for name in names:
+            quota = snapshot.quotas.get(name)
+            if quota is None:
+                namespaces[name] = _Namespace(name, None, None, 1)
+            else:
+                hard = dict(quota.hard)
+                free = {key: limit - quota.used.get(key, 0) for key, limit in hard.items()}
+                namespaces[name] = _Namespace(name, hard, free, quota.weight)
+        for job in snapshot.in_flight:
+            namespace = namespaces[job.namespace]
+            if namespace.in_flight is None:
+                namespace.in_flight = job.id
+            if namespace.free is not None:
+                for key, amount in job.outstanding.items():
+                    if key in namespace.free:
+                        namespace.free[key] -= amount
+        return namespaces
+
+    # -- 3. admission --------------------------------------------------------------------
+
+    def _record(self, rank: int, job: PendingJob, outcome: tuple[Reason, dict[str, Any]]) -> None:
+        """A job that waits: its position in its namespace's queue (called in queue order)."""
+        namespace = job.namespace
+        position = self.positions[namespace] = self.positions.get(namespace, 0) + 1
+        self.waiting.append((job, position, outcome))
+        if outcome[0] is not _NEVER_QUOTA and outcome[0] is not _NEVER_NODES:
+            queue = self.queues.get(namespace)
+            if queue is None:
+                self.queues[namespace] = [(rank, job)]
+            else:
+                queue.append((rank, job))
+
+    def _consider(self, job: PendingJob) -> tuple[Reason, dict[str, Any]] | None:
+        """Admit ``job`` (return None) or say why not; checks run cheapest first."""
+        namespace = self.namespaces[job.namespace]
+        # Capacity only shrinks during a cycle, so a job shaped like one that
+        # already failed for capacity in this namespace fails the same way.
+        shape = (id(job.demand), id(job.gang))
+        failed = namespace.failed.get(shape)
+        if failed is not None and (failed[0] is _NEVER_QUOTA or failed[0] is _NEVER_NODES):
+            return failed
+        # 3a. Lifecycle and policy holds that do not depend on capacity.
+        if job.backoff_until is not None and job.backoff_until > self.now:
+            return Reason.BACKING_OFF, {"until": job.backoff_until, "attempts": job.attempts}
+        if namespace.blocked_by is not None:
+            return namespace.held_back  # the same for every job behind the head: built once
+        if failed is not None:
+            return failed
+        outcome = self._try(job, namespace)
+        if outcome is not None and outcome[0] in _CAPACITY:
+            # Kept with the shape's objects, so their ids stay theirs while the entry lives.
+            namespace.failed[shape] = outcome
+            self.keep_alive.append((job.demand, job.gang))
+        return outcome
+
+    def _try(self, job: PendingJob, namespace: _Namespace) -> tuple[Reason, dict[str, Any]] | None:
+        # 3b. Quota.
+        short = None
+        if namespace.hard is not None:
+            never, short = quota_check(job.demand, namespace.hard, namespace.free)
+            if never is not None:
+                return Reason.NEVER_FITS_QUOTA, {"resource": never, "needed": job.demand[never],
+                                                 "hard": namespace.hard[never]}
+        if self.node_fit:
+            never_nodes = self._never_fits_nodes(job)
+            if never_nodes is not None:
+                return never_nodes
+        if short is not None:
+            outcome = self._quota_outcome(job, namespace, short)  # before the head's own hold changes free
+            self._head_waits(job, namespace, nodes=False)
+            return outcome
+        if self.policy.one_at_a_time and (namespace.in_flight is not None or namespace.admitted):
+            if namespace.held_back is None:  # the same for every job of the namespace: built once
+                namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
+            return namespace.held_back
+        # 3c. Gang placement on nodes.
+        placement = None
+        if self.node_fit:
+            placed = self.pool.place(job.gang, job.totals)
+            if isinstance(placed, NodeFailure):
+                # Memoised failures repeat for many jobs: build each outcome once.
+                outcome = self.node_outcomes.get(id(placed))
+                if outcome is None or outcome[0] is not placed:
+                    outcome = (placed, _node_outcome(placed))
+                    self.node_outcomes[id(placed)] = outcome
+                outcome = outcome[1]
+                if outcome[0] is not _NEVER_NODES:
+                    self._head_waits(job, namespace, nodes=True)
+                return outcome
+            names = self.pool.names
+            counters: dict[int, int] = {}
+            pods = []
+            for group_number, node in placed:
+                index = counters.get(group_number, 0)
+                counters[group_number] = index + 1
+                pods.append((job.gang[group_number].role, index, names[node]))
+            placement = tuple(sorted(pods))
+        # 3d. Admit: charge the quota; the pool has already charged the nodes.
+        if namespace.free is not None:
+            free = namespace.free
+            for key in free:
+                free[key] -= job.demand.get(key, 0)
+        namespace.admitted += 1
+        self.admissions.append(Admission(job.id, job.namespace, placement))
+        self.admitted_jobs.append(job)
+        return None
+
+    def _quota_outcome(self, job: PendingJob, namespace: _Namespace, short: str) -> tuple[Reason, dict[str, Any]]:
+        demand, free, held = job.demand, namespace.free, namespace.held
+        if held and not quota_check(demand, namespace.hard, {key: free[key] + held.get(key, 0) for key in free})[1]:
+            return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": namespace.reserved_for, "resource": short}
+        return Reason.QUOTA_EXCEEDED, {"resource": short, "needed": demand[short], "free": free[short],
+                                       "hard": namespace.hard[short]}
+
+    def _never_fits_nodes(self, job: PendingJob) -> tuple[Reason, dict[str, Any]] | None:
+        """Cheap screen for a pod larger than every node (checked even while quota is short)."""
+        cluster_max = self.cluster_max
+        for group in job.gang:
+            for name, amount in group.requests:
+                if amount > cluster_max.get(name, 0):
+                    return Reason.NEVER_FITS_NODES, {"resource": name, "needed": amount,
+                                                     "free": cluster_max.get(name, 0), "role": group.role}
+        return None
+
+    def _head_waits(self, job: PendingJob, namespace: _Namespace, nodes: bool) -> None:
+        """The first job of a namespace that cannot start: strict order blocks behind it,
+        and if it has waited too long it reserves what it needs."""
+        if namespace.head_seen:
+            return
+        namespace.head_seen = True
+        policy = self.policy
+        if policy.strict:
+            namespace.blocked_by = job.id
+            namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
+        after = policy.reservation_after_s
+        if after is None or self.now - job.submitted_at < after:
+            return
+        namespace.reserved_for = job.id
+        if namespace.free is not None:
+            self.stats["quota_reservations"] += 1
+            for key in namespace.free:
+                amount = job.demand.get(key, 0)
+                if amount:
+                    namespace.free[key] -= amount
+                    namespace.held[key] = namespace.held.get(key, 0) + amount
+        if nodes and self.stats["node_reservations"] < policy.max_reservations:
+            if self.pool.reserve(job.id, job.gang):
+                self.stats["node_reservations"] += 1
+
+    def _admit_fair(self, ordered: list[PendingJob]) -> None:
+        """DRF: the namespace with the lowest weighted dominant share admits next."""
+        capacity = {name: amount for name, amount in self._cluster_capacity().items() if amount > 0}
+        for job in (*self.snapshot.running, *self.snapshot.in_flight):
+            if job.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
+                _add_usage(self.namespaces[job.namespace], job.totals)
+        queues: dict[str, list[tuple[int, PendingJob]]] = {}
+        for rank, job in enumerate(ordered):
+            queue = queues.get(job.namespace)
+            if queue is None:
+                queues[job.namespace] = [(rank, job)]
+            else:
+                queue.append((rank, job))
+        # (share, namespace, where its queue resumes): ties go to the namespace name.
+        heap = [(self._share(self.namespaces[name], capacity), name, 0) for name in queues]
+        heapq.heapify(heap)
+        consider, record = self._consider, self._record
+        while heap:
+            _, name, resume = heapq.heappop(heap)
+            queue = queues[name]
+            for index in range(resume, len(queue)):
+                rank, job = queue[index]
+                outcome = consider(job)
+                if outcome is not None:
+                    record(rank, job, outcome)
+                    continue
+                # Admitted: its share grew, so it queues again for the next turn.
+                namespace = self.namespaces[name]
+                _add_usage(namespace, job.totals)
+                heapq.heappush(heap, (self._share(namespace, capacity), name, index + 1))
+                break
+
+    def _cluster_capacity(self) -> dict[str, int]:
+        capacity: dict[str, int] = {}
+        for number in self.pool.schedulable:
+            for name, amount in self.snapshot.nodes[number].allocatable.items():
+                capacity[name] = capacity.get(name, 0) + amount
+        capacity.pop("pods", None)  # a pod slot is not a resource anyone is short of fairly
+        return capacity
+
+    @staticmethod
+    def _share(namespace: _Namespace, capacity: Mapping[str, int]) -> float:
+        usage = namespace.usage
+        return max((usage.get(name, 0) / amount for name, amount in capacity.items()), default=0.0) / namespace.weight
+
+    # -- 4. estimated start times ----------------------------------------------------------
+
+    def _estimate(self) -> tuple[dict[int, float], dict[int, str], str]:
+        """Play forward from the capacity this plan leaves: its admissions are charged,
+        reservations and holds are not (they are not usage)."""
+        cluster_free = dict(self.pool.totals)
+        for _, _, requests in self.pool.reservations:
+            for name, amount in requests:
+                cluster_free[name] += amount
+        if not self.node_fit:  # the pool did not see this cycle's admissions
+            for job in self.admitted_jobs:
+                for name, amount in job.totals.items():
+                    cluster_free[name] = cluster_free.get(name, 0) - amount
+        quota_free = {name: {key: amount + ns.held.get(key, 0) for key, amount in ns.free.items()}
+                      for name, ns in self.namespaces.items() if ns.free is not None}
+        return forecast(self.snapshot, self.queues, self.admitted_jobs, quota_free, cluster_free,
+                        self.eta_horizon_s)
+
+
+def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:
+    usage = namespace.usage
+    for name, amount in totals.items():
+        usage[name] = usage.get(name, 0) + amount
+
+
+def _node_outcome(failure: NodeFailure) -> tuple[Reason, dict[str, Any]]:
+    if failure.kind == "never":
+        return Reason.NEVER_FITS_NODES, {"resource": failure.resource, "needed": failure.needed,
+                                         "free": failure.free, "role": failure.role}
+    if failure.kind == "reserved":
+        return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
+    return Reason.NO_NODE_FITS, {"resource": failure.resource, "needed": failure.needed, "free": failure.free,
+                                 "scope": failure.scope, "role": failure.role, "pods": failure.pods,
+                                 "placed": failure.placed}

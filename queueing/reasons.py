@@ -1,0 +1,93 @@
+"""Why a job waits: a fixed vocabulary, structured detail and a one-line message.
+
+The reason and its detail are what programs read (API, metrics); the
+message is for people and is rendered from them on demand, which keeps a
+100k-job plan from formatting 100k strings nobody may look at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from .quantity import format_quantity
+
+
+class Reason(StrEnum):
+    # Capacity: the job could start if something else ended.
+    QUOTA_EXCEEDED = "QuotaExceeded"  # resource, needed, free, hard
+    NO_NODE_FITS = "NoNodeFits"  # resource (scarcest), needed, free, scope, role, pods, placed
+    # Policy: capacity may be there, the policy holds the job back.
+    WAITING_FOR_IN_FLIGHT = "WaitingForInFlight"  # in_flight (job id or None: released this cycle)
+    RESERVED_FOR_OLDER_JOB = "ReservedForOlderJob"  # reserved_for, resource
+    BLOCKED_BY_QUEUE_HEAD = "BlockedByQueueHead"  # head (strict FIFO)
+    BACKING_OFF = "BackingOff"  # until, attempts
+    # Never: waiting would not help; the job must change (or the quota / nodes).
+    NEVER_FITS_QUOTA = "NeverFitsQuota"  # resource, needed, hard
+    NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role
+
+    @property
+    def never(self) -> bool:
+        return self in (Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES)
+
+
+def amount(resource: str, value: int) -> str:
+    """A quota or node amount the way kubectl shows it: 1500m, 8Gi, 2."""
+    base = resource.removeprefix("requests.").removeprefix("limits.")
+    return format_quantity(base, value) if base in ("cpu", "memory", "ephemeral-storage") else str(value)
+
+
+def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
+    d = detail
+    if reason is Reason.QUOTA_EXCEEDED:
+        r = d["resource"]
+        return (f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
+                f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free")
+    if reason is Reason.NEVER_FITS_QUOTA:
+        r = d["resource"]
+        return (f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
+                f"is {amount(r, d['hard'])}; reduce the job or raise the quota")
+    if reason is Reason.NO_NODE_FITS:
+        r = d["resource"]
+        if d.get("scope") == "cluster":
+            return (f"cluster full: needs {amount(r, d['needed'])} {r} in total, "
+                    f"{amount(r, d['free'])} free on all nodes")
+        placed = f"{d['placed']} of {d['pods']} pods placed; " if d.get("placed") else ""
+        return (f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+                f"the most free on one node is {amount(r, d['free'])}")
+    if reason is Reason.NEVER_FITS_NODES:
+        r = d["resource"]
+        if r == "nodeSelector/tolerations":
+            return f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector and tolerations"
+        return (f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+                f"the largest node has {amount(r, d['free'])}")
+    if reason is Reason.WAITING_FOR_IN_FLIGHT:
+        if d.get("in_flight") is None:
+            return f"waiting: {namespace} released a job this cycle and starts one at a time"
+        return f"waiting: job {d['in_flight']} in {namespace} is still starting (one at a time)"
+    if reason is Reason.RESERVED_FOR_OLDER_JOB:
+        return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
+    if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
+        return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"
+    if reason is Reason.BACKING_OFF:
+        return f"backing off after {d['attempts']} failed start(s); eligible again at t={d['until']:.0f}"
+    raise ValueError(f"no message for {reason!r}")
+
+
+class PendingStatus(NamedTuple):
+    """Where a pending job stands after a cycle.  ``position`` is 1-based within
+    its namespace's queue; ``eta`` is an estimated start time or None (then
+    ``eta_note`` says why).  A tuple, because a cycle builds one per queued job."""
+
+    job_id: int
+    namespace: str
+    position: int
+    reason: Reason
+    detail: Mapping[str, Any]
+    eta: float | None = None
+    eta_note: str = ""
+
+    @property
+    def message(self) -> str:
+        return describe(self.reason, self.detail, self.namespace)

@@ -1,0 +1,338 @@
+"""The world as the admission cycle sees it: plain, frozen data.
+
+The caller (the dispatcher, a trace replay, a test) builds one ``Snapshot``
+per cycle from the database and the cluster; the planner never looks
+anywhere else, so the same snapshot always yields the same plan.  Times are
+float seconds since the epoch and the caller owns the clock (``Snapshot.now``).
+
+Amounts are canonical integers as in ``workload.py``: cpu in millicores,
+memory and storage in bytes, devices and pods as counts.  Quota amounts are
+keyed like ResourceQuota (``requests.cpu``, ``pods``, ...); node amounts like
+node allocatable (``cpu``, ``nvidia.com/gpu``, ``pods``, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from .workload import Workload
+
+# A pod consumes one of the node's "pods" slots whatever else it asks for.
+PODS = "pods"
+# Taint effects that keep a pod off a node; PreferNoSchedule is only a preference.
+_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value or {}))
+
+
+# Jobs of the same shape share their derived values (gang, totals, demand):
+# 100k queued jobs are mostly a few hundred shapes, and sharing cuts memory
+# several-fold and lets a cycle cache per-shape work by identity.  The
+# table only ever maps a value to an equal value, so clearing it when it
+# grows large changes nothing but memory.
+_INTERNED: dict[Any, Any] = {}
+_INTERN_LIMIT = 100_000
+
+
+def _intern(key: Any, make: Any = None) -> Any:
+    found = _INTERNED.get(key)
+    if found is None:
+        if len(_INTERNED) >= _INTERN_LIMIT:
+            _INTERNED.clear()
+        found = _INTERNED[key] = key if make is None else make()
+    return found
+
+
+def _interned_map(amounts: Mapping[str, int]) -> Mapping[str, int]:
+    items = ("map",) + tuple(sorted(amounts.items()))
+    return _intern(items, lambda: MappingProxyType(dict(amounts)))
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def tolerated_by(self, tolerations: Iterable[Mapping[str, Any]]) -> bool:
+        """Kubernetes' ToleratesTaint, for any of the given tolerations."""
+        for toleration in tolerations:
+            effect = toleration.get("effect") or ""
+            if effect and effect != self.effect:
+                continue
+            key = toleration.get("key") or ""
+            if toleration.get("operator", "Equal") == "Exists":
+                if not key or key == self.key:
+                    return True
+            elif key == self.key and (toleration.get("value") or "") == self.value:
+                return True
+        return False
+
+    @property
+    def blocks(self) -> bool:
+        return self.effect in _BLOCKING_EFFECTS
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """``count`` identical pods of one role, reduced to what placement needs.
+
+    ``requests`` holds only non-zero amounts plus one ``pods`` slot, sorted by
+    name; ``constraints`` is the (nodeSelector, tolerations) pair as sorted
+    tuples, so equal constraints compare and hash equal.
+    """
+
+    role: str
+    count: int
+    requests: tuple[tuple[str, int], ...]
+    constraints: tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, Any], ...], ...]]
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return dict(self.constraints[0])
+
+    @property
+    def tolerations(self) -> tuple[dict[str, Any], ...]:
+        return tuple(dict(t) for t in self.constraints[1])
+
+
+def gang_of(workload: Workload) -> tuple[PodGroup, ...]:
+    """Every pod the job runs, as pod groups (TFJob: one per replica type)."""
+    groups = []
+    for pod_set in workload.pod_sets:
+        if pod_set.count <= 0:
+            continue
+        requests = {name: amount for name, amount in pod_set.requests.items() if amount > 0}
+        requests[PODS] = 1
+        selector = tuple(sorted(pod_set.node_selector.items()))
+        tolerations = tuple(sorted(tuple(sorted(t.items())) for t in pod_set.tolerations))
+        group = PodGroup(pod_set.role, pod_set.count, tuple(sorted(requests.items())), (selector, tolerations))
+        groups.append(_intern(group))
+    return _intern(tuple(groups))
+
+
+def node_totals(gang: tuple[PodGroup, ...]) -> Mapping[str, int]:
+    """Node resources summed over every pod of the gang, ``pods`` included."""
+    totals: dict[str, int] = {}
+    for group in gang:
+        for name, amount in group.requests:
+            totals[name] = totals.get(name, 0) + amount * group.count
+    return _interned_map(totals)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A queued job.  ``demand`` defaults to ``workload.quota_demand()``.
+
+    Pass ``demand`` explicitly when the stored demand differs, e.g. in
+    ``unsuspend`` release mode the suspended TFJob already counts in
+    ``count/tfjobs.kubeflow.org`` used, so the dispatcher drops that key.
+    ``expected_duration`` (seconds) is the caller's estimate; ``None`` lets
+    the planner use the workload's ``jobdash.io/expected-duration`` annotation
+    or the namespace's history (see ``eta.duration_of``).
+
+    The derived fields (``gang``, ``totals``, and ``demand`` made read-only)
+    are computed once here, not per cycle, and jobs of the same shape share
+    them: a dispatcher that keeps PendingJob objects between cycles pays for
+    them once per job, and 100k queued jobs cost about 170 bytes each.
+    """
+
+    id: int
+    namespace: str
+    priority: int
+    submitted_at: float
+    workload: Workload
+    attempts: int = 0
+    backoff_until: float | None = None
+    expected_duration: float | None = None
+    demand: Mapping[str, int] | None = None
+    gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
+    # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
+    totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    cpu: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        demand = self.workload.quota_demand() if self.demand is None else self.demand
+        object.__setattr__(self, "demand", _interned_map(demand))
+        gang = gang_of(self.workload)
+        totals = node_totals(gang)
+        object.__setattr__(self, "gang", gang)
+        object.__setattr__(self, "totals", totals)
+        object.__setattr__(self, "cpu", totals.get("cpu", 0))
+
+
+def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:
+    """Accept ``((role, index, node), ...)`` or a mapping ``{"Worker-0": node}`` / ``{(role, index): node}``."""
+    if isinstance(placements, Mapping):
+        roles = {pod_set.role.lower(): pod_set.role for pod_set in workload.pod_sets}
+        result = []
+        for key, node in placements.items():
+            if isinstance(key, str):
+                role, _, index = key.rpartition("-")
+                key = (roles.get(role.lower(), role), int(index))
+            result.append((key[0], int(key[1]), node))
+        return tuple(sorted(result))
+    return tuple((role, int(index), node) for role, index, node in placements)
+
+
+@dataclass(frozen=True)
+class InFlightJob:
+    """A released job whose pods are not all running yet.
+
+    Contract with the dispatcher (it computes both fields):
+    - ``outstanding`` is the quota-keyed demand of the pods NOT yet created,
+      i.e. what is not yet in ``NamespaceQuota.used``; the planner reserves it.
+    - ``placements`` lists pods planned on a node but not yet in that
+      ``Node.allocated`` (not bound yet), as ``(role, index, node)``; the
+      planner charges their requests to those nodes.  Pods not listed are
+      assumed to be already in ``Node.allocated`` (or were released with
+      node fit off, and then nothing is charged for them).
+    """
+
+    id: int
+    namespace: str
+    workload: Workload
+    placements: Any = ()
+    outstanding: Mapping[str, int] = field(default_factory=dict)
+    released_at: float = 0.0
+    expected_duration: float | None = None
+    gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
+    demand: Mapping[str, int] = field(init=False, repr=False, compare=False)  # the whole job's, for ETA
+    totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "placements", normalise_placements(self.workload, self.placements))
+        object.__setattr__(self, "outstanding", _frozen(self.outstanding))
+        object.__setattr__(self, "gang", gang_of(self.workload))
+        object.__setattr__(self, "demand", _interned_map(self.workload.quota_demand()))
+        object.__setattr__(self, "totals", node_totals(self.gang))
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job whose pods all run.  Only ETA and fair share look at it: its usage
+    is already in ``NamespaceQuota.used`` and ``Node.allocated``."""
+
+    id: int
+    namespace: str
+    workload: Workload
+    started_at: float
+    expected_end: float | None = None
+    demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "demand", _interned_map(self.workload.quota_demand()))
+        object.__setattr__(self, "totals", node_totals(gang_of(self.workload)))
+
+
+@dataclass(frozen=True)
+class NamespaceQuota:
+    """ResourceQuota status of one namespace (``hard`` and ``used``), plus a fair-share weight."""
+
+    namespace: str
+    hard: Mapping[str, int]
+    used: Mapping[str, int] = field(default_factory=dict)
+    weight: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hard", _frozen(self.hard))
+        object.__setattr__(self, "used", _frozen(self.used))
+        if self.weight <= 0:
+            raise ValueError(f"weight must be positive, got {self.weight}")
+
+    @staticmethod
+    def combine(quotas: Iterable[NamespaceQuota]) -> NamespaceQuota:
+        """Several ResourceQuotas in one namespace: a pod must satisfy all of
+        them, so take the tightest hard per key; every quota tracking a key
+        reports the same usage for it, and max() is safe if they disagree."""
+        quotas = list(quotas)
+        if not quotas:
+            raise ValueError("combine() needs at least one quota")
+        if len({q.namespace for q in quotas}) != 1:
+            raise ValueError("combine() takes quotas of one namespace")
+        hard: dict[str, int] = {}
+        used: dict[str, int] = {}
+        for quota in quotas:
+            for key, amount in quota.hard.items():
+                hard[key] = min(amount, hard.get(key, amount))
+            for key, amount in quota.used.items():
+                used[key] = max(amount, used.get(key, amount))
+        return NamespaceQuota(quotas[0].namespace, hard, used, max(q.weight for q in quotas))
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node's allocatable capacity and what running (bound) pods already take.
+
+    A resource missing from ``allocatable`` is 0, except ``pods``: a node
+    that does not report a pod limit is not limited by it.
+    """
+
+    name: str
+    allocatable: Mapping[str, int]
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocatable", _frozen(self.allocatable))
+        object.__setattr__(self, "allocated", _frozen(self.allocated))
+        object.__setattr__(self, "labels", _frozen(self.labels))
+        object.__setattr__(self, "taints", tuple(self.taints))
+
+    def admits(self, constraints: PodGroup | tuple) -> bool:
+        """Whether a pod with these (nodeSelector, tolerations) may run here at all."""
+        selector, tolerations = constraints.constraints if isinstance(constraints, PodGroup) else constraints
+        if self.unschedulable:
+            return False
+        labels = self.labels
+        if any(labels.get(key) != value for key, value in selector):
+            return False
+        toleration_maps = [dict(t) for t in tolerations]
+        return all(taint.tolerated_by(toleration_maps) for taint in self.taints if taint.blocks)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one admission cycle decides from.
+
+    A namespace missing from ``quotas`` has no ResourceQuota and is not
+    limited by quota.  With ``node_fit`` on, the nodes are the whole
+    cluster: no schedulable node means nothing fits; a caller that cannot
+    see the nodes passes ``node_fit=False`` (quota only).  ``history`` maps
+    (namespace, ``eta.shape_key``) to recent run durations in seconds, for
+    jobs that declare none.
+    """
+
+    now: float
+    pending: tuple[PendingJob, ...]
+    in_flight: tuple[InFlightJob, ...] = ()
+    running: tuple[RunningJob, ...] = ()
+    quotas: Mapping[str, NamespaceQuota] = field(default_factory=dict)
+    nodes: tuple[Node, ...] = ()
+    node_fit: bool = True
+    history: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pending", tuple(self.pending))
+        object.__setattr__(self, "in_flight", tuple(self.in_flight))
+        object.__setattr__(self, "running", tuple(self.running))
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "quotas", _frozen(self.quotas))
+        object.__setattr__(self, "history", _frozen(self.history))
+        ids = [job.id for job in self.pending]
+        if len(set(ids)) != len(ids):
+            raise ValueError("pending job ids must be unique")
+        names = [node.name for node in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique")
+        for name, quota in self.quotas.items():
+            if quota.namespace != name:
+                raise ValueError(f"quotas[{name!r}] is the quota of namespace {quota.namespace!r}")

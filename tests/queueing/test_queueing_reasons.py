@@ -1,0 +1,54 @@
+"""The reason vocabulary: every reason renders a one-line message from its detail."""
+
+import pytest
+
+from queueing import DEFAULT_POLICY, POLICY_NAMES, PendingStatus, Policy, Reason, get_policy
+
+GI = 2**30
+DETAILS = {
+    Reason.QUOTA_EXCEEDED: {"resource": "requests.memory", "needed": 3 * GI, "free": GI, "hard": 8 * GI},
+    Reason.NO_NODE_FITS: {"resource": "nvidia.com/gpu", "needed": 2, "free": 1, "scope": "node", "role": "Worker",
+                          "pods": 4, "placed": 1},
+    Reason.WAITING_FOR_IN_FLIGHT: {"in_flight": 7},
+    Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
+    Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},
+    Reason.BACKING_OFF: {"until": 1_000_300.0, "attempts": 2},
+    Reason.NEVER_FITS_QUOTA: {"resource": "requests.cpu", "needed": 12_500, "hard": 8_000},
+    Reason.NEVER_FITS_NODES: {"resource": "nvidia.com/gpu", "needed": 16, "free": 8, "role": "Worker"},
+}
+
+
+def test_the_vocabulary_is_fixed_and_every_reason_has_an_example_here():
+    assert set(DETAILS) == set(Reason)
+    assert {reason for reason in Reason if reason.never} == {Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES}
+
+
+@pytest.mark.parametrize("reason", list(Reason))
+def test_every_reason_renders_one_line_with_its_numbers(reason):
+    message = PendingStatus(1, "team-a", 1, reason, DETAILS[reason]).message
+    assert message and "\n" not in message
+    assert str(reason) == reason.value  # a str enum: stored and serialised as its name
+
+
+def test_messages_show_amounts_as_kubectl_would():
+    quota = PendingStatus(1, "team-a", 1, Reason.QUOTA_EXCEEDED, DETAILS[Reason.QUOTA_EXCEEDED]).message
+    assert quota == "quota requests.memory in team-a: needs 3Gi, 1Gi of 8Gi free"
+    never = PendingStatus(1, "team-a", 1, Reason.NEVER_FITS_QUOTA, DETAILS[Reason.NEVER_FITS_QUOTA]).message
+    assert "12500m requests.cpu" in never and "is 8" in never
+    nodes = PendingStatus(1, "team-a", 1, Reason.NO_NODE_FITS, DETAILS[Reason.NO_NODE_FITS]).message
+    assert nodes == ("no node fits: 1 of 4 pods placed; a Worker pod needs 2 nvidia.com/gpu, "
+                     "the most free on one node is 1")
+
+
+def test_policies_by_name():
+    assert DEFAULT_POLICY == "priority"
+    for name in POLICY_NAMES:
+        policy = get_policy(name)
+        assert isinstance(policy, Policy) and policy.name == name
+    assert get_policy("fifo").strict and not get_policy("fifo-besteffort").strict
+    assert get_policy("fair").fair_share and not get_policy("seed").node_fit
+    assert get_policy("priority", aging_per_hour=2.5).aging_per_hour == 2.5
+    with pytest.raises(ValueError, match="unknown policy"):
+        get_policy("lottery")
+    with pytest.raises(TypeError):
+        get_policy("seed", aging_per_hour=1)
