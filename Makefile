@@ -20,7 +20,7 @@ run: install
 	@mkdir -p var
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py embedded_setup
-	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT) --noreload
+	$(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
 
 # The whole suite against a real PostgreSQL started (and removed) by the harness.
 test: install

@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "jobdash.jobs",
     "jobdash.accounts",
+    "jobdash.dispatch",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -67,6 +69,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "jobdash.dispatch.context.dispatcher",
             ],
         },
     },
@@ -79,6 +82,14 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded dispatcher writes from its own thread beside the web requests:
+    # WAL lets readers go on, IMMEDIATE takes the write lock up front instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -104,6 +115,36 @@ LOGOUT_REDIRECT_URL = "login"
 # Untrusted manifests: limit before parsing (queueing.safe_yaml enforces the same number).
 JOBDASH_MAX_MANIFEST_BYTES = env_int("JOBDASH_MAX_MANIFEST_BYTES", 256 * 1024)
 JOBDASH_EXAMPLES_DIR = BASE_DIR / "examples"
+
+# --- the cluster and the dispatcher (docs/operations.md) ---
+JOBDASH_CLUSTER = os.environ.get("JOBDASH_CLUSTER", "sim")  # sim | kubeconfig | incluster
+KUBECONFIG = os.environ.get("KUBECONFIG") or str(VAR_DIR / "kubeconfig")
+JOBDASH_LEADER = os.environ.get("JOBDASH_LEADER", "none")  # consul | postgres | none
+JOBDASH_LEADER_KEY = os.environ.get("JOBDASH_LEADER_KEY", "jobdash/leader")
+JOBDASH_LEADER_TTL_SECONDS = float(os.environ.get("JOBDASH_LEADER_TTL_SECONDS", "10"))
+JOBDASH_LEADER_LOCK_DELAY_SECONDS = float(os.environ.get("JOBDASH_LEADER_LOCK_DELAY_SECONDS", "1"))
+CONSUL_HTTP_ADDR = os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500")
+JOBDASH_TICK_SECONDS = float(os.environ.get("JOBDASH_TICK_SECONDS", "2"))
+JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
+JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
+JOBDASH_RELEASE_MODE = os.environ.get("JOBDASH_RELEASE_MODE", "create")  # create | unsuspend
+JOBDASH_WEBHOOK_MODE = os.environ.get("JOBDASH_WEBHOOK_MODE", "deny")  # deny | suspend
+# Cluster identities whose TFJob creations pass the webhook untouched (jobdash's own releases).
+JOBDASH_OWN_IDENTITIES = [
+    name.strip()
+    for name in os.environ.get("JOBDASH_OWN_IDENTITIES", "system:serviceaccount:jobdash:jobdash").split(",")
+    if name.strip()
+]
+JOBDASH_START_TIMEOUT_SECONDS = float(os.environ.get("JOBDASH_START_TIMEOUT_SECONDS", "300"))
+JOBDASH_MAX_ATTEMPTS = env_int("JOBDASH_MAX_ATTEMPTS", 5)
+JOBDASH_BACKOFF_SECONDS = float(os.environ.get("JOBDASH_BACKOFF_SECONDS", "10"))
+JOBDASH_RELEASE_CONCURRENCY = env_int("JOBDASH_RELEASE_CONCURRENCY", 16)
+JOBDASH_KICK_DEBOUNCE_SECONDS = float(os.environ.get("JOBDASH_KICK_DEBOUNCE_SECONDS", "0.2"))
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULER = "jobdash.dispatch.beat:LeaderGatedScheduler"
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

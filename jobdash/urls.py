@@ -15,6 +15,7 @@ def healthz(request):
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobdash.jobs.api.urls")),
+    path("webhooks/", include("webhooks.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/token/", api_token, name="api-token"),

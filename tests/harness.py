@@ -4,7 +4,8 @@
 
 PostgreSQL comes from Debian's server binaries (installed with apt-get when missing and we
 are root). It runs from a throwaway directory on a free loopback port; PostgreSQL refuses to
-run as root, so as root the cluster is owned and run by the `postgres` user.
+run as root, so as root the cluster is owned and run by the `postgres` user. Redis (the
+Celery broker) likewise: Debian's redis-server on a free port, nothing saved to disk.
 """
 
 import contextlib
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -91,13 +93,40 @@ def postgres():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def redis():
+    server = shutil.which("redis-server")
+    if server is None:
+        apt_install("redis-server")
+        server = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = free_port()
+    process = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                sys.exit("[harness] redis-server did not start")
+            time.sleep(0.05)
+        log(f"Redis on 127.0.0.1:{port}")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
         sys.exit("usage: python tests/harness.py -- COMMAND [ARGS...]")
-    with postgres() as database_url:
-        env = {**os.environ, "DATABASE_URL": database_url}
+    with postgres() as database_url, redis() as broker_url:
+        env = {**os.environ, "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url}
         return subprocess.run(argv, env=env).returncode
 
 

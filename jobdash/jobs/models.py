@@ -68,6 +68,13 @@ class Job(models.Model):
     message = models.TextField(blank=True)
     eta = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
+    # A requeued job (start timeout, transient release failure) waits until then.
+    backoff_until = models.DateTimeField(null=True, blank=True)
+    # Written by the release: the leader's term (fencing token), where the planner put
+    # each pod, and the uid of the TFJob once the cluster has it.
+    leader_term = models.BigIntegerField(null=True, blank=True)
+    placement = models.JSONField(null=True, blank=True)
+    tfjob_uid = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -107,3 +114,38 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} by {self.actor}"
+
+
+class Fence(models.Model):
+    """The newest leader's term (one row). A release is valid only under the term
+    stored here, so a deposed leader that still runs cannot release anything."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    term = models.BigIntegerField(default=0)
+    holder = models.CharField(max_length=255, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="fence_single_row")]
+
+    def __str__(self) -> str:
+        return f"term {self.term} held by {self.holder or 'nobody'}"
+
+
+class Cycle(models.Model):
+    """One admission cycle, for the status page and the operators: how long, how many."""
+
+    started_at = models.DateTimeField(db_index=True)
+    duration_ms = models.FloatField()
+    term = models.BigIntegerField(null=True)
+    policy = models.CharField(max_length=32)
+    pending = models.PositiveIntegerField()
+    admitted = models.PositiveIntegerField()
+    released = models.PositiveIntegerField()
+    phases = models.JSONField(default=dict)  # phase -> milliseconds
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"cycle at {self.started_at:%H:%M:%S}: {self.admitted}/{self.pending} admitted"

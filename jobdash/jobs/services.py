@@ -7,6 +7,7 @@ from django.utils import timezone
 import queueing
 
 from . import selectors
+from .signals import queue_changed
 from .exceptions import Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 
@@ -59,6 +60,10 @@ def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None)
     return ns
 
 
+def _queue_changed() -> None:
+    queue_changed.send(sender=Job)
+
+
 def _record(job: Job, type_: str, message: str, actor: str) -> JobEvent:
     return JobEvent.objects.create(job=job, type=type_, message=message, actor=actor)
 
@@ -102,6 +107,7 @@ def job_submit(
                 submitted_by_name=actor,
             )
             _record(job, "Submitted", f"queued from {source} with priority {priority}", actor)
+            transaction.on_commit(_queue_changed)
     except IntegrityError:
         # Ask the database rather than parse its message: vendors word it differently.
         if not Job.objects.filter(namespace=ns, name=workload.name, state__in=ACTIVE_STATES).exists():
@@ -110,7 +116,7 @@ def job_submit(
     return job
 
 
-def _transition(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
+def transition(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
     """Compare-and-set: move the job only if it is still in one of `from_states`."""
     with transaction.atomic():
         moved = Job.objects.filter(pk=job_id, state__in=from_states).update(state=to_state, **fields)
@@ -123,7 +129,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     job = selectors.job_get_visible(user, job_id)
     actor = actor_name(user)
     note = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-    cancelled = _transition(
+    cancelled = transition(
         job.pk,
         from_states=ACTIVE_STATES,
         to_state=State.CANCELLED,
@@ -139,6 +145,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     job.refresh_from_db()
     if not cancelled:
         raise Conflict(f"job {job.pk} is already {job.state}")
+    transaction.on_commit(_queue_changed)
     return job
 
 
@@ -155,5 +162,6 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
         if not changed:
             raise Conflict(f"job {job.pk} is already {job.state}")
         _record(job, "PriorityChanged", f"priority {old} -> {priority}", actor)
+        transaction.on_commit(_queue_changed)
     job.refresh_from_db()
     return job

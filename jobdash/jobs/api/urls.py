@@ -2,6 +2,8 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from jobdash.dispatch.api import status_view
+
 from . import views
 
 router = DefaultRouter()
@@ -9,7 +11,7 @@ router.register("jobs", views.JobViewSet, basename="job")
 router.register("namespaces", views.NamespaceViewSet, basename="namespace")
 
 urlpatterns = [
-    path("status/", views.status_view, name="api-status"),
+    path("status/", status_view, name="api-status"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     *router.urls,

@@ -4,7 +4,7 @@ import django_filters
 from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
-from rest_framework.decorators import action, api_view
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from .. import selectors, services
@@ -68,9 +68,3 @@ class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     def get_queryset(self):
         return selectors.namespace_summaries(self.request.user)
-
-
-@extend_schema(responses={200: {"type": "object"}})
-@api_view(["GET"])
-def status_view(request):
-    return Response({"jobs": selectors.state_counts()})

@@ -1,0 +1,202 @@
+"""The admission cycle, in numbered phases, each timed (after Kueue's schedule()):
+
+1. snapshot  - database + watch cache -> queueing.Snapshot (world.build)
+2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
+3. release   - claim under the leader's term, create or unsuspend (release.release)
+4. statuses  - write position/reason/message/ETA back, only rows that changed
+5. record    - one Cycle row for the status page
+The tracker runs after every cycle: the cluster's news moves jobs on.
+"""
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+import queueing
+from jobdash.cluster.gateway import ClusterGateway
+from jobdash.jobs.models import Cycle, Job, JobEvent, State
+
+from . import reconcile as reconcile_pass
+from . import release as release_phase
+from . import tracker, world
+
+log = logging.getLogger(__name__)
+CYCLE_LOCK_KEY = 0x6A6F6264  # "jobd": one cycle at a time across workers
+KEEP_CYCLES = 2000
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    policy: str
+    release_mode: str
+    node_fit: bool
+    start_timeout_s: float
+    max_attempts: int
+    backoff_s: float
+    concurrency: int
+
+    @classmethod
+    def from_django(cls) -> "DispatchSettings":
+        return cls(
+            policy=settings.JOBDASH_POLICY,
+            release_mode=settings.JOBDASH_RELEASE_MODE,
+            node_fit=settings.JOBDASH_NODE_FIT,
+            start_timeout_s=settings.JOBDASH_START_TIMEOUT_SECONDS,
+            max_attempts=settings.JOBDASH_MAX_ATTEMPTS,
+            backoff_s=settings.JOBDASH_BACKOFF_SECONDS,
+            concurrency=settings.JOBDASH_RELEASE_CONCURRENCY,
+        )
+
+
+@dataclass
+class CycleResult:
+    pending: int = 0
+    admitted: int = 0
+    released: dict = field(default_factory=dict)
+    tracked: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)
+    skipped: bool = False
+
+
+def _as_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=dt_timezone.utc)
+
+
+_local_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def cycle_lock():
+    """One cycle at a time: kicks and ticks may reach several workers at once, and two
+    concurrent plans would each spend the same free quota."""
+    if connection.vendor != "postgresql":
+        acquired = _local_lock.acquire(blocking=False)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                _local_lock.release()
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CYCLE_LOCK_KEY])
+        acquired = cursor.fetchone()[0]
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [CYCLE_LOCK_KEY])
+
+
+class Dispatcher:
+    """Everything one leader does, on one gateway. Holds the cross-cycle PendingJob cache."""
+
+    def __init__(self, gateway: ClusterGateway, config: DispatchSettings | None = None):
+        self.gateway = gateway
+        self.config = config or DispatchSettings.from_django()
+        self.policy = queueing.get_policy(self.config.policy)
+        self.cache = world.PendingCache()
+
+    @property
+    def tracker_settings(self) -> tracker.TrackerSettings:
+        c = self.config
+        return tracker.TrackerSettings(c.release_mode, c.start_timeout_s, c.max_attempts, c.backoff_s)
+
+    def reconcile(self, term: int) -> dict:
+        return reconcile_pass.reconcile(
+            self.gateway, term=term, mode=self.config.release_mode, backoff_seconds=self.config.backoff_s
+        )
+
+    def track(self) -> dict:
+        return tracker.track(self.gateway, self.tracker_settings)
+
+    def cycle(self, term: int) -> CycleResult:
+        with cycle_lock() as acquired:
+            if not acquired:
+                return CycleResult(skipped=True)
+            return self._cycle(term)
+
+    def _cycle(self, term: int) -> CycleResult:
+        result = CycleResult()
+        started = timezone.now()
+        clock = time.perf_counter()
+
+        def lap(phase: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            result.phases[phase] = round((now - clock) * 1000, 2)
+            clock = now
+
+        # 1. snapshot
+        snapshot, rows = world.build(
+            self.gateway, self.cache, release_mode=self.config.release_mode, node_fit=self.config.node_fit
+        )
+        result.pending = len(rows)
+        lap("snapshot")
+        # 2. plan
+        plan = queueing.plan(snapshot, self.policy)
+        result.admitted = len(plan.admissions)
+        lap("plan")
+        # 3. release
+        admissions = [(a.job_id, [list(p) for p in a.placement] if a.placement else None) for a in plan.admissions]
+        result.released = release_phase.release(
+            self.gateway, admissions, term=term, mode=self.config.release_mode,
+            concurrency=self.config.concurrency, backoff_seconds=self.config.backoff_s,
+        )
+        lap("release")
+        # 4. statuses
+        write_statuses(rows, plan)
+        lap("statuses")
+        # 5. record
+        result.tracked = self.track()
+        lap("track")
+        Cycle.objects.create(
+            started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,
+            pending=result.pending, admitted=result.admitted, released=result.released.get("created", 0),
+            phases=result.phases,
+        )
+        if result.admitted:
+            log.info("cycle: %d pending, %d admitted, %s; %s", result.pending, result.admitted, result.released, result.phases)
+        return result
+
+
+def write_statuses(rows: list[world.PendingRow], plan) -> int:
+    """Position, reason, message and ETA of every job still waiting; only changed rows are
+    written, and a changed reason leaves an event on the job's timeline."""
+    changed, events = [], []
+    for row in rows:
+        status = plan.pending.get(row.job.id)
+        if status is None:
+            continue  # admitted this cycle
+        eta = status.eta
+        same_eta = (eta is None) == (row.eta is None) and (eta is None or abs(eta - row.eta) < 1.0)
+        reason = str(status.reason)
+        message = status.message
+        if eta is None and status.eta_note:
+            message = f"{message} Start time unknown: {status.eta_note}."
+        if (status.position, reason, message) == (row.position, row.reason, row.message) and same_eta:
+            continue
+        changed.append(Job(pk=row.job.id, position=status.position, reason=reason, message=message, eta=_as_datetime(eta)))
+        if reason != row.reason:
+            events.append(JobEvent(job_id=row.job.id, type="Waiting", message=f"{reason}: {status.message}", actor="dispatcher"))
+    with transaction.atomic():
+        # Only rows still Queued: a job cancelled or released meanwhile keeps its state's fields.
+        Job.objects.filter(state=State.QUEUED).bulk_update(changed, ["position", "reason", "message", "eta"], batch_size=500)
+        JobEvent.objects.bulk_create(events, batch_size=500)
+    return len(changed)
+
+
+def prune_cycles(keep: int = KEEP_CYCLES) -> int:
+    """Cycles are telemetry, not history: keep the most recent ones."""
+    boundary = Cycle.objects.order_by("-started_at").values_list("started_at", flat=True)[keep : keep + 1]
+    boundary = list(boundary)
+    if not boundary:
+        return 0
+    return Cycle.objects.filter(started_at__lte=boundary[0]).delete()[0]

@@ -1,0 +1,83 @@
+"""The dispatcher without Celery: one thread that runs reconcile once, then a cycle and the
+tracker on every tick or kick. Used by `manage.py run_dispatcher` and embedded mode."""
+
+import logging
+import threading
+
+from django.db import close_old_connections, connections
+
+from jobdash.leader import LeaderLoop, make_elector
+
+from . import kick, transitions
+from .cycle import Dispatcher
+
+log = logging.getLogger(__name__)
+
+
+class DispatcherLoop:
+    def __init__(self, dispatcher: Dispatcher, *, tick_seconds: float, leader: str = "none", **elector_options):
+        self.dispatcher = dispatcher
+        self.tick_seconds = tick_seconds
+        self.wake = threading.Event()
+        self._stopping = threading.Event()
+        self._elected = threading.Event()
+        self._term: int | None = None
+        self.leader = LeaderLoop(
+            make_elector(leader, **elector_options),
+            on_elected=self._on_elected,
+            on_lost=self._on_lost,
+            renew_every=max(0.5, elector_options.get("ttl", 10) / 2),
+            retry_every=1.0,
+        )
+        self.thread = threading.Thread(target=self._run, name="dispatcher", daemon=True)
+        self.cycles = 0
+
+    def _on_elected(self, leadership) -> None:
+        self._term = leadership.term
+        self._elected.set()
+        self.wake.set()
+
+    def _on_lost(self) -> None:
+        self._term = None
+        self._elected.clear()
+
+    def on_cluster_event(self, event) -> None:
+        """Watch events (a pod started or finished, a quota changed) wake the loop: a
+        burst of them makes one cycle, since the loop only looks at the flag between cycles."""
+        self.wake.set()
+
+    def start(self) -> None:
+        kick.register(self.wake)
+        self.leader.start()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.wake.set()
+        kick.unregister(self.wake)
+        self.thread.join(timeout=10)
+        self.leader.stop()
+
+    def _run(self) -> None:
+        reconciled_term = None
+        while not self._stopping.is_set():
+            self.wake.wait(self.tick_seconds)
+            self.wake.clear()
+            term = self._term
+            if term is None or self._stopping.is_set():
+                continue
+            try:
+                if reconciled_term != term:
+                    transitions.take_term(term, self.leader.leadership.identity if self.leader.leadership else "")
+                    log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
+                    reconciled_term = term
+                self.dispatcher.cycle(term)
+                self.cycles += 1
+            except transitions.StaleTerm as error:
+                log.warning("stepping down: %s", error)
+                self._on_lost()
+            except Exception:
+                log.exception("dispatcher cycle failed; retrying at the next tick")
+            finally:
+                close_old_connections()
+        connections.close_all()  # this thread's connections: nobody else will close them

@@ -1,0 +1,93 @@
+"""Phase 3 of a cycle: hand admitted jobs to the cluster, exactly once.
+
+1. claim: Queued -> Released for all admissions in one transaction under the leader's
+   term (transitions.claim); a job another cycle or a cancel got to first is skipped;
+2. create the TFJob (mode `create`) or unsuspend it (mode `unsuspend`), concurrently:
+   the TFJob name is the job's own and it carries the job id, so a retry or a second
+   leader lands on the same object instead of a duplicate;
+3. record the outcome: the TFJob's uid; or back to Queued (transient failures, quota
+   refusals); or Failed with the cluster's message (permanent refusals).
+A crash between 1 and 3 leaves Released rows without a uid, which reconcile finishes.
+"""
+
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from jobdash.cluster import gateway as gw
+from jobdash.jobs.models import Job, State
+
+from . import transitions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job_id: int
+    uid: str = ""
+    error: Exception | None = None
+
+
+def tfjob_manifest(parsed: dict, namespace: str) -> dict:
+    manifest = dict(parsed)
+    manifest["metadata"] = {**(parsed.get("metadata") or {}), "namespace": namespace}
+    return manifest
+
+
+def send(gateway: gw.ClusterGateway, job_id: int, manifest: dict, mode: str) -> Outcome:
+    """One job to the cluster. Runs in a worker thread: no database access here."""
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    try:
+        if mode == "unsuspend":
+            try:
+                gateway.label_tfjob(namespace, name, job_id)
+                gateway.set_suspended(namespace, name, False)
+                return Outcome(job_id, gateway.read_tfjob(namespace, name).uid)
+            except gw.NotFound:
+                pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
+        return Outcome(job_id, gateway.create_tfjob(job_id=job_id, manifest=manifest).uid)
+    except gw.GatewayError as error:
+        return Outcome(job_id, error=error)
+
+
+def record(outcome: Outcome, *, backoff_seconds: float) -> str:
+    """Write one outcome; returns what happened: created | requeued | failed."""
+    error = outcome.error
+    if error is None:
+        transitions.created(outcome.job_id, outcome.uid)
+        return "created"
+    if isinstance(error, (gw.Transient, gw.QuotaExceeded, gw.Conflict)):
+        note = f"the cluster refused for now ({error.__class__.__name__}: {error}); retrying after a backoff"
+        transitions.requeue(
+            outcome.job_id, note=note, backoff_until=transitions.backoff(backoff_seconds, 0), count_attempt=False
+        )
+        return "requeued"
+    transitions.fail(outcome.job_id, f"the cluster refused the TFJob: {error}", from_states=(State.RELEASED,))
+    return "failed"
+
+
+def release(
+    gateway: gw.ClusterGateway,
+    admissions: Iterable[tuple[int, list | None]],
+    *,
+    term: int,
+    mode: str,
+    concurrency: int,
+    backoff_seconds: float,
+) -> dict[str, int]:
+    claimed = transitions.claim(admissions, term)
+    if not claimed:
+        return {}
+    rows = Job.objects.filter(pk__in=claimed).values_list("id", "parsed", "namespace__name")
+    manifests = {job_id: tfjob_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(claimed)))) as pool:
+        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode), claimed))
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        result = record(outcome, backoff_seconds=backoff_seconds)
+        counts[result] = counts.get(result, 0) + 1
+        if outcome.error is not None:
+            log.warning("release of job %s: %s", outcome.job_id, outcome.error)
+    return counts

@@ -1,0 +1,63 @@
+"""Celery tasks: each only calls the dispatcher. The gateway (and its watch cache) lives
+once per worker process and is started on first use."""
+
+import logging
+import threading
+
+import redis
+from celery import shared_task
+from django.conf import settings
+
+from jobdash.cluster.factory import gateway_from_settings
+
+from . import transitions
+from .cycle import Dispatcher
+
+log = logging.getLogger(__name__)
+_lock = threading.Lock()
+_dispatcher: Dispatcher | None = None
+KICK_KEY = "jobdash:kick"
+
+
+def dispatcher() -> Dispatcher:
+    global _dispatcher
+    with _lock:
+        if _dispatcher is None:
+            gateway = gateway_from_settings()
+            # Cluster news (a pod finished, a quota changed) asks for a cycle, debounced.
+            gateway.start(on_event=lambda event: _kick_quietly(), timeout=60)
+            _dispatcher = Dispatcher(gateway)
+        return _dispatcher
+
+
+@shared_task(name="jobdash.admission_cycle", ignore_result=True)
+def admission_cycle(term: int | None = None) -> dict:
+    """Emitted by the leader's beat with its term; kicks carry none and use the recorded one."""
+    term = term or transitions.current_term()
+    if not term:
+        return {"skipped": "no leader has recorded a term yet"}
+    result = dispatcher().cycle(term)
+    return {"skipped": result.skipped, "pending": result.pending, "admitted": result.admitted, **result.released}
+
+
+@shared_task(name="jobdash.reconcile", ignore_result=True)
+def reconcile(term: int) -> dict:
+    return dispatcher().reconcile(term)
+
+
+def _kick_quietly() -> None:
+    try:
+        kick_cycle()
+    except Exception as error:  # the broker being away must not kill the watch thread
+        log.warning("could not kick a cycle: %s", error)
+
+
+def kick_cycle() -> bool:
+    """Send one cycle for a burst of changes: the first kick in a debounce window sends a
+    task due at the window's end; the others find the key set and do nothing."""
+    window = settings.JOBDASH_KICK_DEBOUNCE_SECONDS
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1)
+    if not client.set(KICK_KEY, "1", nx=True, px=max(1, int(window * 1000))):
+        return False
+    admission_cycle.apply_async(countdown=window)
+    return True

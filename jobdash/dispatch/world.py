@@ -1,0 +1,208 @@
+"""Phase 1 of a cycle: the database and the cluster's watch cache -> one queueing.Snapshot.
+
+Reads only. Pending jobs come from one query; quotas, nodes and pods from the gateway's
+cache, never from the API server, so building a snapshot costs no round trips.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from django.utils import timezone
+
+from jobdash.cluster.gateway import ClusterGateway, PodInfo, TFJobInfo
+from jobdash.jobs.models import Job, Namespace, State
+from queueing import PodSet, Workload
+from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
+
+COUNT_TFJOBS = "count/tfjobs.kubeflow.org"
+HISTORY_SIZE = 20  # finished runs per (namespace, shape) kept for duration estimates
+
+
+def epoch(moment) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+@dataclass
+class PendingRow:
+    """What the cycle needs of a queued job, plus its last written status (to skip unchanged rows)."""
+
+    job: PendingJob
+    position: int | None
+    reason: str
+    message: str
+    eta: float | None
+
+
+class PendingCache:
+    """PendingJob objects survive between cycles: building one parses the stored workload
+    and derives its pod groups, which is most of the per-job cost of a snapshot."""
+
+    def __init__(self):
+        self._jobs: dict[int, tuple[tuple, PendingJob]] = {}
+
+    def get(self, row: dict, *, drop_count: bool) -> PendingJob:
+        version = (row["priority"], row["attempts"], row["backoff_until"], drop_count)
+        cached = self._jobs.get(row["id"])
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        workload = Workload.from_json(row["workload"])
+        demand = workload.quota_demand()
+        if drop_count:
+            demand.pop(COUNT_TFJOBS, None)
+        job = PendingJob(
+            id=row["id"],
+            namespace=row["namespace__name"],
+            priority=row["priority"],
+            submitted_at=row["submitted_at"].timestamp(),
+            workload=workload,
+            attempts=row["attempts"],
+            backoff_until=epoch(row["backoff_until"]),
+            demand=demand,
+        )
+        self._jobs[row["id"]] = (version, job)
+        return job
+
+    def retain(self, ids: Iterable[int]) -> None:
+        keep = set(ids)
+        self._jobs = {i: entry for i, entry in self._jobs.items() if i in keep}
+
+
+def pending_rows(cache: PendingCache, *, release_mode: str) -> list[PendingRow]:
+    rows = Job.objects.filter(state=State.QUEUED).values(
+        "id", "namespace__name", "priority", "submitted_at", "workload", "attempts", "backoff_until",
+        "position", "reason", "message", "eta",
+    )
+    # In unsuspend mode the suspended TFJob already exists and counts in quota used.
+    drop_count = release_mode == "unsuspend"
+    result = [
+        PendingRow(cache.get(row, drop_count=drop_count), row["position"], row["reason"], row["message"], epoch(row["eta"]))
+        for row in rows
+    ]
+    cache.retain(row.job.id for row in result)
+    return result
+
+
+def _pods_by_job(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
+    by_job: dict[tuple[str, str], list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if pod.job_name:
+            by_job[(pod.namespace, pod.job_name)].append(pod)
+    return by_job
+
+
+def _outstanding(workload: Workload, created: list[PodInfo], tfjob_exists: bool) -> dict[str, int]:
+    """Quota still to be charged for a released job: the pods not created yet (created pods
+    are in ResourceQuota used already), and the TFJob itself until it exists."""
+    made = defaultdict(int)
+    for pod in created:
+        made[(pod.replica_type or "").lower()] += 1
+    remaining = tuple(
+        PodSet(ps.role, max(0, ps.count - made[ps.role.lower()]), ps.requests, ps.limits)
+        for ps in workload.pod_sets
+    )
+    demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace, remaining).quota_demand()
+    if tfjob_exists:
+        demand.pop(COUNT_TFJOBS, None)
+    return {key: amount for key, amount in demand.items() if amount}
+
+
+def _unbound_placements(placement, created: list[PodInfo]) -> tuple:
+    """Planned pods that no node has charged yet: those not bound (bound pods are in allocated)."""
+    if not placement:
+        return ()
+    bound = {((p.replica_type or "").lower(), p.replica_index) for p in created if p.node_name and not p.terminated}
+    return tuple((role, index, node) for role, index, node in placement if (role.lower(), index) not in bound)
+
+
+def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
+    allocated: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in pods:
+        if pod.node_name and not pod.terminated:
+            charged = allocated[pod.node_name]
+            for name, amount in pod.requests.items():
+                charged[name] += amount
+            charged["pods"] += 1
+    return tuple(
+        Node(
+            name=node.name,
+            allocatable=node.allocatable,
+            allocated=dict(allocated.get(node.name, {})),
+            labels=node.labels,
+            taints=tuple(
+                Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", "NoSchedule")) for t in node.taints
+            ),
+            unschedulable=node.unschedulable,
+        )
+        for node in sorted(gateway.nodes(), key=lambda n: n.name)
+    )
+
+
+def _quotas(gateway: ClusterGateway, managed: Mapping[str, int]) -> dict[str, NamespaceQuota]:
+    by_namespace = defaultdict(list)
+    for quota in gateway.quotas():
+        if quota.namespace in managed:
+            by_namespace[quota.namespace].append(
+                NamespaceQuota(quota.namespace, quota.hard, quota.used, weight=managed[quota.namespace])
+            )
+    return {name: NamespaceQuota.combine(quotas) for name, quotas in by_namespace.items()}
+
+
+def history() -> dict[tuple[str, str], tuple[float, ...]]:
+    """Recent run durations of succeeded jobs, by namespace and shape."""
+    from queueing.eta import shape_key
+
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    finished = (
+        Job.objects.filter(state=State.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at")
+        .values("namespace__name", "workload", "started_at", "finished_at")[:2000]
+    )
+    for row in finished:
+        key = (row["namespace__name"], shape_key(Workload.from_json(row["workload"])))
+        if len(runs[key]) < HISTORY_SIZE:
+            runs[key].append((row["finished_at"] - row["started_at"]).total_seconds())
+    return {key: tuple(values) for key, values in runs.items()}
+
+
+def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, node_fit: bool) -> tuple[Snapshot, list[PendingRow]]:
+    now = timezone.now().timestamp()
+    managed = dict(Namespace.objects.values_list("name", "weight"))
+    rows = pending_rows(cache, release_mode=release_mode)
+    pods = gateway.pods()
+    by_job = _pods_by_job(pods)
+    tfjobs: dict[tuple[str, str], TFJobInfo] = {(t.namespace, t.name): t for t in gateway.tfjobs()}
+
+    in_flight, running = [], []
+    active = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
+        "id", "namespace__name", "name", "state", "workload", "placement", "released_at", "started_at"
+    )
+    for row in active:
+        key = (row["namespace__name"], row["name"])
+        workload = Workload.from_json(row["workload"])
+        if row["state"] == State.RELEASED:
+            created = [p for p in by_job.get(key, ()) if not p.deleting]
+            in_flight.append(
+                InFlightJob(
+                    id=row["id"],
+                    namespace=key[0],
+                    workload=workload,
+                    placements=_unbound_placements(row["placement"], created),
+                    outstanding=_outstanding(workload, created, key in tfjobs),
+                    released_at=epoch(row["released_at"]) or now,
+                )
+            )
+        else:
+            running.append(RunningJob(row["id"], key[0], workload, started_at=epoch(row["started_at"]) or now))
+
+    snapshot = Snapshot(
+        now=now,
+        pending=tuple(row.job for row in rows),
+        in_flight=tuple(in_flight),
+        running=tuple(running),
+        quotas=_quotas(gateway, managed),
+        nodes=_nodes(gateway, pods),
+        node_fit=node_fit,
+        history=history(),
+    )
+    return snapshot, rows

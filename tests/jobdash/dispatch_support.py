@@ -1,0 +1,64 @@
+"""Shared set-up for the dispatcher tests: kubesim over HTTP, the real gateway, helpers."""
+
+import time
+
+from jobdash.cluster.kube import KubeGateway, api_client
+from jobdash.dispatch.cycle import DispatchSettings
+
+JOBDASH = "system:serviceaccount:jobdash:jobdash"
+
+
+def cluster_config(quota_cpu: str = "6", nodes: int = 2, node_cpu: str = "16", **extra) -> dict:
+    return {
+        "nodes": [{"prefix": "node", "count": nodes, "capacity": {"cpu": node_cpu, "memory": "64Gi", "pods": "110"}}],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": quota_cpu}}, {"name": "team-b"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "kubelet": {"start_delay_seconds": 1.0},
+        **extra,
+    }
+
+
+def settings(**overrides) -> DispatchSettings:
+    values = dict(policy="priority", release_mode="create", node_fit=True, start_timeout_s=300.0,
+                  max_attempts=3, backoff_s=0.0, concurrency=8)
+    values.update(overrides)
+    return DispatchSettings(**values)
+
+
+def start_gateway(sim) -> KubeGateway:
+    gateway = KubeGateway(api_client("kubeconfig", sim.kubeconfig_path), retries=1, backoff=0.01)
+    gateway.start(timeout=10)
+    return gateway
+
+
+def manifest(name: str, workers: int = 1, cpu: str = "1", duration: int = 10, namespace: str = "team-a") -> str:
+    return f"""apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: {name}
+  namespace: {namespace}
+  annotations:
+    kubesim.io/duration-seconds: "{duration}"
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: {workers}
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: tf:2
+              resources:
+                requests: {{cpu: "{cpu}", memory: 1Gi}}
+"""
+
+
+def eventually(check, timeout: float = 5.0, message: str = "condition never held"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(message)
+        time.sleep(0.02)

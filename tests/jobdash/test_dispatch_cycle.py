@@ -1,0 +1,222 @@
+"""The admission cycle end to end: PostgreSQL, the real gateway, kubesim over HTTP."""
+
+import pytest
+from django.contrib.auth.models import User
+
+from jobdash.dispatch import transitions
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.jobs import services
+from jobdash.jobs.models import Cycle, Job, Namespace, State
+from kubesim.testing import running_kubesim
+
+from .dispatch_support import cluster_config, eventually, manifest, settings, start_gateway
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def user(db):
+    user = User.objects.create_user("ana")
+    for name in ("team-a", "team-b"):
+        Namespace.objects.get_or_create(name=name)[0].members.add(user)
+    return user
+
+
+@pytest.fixture
+def sim():
+    with running_kubesim(cluster_config(), manual_clock=True) as sim:
+        yield sim
+
+
+@pytest.fixture
+def gateway(sim):
+    gateway = start_gateway(sim)
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture
+def term(db):
+    transitions.take_term(1, "test")
+    return 1
+
+
+def submit(user, name, **kwargs) -> Job:
+    return services.job_submit(user=user, manifest=manifest(name, **kwargs), source="api")
+
+
+def state(job: Job) -> str:
+    return Job.objects.get(pk=job.pk).state
+
+
+def run_until(dispatcher, sim, gateway, job, wanted, term=1, steps=40):
+    """Alternate cycles and virtual time until the job reaches `wanted`."""
+    for _ in range(steps):
+        dispatcher.cycle(term)
+        if state(job) == wanted:
+            return
+        sim.advance(1.0)
+        # give the watch cache a moment to see what kubesim did
+        eventually(lambda: True)
+        pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
+        eventually(lambda: len(gateway.pods()) == pods, timeout=3)
+    raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
+
+
+def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
+    job = submit(user, "mnist", workers=2, cpu="1", duration=5)
+    dispatcher = Dispatcher(gateway, settings())
+    result = dispatcher.cycle(term)
+    assert (result.pending, result.admitted, result.released) == (1, 1, {"created": 1})
+    job.refresh_from_db()
+    assert job.state == State.RELEASED and job.leader_term == 1 and job.tfjob_uid
+    assert len(job.placement) == 2  # a node for each pod
+    tfjob = sim.cluster.tfjob("team-a", "mnist")
+    assert tfjob["metadata"]["labels"]["jobdash.io/job-id"] == str(job.pk)
+
+    run_until(dispatcher, sim, gateway, job, State.RUNNING)
+    run_until(dispatcher, sim, gateway, job, State.SUCCEEDED)
+    job.refresh_from_db()
+    assert job.started_at and job.finished_at and job.finished_at >= job.started_at
+    assert list(job.events.values_list("type", flat=True)) == ["Submitted", "Released", "Running", "Succeeded"]
+    assert Cycle.objects.count() >= 3
+    assert [a["code"] for a in sim.cluster.audit if a["name"] == "mnist"] == [201]
+
+
+def test_the_deadlock_scenario_through_jobdash_finishes_both(user, sim, gateway, term):
+    """Two 4-pod jobs, quota for 6 pods' CPU: straight to the cluster they deadlock
+    (kubesim's own test shows it); through jobdash one waits and both finish."""
+    first = submit(user, "gang-a", workers=4, cpu="1", duration=3)
+    second = submit(user, "gang-b", workers=4, cpu="1", duration=3)
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)
+    states = {state(first), state(second)}
+    assert states == {State.RELEASED, State.QUEUED}
+    waiting = Job.objects.get(state=State.QUEUED)
+    assert waiting.position == 1 and waiting.reason == "QuotaExceeded" and "requests.cpu" in waiting.message
+    assert waiting.events.filter(type="Waiting").exists()
+    run_until(dispatcher, sim, gateway, first, State.SUCCEEDED)
+    run_until(dispatcher, sim, gateway, second, State.SUCCEEDED)
+
+
+def test_a_stale_term_releases_nothing(user, gateway, term):
+    job = submit(user, "fenced")
+    transitions.take_term(5, "newer-leader")
+    with pytest.raises(transitions.StaleTerm):
+        Dispatcher(gateway, settings()).cycle(term)
+    assert state(job) == State.QUEUED
+    with pytest.raises(transitions.StaleTerm):
+        transitions.take_term(4, "older-leader")
+
+
+def test_transient_create_failures_requeue_with_backoff(user, sim, gateway, term):
+    # the gateway tries twice (retries=1): two failures spoil exactly one cycle's release
+    sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], status=503, times=2)
+    job = submit(user, "flaky")
+    Dispatcher(gateway, settings(backoff_s=0.0)).cycle(term)
+    job.refresh_from_db()
+    assert job.state == State.QUEUED and job.reason == "BackingOff" and job.attempts == 0
+    assert job.events.filter(type="Requeued").count() == 1
+    Dispatcher(gateway, settings()).cycle(term)  # the fault is spent; backoff 0 has passed
+    assert state(job) == State.RELEASED
+
+
+def test_a_permanent_refusal_fails_the_job_with_the_cluster_message(user, sim, gateway, term):
+    job = submit(user, "refused")
+    sim.cluster.create_tfjob({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                              "metadata": {"name": "refused", "namespace": "team-a"},
+                              "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
+                                  {"name": "tensorflow", "image": "x"}]}}}}}})
+    Dispatcher(gateway, settings()).cycle(term)
+    job.refresh_from_db()
+    assert job.state == State.FAILED and "already exists" in job.message
+
+
+def test_start_timeout_takes_back_requeues_then_gives_up(user, sim, gateway, term):
+    job = submit(user, "stuck", workers=2, cpu="1")
+    dispatcher = Dispatcher(gateway, settings(start_timeout_s=0.0, max_attempts=2))
+    dispatcher.cycle(term)  # released, and the tracker at once finds it not running: taken back
+    job.refresh_from_db()
+    assert job.state == State.QUEUED and job.attempts == 1 and job.reason == "BackingOff"
+    assert "taken back" in job.message
+    eventually(lambda: sim.cluster.tfjob("team-a", "stuck") is None, message="TFJob not deleted")
+    eventually(lambda: gateway.tfjob("team-a", "stuck") is None)
+    dispatcher.cycle(term)  # second attempt, second timeout: the limit
+    job.refresh_from_db()
+    assert job.state == State.FAILED and "gave up" in job.message
+    assert list(job.events.values_list("type", flat=True)).count("Released") == 2
+
+
+def test_cancelling_a_released_job_deletes_its_tfjob(user, sim, gateway, term):
+    job = submit(user, "to-cancel")
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)
+    eventually(lambda: gateway.tfjob("team-a", "to-cancel") is not None)
+    services.job_cancel(job_id=job.pk, user=user)
+    dispatcher.cycle(term)
+    eventually(lambda: sim.cluster.tfjob("team-a", "to-cancel") is None, message="TFJob of a cancelled job kept")
+    assert state(job) == State.CANCELLED
+
+
+def test_a_tfjob_deleted_behind_our_back_fails_the_job(user, sim, gateway, term):
+    job = submit(user, "vanishing")
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)
+    eventually(lambda: gateway.tfjob("team-a", "vanishing") is not None)
+    gateway.delete_tfjob("team-a", "vanishing")
+    eventually(lambda: gateway.tfjob("team-a", "vanishing") is None)
+    dispatcher.cycle(term)
+    job.refresh_from_db()
+    assert job.state == State.FAILED and "deleted outside jobdash" in job.message
+
+
+def test_reconcile_resends_a_release_interrupted_after_the_claim(user, sim, gateway, term):
+    job = submit(user, "interrupted")
+    assert transitions.claim([(job.pk, None)], term) == [job.pk]  # the crash: no create followed
+    counts = Dispatcher(gateway, settings()).reconcile(term)
+    assert counts == {"resent": 1, "adopted": 0}
+    job.refresh_from_db()
+    assert job.state == State.RELEASED and job.tfjob_uid
+    # and again (a second leader start): nothing more is created
+    assert Dispatcher(gateway, settings()).reconcile(term) == {"resent": 0, "adopted": 0}
+    assert [a["code"] for a in sim.cluster.audit if a["name"] == "interrupted"] == [201]
+
+
+def test_reconcile_adopts_a_tfjob_created_before_the_claim_stuck(user, sim, gateway, term):
+    job = submit(user, "adopted")
+    gateway.create_tfjob(job_id=job.pk, manifest=Job.objects.get(pk=job.pk).parsed)  # then the crash
+    eventually(lambda: gateway.tfjob("team-a", "adopted") is not None)
+    counts = Dispatcher(gateway, settings()).reconcile(term)
+    assert counts == {"resent": 0, "adopted": 1}
+    job.refresh_from_db()
+    assert job.state == State.RELEASED and job.tfjob_uid
+    Dispatcher(gateway, settings()).cycle(term)
+    assert [a["code"] for a in sim.cluster.audit if a["name"] == "adopted"] == [201]
+
+
+def test_statuses_are_written_only_when_they_change(user, gateway, term):
+    big = submit(user, "too-big", workers=1, cpu="7")  # quota is 6 CPUs: can never fit
+    small = submit(user, "small", workers=1, cpu="1")
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)
+    big.refresh_from_db()
+    assert big.state == State.QUEUED and big.reason == "NeverFitsQuota" and big.position == 1
+    assert state(small) == State.RELEASED
+    events = big.events.count()
+    dispatcher.cycle(term)
+    assert big.events.count() == events  # same reason: no new event
+
+
+def test_status_reports_the_leader_and_the_last_cycle(user, gateway, term, client):
+    from rest_framework.test import APIClient
+
+    submit(user, "observed")
+    Dispatcher(gateway, settings()).cycle(term)
+    api = APIClient()
+    api.force_login(user)
+    body = api.get("/api/v1/status/").json()
+    assert body["leader"]["term"] == 1 and body["leader"]["identity"] == "test"
+    assert body["last_cycle"]["admitted"] == 1 and set(body["last_cycle"]["phases"]) >= {"snapshot", "plan", "release"}
+    assert body["jobs"]["Released"] == 1
+    client.force_login(user)
+    assert "leader test · term 1" in client.get("/").content.decode()
