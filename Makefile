@@ -7,10 +7,10 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: install run test bench clean
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test]' -e ./client
 	@touch $@
 
 install: $(INSTALLED)

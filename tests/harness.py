@@ -126,7 +126,9 @@ def main(argv: list[str]) -> int:
     if not argv:
         sys.exit("usage: python tests/harness.py -- COMMAND [ARGS...]")
     with postgres() as database_url, redis() as broker_url:
-        env = {**os.environ, "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url}
+        # Persistent connections outlive the test threads that open them and block dropping
+        # the test database; tests do not need them.
+        env = {**os.environ, "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "DATABASE_CONN_MAX_AGE": "0"}
         return subprocess.run(argv, env=env).returncode
 
 

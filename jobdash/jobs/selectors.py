@@ -1,6 +1,6 @@
 """Reads. Every query that decides what a user may see lives here."""
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 
 from .exceptions import NotFound
 from .models import Job, JobEvent, Namespace, State
@@ -40,6 +40,16 @@ def job_get_visible(user, job_id: int) -> Job:
     if job is None:
         raise NotFound(f"job {job_id} not found")
     return job
+
+
+def queue_of(user, namespace: str) -> QuerySet[Job]:
+    """Queued jobs in admission order (the last cycle's positions; new jobs last)."""
+    ns = namespace_get_visible(user, namespace)
+    return (
+        Job.objects.filter(namespace=ns, state=State.QUEUED)
+        .select_related("namespace")
+        .order_by(F("position").asc(nulls_last=True), "submitted_at", "id")
+    )
 
 
 def job_events(job: Job) -> QuerySet[JobEvent]:

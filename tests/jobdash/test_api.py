@@ -288,3 +288,15 @@ def test_several_errors_are_reported_together(api):
     paths = {e["path"] for e in post_yaml(api, text).json()["errors"]}
     assert "spec.tfReplicaSpecs.Worker.replicas" in paths
     assert "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu" in paths
+
+
+def test_queue_lists_pending_jobs_in_admission_order(api, alice, team_b, example_text):
+    ids = [post_yaml(api, with_name(example_text("mnist-cpu"), f"q-{i}")).json()["id"] for i in range(3)]
+    # positions as a cycle would have written them: the last submitted goes first
+    for position, job_id in zip((3, 2, 1), ids):
+        Job.objects.filter(pk=job_id).update(position=position)
+    api.post(f"/api/v1/jobs/{ids[1]}/cancel/")
+    queue = api.get("/api/v1/namespaces/team-a/queue/").json()
+    assert [j["id"] for j in queue["results"]] == [ids[2], ids[0]]
+    assert api.get("/api/v1/namespaces/team-b/queue/").status_code == 404  # not a member
+    assert api.get("/api/v1/namespaces/Not_A_Name/queue/").status_code == 404

@@ -65,6 +65,16 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
 class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = NamespaceSerializer
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 
     def get_queryset(self):
         return selectors.namespace_summaries(self.request.user)
+
+    @extend_schema(responses={200: JobSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def queue(self, request, name=None):
+        """Pending jobs of the namespace in admission order: position 1 is released next."""
+        jobs = selectors.queue_of(request.user, name)
+        page = self.paginate_queryset(jobs)
+        return self.get_paginated_response(JobSerializer(page, many=True).data)

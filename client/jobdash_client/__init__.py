@@ -1,0 +1,193 @@
+"""A small client for jobdash's REST API, for notebooks and scripts.
+
+    from jobdash_client import Client
+    jd = Client("http://127.0.0.1:8000", token="...")
+    job = jd.submit("examples/mnist-cpu.yaml", priority=10)
+    print(job.state, job.position, job.reason, job.eta)
+    jd.wait(job.id, until="finished")
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Optional, Union
+
+import requests
+import yaml
+
+__all__ = ["Client", "Job", "JobdashError", "FieldError", "FINISHED", "WaitTimeout"]
+
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+_ORDER = ("Queued", "Released", "Running")
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '(document)'}: {self.message}"
+
+
+class JobdashError(Exception):
+    """The server refused: `status` is the HTTP status, `errors` the problems with field paths."""
+
+    def __init__(self, status: int, errors: list[FieldError]):
+        self.status = status
+        self.errors = errors
+        super().__init__(f"HTTP {status}: " + "; ".join(str(e) for e in errors))
+
+
+class WaitTimeout(TimeoutError):
+    def __init__(self, job: "Job", until: str):
+        self.job = job
+        super().__init__(f"job {job.id} is still {job.state} (waited for {until})")
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    namespace: str
+    name: str
+    state: str
+    priority: int
+    position: Optional[int]
+    reason: str
+    message: str
+    eta: Optional[str]
+    demand: Mapping[str, Any]
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Job":
+        return cls(
+            id=data["id"], namespace=data["namespace"], name=data["name"], state=data["state"],
+            priority=data["priority"], position=data.get("position"), reason=data.get("reason", ""),
+            message=data.get("message", ""), eta=data.get("eta"), demand=data.get("demand", {}), raw=data,
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    def describe(self) -> str:
+        if self.state == "Queued":
+            where = f"#{self.position}" if self.position else "not yet placed"
+            eta = f", expected start {self.eta}" if self.eta else ""
+            why = f": {self.reason} — {self.message}" if self.reason else ""
+            return f"{self.namespace}/{self.name} Queued {where}{eta}{why}"
+        return f"{self.namespace}/{self.name} {self.state}"
+
+
+ManifestLike = Union[str, Path, Mapping[str, Any]]
+
+
+class Client:
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0, session: Optional[requests.Session] = None):
+        self.url = url.rstrip("/") + "/api/v1/"
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    # --- calls ---
+
+    def submit(self, manifest: ManifestLike, priority: int = 0, namespace: Optional[str] = None) -> Job:
+        """Submit a TFJob: a path to a YAML file, YAML text, or a dict."""
+        text = _manifest_text(manifest)
+        body: dict[str, Any] = {"manifest": text, "priority": priority}
+        if namespace:
+            body["namespace"] = namespace
+        return Job.from_json(self._request("POST", "jobs/", json=body))
+
+    def get(self, job_id: int) -> Job:
+        return Job.from_json(self._request("GET", f"jobs/{job_id}/"))
+
+    def events(self, job_id: int) -> list[dict]:
+        return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
+
+    def jobs(self, namespace: Optional[str] = None, state: Optional[str] = None) -> list[Job]:
+        params = {k: v for k, v in (("namespace", namespace), ("state", state)) if v}
+        return [Job.from_json(j) for j in self._pages("jobs/", params)]
+
+    def queue(self, namespace: str) -> list[Job]:
+        """Pending jobs of a namespace in admission order."""
+        return [Job.from_json(j) for j in self._pages(f"namespaces/{namespace}/queue/", {})]
+
+    def cancel(self, job_id: int) -> Job:
+        return Job.from_json(self._request("POST", f"jobs/{job_id}/cancel/"))
+
+    def wait(
+        self,
+        job_id: int,
+        until: str = "finished",
+        *,
+        timeout: Optional[float] = None,
+        poll: float = 2.0,
+        progress: Optional[Callable[[str], None]] = None,
+    ) -> Job:
+        """Block until the job is Running (or further), or `finished`; prints each change."""
+        if until not in ("Running", "Released", "finished"):
+            raise ValueError("until must be 'Released', 'Running' or 'finished'")
+        say = progress if progress is not None else (lambda line: print(line, file=sys.stderr))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = None
+        while True:
+            job = self.get(job_id)
+            line = job.describe()
+            if line != last:
+                say(line)
+                last = line
+            if _reached(job, until):
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(job, until)
+            time.sleep(poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic())))
+
+    # --- plumbing ---
+
+    def _request(self, method: str, path: str, **kwargs) -> Any:
+        response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
+        if response.status_code >= 400:
+            raise JobdashError(response.status_code, _errors(response))
+        return response.json()
+
+    def _pages(self, path: str, params: dict) -> Iterator[dict]:
+        page = self._request("GET", path, params=params)
+        while True:
+            yield from page["results"]
+            if not page.get("next"):
+                return
+            response = self.session.get(page["next"], timeout=self.timeout)
+            if response.status_code >= 400:
+                raise JobdashError(response.status_code, _errors(response))
+            page = response.json()
+
+
+def _reached(job: Job, until: str) -> bool:
+    if job.finished:
+        return True  # nothing more will happen
+    if until == "finished":
+        return False
+    return _ORDER.index(job.state) >= _ORDER.index(until)
+
+
+def _manifest_text(manifest: ManifestLike) -> str:
+    if isinstance(manifest, Mapping):
+        return yaml.safe_dump(dict(manifest), sort_keys=False)
+    if isinstance(manifest, Path):
+        return manifest.read_text()
+    if "\n" not in manifest and manifest.endswith((".yaml", ".yml")) and Path(manifest).exists():
+        return Path(manifest).read_text()
+    return manifest
+
+
+def _errors(response: requests.Response) -> list[FieldError]:
+    try:
+        body = response.json()
+        return [FieldError(e.get("path", ""), e.get("message", "")) for e in body.get("errors", [])]
+    except ValueError:
+        return [FieldError("", response.text[:500] or response.reason)]

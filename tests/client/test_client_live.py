@@ -1,0 +1,92 @@
+"""jobdash_client against a live jobdash server (and, for wait(), a live dispatcher and kubesim)."""
+
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+
+from jobdash.dispatch import transitions
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.loop import DispatcherLoop
+from jobdash.jobs.models import Job, Namespace
+from jobdash_client import Client, JobdashError, WaitTimeout
+from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def client(live_server):
+    user = User.objects.create_user("nb")
+    for name in ("team-a", "team-b"):
+        Namespace.objects.create(name=name).members.add(user)
+    Namespace.objects.create(name="secret")
+    return Client(live_server.url, Token.objects.create(user=user).key, timeout=10)
+
+
+def test_submit_a_path_text_or_dict(client):
+    from_path = client.submit(EXAMPLES / "mnist-cpu.yaml", priority=3)
+    assert (from_path.state, from_path.priority, from_path.demand) == ("Queued", 3, {"cpu": "2", "memory": "4Gi", "pods": 1})
+    from_text = client.submit(manifest("from-text"))
+    import yaml
+
+    from_dict = client.submit(yaml.safe_load(manifest("from-dict")), namespace="team-a")
+    assert {j.name for j in client.jobs(namespace="team-a")} == {"mnist-cpu", "from-text", "from-dict"}
+    assert client.get(from_text.id).raw["manifest"] == manifest("from-text")
+    assert from_dict.namespace == "team-a"
+    assert [e["type"] for e in client.events(from_path.id)] == ["Submitted"]
+
+
+def test_errors_carry_the_servers_field_paths(client):
+    with pytest.raises(JobdashError) as error:
+        client.submit(manifest("Bad_Name"))
+    assert error.value.status == 400
+    assert [e.path for e in error.value.errors] == ["metadata.name"]
+    with pytest.raises(JobdashError) as forbidden:
+        client.submit(manifest("x", namespace="secret"))
+    assert forbidden.value.status == 403
+    with pytest.raises(JobdashError) as missing:
+        client.get(999999)
+    assert missing.value.status == 404
+
+
+def test_filters_queue_and_cancel(client):
+    jobs = [client.submit(manifest(f"q-{i}")) for i in range(3)]
+    for position, job in zip((2, 1, 3), jobs):
+        Job.objects.filter(pk=job.id).update(position=position)
+    assert [j.name for j in client.queue("team-a")] == ["q-1", "q-0", "q-2"]
+    cancelled = client.cancel(jobs[0].id)
+    assert cancelled.state == "Cancelled" and cancelled.finished
+    assert [j.name for j in client.jobs(state="Cancelled")] == ["q-0"]
+    with pytest.raises(JobdashError) as again:
+        client.cancel(jobs[0].id)
+    assert again.value.status == 409
+
+
+def test_wait_follows_a_job_until_it_finishes(client):
+    with running_kubesim(cluster_config(), manual_clock=False) as sim:
+        gateway = start_gateway(sim)
+        transitions.take_term(1, "test")
+        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
+        loop.start()
+        try:
+            job = client.submit(manifest("watched", workers=2, duration=1))
+            lines = []
+            running = client.wait(job.id, until="Running", timeout=20, poll=0.1, progress=lines.append)
+            assert running.state in ("Running", "Succeeded")
+            done = client.wait(job.id, timeout=20, poll=0.1, progress=lines.append)
+            assert done.state == "Succeeded"
+            assert any("Running" in line for line in lines) and lines[-1].endswith("Succeeded")
+        finally:
+            loop.stop()
+            gateway.stop()
+
+
+def test_wait_times_out_with_the_job_attached(client):
+    job = client.submit(manifest("never-released"))  # no dispatcher runs here
+    with pytest.raises(WaitTimeout) as timeout:
+        client.wait(job.id, until="Running", timeout=0.3, poll=0.1, progress=lambda line: None)
+    assert timeout.value.job.state == "Queued"
