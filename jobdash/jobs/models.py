@@ -149,3 +149,21 @@ class Cycle(models.Model):
 
     def __str__(self) -> str:
         return f"cycle at {self.started_at:%H:%M:%S}: {self.admitted}/{self.pending} admitted"
+
+
+class ClusterState(models.Model):
+    """What the last cycle saw of the cluster (one row), for pages and the API: the web
+    processes have no watch cache of their own."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    updated_at = models.DateTimeField(null=True)
+    # {namespace: {"hard": {...}, "used": {...}, "reserved": {...}}}, canonical integers
+    quotas = models.JSONField(default=dict)
+    # [{"name", "allocatable", "allocated", "labels", "unschedulable"}], canonical integers
+    nodes = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="cluster_state_single_row")]
+
+    def __str__(self) -> str:
+        return f"cluster as of {self.updated_at}"

@@ -25,3 +25,19 @@ def pod_set_rows(workload: dict) -> list[dict]:
         }
         for pod_set in workload.get("pod_sets", [])
     ]
+
+
+def _quota_resource(key: str) -> str:
+    return key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+
+
+def quota_amounts(amounts: dict) -> dict:
+    """ResourceQuota-keyed integers as quantities: {"requests.cpu": 20000} -> {"requests.cpu": "20"}."""
+    return {key: format_quantity(_quota_resource(key), amount) for key, amount in sorted(amounts.items())}
+
+
+def quota_summary(quota: dict | None) -> dict | None:
+    """hard / used / reserved of one namespace, as quantities; None when it has no ResourceQuota."""
+    if not quota:
+        return None
+    return {part: quota_amounts(quota.get(part, {})) for part in ("hard", "used", "reserved")}

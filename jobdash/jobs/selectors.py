@@ -3,7 +3,7 @@
 from django.db.models import Count, F, Q, QuerySet
 
 from .exceptions import NotFound
-from .models import Job, JobEvent, Namespace, State
+from .models import ClusterState, Job, JobEvent, Namespace, State
 
 
 def sees_all_namespaces(user) -> bool:
@@ -63,6 +63,11 @@ def namespace_summaries(user) -> QuerySet[Namespace]:
         released=Count("jobs", filter=Q(jobs__state=State.RELEASED)),
         running=Count("jobs", filter=Q(jobs__state=State.RUNNING)),
     ).order_by("name")
+
+
+def cluster_quotas() -> dict:
+    """Per namespace hard/used/reserved as the last admission cycle saw them."""
+    return ClusterState.objects.filter(id=1).values_list("quotas", flat=True).first() or {}
 
 
 def state_counts() -> dict[str, int]:

@@ -300,3 +300,18 @@ def test_queue_lists_pending_jobs_in_admission_order(api, alice, team_b, example
     assert [j["id"] for j in queue["results"]] == [ids[2], ids[0]]
     assert api.get("/api/v1/namespaces/team-b/queue/").status_code == 404  # not a member
     assert api.get("/api/v1/namespaces/Not_A_Name/queue/").status_code == 404
+
+
+def test_namespaces_show_quota_hard_used_reserved_as_quantities(api):
+    from jobdash.jobs.models import ClusterState
+
+    assert api.get("/api/v1/namespaces/").json()["results"][0]["quota"] is None  # no cycle yet
+    ClusterState.objects.create(quotas={"team-a": {
+        "hard": {"requests.cpu": 20000, "requests.memory": 64 * 2**30, "requests.nvidia.com/gpu": 8, "pods": 50},
+        "used": {"requests.cpu": 4500, "requests.memory": 2**30},
+        "reserved": {"requests.cpu": 2000},
+    }})
+    quota = api.get("/api/v1/namespaces/").json()["results"][0]["quota"]
+    assert quota["hard"] == {"pods": "50", "requests.cpu": "20", "requests.memory": "64Gi", "requests.nvidia.com/gpu": "8"}
+    assert quota["used"] == {"requests.cpu": "4500m", "requests.memory": "1Gi"}
+    assert quota["reserved"] == {"requests.cpu": "2"}

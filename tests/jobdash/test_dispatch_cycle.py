@@ -220,3 +220,18 @@ def test_status_reports_the_leader_and_the_last_cycle(user, gateway, term, clien
     assert body["jobs"]["Released"] == 1
     client.force_login(user)
     assert "leader test · term 1" in client.get("/").content.decode()
+
+
+def test_the_cluster_summary_carries_reservations_of_in_flight_jobs(user, sim, gateway, term):
+    from jobdash.dispatch import publish, world
+    from jobdash.jobs.models import ClusterState
+
+    submit(user, "reserving", workers=3, cpu="1")
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)  # released; the manual clock has not let the operator create pods
+    snapshot, _ = world.build(gateway, world.PendingCache(), release_mode="create", node_fit=True)
+    publish.publish(snapshot)
+    state = ClusterState.objects.get()
+    assert state.quotas["team-a"]["hard"] == {"requests.cpu": 6000}
+    assert state.quotas["team-a"]["reserved"]["requests.cpu"] + state.quotas["team-a"]["used"].get("requests.cpu", 0) == 3000
+    assert len(state.nodes) == 2 and state.nodes[0]["allocatable"]["cpu"] == 16000

@@ -2,7 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import Job, JobEvent, Namespace
-from ..presenters import demand_summary
+from ..presenters import demand_summary, quota_summary
 
 
 class StrictCharField(serializers.CharField):
@@ -55,7 +55,13 @@ class NamespaceSerializer(serializers.ModelSerializer):
     queue_length = serializers.IntegerField(source="queued")
     released = serializers.IntegerField()
     running = serializers.IntegerField()
+    quota = serializers.SerializerMethodField()
 
     class Meta:
         model = Namespace
-        fields = ["name", "weight", "queue_length", "released", "running"]
+        fields = ["name", "weight", "queue_length", "released", "running", "quota"]
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_quota(self, namespace: Namespace) -> dict | None:
+        """hard, used (from the cluster) and reserved (by released jobs not yet started), as of the last cycle."""
+        return quota_summary(self.context.get("cluster_quotas", {}).get(namespace.name))

@@ -71,6 +71,9 @@ class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def get_queryset(self):
         return selectors.namespace_summaries(self.request.user)
 
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "cluster_quotas": selectors.cluster_quotas()}
+
     @extend_schema(responses={200: JobSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def queue(self, request, name=None):
