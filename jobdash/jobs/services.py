@@ -1,7 +1,7 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import queueing
@@ -165,3 +165,114 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
         transaction.on_commit(_queue_changed)
     job.refresh_from_db()
     return job
+
+
+class NamespaceNotManaged(Exception):
+    """jobdash has no Namespace of that name: its jobs are not jobdash's to queue."""
+
+
+# What a caller answering a retry needs (the rest of the row is loaded only if read), in
+# the model's field order, as Model.from_db wants them.
+_FOUND_FIELDS = tuple(
+    f.name for f in Job._meta.concrete_fields
+    if f.name in {"id", "namespace", "state", "source", "submitted_by_name", "position", "message", "parsed"}
+)
+_lookup_sql: str | None = None
+
+
+def _lookup_query() -> str:
+    global _lookup_sql
+    if _lookup_sql is None:
+        job, namespace = Job._meta, Namespace._meta
+        columns = ", ".join(f"j.{job.get_field(name).column}" for name in _FOUND_FIELDS)
+        states = ", ".join(["%s"] * len(ACTIVE_STATES))
+        _lookup_sql = (
+            f"SELECT n.{namespace.pk.column}, n.{namespace.get_field('name').column}, {columns} "
+            f"FROM {namespace.db_table} n LEFT JOIN {job.db_table} j "
+            f"ON j.{job.get_field('namespace').column} = n.{namespace.pk.column} "
+            f"AND j.{job.get_field('name').column} = %s AND j.{job.get_field('state').column} IN ({states}) "
+            f"WHERE n.{namespace.get_field('name').column} = %s LIMIT 1"
+        )
+    return _lookup_sql
+
+
+def _lookup(namespace: str, name: str) -> tuple[Namespace | None, Job | None]:
+    """The namespace and its active job of that name, in one indexed query (the namespace
+    by its unique name, the job by the partial unique index of active (namespace, name)
+    pairs). Written out in SQL: on the webhook's hot path the ORM's query compilation
+    costs more than the query. Job fields outside _FOUND_FIELDS are loaded if read."""
+    with connection.cursor() as cursor:
+        cursor.execute(_lookup_query(), [name, *ACTIVE_STATES, namespace])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    ns = Namespace.from_db(connection.alias, ["id", "name"], list(row[:2]))
+    if row[2] is None:
+        return ns, None
+    values = list(row[2:])
+    parsed = _FOUND_FIELDS.index("parsed")
+    values[parsed] = Job._meta.get_field("parsed").from_db_value(values[parsed], None, connection)
+    job = Job.from_db(connection.alias, [Job._meta.get_field(f).attname for f in _FOUND_FIELDS], values)
+    job.namespace = ns
+    return ns, job
+
+
+def _active_job(namespace: str, name: str) -> Job | None:
+    return _lookup(namespace, name)[1]
+
+
+def job_submit_or_find(
+    *,
+    namespace: str,
+    name: str,
+    manifest,
+    source: str,
+    submitted_by_name: str,
+    priority=0,
+    dry_run: bool = False,
+) -> tuple[Job | None, bool]:
+    """For cluster identities that retry a create until it succeeds (the admission webhook):
+    the active job (Queued, Released or Running) named `name` in `namespace`, or a new
+    Queued job submitted from `manifest`. Returns `(job, created)`.
+
+    Every retry lands on the job the first attempt made, never a duplicate, also when two
+    retries race (the database's one-active-job index decides, the loser finds the winner).
+    A finished job does not count: a new create after it queues a new job.
+
+    `manifest` is the text, or a callable returning it: a retry that finds its job costs one
+    indexed query and never builds the text. With `dry_run` nothing is written: a new job's
+    manifest is validated and `(None, True)` returned. Raises NamespaceNotManaged when
+    jobdash has no such namespace, InvalidInput when the manifest is invalid or names
+    another job.
+    """
+    ns, job = _lookup(namespace, name)
+    if job is not None:
+        return job, False
+    if ns is None:
+        raise NamespaceNotManaged(namespace)
+    text = manifest() if callable(manifest) else manifest
+    if dry_run:
+        _, workload = manifest_check(text)
+        if workload.name != name or (workload.namespace and workload.namespace != namespace):
+            raise InvalidInput.at("metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}")
+        validate_priority(priority)
+        return None, True
+    try:
+        with transaction.atomic():
+            job = job_submit(
+                user=None,
+                manifest=text,
+                source=source,
+                priority=priority,
+                namespace=namespace,
+                submitted_by_name=submitted_by_name,
+            )
+            if job.name != name:
+                # The key retries look up by must be the job's own name: roll the insert back.
+                raise InvalidInput.at("metadata.name", f"is {job.name!r}, but the job was submitted as {name!r}")
+    except Conflict:
+        job = _active_job(namespace, name)
+        if job is None:  # the winner finished in between: a rare race, the caller retries
+            raise
+        return job, False
+    return job, True

@@ -1,0 +1,197 @@
+"""End to end: kubesim calls jobdash's webhook (configured with deploy/base/webhook.yaml)
+as kube-apiserver would; Katib's identity creates TFJobs owned by a Trial; they land in
+jobdash's queue, are released when the namespace's quota allows and exist in the cluster
+with their ownerReference; jobdash's own creates pass; retries make no duplicate."""
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from jobdash.cluster.kube import KubeGateway, api_client
+from jobdash.dispatch import transitions
+from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
+from jobdash.jobs.models import Job, Namespace, State
+from kubesim.testing import running_kubesim
+
+from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, trial_tfjob
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+G, V, P = "kubeflow.org", "v1", "tfjobs"
+
+
+def webhook_configuration() -> dict:
+    """The manifest deploy/ ships, minus cert-manager's annotation (kubesim calls http)."""
+    (document,) = [d for d in yaml.safe_load_all((ROOT / "deploy/base/webhook.yaml").read_text()) if d]
+    document = copy.deepcopy(document)
+    document["metadata"].pop("annotations", None)
+    return document
+
+
+def cluster_config(webhook_url: str) -> dict:
+    return {
+        "nodes": [{"prefix": "node", "count": 2, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
+        # Two workers of 1 cpu per trial: one trial at a time fits the quota.
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "3"}}, {"name": "kubeflow"}],
+        "users": [
+            {"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]},
+            {"token": "katib-token", "username": KATIB, "groups": ["system:serviceaccounts"]},
+            {"token": "alice-token", "username": ALICE, "groups": ["ml-team"]},
+        ],
+        "services": {"jobdash/jobdash-web": webhook_url},
+        "objects": [webhook_configuration()],
+        "kubelet": {"start_delay_seconds": 1.0},
+    }
+
+
+@pytest.fixture
+def team_a():
+    return Namespace.objects.create(name="team-a")
+
+
+@pytest.fixture
+def sim(live_server, team_a):
+    with running_kubesim(cluster_config(live_server.url), manual_clock=True) as sim:
+        yield sim
+        assert sim.server.errors == []
+
+
+@pytest.fixture
+def gateway(sim):
+    gateway = KubeGateway(api_client("kubeconfig", sim.kubeconfig_path), retries=1, backoff=0.01)
+    gateway.start(timeout=10)
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture
+def katib(sim):
+    api = sim.api_client(KATIB)
+    yield client.CustomObjectsApi(api)
+    api.close()
+
+
+def dispatcher(gateway, release_mode: str) -> Dispatcher:
+    transitions.take_term(1, "test")
+    return Dispatcher(gateway, DispatchSettings(policy="priority", release_mode=release_mode, node_fit=True,
+                                                start_timeout_s=300.0, max_attempts=3, backoff_s=0.0, concurrency=4))
+
+
+def create(api, body: dict, **kwargs) -> dict:
+    return api.create_namespaced_custom_object(G, V, body["metadata"]["namespace"], P, body, **kwargs)
+
+
+def refused(api, body: dict, **kwargs) -> str:
+    with pytest.raises(ApiException) as error:
+        create(api, body, **kwargs)
+    assert error.value.status == 403, error.value.body
+    message = json.loads(error.value.body)["message"]
+    assert message.startswith('admission webhook "tfjobs.jobdash.io" denied the request: ')
+    return message
+
+
+def job(name: str) -> Job:
+    return Job.objects.select_related("namespace").get(name=name, state__in=(State.QUEUED, State.RELEASED, State.RUNNING, State.SUCCEEDED))
+
+
+def run_until(dispatcher, sim, gateway, name: str, wanted: str, steps: int = 40) -> None:
+    """Cycles and virtual time, one second a step, until job `name` is `wanted`."""
+    for _ in range(steps):
+        dispatcher.cycle(1)
+        if job(name).state == wanted:
+            return
+        sim.advance(1.0)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and (
+            len([p for p in gateway.pods() if p.namespace == "team-a"]) != len(sim.cluster.pods("team-a"))
+        ):
+            time.sleep(0.02)
+    raise AssertionError(f"{name} is {job(name).state}, never {wanted}")
+
+
+def creates_by(sim, user: str) -> list[tuple[str, str]]:
+    return [(a["name"], a["outcome"]) for a in sim.cluster.audit if a["user"] == user and not a["dry_run"]]
+
+
+def test_deny_mode_katib_trials_are_queued_released_and_owned(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "deny"
+    first = refused(katib, trial_tfjob("trial-1"))
+    assert f"jobdash job #{job('trial-1').pk}" in first and "position 1 in team-a's queue" in first
+    refused(katib, trial_tfjob("trial-2"))
+    # Katib retries until the create succeeds: every retry lands on the same job
+    for _ in range(2):
+        assert f"jobdash job #{job('trial-1').pk}" in refused(katib, trial_tfjob("trial-1"))
+    assert Job.objects.count() == 2 and sim.cluster.tfjob("team-a", "trial-1") is None
+    assert job("trial-1").submitted_by_name == KATIB and job("trial-1").source == "webhook"
+    # a dry run stores nothing
+    assert "would be queued" in refused(katib, trial_tfjob("trial-3"), dry_run="All")
+    assert Job.objects.count() == 2
+    # outside jobdash's namespaces, Katib's creates pass
+    create(katib, trial_tfjob("free-trial", namespace="kubeflow"))
+
+    loop = dispatcher(gateway, "create")
+    loop.cycle(1)
+    assert (job("trial-1").state, job("trial-2").state) == (State.RELEASED, State.QUEUED)
+    tfjob = sim.cluster.tfjob("team-a", "trial-1")
+    assert tfjob["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="trial-1")]
+    assert tfjob["metadata"]["labels"]["katib.kubeflow.org/trial"] == "trial-1"
+    assert tfjob["metadata"]["labels"]["jobdash.io/job-id"] == str(job("trial-1").pk)
+    assert tfjob["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+    # a retry while it is released still lands on it
+    assert f"jobdash job #{job('trial-1').pk}, Released" in refused(katib, trial_tfjob("trial-1"))
+    # trial-2 waits for quota; once trial-1 finishes it is released too
+    assert job("trial-2").reason
+    run_until(loop, sim, gateway, "trial-1", State.SUCCEEDED)
+    run_until(loop, sim, gateway, "trial-2", State.RELEASED)
+    assert sim.cluster.tfjob("team-a", "trial-2")["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="trial-2")]
+
+    assert Job.objects.count() == 2
+    # jobdash's own creates passed the webhook; Katib's never reached the cluster in team-a
+    assert creates_by(sim, JOBDASH) == [("trial-1", "Created"), ("trial-2", "Created")]
+    assert [name for name, outcome in creates_by(sim, KATIB) if outcome == "Created"] == ["free-trial"]
+    hooks = [c for c in sim.cluster.admission.calls if c["user"] == JOBDASH]
+    assert [c["allowed"] for c in hooks] == [True, True]
+
+
+def test_suspend_mode_katib_trials_are_suspended_queued_and_resumed(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "suspend"
+    settings.JOBDASH_RELEASE_MODE = "unsuspend"
+    for name in ("trial-1", "trial-2"):
+        created = create(katib, trial_tfjob(name))
+        assert created["spec"]["runPolicy"]["suspend"] is True
+        assert created["metadata"]["labels"]["jobdash.io/queued"] == "true"
+        assert created["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name=name)]
+    assert [j.state for j in Job.objects.order_by("name")] == [State.QUEUED, State.QUEUED]
+    # a TFJob its creator suspended stays under its creator's control
+    alice = client.CustomObjectsApi(sim.api_client(ALICE))
+    manual = create(alice, trial_tfjob("manual", suspend=True))
+    assert "jobdash.io/queued" not in manual["metadata"]["labels"] and Job.objects.count() == 2
+    # a recreate of a queued name lands on its job (kubesim says AlreadyExists after the webhook)
+    with pytest.raises(ApiException) as again:
+        create(katib, trial_tfjob("trial-1"))
+    assert again.value.status == 409 and Job.objects.count() == 2
+
+    loop = dispatcher(gateway, "unsuspend")
+    deadline = time.monotonic() + 5
+    while len(gateway.tfjobs()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    loop.cycle(1)
+    assert (job("trial-1").state, job("trial-2").state) == (State.RELEASED, State.QUEUED)
+    resumed = sim.cluster.tfjob("team-a", "trial-1")
+    assert resumed["spec"]["runPolicy"]["suspend"] is False
+    assert resumed["metadata"]["labels"]["jobdash.io/job-id"] == str(job("trial-1").pk)
+    assert resumed["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="trial-1")]
+    assert sim.cluster.tfjob("team-a", "trial-2")["spec"]["runPolicy"]["suspend"] is True
+    run_until(loop, sim, gateway, "trial-1", State.SUCCEEDED)
+    run_until(loop, sim, gateway, "trial-2", State.RELEASED)
+    assert sim.cluster.tfjob("team-a", "trial-2")["spec"]["runPolicy"]["suspend"] is False
+    assert Job.objects.count() == 2
+    # jobdash never created anything in this mode: it resumed the creator's objects
+    assert creates_by(sim, JOBDASH) == []
+    assert sim.cluster.tfjob("team-a", "manual")["spec"]["runPolicy"]["suspend"] is True

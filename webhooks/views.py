@@ -1,0 +1,41 @@
+"""POST /webhooks/admission/tfjobs: AdmissionReview v1 in, AdmissionReview v1 out.
+
+Thin on purpose, as it sits on the API server's request path: parse, one decision, render.
+A body that is not a well-formed AdmissionReview is a 400 with the reason; an unexpected
+error while deciding (the database away, a bug) is a well-formed review that denies with
+the reason, never a 500, so the API server shows people why (failurePolicy: Fail applies
+only when the webhook cannot be reached or times out).
+"""
+
+import logging
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponseNotAllowed, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from . import decide, review
+
+log = logging.getLogger(__name__)
+
+
+@csrf_exempt
+def admission_tfjobs(request: HttpRequest):
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    # Read the stream ourselves: Django's DATA_UPLOAD_MAX_MEMORY_SIZE is not the limit here.
+    body = request.read(review.MAX_REVIEW_BYTES + 1)
+    try:
+        admission = review.parse(body)
+    except review.Malformed as error:
+        return JsonResponse({"error": f"not an AdmissionReview {review.API_VERSION}: {error}"}, status=400)
+    try:
+        decision = decide.decide(
+            admission, mode=settings.JOBDASH_WEBHOOK_MODE, own_identities=settings.JOBDASH_OWN_IDENTITIES
+        )
+    except Exception as error:  # noqa: BLE001 - the API server must get an answer it can show
+        log.exception("webhook: deciding %s %s/%s failed", admission.uid, admission.namespace, admission.name)
+        decision = decide.Decision(
+            allowed=False, code=500, reason="InternalError",
+            message=f"jobdash could not queue this TFJob ({error.__class__.__name__}: {error}); try again",
+        )
+    return JsonResponse(review.response(admission.uid, **decision.response_fields()))
