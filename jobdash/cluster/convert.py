@@ -1,7 +1,9 @@
 """Kubernetes JSON objects -> the gateway's types. Pure functions, no client."""
 
 import copy
+import json
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from queueing.podspec import pod_shape
@@ -58,12 +60,34 @@ def node(obj: Mapping[str, Any]) -> NodeInfo:
     )
 
 
+_REQUESTS: dict[str, Mapping[str, int]] = {}
+_REQUESTS_MAX = 4096
+
+
+def pod_requests(spec: Mapping[str, Any]) -> Mapping[str, int]:
+    """A pod's effective requests (what the scheduler and ResourceQuota charge). Memoized
+    on the parts of the spec they derive from: every status change of a pod arrives as a
+    whole object, and parsing its quantities again was most of a watch event's cost."""
+    try:
+        key = json.dumps([spec.get("containers"), spec.get("initContainers"), spec.get("overhead")], sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    requests = _REQUESTS.get(key) if key is not None else None
+    if requests is None:
+        # Pods in a cluster were valid when created; tolerate what the validator would flag.
+        requests = MappingProxyType(pod_shape(spec, "spec", Problems()).requests)
+        if key is not None:
+            if len(_REQUESTS) >= _REQUESTS_MAX:
+                _REQUESTS.clear()
+            _REQUESTS[key] = requests
+    return requests
+
+
 def pod(obj: Mapping[str, Any]) -> PodInfo:
     meta = _meta(obj)
     labels = meta.get("labels") or {}
     spec = obj.get("spec") or {}
-    # Pods in a cluster were valid when created; tolerate what the validator would flag.
-    requests = pod_shape(spec, "spec", Problems()).requests
+    requests = pod_requests(spec)
     index = labels.get(REPLICA_INDEX_LABEL)
     return PodInfo(
         namespace=meta.get("namespace", ""),

@@ -26,6 +26,7 @@ class Informer:
         *,
         page_size: int = 500,
         watch_seconds: int = 240,
+        indexes: dict[str, Callable[[Any], Any]] | None = None,
     ):
         self.kind = kind
         self._list_call = list_call  # a client list method that also accepts watch=True
@@ -34,6 +35,10 @@ class Informer:
         self._page_size = page_size
         self._watch_seconds = watch_seconds
         self._items: dict[tuple[str, str], Any] = {}
+        # Secondary indexes kept up to date with every event: name -> value -> {key: item}.
+        # An index function returns the item's value, or None to leave it out.
+        self._index_fns = dict(indexes or {})
+        self._indexes: dict[str, dict[Any, dict[tuple[str, str], Any]]] = {name: {} for name in self._index_fns}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.synced = threading.Event()
@@ -53,6 +58,36 @@ class Informer:
     def get(self, namespace: str, name: str) -> Any | None:
         with self._lock:
             return self._items.get((namespace, name))
+
+    def snapshot(self) -> dict[tuple[str, str], Any]:
+        """All items by (namespace, name), a copy taken at one moment."""
+        with self._lock:
+            return dict(self._items)
+
+    def indexed(self, index: str, values=None) -> dict[Any, list[Any]]:
+        """The items of index `index` by value: for the given values (each present, maybe
+        empty) or for all of them. One consistent moment."""
+        with self._lock:
+            buckets = self._indexes[index]
+            if values is None:
+                return {value: list(bucket.values()) for value, bucket in buckets.items()}
+            return {value: list(buckets[value].values()) if value in buckets else [] for value in values}
+
+    def _index_add(self, key: tuple[str, str], item: Any) -> None:
+        for name, fn in self._index_fns.items():
+            value = fn(item)
+            if value is not None:
+                self._indexes[name].setdefault(value, {})[key] = item
+
+    def _index_remove(self, key: tuple[str, str], item: Any) -> None:
+        for name, fn in self._index_fns.items():
+            value = fn(item)
+            if value is not None:
+                bucket = self._indexes[name].get(value)
+                if bucket is not None:
+                    bucket.pop(key, None)
+                    if not bucket:
+                        del self._indexes[name][value]
 
     # --- lifecycle ---
 
@@ -117,6 +152,9 @@ class Informer:
                 break
         with self._lock:
             self._items = items
+            self._indexes = {name: {} for name in self._index_fns}
+            for key, item in items.items():
+                self._index_add(key, item)
             self.resource_version = body["metadata"]["resourceVersion"]
         self.relists += 1
         self.synced.set()
@@ -155,11 +193,16 @@ class Informer:
     def _apply(self, type_: str, obj: dict) -> None:
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
+        item = self._convert(obj) if type_ in ("ADDED", "MODIFIED") else None
         with self._lock:
-            if type_ == "DELETED":
-                self._items.pop(key, None)
-            elif type_ in ("ADDED", "MODIFIED"):
-                self._items[key] = self._convert(obj)
+            if type_ in ("DELETED", "ADDED", "MODIFIED"):
+                old = self._items.pop(key, None)
+                if old is not None and self._index_fns:
+                    self._index_remove(key, old)
+            if item is not None:
+                self._items[key] = item
+                if self._index_fns:
+                    self._index_add(key, item)
             if meta.get("resourceVersion"):
                 self.resource_version = meta["resourceVersion"]
         if type_ != "BOOKMARK":

@@ -77,7 +77,11 @@ class KubeGateway:
         self._informers = {
             "quota": Informer("quota", self._core.list_resource_quota_for_all_namespaces, convert.quota, self._changed),
             "node": Informer("node", self._core.list_node, convert.node, self._changed),
-            "pod": Informer("pod", self._core.list_pod_for_all_namespaces, convert.pod, self._changed),
+            "pod": Informer("pod", self._core.list_pod_for_all_namespaces, convert.pod, self._changed, indexes={
+                # Finished pods stay listed until deleted: the cycle asks for the few that matter.
+                "job": lambda p: (p.namespace, p.job_name) if p.job_name else None,
+                "live": lambda p: None if p.terminated else True,
+            }),
             "tfjob": Informer("tfjob", self._list_tfjobs, convert.tfjob, self._changed),
         }
 
@@ -118,6 +122,17 @@ class KubeGateway:
 
     def tfjobs(self) -> list[TFJobInfo]:
         return self._informers["tfjob"].items()
+
+    def tfjobs_by_key(self) -> dict[tuple[str, str], TFJobInfo]:
+        return self._informers["tfjob"].snapshot()
+
+    def live_pods(self) -> list[PodInfo]:
+        """Pods not terminated (not Succeeded or Failed)."""
+        return self._informers["pod"].indexed("live", [True])[True]
+
+    def pods_of_jobs(self, jobs) -> dict[tuple[str, str], list[PodInfo]]:
+        """The pods of each (namespace, TFJob name), from the operator's job-name label."""
+        return self._informers["pod"].indexed("job", jobs)
 
     def tfjob(self, namespace: str, name: str) -> TFJobInfo | None:
         return self._informers["tfjob"].get(namespace, name)

@@ -21,8 +21,9 @@ from django.utils import timezone
 
 import queueing
 from jobdash.cluster.gateway import ClusterGateway
-from jobdash.jobs.models import Cycle, Job, JobEvent, State
+from jobdash.jobs.models import Cycle, Job, State
 
+from . import bulk
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from . import tracker, world
@@ -103,6 +104,7 @@ class Dispatcher:
         self.config = config or DispatchSettings.from_django()
         self.policy = queueing.get_policy(self.config.policy)
         self.cache = world.PendingCache()
+        self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
 
     @property
     def tracker_settings(self) -> tracker.TrackerSettings:
@@ -115,7 +117,7 @@ class Dispatcher:
         )
 
     def track(self) -> dict:
-        return tracker.track(self.gateway, self.tracker_settings)
+        return tracker.track(self.gateway, self.tracker_settings, self.settled)
 
     def cycle(self, term: int) -> CycleResult:
         with cycle_lock() as acquired:
@@ -183,13 +185,13 @@ def write_statuses(rows: list[world.PendingRow], plan) -> int:
             message = f"{message} Start time unknown: {status.eta_note}."
         if (status.position, reason, message) == (row.position, row.reason, row.message) and same_eta:
             continue
-        changed.append(Job(pk=row.job.id, position=status.position, reason=reason, message=message, eta=_as_datetime(eta)))
+        changed.append((row.job.id, status.position, reason, message, _as_datetime(eta)))
         if reason != row.reason:
-            events.append(JobEvent(job_id=row.job.id, type="Waiting", message=f"{reason}: {status.message}", actor="dispatcher"))
+            events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
     with transaction.atomic():
         # Only rows still Queued: a job cancelled or released meanwhile keeps its state's fields.
-        Job.objects.filter(state=State.QUEUED).bulk_update(changed, ["position", "reason", "message", "eta"], batch_size=500)
-        JobEvent.objects.bulk_create(events, batch_size=500)
+        bulk.update_rows(Job, changed, ["position", "reason", "message", "eta"], only_states=(State.QUEUED,))
+        bulk.insert_events(events)
     return len(changed)
 
 

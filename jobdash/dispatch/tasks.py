@@ -2,6 +2,7 @@
 once per worker process and is started on first use."""
 
 import logging
+import os
 import threading
 
 import redis
@@ -52,12 +53,24 @@ def _kick_quietly() -> None:
         log.warning("could not kick a cycle: %s", error)
 
 
+_clients: dict[tuple[int, str], redis.Redis] = {}
+
+
+def _redis(url: str) -> redis.Redis:
+    """One client (and connection pool) per process and URL: a new client per kick opened
+    a new TCP connection for every submission."""
+    key = (os.getpid(), url)  # a forked child must not share its parent's sockets
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = redis.Redis.from_url(url, socket_timeout=1)
+    return client
+
+
 def kick_cycle() -> bool:
     """Send one cycle for a burst of changes: the first kick in a debounce window sends a
     task due at the window's end; the others find the key set and do nothing."""
     window = settings.JOBDASH_KICK_DEBOUNCE_SECONDS
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1)
-    if not client.set(KICK_KEY, "1", nx=True, px=max(1, int(window * 1000))):
+    if not _redis(settings.CELERY_BROKER_URL).set(KICK_KEY, "1", nx=True, px=max(1, int(window * 1000))):
         return False
     admission_cycle.apply_async(countdown=window)
     return True

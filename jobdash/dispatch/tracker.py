@@ -15,6 +15,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
@@ -47,31 +48,50 @@ def _gone(gateway: gw.ClusterGateway, namespace: str, name: str, job_id: int) ->
         return True
 
 
-def track(gateway: gw.ClusterGateway, config: TrackerSettings) -> dict[str, int]:
+def track(gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int] | None = None) -> dict[str, int]:
+    """One pass. `settled`, kept by the caller between passes, remembers the jobs whose
+    TFJobs need no look any more (their jobs finished other than cancelled: for good)."""
     now = timezone.now()
     counts: dict[str, int] = defaultdict(int)
-    tfjobs = {(t.namespace, t.name): t for t in gateway.tfjobs()}
+    tfjobs = gateway.tfjobs_by_key()
     running_pods: dict[tuple[str, str], int] = defaultdict(int)
-    for pod in gateway.pods():
+    for pod in gateway.live_pods():  # Running pods are live
         if pod.job_name and pod.phase == "Running" and not pod.deleting:
             running_pods[(pod.namespace, pod.job_name)] += 1
 
     jobs = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id", "namespace__name", "name", "state", "workload", "released_at", "tfjob_uid", "attempts"
+        "id", "namespace__name", "name", "state", "released_at", "tfjob_uid", "attempts",
+        gang=KT("workload__pods"),
     )
+    moves = _Moves()
     for job in jobs:
         key = (job["namespace__name"], job["name"])
         info = tfjobs.get(key)
         try:
-            counts[_follow(gateway, config, job, key, info, running_pods[key], now)] += 1
+            counts[_follow(gateway, config, job, key, info, running_pods[key], now, moves)] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
             log.warning("tracking job %s: %s", job["id"], error)
             counts["errors"] += 1
-    counts["cleaned"] = _delete_cancelled(gateway, tfjobs.values())
+    moves.apply()
+    counts["cleaned"] = _delete_cancelled(gateway, tfjobs.values(), settled)
     return dict(counts)
 
 
-def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running: int, now) -> str:
+class _Moves:
+    """The common transitions of one pass (started, finished), written together at its end:
+    each is still a compare-and-set with its event, but one batch costs a few statements
+    instead of a transaction per job."""
+
+    def __init__(self):
+        self.running: list[tuple[int, str]] = []
+        self.finished: list[tuple[int, str, str, bool]] = []
+
+    def apply(self) -> None:
+        transitions.running_many(self.running)
+        transitions.finish_many(self.finished)
+
+
+def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running: int, now, moves: _Moves) -> str:
     job_id, state = job["id"], job["state"]
     if info is None or info.job_id != job_id:
         if not job["tfjob_uid"]:
@@ -81,16 +101,16 @@ def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running
         transitions.fail(job_id, "the TFJob was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING))
         return "deleted"
     if info.condition == "Succeeded":
-        transitions.finish(job_id, State.SUCCEEDED, "the TFJob succeeded", started=state == State.RELEASED)
+        moves.finished.append((job_id, State.SUCCEEDED, "the TFJob succeeded", state == State.RELEASED))
         return "succeeded"
     if info.condition == "Failed":
-        transitions.finish(job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), started=state == State.RELEASED)
+        moves.finished.append((job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), state == State.RELEASED))
         return "failed"
     if state == State.RUNNING:
         return "running"
-    gang = job["workload"].get("pods", 0)
+    gang = int(job["gang"] or 0)
     if gang and pods_running >= gang:
-        transitions.running(job_id, f"all {gang} pods are running")
+        moves.running.append((job_id, f"all {gang} pods are running"))
         return "started"
     waited = (now - job["released_at"]).total_seconds() if job["released_at"] else 0.0
     if waited < config.start_timeout_s:
@@ -106,11 +126,26 @@ def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running
     return "timed-out"
 
 
-def _delete_cancelled(gateway: gw.ClusterGateway, tfjobs) -> int:
+def _delete_cancelled(gateway: gw.ClusterGateway, tfjobs, settled: set[int] | None = None) -> int:
     ours = {t.job_id: t for t in tfjobs if t.job_id is not None and not t.deleting}
-    if not ours:
+    if settled is None:
+        settled = set()
+    else:
+        settled.intersection_update(ours)  # forget TFJobs that are gone
+    # Finished TFJobs stay in the cluster until someone removes them: without `settled`
+    # every pass would ask the database about all of them.
+    unknown = [job_id for job_id in ours if job_id not in settled]
+    if not unknown:
         return 0
-    cancelled = Job.objects.filter(pk__in=ours, state=State.CANCELLED).values_list("id", flat=True)
+    finished = Job.objects.filter(
+        pk__in=unknown, state__in=(State.CANCELLED, State.SUCCEEDED, State.FAILED)
+    ).values_list("id", "state")
+    cancelled = []
+    for job_id, state in finished:
+        if state == State.CANCELLED:
+            cancelled.append(job_id)
+        else:
+            settled.add(job_id)  # Succeeded and Failed are final
     for job_id in cancelled:
         gateway.delete_tfjob(ours[job_id].namespace, ours[job_id].name)
     return len(cancelled)

@@ -40,9 +40,22 @@ class PendingCache:
 
     def __init__(self):
         self._jobs: dict[int, tuple[tuple, PendingJob]] = {}
+        # A job's workload never changes after submission: parsed once while it is active,
+        # and its duration-history shape once it has finished.
+        self.workloads: dict[int, Workload] = {}
+        self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
+
+    @staticmethod
+    def _version(row: dict, drop_count: bool) -> tuple:
+        return (row["priority"], row["attempts"], row["backoff_until"], drop_count)
+
+    def fresh(self, row: dict, *, drop_count: bool) -> bool:
+        """Whether get(row) can answer without the row's workload."""
+        cached = self._jobs.get(row["id"])
+        return cached is not None and cached[0] == self._version(row, drop_count)
 
     def get(self, row: dict, *, drop_count: bool) -> PendingJob:
-        version = (row["priority"], row["attempts"], row["backoff_until"], drop_count)
+        version = self._version(row, drop_count)
         cached = self._jobs.get(row["id"])
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -65,30 +78,33 @@ class PendingCache:
 
     def retain(self, ids: Iterable[int]) -> None:
         keep = set(ids)
+        for job_id, (_version, job) in self._jobs.items():
+            if job_id not in keep:
+                # Most jobs leave the queue by release: build() wants the workload next.
+                self.workloads.setdefault(job_id, job.workload)
         self._jobs = {i: entry for i, entry in self._jobs.items() if i in keep}
 
 
 def pending_rows(cache: PendingCache, *, release_mode: str) -> list[PendingRow]:
-    rows = Job.objects.filter(state=State.QUEUED).values(
-        "id", "namespace__name", "priority", "submitted_at", "workload", "attempts", "backoff_until",
+    rows = list(Job.objects.filter(state=State.QUEUED).values(
+        "id", "namespace__name", "priority", "submitted_at", "attempts", "backoff_until",
         "position", "reason", "message", "eta",
-    )
+    ))
     # In unsuspend mode the suspended TFJob already exists and counts in quota used.
     drop_count = release_mode == "unsuspend"
+    # The workload column (the bulk of a row) only for jobs the cache cannot answer.
+    stale = [row["id"] for row in rows if not cache.fresh(row, drop_count=drop_count)]
+    if stale:
+        workloads = dict(Job.objects.filter(pk__in=stale).values_list("id", "workload"))
+        for row in rows:
+            if row["id"] in workloads:
+                row["workload"] = workloads[row["id"]]
     result = [
         PendingRow(cache.get(row, drop_count=drop_count), row["position"], row["reason"], row["message"], epoch(row["eta"]))
         for row in rows
     ]
     cache.retain(row.job.id for row in result)
     return result
-
-
-def _pods_by_job(pods: Iterable[PodInfo]) -> dict[tuple[str, str], list[PodInfo]]:
-    by_job: dict[tuple[str, str], list[PodInfo]] = defaultdict(list)
-    for pod in pods:
-        if pod.job_name:
-            by_job[(pod.namespace, pod.job_name)].append(pod)
-    return by_job
 
 
 def _outstanding(workload: Workload, created: list[PodInfo], tfjob_exists: bool) -> dict[str, int]:
@@ -116,6 +132,7 @@ def _unbound_placements(placement, created: list[PodInfo]) -> tuple:
 
 
 def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
+    """`pods`: at least every pod not terminated (terminated pods charge no node)."""
     allocated: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         if pod.node_name and not pod.terminated:
@@ -148,20 +165,44 @@ def _quotas(gateway: ClusterGateway, managed: Mapping[str, int]) -> dict[str, Na
     return {name: NamespaceQuota.combine(quotas) for name, quotas in by_namespace.items()}
 
 
-def history() -> dict[tuple[str, str], tuple[float, ...]]:
+def _workloads(ids: Iterable[int], known: Mapping[int, object]) -> dict[int, Workload]:
+    """Parsed workloads of the jobs in `ids` that are not in `known`, in one query."""
+    missing = [job_id for job_id in ids if job_id not in known]
+    if not missing:
+        return {}
+    rows = Job.objects.filter(pk__in=missing).values_list("id", "workload")
+    return {job_id: Workload.from_json(data) for job_id, data in rows}
+
+
+def history(cache: PendingCache | None = None) -> dict[tuple[str, str], tuple[float, ...]]:
     """Recent run durations of succeeded jobs, by namespace and shape."""
     from queueing.eta import shape_key
 
-    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
-    finished = (
+    cache = cache if cache is not None else PendingCache()
+    # Which jobs are the recent ones is asked every time; what they were (namespace, shape,
+    # run time) never changes once they finished, so it is read once per job.
+    recent = list(
         Job.objects.filter(state=State.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
         .order_by("-finished_at")
-        .values("namespace__name", "workload", "started_at", "finished_at")[:2000]
+        .values_list("id", flat=True)[:2000]
     )
-    for row in finished:
-        key = (row["namespace__name"], shape_key(Workload.from_json(row["workload"])))
+    known = {job_id: cache.finished[job_id] for job_id in recent if job_id in cache.finished}
+    missing = [job_id for job_id in recent if job_id not in known]
+    if missing:
+        # Jobs that just finished were active a moment ago: their workloads are parsed already.
+        parsed = {job_id: cache.workloads[job_id] for job_id in missing if job_id in cache.workloads}
+        rows = list(Job.objects.filter(pk__in=missing).values_list("id", "namespace__name", "started_at", "finished_at"))
+        unparsed = _workloads((row[0] for row in rows), parsed)
+        for job_id, namespace, started_at, finished_at in rows:
+            workload = parsed.get(job_id) or unparsed[job_id]
+            known[job_id] = (namespace, shape_key(workload), (finished_at - started_at).total_seconds())
+    cache.finished = known
+    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for job_id in recent:
+        namespace, shape, seconds = known[job_id]
+        key = (namespace, shape)
         if len(runs[key]) < HISTORY_SIZE:
-            runs[key].append((row["finished_at"] - row["started_at"]).total_seconds())
+            runs[key].append(seconds)
     return {key: tuple(values) for key, values in runs.items()}
 
 
@@ -169,17 +210,25 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
     now = timezone.now().timestamp()
     managed = dict(Namespace.objects.values_list("name", "weight"))
     rows = pending_rows(cache, release_mode=release_mode)
-    pods = gateway.pods()
-    by_job = _pods_by_job(pods)
-    tfjobs: dict[tuple[str, str], TFJobInfo] = {(t.namespace, t.name): t for t in gateway.tfjobs()}
+    # The cache keeps finished pods and TFJobs until they are deleted: read only the live
+    # pods (node usage) and the pods and TFJobs of released jobs, not all of them.
+    live_pods = gateway.live_pods()
+    tfjobs: dict[tuple[str, str], TFJobInfo] = gateway.tfjobs_by_key()
 
     in_flight, running = [], []
-    active = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id", "namespace__name", "name", "state", "workload", "placement", "released_at", "started_at"
+    active = list(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
+        "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
+    ))
+    by_job = gateway.pods_of_jobs(
+        {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
     )
+    recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
+    workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
+    workloads.update(_workloads((row["id"] for row in active), workloads))
+    cache.workloads = workloads
     for row in active:
         key = (row["namespace__name"], row["name"])
-        workload = Workload.from_json(row["workload"])
+        workload = workloads[row["id"]]
         if row["state"] == State.RELEASED:
             created = [p for p in by_job.get(key, ()) if not p.deleting]
             in_flight.append(
@@ -201,8 +250,8 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, managed),
-        nodes=_nodes(gateway, pods),
+        nodes=_nodes(gateway, live_pods),
         node_fit=node_fit,
-        history=history(),
+        history=recent_runs,
     )
     return snapshot, rows

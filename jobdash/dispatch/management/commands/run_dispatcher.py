@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand
 
 from jobdash.cluster.factory import gateway_from_settings
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.kick import Listener
 from jobdash.dispatch.loop import DispatcherLoop
 
 
@@ -34,7 +35,11 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         loop.start()
+        # Submissions in other processes (web) kick this loop with a PostgreSQL NOTIFY.
+        listener = Listener(loop.wake)
+        listener.start()
         self.stdout.write(f"dispatcher running: leader election {settings.JOBDASH_LEADER}, tick {settings.JOBDASH_TICK_SECONDS}s")
         stop.wait()
+        listener.stop()
         loop.stop()
         gateway.stop()

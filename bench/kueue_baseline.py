@@ -1,0 +1,357 @@
+"""Kueue's scheduler-performance baseline, end to end: PostgreSQL + the dispatcher +
+kubesim at real-time speed 1.
+
+    python -m bench.kueue_baseline                     # default policy at scale 1, then seed vs
+                                                       # default at scale 0.02; one JSON line per
+                                                       # run, the last line is the summary
+    python -m bench.kueue_baseline --only main         # just the full default run
+    python -m bench.kueue_baseline --only compare      # just the scale-0.02 side-by-side
+    python -m bench.kueue_baseline --policy fifo --scale 0.1 --only main   # while iterating
+
+Run it through the harness (PostgreSQL and Redis): `.venv/bin/python tests/harness.py --
+.venv/bin/python -m bench.kueue_baseline`.
+
+The shape (Kueue's test/performance/scheduler, "baseline"): 30 namespaces with a
+ResourceQuota of requests.cpu: 20; per namespace 350 small jobs (1 CPU, 200 ms, one
+created every 100 ms, priority 50), 100 medium (5 CPU, 500 ms, every 500 ms, priority
+100), 50 large (20 CPU, 1 s, every 1.2 s, priority 200): 15,000 TFJobs at scale 1.
+`--scale` is the fraction of jobs per namespace (rates unchanged).
+
+Processes: kubesim (`python -m kubesim serve`, 20 nodes x 32 CPU, kubelet start delay
+50 ms) and the dispatcher (`python manage.py run_dispatcher`, election none) each run on
+their own, as in production; this process submits through jobs.services.job_submit
+(source "api") from a submitter thread at the given rates, then waits until every job
+has finished and measures from the Job rows and kubesim's audit.
+
+Measured:
+- wall_s: first submission to last finish (Job.submitted_at .. Job.finished_at);
+- ideal_s: CPU-seconds of work / quota per namespace (66 s at scale 1);
+- usage_pct: CPU-seconds run / (600 CPU x wall). A job's run time is what kubesim's
+  work clock ran it for: exactly its annotated duration, counted from the moment its
+  whole gang runs (kubesim's pod timestamps have one-second resolution, too coarse for
+  200 ms jobs). usage_rows_pct is the same from the Job rows (finished_at - started_at):
+  those are when the dispatcher's tracker *noticed* Running and Succeeded, so it is off
+  by the tracker's lag, either way (a job noticed only once finished gets started_at =
+  finished_at). admitted_pct counts release -> finish (the quota an admitted job holds,
+  which is what Kueue's usage counts);
+- tta_s: average submit -> release (Job.released_at - submitted_at) per class;
+- double_releases: TFJob names created (201) more than once in kubesim's audit;
+- lost: jobs not Succeeded at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import queue
+import platform
+import statistics
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from bench import stack
+
+NAMESPACES = 30
+QUOTA_CPU = 20
+NODES, NODE_CPU = 20, 32
+START_DELAY_S = 0.05
+# class: (jobs per namespace at scale 1, seconds between creations, CPU, run seconds, priority)
+CLASSES = {
+    "small": (350, 0.1, 1, 0.2, 50),
+    "medium": (100, 0.5, 5, 0.5, 100),
+    "large": (50, 1.2, 20, 1.0, 200),
+}
+KUEUE = {"wall_s": 351.0, "usage_pct": 55.9, "tta_s": {"large": 16.5, "medium": 76.8, "small": 215.0}}
+POLICY_TICKS = {"seed": 10.0}  # the article's poll; everything else 2 s
+ACTIVE = ("Queued", "Released", "Running")
+
+
+def namespace_names() -> list[str]:
+    return [f"ns-{i:02d}" for i in range(NAMESPACES)]
+
+
+def schedule(scale: float) -> list[tuple[float, str, str, int]]:
+    """(offset seconds, namespace, class, index), in creation order."""
+    items = []
+    for namespace in namespace_names():
+        for cls, (count, every, _cpu, _run, _prio) in CLASSES.items():
+            for i in range(max(1, round(count * scale))):
+                items.append((i * every, namespace, cls, i))
+    items.sort(key=lambda item: (item[0], item[1], item[2]))
+    return items
+
+
+def ideal_seconds(scale: float) -> float:
+    work = sum(max(1, round(count * scale)) * cpu * run for count, _every, cpu, run, _p in CLASSES.values())
+    return work / QUOTA_CPU
+
+
+def _submit(user_id: int, items, start_at: float, results) -> None:
+    """One submitter process: create `items` at their offsets from `start_at` (epoch)."""
+    import resource
+
+    from django.contrib.auth.models import User
+    from django.db import connections
+
+    from jobdash.jobs.services import job_submit
+
+    lags, error = [], None
+    try:
+        user = User.objects.get(pk=user_id)
+        manifests = {}
+        for _at, namespace, cls, i in items:
+            _count, _every, cpu, run, _prio = CLASSES[cls]
+            manifests[(namespace, cls, i)] = stack.tfjob_yaml(f"{cls}-{i:04d}", namespace, str(cpu), run)
+        for at, namespace, cls, i in items:
+            delay = start_at + at - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            lags.append(max(0.0, -delay))
+            job_submit(user=user, manifest=manifests[(namespace, cls, i)], source="api", priority=CLASSES[cls][4])
+    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+        error = repr(exc)
+    finally:
+        connections.close_all()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        results.put({"lags": lags, "error": error, "cpu_s": usage.ru_utime + usage.ru_stime})
+
+
+class Submitter:
+    """Creates every job at its offset from the start, through the real service, from
+    `processes` processes (namespaces dealt round-robin), like web workers would: one
+    Python process cannot call job_submit 385 times a second."""
+
+    def __init__(self, user, items, processes: int):
+        from django.db import connections
+
+        self.items = items
+        self.lags: list[float] = []
+        self.cpu_s = 0.0
+        self.error: str | None = None
+        connections.close_all()  # the children must not share this process's connection
+        context = multiprocessing.get_context("fork")
+        self.results = context.Queue()
+        self.start_at = time.time() + 0.5
+        self.started_at = time.monotonic() + 0.5
+        names = namespace_names()
+        slices = [[item for item in items if names.index(item[1]) % processes == p] for p in range(processes)]
+        self.processes = [context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results), daemon=True)
+                          for part in slices if part]
+        for process in self.processes:
+            process.start()
+        self._pending = len(self.processes)
+
+    def poll(self) -> bool:
+        """True once every submitter process has finished (collects their results)."""
+        while self._pending:
+            try:
+                result = self.results.get(timeout=0.01)
+            except queue.Empty:
+                return False
+            self._pending -= 1
+            self.lags += result["lags"]
+            self.cpu_s += result["cpu_s"]
+            self.error = self.error or result["error"]
+        for process in self.processes:
+            process.join(5)
+        return True
+
+
+def wait_until_finished(submitter: Submitter, total: int, timeout_s: float) -> bool:
+    from django.db.models import Count
+
+    from jobdash.jobs.models import Job
+
+    deadline = time.monotonic() + timeout_s
+    last_report = 0.0
+    while True:
+        time.sleep(0.5)
+        done = submitter.poll()
+        if submitter.error is not None:
+            raise RuntimeError(f"submission failed: {submitter.error}")
+        # Active rows only (an index scan): counting every row would scan the whole table,
+        # and this process must not add load the dispatcher would be blamed for.
+        counts = dict(Job.objects.filter(state__in=ACTIVE).order_by().values_list("state").annotate(n=Count("id")))
+        active = sum(counts.values())
+        now = time.monotonic()
+        if now - last_report >= 5.0:
+            last_report = now
+            stack.log(f"t={now - submitter.started_at:5.1f}s {counts}")
+        if done and active == 0 and Job.objects.count() >= total:
+            return True
+        if now > deadline:
+            return False
+
+
+def cycle_stats() -> dict:
+    from jobdash.jobs.models import Cycle
+
+    rows = list(Cycle.objects.values_list("duration_ms", "phases", "admitted"))
+    if not rows:
+        return {}
+    durations = [r[0] for r in rows]
+    phases = defaultdict(float)
+    for _d, p, _a in rows:
+        for name, ms in (p or {}).items():
+            phases[name] += ms
+    return {
+        "count": len(rows),
+        "mean_ms": round(statistics.fmean(durations), 1),
+        "p99_ms": round(stack.percentile(durations, 99), 1),
+        "max_ms": round(max(durations), 1),
+        "admitted_per_cycle": round(statistics.fmean(r[2] for r in rows), 1),
+        "phase_total_s": {name: round(ms / 1000, 1) for name, ms in phases.items()},
+    }
+
+
+def measure(scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict) -> dict:
+    from jobdash.jobs.models import Job
+
+    rows = list(Job.objects.values_list("namespace__name", "name", "state", "submitted_at", "released_at",
+                                        "started_at", "finished_at"))
+    by_class = defaultdict(list)
+    used = nominal = held = 0.0
+    for namespace, name, state, submitted, released, started, finished_at in rows:
+        cls = name.split("-")[0]
+        _count, _every, cpu, run, _prio = CLASSES[cls]
+        if released is not None:
+            by_class[cls].append((released - submitted).total_seconds())
+        if state == "Succeeded":
+            nominal += cpu * run
+            if started and finished_at:
+                used += cpu * (finished_at - started).total_seconds()
+            if released and finished_at:
+                held += cpu * (finished_at - released).total_seconds()
+    first = min(r[3] for r in rows)
+    last = max((r[6] for r in rows if r[6] is not None), default=None)
+    wall = (last - first).total_seconds() if last else float("nan")
+    capacity = NAMESPACES * QUOTA_CPU * wall
+    created = Counter((a["namespace"], a["name"]) for a in audit if a["code"] == 201 and not a.get("dry_run"))
+    lost = sum(1 for r in rows if r[2] != "Succeeded")
+    return {
+        "policy": policy,
+        "scale": scale,
+        "jobs": len(rows),
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal_seconds(scale), 2),
+        "usage_pct": round(100 * nominal / capacity, 1),
+        "tta_s": {cls: round(statistics.fmean(v), 3) if v else None for cls, v in sorted(by_class.items())},
+        "double_releases": sum(n - 1 for n in created.values() if n > 1),
+        "lost": lost,
+        # beyond the required keys
+        "usage_rows_pct": round(100 * used / capacity, 1),
+        "admitted_pct": round(100 * held / capacity, 1),
+        "tta_max_s": {cls: round(max(v), 3) if v else None for cls, v in sorted(by_class.items())},
+        "tfjobs_created": sum(created.values()),
+        "finished_in_time": finished,
+        "submit_lag_s": {"mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
+                         "max": round(max(submitter.lags), 3) if submitter.lags else None},
+        "cycles": cycle_stats(),
+        "cpu_s": cpu_usage,
+        "submitters": len(submitter.processes),
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def run(scale: float, policy: str, *, tick_s: float | None = None, profile_dir: Path | None = None,
+        keep_logs: Path | None = None, submitters: int = 4, polling_only: bool = False) -> dict:
+    tick = tick_s if tick_s is not None else POLICY_TICKS.get(policy, 2.0)
+    items = schedule(scale)
+    user = stack.reset_database(namespace_names())
+    with tempfile.TemporaryDirectory(prefix="bench-kueue-") as tmp:
+        workdir = Path(tmp)
+        config = stack.cluster_config({name: {"requests.cpu": str(QUOTA_CPU)} for name in namespace_names()},
+                                      nodes=NODES, node_cpu=NODE_CPU, start_delay_s=START_DELAY_S)
+        kubesim = stack.Kubesim(config, workdir, profile=profile_dir / f"kubesim-{policy}.txt" if profile_dir else None)
+        dispatcher = None
+        try:
+            dispatcher = stack.Dispatcher(
+                kubesim.kubeconfig, workdir, policy=policy, tick_s=tick, polling_only=polling_only,
+                profile=profile_dir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.txt" if profile_dir else None)
+            stack.log(f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) at scale {scale}: "
+                      f"{len(items)} jobs")
+            cpu_before = {"dispatcher": stack.cpu_seconds(dispatcher.process.pid),
+                          "kubesim": stack.cpu_seconds(kubesim.process.pid),
+                          "postgres": stack.postgres_cpu_seconds(), "bench": time.process_time()}
+            submitter = Submitter(user, items, submitters)
+            # Generous: polling only, the seed policy releases one job per namespace every other tick.
+            timeout = 120 + 30 * ideal_seconds(scale) + 2.5 * tick * len(items) / NAMESPACES
+            finished = wait_until_finished(submitter, len(items), timeout)
+            cpu = {"dispatcher": stack.cpu_seconds(dispatcher.process.pid) - cpu_before["dispatcher"],
+                   "kubesim": stack.cpu_seconds(kubesim.process.pid) - cpu_before["kubesim"],
+                   "postgres": stack.postgres_cpu_seconds() - cpu_before["postgres"],
+                   "submitters": submitter.cpu_s, "bench": time.process_time() - cpu_before["bench"]}
+            cpu = {name: round(value, 1) for name, value in cpu.items()}
+            audit = kubesim.audit()
+        finally:
+            if dispatcher is not None:
+                dispatcher.stop()
+            kubesim.stop()
+            if keep_logs is not None:
+                keep_logs.mkdir(parents=True, exist_ok=True)
+                for path in workdir.glob("*.log"):
+                    (keep_logs / path.name).write_text(path.read_text())
+    result = measure(scale, policy, audit, submitter, finished, cpu)
+    result["tick_s"] = tick
+    result["loop"] = "polling" if polling_only else "events"
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of jobs per namespace (default 1.0)")
+    parser.add_argument("--policy", default="priority", help="policy of the main run (default: priority)")
+    parser.add_argument("--tick", type=float, default=None, help="tick of the main run (default 2 s; seed 10 s)")
+    parser.add_argument("--compare-scale", type=float, default=0.02)
+    parser.add_argument("--only", choices=("main", "compare"), default=None)
+    parser.add_argument("--submitters", type=int, default=4, help="submitter processes (default 4)")
+    parser.add_argument("--profile", type=Path, default=None, help="record py-spy profiles into this directory")
+    parser.add_argument("--logs", type=Path, default=None, help="keep the kubesim and dispatcher logs here")
+    args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+
+    stack.setup_django()
+    results = []
+    if args.only in (None, "main"):
+        results.append(run(args.scale, args.policy, tick_s=args.tick, profile_dir=args.profile, keep_logs=args.logs,
+                           submitters=args.submitters))
+        print(json.dumps(results[-1]), flush=True)
+    compare = {}
+    if args.only in (None, "compare"):
+        # The article's dispatcher (seed, woken by its 10 s poll only), seed in jobdash's
+        # loop (same tick, also woken by cluster events and submissions), and the default.
+        for label, policy, polling in (("seed_polling", "seed", True), ("seed", "seed", False),
+                                       ("priority", "priority", False)):
+            compare[label] = run(args.compare_scale, policy, profile_dir=args.profile, keep_logs=args.logs,
+                                 submitters=args.submitters, polling_only=polling)
+            results.append(compare[label])
+            print(json.dumps(compare[label]), flush=True)
+    main_run = results[0]
+    summary = {
+        **{k: main_run[k] for k in ("policy", "scale", "jobs", "wall_s", "ideal_s", "usage_pct", "tta_s",
+                                    "double_releases", "lost")},
+        "double_releases": sum(r["double_releases"] for r in results),
+        "lost": sum(r["lost"] for r in results),
+        "kueue": KUEUE,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+    }
+    if compare:
+        default = compare["priority"]
+        summary["side_by_side"] = {
+            "scale": args.compare_scale,
+            **{label: {k: r[k] for k in ("wall_s", "usage_pct", "tta_s", "tick_s", "loop")} for label, r in compare.items()},
+            "wall_ratio_seed_polling_over_default": round(compare["seed_polling"]["wall_s"] / default["wall_s"], 2),
+            "wall_ratio_seed_over_default": round(compare["seed"]["wall_s"] / default["wall_s"], 2),
+        }
+    summary["runs"] = [{k: r[k] for k in ("policy", "loop", "scale", "wall_s", "usage_pct", "double_releases", "lost")}
+                       for r in results]
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()

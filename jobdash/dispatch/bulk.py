@@ -1,0 +1,172 @@
+"""Set-based writes for the dispatcher's hot paths.
+
+A cycle writes the same few columns of many Job rows: statuses of every queued job,
+the claim of every admission, the uid of every created TFJob, the tracker's transitions.
+Django's `bulk_update` builds a `CASE WHEN id = ... THEN ...` expression per row and
+`pk__in` a parameter per id, and with client-side binding psycopg then quotes each of
+them into the query text in Python: with hundreds of rows that costs more than the
+statement. On PostgreSQL these helpers send the rows as one JSON document
+(`jsonb_to_recordset`) and ids as one array literal; elsewhere (SQLite in embedded mode)
+they fall back to the ORM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from django.db import connection, models
+from django.db.models import Field
+
+_RECORD_TYPES = {
+    "AutoField": "bigint", "BigAutoField": "bigint", "IntegerField": "bigint", "BigIntegerField": "bigint",
+    "PositiveIntegerField": "bigint", "PositiveSmallIntegerField": "bigint", "SmallIntegerField": "bigint",
+    "CharField": "text", "TextField": "text", "DateTimeField": "timestamptz", "FloatField": "float8",
+    "BooleanField": "boolean", "JSONField": "jsonb",
+}
+
+
+def _postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def _record_type(field: Field) -> str:
+    kind = field.get_internal_type()
+    if kind not in _RECORD_TYPES:
+        raise TypeError(f"bulk: no record type for {field.name} ({kind})")
+    return _RECORD_TYPES[kind]
+
+
+def _json_default(value):
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("bulk: naive datetime")  # USE_TZ: every datetime here is aware
+        return value.isoformat()
+    raise TypeError(f"bulk: cannot send {type(value).__name__}")
+
+
+def _constants(model: type[models.Model], constants: Mapping[str, object]) -> tuple[list[str], list]:
+    sql, params = [], []
+    for name, value in constants.items():
+        field = model._meta.get_field(name)
+        sql.append(f"{connection.ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    return sql, params
+
+
+def _id_array(ids: Iterable[int]) -> str:
+    """A PostgreSQL array literal of integers, for `= ANY(%s::bigint[])`."""
+    return "{" + ",".join(str(int(i)) for i in ids) + "}"
+
+
+def _state_filter(model, only_states: Sequence[str] | None) -> tuple[str, list]:
+    if only_states is None:
+        return "", []
+    column = connection.ops.quote_name(model._meta.get_field("state").column)
+    return f" AND t.{column} = ANY(%s)", [[str(s) for s in only_states]]
+
+
+def update_rows(
+    model: type[models.Model],
+    rows: Iterable[Sequence],
+    fields: Sequence[str] = (),
+    *,
+    constants: Mapping[str, object] | None = None,
+    only_states: Sequence[str] | None = None,
+) -> int:
+    """For each row `(pk, value, ...)` (values in `fields` order): set those fields of that
+    object, and every field in `constants` to its value; only where `state` is in
+    `only_states` when given. One statement. Returns the number of rows updated."""
+    rows = list(rows)
+    constants = dict(constants or {})
+    if not rows:
+        return 0
+    meta = model._meta
+    if not _postgresql():
+        return _update_rows_orm(model, rows, fields, constants, only_states)
+    q = connection.ops.quote_name
+    table, pk = q(meta.db_table), q(meta.pk.column)
+    constant_sql, constant_params = _constants(model, constants)
+    state_sql, state_params = _state_filter(model, only_states)
+    if fields:
+        field_objs = [meta.get_field(name) for name in fields]
+        names = [f"v{i}" for i in range(len(field_objs))]
+        document = json.dumps([dict(zip(["pk_", *names], row)) for row in rows], default=_json_default)
+        record = ", ".join(["pk_ bigint"] + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs)])
+        sets = [f"{q(f.column)} = v.{name}" for f, name in zip(field_objs, names)]
+        sql = (
+            f"UPDATE {table} AS t SET {', '.join(sets + constant_sql)} "
+            f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.{pk} = v.pk_{state_sql}"
+        )
+        params = [*constant_params, document, *state_params]  # in the order they appear
+    else:
+        sql = f"UPDATE {table} AS t SET {', '.join(constant_sql)} WHERE t.{pk} = ANY(%s::bigint[]){state_sql}"
+        params = [*constant_params, _id_array(row[0] for row in rows), *state_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def _update_rows_orm(model, rows, fields, constants, only_states) -> int:
+    queryset = model._default_manager.all()
+    if only_states is not None:
+        queryset = queryset.filter(state__in=only_states)
+    if fields:
+        objs = [model(pk=row[0], **dict(zip(fields, row[1:]))) for row in rows]
+        updated = queryset.bulk_update(objs, list(fields), batch_size=500)
+        if not constants:
+            return updated
+    return queryset.filter(pk__in=[row[0] for row in rows]).update(**constants)
+
+
+def lock_in_states(model: type[models.Model], ids: Iterable[int], states: Sequence[str]) -> list[int]:
+    """SELECT ... FOR UPDATE of the rows among `ids` whose state is in `states`, in id
+    order (so two batches cannot deadlock); returns their ids. Inside a transaction."""
+    ids = list(ids)
+    if not ids:
+        return []
+    if not _postgresql():
+        return list(
+            model._default_manager.select_for_update().filter(pk__in=ids, state__in=states).order_by("pk")
+            .values_list("pk", flat=True)
+        )
+    meta = model._meta
+    table, pk = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
+    state = connection.ops.quote_name(meta.get_field("state").column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {pk} FROM {table} WHERE {pk} = ANY(%s::bigint[]) AND {state} = ANY(%s) ORDER BY {pk} FOR UPDATE",
+            [_id_array(ids), [str(s) for s in states]],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
+    """JobEvent rows (job id, type, message, actor), in the given order, created now: what
+    `JobEvent.objects.bulk_create` does, in one statement with one parameter."""
+    from django.utils import timezone
+
+    from jobdash.jobs.models import JobEvent
+
+    events = list(events)
+    if not events:
+        return 0
+    now = timezone.now()
+    if not _postgresql():
+        JobEvent.objects.bulk_create(
+            [JobEvent(job_id=j, type=t, message=m, actor=a, created_at=now) for j, t, m, a in events], batch_size=500
+        )
+        return len(events)
+    q = connection.ops.quote_name
+    meta = JobEvent._meta
+    columns = [q(meta.get_field(name).column) for name in ("job", "type", "message", "actor", "created_at")]
+    document = json.dumps([[j, t, m, a] for j, t, m, a in events])
+    sql = (
+        f"INSERT INTO {q(meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT (e.value->>0)::bigint, e.value->>1, e.value->>2, e.value->>3, %s "
+        f"FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(value, n) ORDER BY e.n"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [now, document])
+        return cursor.rowcount
