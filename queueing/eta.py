@@ -162,11 +162,11 @@ def estimate_starts(
         queue = queues[ns]
         free = qfree.get(ns)
         last = qlast.get(ns)
-        head, end = heads[ns], len(queue)
+        head, end, prepared = heads[ns], len(queue), ready[ns]
         while head < end:
-            if head == ready[ns]:
+            if head == prepared:
                 queue[head] = prepare(ns, queue[head])
-                ready[ns] = head + 1
+                prepared = ready[ns] = head + 1
             job_id, rank, quota, cluster, duration, not_before = queue[head]
             if free is not None and not all(map(le, quota, free)):
                 if all(map(le, quota, last)):
@@ -285,7 +285,13 @@ def forecast(
         duration = job.expected_duration
         if duration is None:
             duration, _ = duration_of(job.workload, namespace, None, history)
-        return (job.id, rank, *vectors(namespace, job.demand, job.totals), duration, job.backoff_until or now)
+        # vectors(), inlined for the common case: both already converted.
+        cluster = cluster_vectors.get(id(job.totals))
+        cache = quota_vectors.get(namespace)
+        quota = None if cache is None else cache.get(id(job.demand))
+        if cluster is None or (cache is not None and quota is None):
+            quota, cluster = vectors(namespace, job.demand, job.totals)
+        return job.id, rank, quota, cluster, duration, job.backoff_until or now
 
     occupants = []
     for job in snapshot.running:
