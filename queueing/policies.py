@@ -113,7 +113,8 @@ class PriorityPolicy:
 
 def get_policy(name: str = DEFAULT_POLICY, **options) -> Policy:
     """``seed``, ``fifo`` (strict), ``fifo-besteffort``, ``priority`` (options
-    aging_per_hour, reservation_after_s, max_reservations) or ``fair`` (same options)."""
+    aging_per_hour, reservation_after_s, max_reservations), ``fair`` (same options)
+    or ``shortest`` (see duration_policy.py)."""
     if name == "seed":
         return SeedPolicy(**options)
     if name == "fifo":
@@ -124,7 +125,11 @@ def get_policy(name: str = DEFAULT_POLICY, **options) -> Policy:
         return PriorityPolicy(**options)
     if name == "fair":
         return PriorityPolicy(name=name, fair_share=True, **options)
-    raise ValueError(f"unknown policy {name!r}; expected one of seed, fifo, fifo-besteffort, priority, fair")
+    if name == "shortest":  # duration_policy.py: shortest expected service first, from history
+        from .duration_policy import ShortestFirstPolicy
+
+        return ShortestFirstPolicy(**options)
+    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
 
 
-POLICY_NAMES = ("seed", "fifo", "fifo-besteffort", "priority", "fair")
+POLICY_NAMES = ("seed", "fifo", "fifo-besteffort", "priority", "fair", "shortest")

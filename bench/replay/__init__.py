@@ -1,0 +1,1 @@
+"""The Philly trace replay behind ``python -m bench.trace_replay`` (see that module)."""

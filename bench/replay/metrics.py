@@ -1,0 +1,181 @@
+"""From a ReplayResult to the numbers the report shows (plain dicts, JSON-ready)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from .engine import DONE, FAILED, RELEASED, ReplayResult
+
+SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
+CDF_POINTS = 201
+
+
+def size_class(gpus: int) -> str:
+    for low, high, label in SIZE_CLASSES:
+        if low <= gpus <= high:
+            return label
+    return str(gpus)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of an ascending list; 0 for an empty one."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def summarize(result: ReplayResult) -> dict[str, Any]:
+    jobs = result.jobs
+    started = [rec for rec in jobs if rec.started_at is not None]
+    finished = [rec for rec in jobs if rec.state == DONE]
+    waits = sorted(rec.started_at - rec.job.submit for rec in started)
+    jcts = [rec.finished_at - rec.job.submit for rec in finished]
+    end = result.end
+    # Gangs that hold resources and cannot ever complete: still incomplete when the replay stopped.
+    stuck = [rec for rec in jobs if rec.state == RELEASED and rec.n_alive > 0 and rec.n_bound < rec.gang]
+    never = [rec for rec in jobs if rec.started_at is None]
+
+    per_vc: dict[str, dict[str, Any]] = {}
+    by_vc: dict[str, list] = defaultdict(list)
+    for rec in jobs:
+        by_vc[rec.job.vc].append(rec)
+    for vc, recs in sorted(by_vc.items()):
+        vc_waits = [r.started_at - r.job.submit for r in recs if r.started_at is not None]
+        vc_jcts = [r.finished_at - r.job.submit for r in recs if r.state == DONE]
+        per_vc[vc] = {"jobs": len(recs), "avg_queue_s": round(_mean(vc_waits), 1),
+                      "max_queue_s": round(max(vc_waits, default=0.0), 1), "avg_jct_s": round(_mean(vc_jcts), 1),
+                      "not_started": len(recs) - len(vc_waits)}
+
+    per_size: dict[str, dict[str, Any]] = {}
+    by_size: dict[str, list] = defaultdict(list)
+    for rec in jobs:
+        by_size[size_class(rec.job.gpus)].append(rec)
+    for _, _, label in SIZE_CLASSES:
+        recs = by_size.get(label, [])
+        size_waits = sorted(r.started_at - r.job.submit for r in recs if r.started_at is not None)
+        # A job that never started has waited until the end of the replay (at least).
+        unstarted = [end - r.job.submit for r in recs if r.started_at is None]
+        per_size[label] = {"jobs": len(recs), "avg_queue_s": round(_mean(size_waits), 1),
+                           "p99_queue_s": round(percentile(size_waits, 99), 1),
+                           "max_queue_s": round(max(size_waits + unstarted, default=0.0), 1),
+                           "not_started": len(unstarted)}
+
+    window = max(result.window_end - result.start, 1.0)
+    size = result.config.util_bucket_s
+    full = int(window // size)
+    in_window = sum(result.util_buckets[:full]) + (
+        result.util_buckets[full] * ((window - full * size) / size) if full < len(result.util_buckets) else 0.0)
+    util_pct = 100.0 * in_window / (result.total_gpus * window) if result.total_gpus else 0.0
+
+    cdf = [percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
+           for i in range(CDF_POINTS)]
+    summary = {
+        "policy": result.policy,
+        "jobs": len(jobs),
+        "avg_jct_s": round(_mean(jcts), 1),
+        "avg_queue_s": round(_mean(waits), 1),
+        "p50_queue_s": round(percentile(waits, 50), 1),
+        "p95_queue_s": round(percentile(waits, 95), 1),
+        "p99_queue_s": round(percentile(waits, 99), 1),
+        "max_queue_s": round(max(waits, default=0.0), 1),
+        "gpu_util_pct": round(util_pct, 2),
+        "deadlocked_gangs": len(stuck),
+        "max_wait_1gpu_s": per_size["1"]["max_queue_s"],
+        "runtime_s": round(result.stats.get("runtime_s", 0.0), 1),
+        # Beyond the JSON line.
+        "finished": len(finished),
+        "not_started": len(never),
+        "gave_up": sum(1 for rec in jobs if rec.state == FAILED),
+        "makespan_s": round((max((r.finished_at for r in finished), default=result.start)) - result.start, 1),
+        "replay_end_s": round(end - result.start, 1),
+        "partial_node_gpu_h": round(result.partial_node_gpu_s / 3600, 1),
+        "partial_quota_gpu_h": round(result.partial_quota_gpu_s / 3600, 1),
+        "gangs_ever_partial": sum(1 for rec in jobs if rec.ever_partial),
+        "gangs_partial_over_1h": sum(1 for rec in jobs if rec.partial_s > 3600),
+        "longest_partial_s": round(max((rec.partial_s for rec in jobs), default=0.0), 1),
+        "stuck_gpus": sum(rec.n_alive * rec.per_pod_gpus for rec in stuck),
+        "per_vc": per_vc,
+        "per_size": per_size,
+        "queue_cdf_s": [round(v, 1) for v in cdf],
+        "util_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0
+                            for b in result.util_buckets],
+        "held_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0
+                            for b in result.held_buckets],
+        "eta": eta_accuracy(result),
+        "estimate": estimate_accuracy(result),
+        "stats": {key: (round(value, 3) if isinstance(value, float) else value)
+                  for key, value in result.stats.items()},
+    }
+    cycles = result.stats.get("cycles", 0)
+    if cycles:
+        summary["stats"]["avg_queue_len_at_cycle"] = round(result.stats.get("queue_len_sum", 0) / cycles, 1)
+    return summary
+
+
+def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
+    """How close the planner's estimated start times (sampled hourly) came to the real starts."""
+    starts = {rec.job.id: rec.started_at for rec in result.jobs}
+    errors, relative, late = [], [], 0
+    for job_id, predicted, at in result.eta_samples:
+        actual = starts.get(job_id)
+        if actual is None:
+            continue
+        error = actual - predicted
+        errors.append(abs(error))
+        late += error > 0
+        relative.append(abs(error) / max(actual - at, 60.0))
+    errors.sort()
+    relative.sort()
+    seen = result.eta_pending_seen
+    return {
+        "cycles": result.eta_cycles,
+        "waiting_seen": seen,
+        "with_eta_pct": round(100.0 * result.eta_with_estimate / seen, 1) if seen else 0.0,
+        "samples": len(errors),
+        "median_abs_error_s": round(percentile(errors, 50), 1),
+        "p90_abs_error_s": round(percentile(errors, 90), 1),
+        "median_rel_error": round(percentile(relative, 50), 3),
+        "late_pct": round(100.0 * late / len(errors), 1) if errors else 0.0,
+    }
+
+
+def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
+    """The no-oracle duration estimate (median of the namespace's recent runs of the same
+    shape) made at each job's submission, against the job's real duration."""
+    pairs = [(rec.estimate, rec.job.duration) for rec in result.jobs if rec.estimate is not None]
+    if not pairs:
+        return {"coverage_pct": 0.0}
+    ratios = sorted(estimate / actual for estimate, actual in pairs)
+    errors = sorted(abs(estimate - actual) for estimate, actual in pairs)
+    within2 = sum(1 for r in ratios if 0.5 <= r <= 2.0)
+    # Does the estimate order jobs the right way round?  Over pairs of consecutive
+    # submissions with different estimates (a cheap, unbiased sample of pairs).
+    recs = [rec for rec in result.jobs if rec.estimate is not None]
+    agree = total = 0
+    for a, b in zip(recs, recs[1:]):
+        if a.estimate != b.estimate and a.job.duration != b.job.duration:
+            total += 1
+            agree += (a.estimate < b.estimate) == (a.job.duration < b.job.duration)
+    return {
+        "coverage_pct": round(100.0 * len(pairs) / len(result.jobs), 1),
+        "median_abs_error_s": round(percentile(errors, 50), 1),
+        "median_ratio": round(percentile(ratios, 50), 3),
+        "within_2x_pct": round(100.0 * within2 / len(pairs), 1),
+        "pair_order_agreement_pct": round(100.0 * agree / total, 1) if total else 0.0,
+    }
+
+
+JSON_KEYS = ("policy", "jobs", "avg_jct_s", "avg_queue_s", "p99_queue_s", "max_queue_s", "gpu_util_pct",
+             "deadlocked_gangs", "max_wait_1gpu_s", "runtime_s")
+
+
+def json_line(summary: dict[str, Any]) -> dict[str, Any]:
+    return {key: summary[key] for key in JSON_KEYS}

@@ -1,0 +1,33 @@
+"""``sjf-oracle``: shortest job first with the true durations.  A reference bound for the
+replay, not a product policy: no real queue knows how long a job will run.
+
+Non-preemptive like the Helios study's SJF: jobs are considered shortest first
+(ties by submission), every job that fits starts, none reserves anything (so long
+jobs can starve: a bound on average delay, not a fair policy).  The replay sets
+``PendingJob.expected_duration`` to the trace's duration for this policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+from queueing.snapshot import PendingJob
+
+
+@dataclass(frozen=True)
+class OracleSjfPolicy:
+    name: str = "sjf-oracle"
+    node_fit: bool = True
+    strict: bool = False
+    one_at_a_time: bool = False
+    reservation_after_s: float | None = None
+    max_reservations: int = 0
+    fair_share: bool = False
+
+    def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
+        ordered = sorted(jobs, key=attrgetter("id"))
+        ordered.sort(key=attrgetter("submitted_at"))
+        ordered.sort(key=lambda job: job.expected_duration if job.expected_duration is not None else float("inf"))
+        return ordered

@@ -1,0 +1,65 @@
+"""The Philly trace and the VC sizes (../shared/traces/README.md), as plain rows."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+DEFAULT_TRACE = TRACES / "philly_2017-10-01_11-30_11vc.csv"
+DEFAULT_VC_NODES = TRACES / "philly_vc_nodes.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One trace row: submitted at ``submit`` (epoch seconds, UTC), runs ``duration``
+    seconds once its whole gang runs, on ``gpus`` GPUs, in virtual cluster ``vc``."""
+
+    id: int
+    submit: float
+    duration: float
+    gpus: int
+    vc: str
+
+
+def parse_time(text: str) -> float:
+    """'2017-10-01 00:00:45' or '2017-10-01' (UTC) -> epoch seconds."""
+    text = text.strip()
+    try:  # the trace's own format, fast
+        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        pass
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+    raise ValueError(f"not a date: {text!r} (expected YYYY-MM-DD or YYYY-MM-DD HH:MM:SS, UTC)")
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def load_trace(path: str | Path = DEFAULT_TRACE, start: float | None = None, end: float | None = None) -> list[TraceJob]:
+    """Rows submitted in [start, end), in submission order; ids are 1-based row numbers
+    of the whole file, so a window keeps the ids the full trace gives its jobs."""
+    jobs = []
+    with Path(path).open(newline="") as handle:
+        for number, row in enumerate(csv.DictReader(handle), start=1):
+            submit = parse_time(row["timestamp"])
+            if (start is not None and submit < start) or (end is not None and submit >= end):
+                continue
+            gpus, duration = int(row["num_gpus"]), float(row["duration"])
+            if gpus <= 0 or duration <= 0:
+                continue
+            jobs.append(TraceJob(number, submit, duration, gpus, row["cluster"]))
+    jobs.sort(key=lambda job: (job.submit, job.id))
+    return jobs
+
+
+def load_vc_nodes(path: str | Path = DEFAULT_VC_NODES) -> dict[str, int]:
+    with Path(path).open(newline="") as handle:
+        return {row["vc"]: int(row["node num"]) for row in csv.DictReader(handle)}

@@ -1,0 +1,169 @@
+"""Replay two months of Microsoft's Philly GPU cluster through jobdash, in virtual time.
+
+    python -m bench.trace_replay --trace ../shared/traces/philly_2017-10-01_11-30_11vc.csv \\
+        --policy priority [--policy fifo ...] [--from 2017-10-01 --to 2017-10-08] [--parallel 2] [--report]
+
+``--policy`` takes a queueing policy (seed, fifo, fifo-besteffort, priority, fair,
+shortest), ``sjf-oracle`` (shortest job first knowing the true durations: a
+reference bound, not a product feature) or ``none`` (no queue: every TFJob is
+created at submission, to count the deadlocks jobdash prevents); ``all`` (the
+default) runs every one of them.  Each policy is one discrete-event replay
+(bench/replay/engine.py): queueing.plan() decides, kubesim's cluster model
+(training-operator, not-gang-aware scheduler, kubelet, work clock) runs the
+jobs on its ManualClock; no wall-clock sleeps.  The cluster and the job mapping
+follow ../shared/traces/README.md: namespaces = the 11 VCs, GPU quota = VC nodes x
+8, 352 nodes of 8 GPUs / 96 CPUs / 768 GiB.
+
+Prints one JSON line per policy (policy, jobs, avg_jct_s, avg_queue_s, p99_queue_s,
+max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s, runtime_s) as each
+replay ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
+bench/results/trace_replay.md (its generated sections) and the PNG plots from the
+summaries of every policy on record for that window; ``--report-only`` does so
+without replaying.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES, iso, load_trace, load_vc_nodes, parse_time
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "var" / "trace_replay"
+POLICIES = ("none", "seed", "fifo", "fifo-besteffort", "priority", "fair", "shortest", "sjf-oracle")
+
+
+def _value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+def run_one(task: dict[str, Any]) -> dict[str, Any]:
+    """One policy's replay, in its own process when run in parallel."""
+    from bench.replay.engine import Replay, ReplayConfig
+    from bench.replay.metrics import summarize
+
+    jobs = load_trace(task["trace"], task["start"], task["end"])
+    vc_nodes = load_vc_nodes(task["vc_nodes"])
+    config = ReplayConfig(policy=task["policy"], policy_options=task["options"], pin=task["pin"])
+    if task.get("tick") is not None:
+        config.tick_s = task["tick"]
+    start = task["start"] if task["start"] is not None else (jobs[0].submit if jobs else 0.0)
+    end = task["end"] if task["end"] is not None else (jobs[-1].submit if jobs else start)
+    replay = Replay(jobs, vc_nodes, config, start=start, window_end=end)
+    result = replay.run(progress=task.get("progress", False))
+    summary = summarize(result)
+    if task.get("jobs_out"):
+        dump_jobs(result, Path(task["jobs_out"]))
+    summary["label"] = task["label"]
+    summary["options"] = task["options"]
+    summary["pin"] = task["pin"]
+    summary["window"] = [iso(start), iso(end)]
+    summary["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
+                          "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return summary
+
+
+def dump_jobs(result, path: Path) -> None:
+    """Every job's outcome, column-wise (gzipped JSON), to study a run without replaying it."""
+    import gzip
+
+    columns = {name: [] for name in ("id", "vc", "gpus", "submit", "duration", "estimate", "first_released",
+                                     "started", "finished", "attempts", "partial_s")}
+    for rec in result.jobs:
+        for name, value in (("id", rec.job.id), ("vc", rec.job.vc), ("gpus", rec.job.gpus),
+                            ("submit", rec.job.submit), ("duration", rec.job.duration), ("estimate", rec.estimate),
+                            ("first_released", rec.first_released_at), ("started", rec.started_at),
+                            ("finished", rec.finished_at), ("attempts", rec.attempts), ("partial_s", rec.partial_s)):
+            columns[name].append(value)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt") as handle:
+        json.dump(columns, handle)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from bench.replay.metrics import json_line
+
+    parser = argparse.ArgumentParser(prog="python -m bench.trace_replay", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", default=str(DEFAULT_TRACE))
+    parser.add_argument("--vc-nodes", default=str(DEFAULT_VC_NODES))
+    parser.add_argument("--policy", action="append", help=f"one of {', '.join(POLICIES)} or all; repeatable")
+    parser.add_argument("--from", dest="start", help="first submission day (UTC), e.g. 2017-10-01")
+    parser.add_argument("--to", dest="end", help="end of the submission window (exclusive), e.g. 2017-12-01")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="policy option, e.g. promote_after_s=7200 (applies to every policy given)")
+    parser.add_argument("--label", help="name for these results (default: the policy name)")
+    parser.add_argument("--pin", action="store_true",
+                        help="experiment: restrict each released job's pods to the planned nodes")
+    parser.add_argument("--tick", type=float, help="cycle tick in seconds (default: 10 for seed, 2 otherwise)")
+    parser.add_argument("--parallel", type=int, default=1, help="replays at once (one process each)")
+    parser.add_argument("--progress", action="store_true", help="a line on stderr per simulated day")
+    parser.add_argument("--report", action="store_true", help="write bench/results/trace_replay.md and plots")
+    parser.add_argument("--report-only", action="store_true", help="only the report, from var/trace_replay/")
+    parser.add_argument("--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)")
+    parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"), help="where the report goes")
+    args = parser.parse_args(argv)
+
+    start = parse_time(args.start) if args.start else None
+    end = parse_time(args.end) if args.end else None
+    window_key = f"{args.start or 'all'}_{args.end or 'all'}"
+    cache = Path(args.cache_dir) / window_key
+    if not args.report_only:
+        names = []
+        for entry in args.policy or ["all"]:
+            for name in entry.split(","):
+                names.extend(POLICIES if name == "all" else [name])
+        unknown = [name for name in names if name not in POLICIES]
+        if unknown:
+            parser.error(f"unknown policy {unknown[0]!r}; expected one of {', '.join(POLICIES)} or all")
+        options = dict(item.split("=", 1) for item in args.option)
+        options = {key: _value(value) for key, value in options.items()}
+        tasks = [{"trace": args.trace, "vc_nodes": args.vc_nodes, "policy": name, "start": start, "end": end,
+                  "options": options, "pin": args.pin, "tick": args.tick, "progress": args.progress,
+                  "jobs_out": None,
+                  "label": args.label if args.label and len(names) == 1 else
+                  (f"{name}{'+pin' if args.pin else ''}" + (f"[{','.join(args.option)}]" if args.option else ""))}
+                 for name in names]
+        cache.mkdir(parents=True, exist_ok=True)
+        for task in tasks:
+            task["jobs_out"] = str(cache / "jobs" / f"{task['label']}.json.gz")
+        began = time.perf_counter()
+
+        def emit(summary: dict[str, Any]) -> None:
+            (cache / f"{summary['label']}.json").write_text(json.dumps(summary))
+            print(f"# {summary['label']}: replay {summary['runtime_s']:.0f} s wall, "
+                  f"{summary['stats']['cycles']} cycles", file=sys.stderr, flush=True)
+            print(json.dumps(json_line(summary)), flush=True)
+
+        if args.parallel > 1 and len(tasks) > 1:
+            context = multiprocessing.get_context("fork")
+            with context.Pool(min(args.parallel, len(tasks)), maxtasksperchild=1) as pool:
+                for summary in pool.imap_unordered(run_one, tasks):
+                    emit(summary)
+        else:
+            for task in tasks:
+                emit(run_one(task))
+        print(f"# all replays: {time.perf_counter() - began:.0f} s wall", file=sys.stderr)
+    if args.report or args.report_only:
+        from bench.replay.report import write_report
+
+        summaries = [json.loads(path.read_text()) for path in sorted(cache.glob("*.json"))]
+        written = write_report(summaries, Path(args.results_dir))
+        for path in written:
+            print(f"# wrote {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
