@@ -1,6 +1,6 @@
 """Shared set-up for the dispatcher tests: kubesim over HTTP, the real gateway, helpers."""
 
-import time
+from tests.waiting import eventually  # noqa: F401 (re-exported for the dispatcher tests)
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch.cycle import DispatchSettings
@@ -51,14 +51,3 @@ spec:
               resources:
                 requests: {{cpu: "{cpu}", memory: 1Gi}}
 """
-
-
-def eventually(check, timeout: float = 5.0, message: str = "condition never held"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(message)
-        time.sleep(0.02)

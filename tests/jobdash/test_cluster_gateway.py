@@ -8,6 +8,7 @@ from kubernetes.client.exceptions import ApiException
 from jobdash.cluster import gateway as gw
 from jobdash.cluster.kube import KubeGateway, api_client, translate
 from kubesim.testing import running_kubesim
+from tests.waiting import wait_until
 
 JOBDASH = "system:serviceaccount:jobdash:jobdash"
 CONFIG = {
@@ -53,19 +54,10 @@ def tfjob(name: str, workers: int = 2, cpu: str = "2", namespace: str = "team-a"
     }
 
 
-def eventually(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.02)
-
-
 def watch_is_live(gateway) -> None:
     """After the initial list, a new object can only reach the cache through the watch."""
     gateway.create_tfjob(job_id=999, manifest=tfjob("probe", workers=1, cpu="100m", namespace="team-b"))
-    assert eventually(lambda: gateway.tfjob("team-b", "probe") is not None)
+    assert wait_until(lambda: gateway.tfjob("team-b", "probe") is not None)
 
 
 @pytest.fixture
@@ -103,7 +95,7 @@ def test_create_labels_the_tfjob_and_is_idempotent_for_the_same_job(sim, gateway
     # a retry (or a new leader after a crash) lands on the same object
     again = gateway.create_tfjob(job_id=41, manifest=tfjob("train"))
     assert again.uid == info.uid
-    assert eventually(lambda: gateway.tfjob("team-a", "train") is not None)
+    assert wait_until(lambda: gateway.tfjob("team-a", "train") is not None)
     assert gateway.tfjob("team-a", "train").job_id == 41
     attempts = [a for a in sim.cluster.audit if a["name"] == "train"]
     assert [a["code"] for a in attempts] == [201, 409]  # created once; the retry was refused, not duplicated
@@ -121,7 +113,7 @@ def test_pods_show_up_in_the_cache_with_requests_and_owner(sim, gateway):
     sim.advance(0.5)
     sim.advance(2.0)
     gang = lambda: [p for p in gateway.pods() if p.job_name == "gang"]  # noqa: E731
-    assert eventually(lambda: len(gang()) == 3), "the operator's pods never reached the cache"
+    assert wait_until(lambda: len(gang()) == 3), "the operator's pods never reached the cache"
     pods = gang()
     assert {p.replica_index for p in pods} == {0, 1, 2}
     assert all(p.requests["cpu"] == 1000 and p.requests["memory"] == 2**30 for p in pods)
@@ -132,17 +124,17 @@ def test_suspend_and_resume(sim, gateway):
     gateway.create_tfjob(job_id=3, manifest=tfjob("pausable"))
     gateway.set_suspended("team-a", "pausable", True)
     assert gateway.read_tfjob("team-a", "pausable").suspended
-    assert eventually(lambda: gateway.tfjob("team-a", "pausable").suspended)
+    assert wait_until(lambda: gateway.tfjob("team-a", "pausable").suspended)
     gateway.set_suspended("team-a", "pausable", False)
     assert not gateway.read_tfjob("team-a", "pausable").suspended
 
 
 def test_delete_and_delete_of_a_missing_tfjob(sim, gateway):
     gateway.create_tfjob(job_id=5, manifest=tfjob("doomed"))
-    assert eventually(lambda: gateway.tfjob("team-a", "doomed"))
+    assert wait_until(lambda: gateway.tfjob("team-a", "doomed"))
     gateway.delete_tfjob("team-a", "doomed")
     gateway.delete_tfjob("team-a", "doomed")  # already gone: no error
-    assert eventually(lambda: gateway.tfjob("team-a", "doomed") is None)
+    assert wait_until(lambda: gateway.tfjob("team-a", "doomed") is None)
     assert any(e.kind == "tfjob" and e.type == "DELETED" and e.name == "doomed" for e in gateway.events)
     with pytest.raises(gw.NotFound):
         gateway.read_tfjob("team-a", "doomed")
@@ -177,7 +169,7 @@ def test_dropped_watches_reconnect_without_losing_changes(sim, gateway, abrupt):
     watches, reconnects = tfjobs.watches, tfjobs.reconnects
     assert sim.cluster.drop_watches(abrupt=abrupt) >= 1
     gateway.create_tfjob(job_id=21, manifest=tfjob("after-drop"))
-    assert eventually(lambda: gateway.tfjob("team-a", "after-drop") is not None)
+    assert wait_until(lambda: gateway.tfjob("team-a", "after-drop") is not None)
     assert tfjobs.watches > watches
     if abrupt:
         assert tfjobs.reconnects > reconnects
@@ -194,7 +186,7 @@ def test_watch_too_old_relists(sim, gateway):
     for i in range(3):
         gateway.create_tfjob(job_id=300 + i, manifest=tfjob(f"missed-{i}", workers=1, cpu="100m", namespace="team-b"))
     sim.cluster.store.compact()
-    assert eventually(lambda: tfjobs.relists > relists, timeout=10)
+    assert wait_until(lambda: tfjobs.relists > relists, timeout=10)
     assert {"missed-0", "missed-1", "missed-2"} <= {j.name for j in gateway.tfjobs()}
 
 

@@ -10,18 +10,10 @@ import pytest
 from jobdash.leader import BackendError, make_elector
 from jobdash.leader.consul import parse_address
 from tests.consul_server import consul_server  # noqa: F401 (fixture)
+from tests.waiting import wait_until
 
 TTL = 1.0
 LOCK_DELAY = 0.3
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 @pytest.fixture

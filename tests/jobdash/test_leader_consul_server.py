@@ -9,15 +9,7 @@ import pytest
 import requests
 
 from tests.consul_server import ConsulTestServer, consul_server  # noqa: F401 (fixture)
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+from tests.waiting import wait_until
 
 
 @pytest.fixture

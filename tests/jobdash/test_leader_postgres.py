@@ -9,20 +9,12 @@ import pytest
 
 from jobdash.leader import make_elector
 from jobdash.leader.postgres import lock_key
+from tests.waiting import wait_until
 
 DSN = os.environ.get("DATABASE_URL", "")
 needs_postgres = pytest.mark.skipif(
     not DSN.startswith(("postgres://", "postgresql://")), reason="needs PostgreSQL (run through tests/harness.py)"
 )
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 @pytest.fixture
