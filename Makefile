@@ -10,7 +10,7 @@ INSTALLED := $(VENV)/.installed
 $(INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]' -e ./client
+	$(BIN)/python -m pip install -q -e '.[test,bench]' -e ./client
 	@touch $@
 
 install: $(INSTALLED)
