@@ -12,8 +12,10 @@ tick 2 s, election none) in processes of their own; this process submits through
 jobs.services.job_submit (source "api"), as the API does, without a Celery broker, so the
 submission's kick reaches the dispatcher as a PostgreSQL NOTIFY.
 
-One job at a time: submit (1 CPU, runs 0.5 s, quota to spare), wait until it is Running,
-pause 0-300 ms at random (so submissions fall anywhere in the tick), submit the next.
+One job at a time on an otherwise idle cluster: submit (1 CPU, runs 0.2 s, quota to
+spare), wait until it is Running and then finished, pause 0-300 ms at random (so
+submissions fall anywhere in the tick), submit the next. `--no-kick` disconnects the
+submission's kick, to show what the tick alone gives.
 Latencies are from just before the job_submit call (this process's clock) to the Job row's
 released_at (set by the dispatcher's claim) and started_at (set when the tracker has seen
 every pod running); all processes share one machine clock.
@@ -36,7 +38,7 @@ from bench import stack
 
 NAMESPACE = "latency"
 START_DELAY_S = 0.05
-RUN_S = 0.5
+RUN_S = 0.2
 
 
 def main() -> None:
@@ -75,12 +77,14 @@ def main() -> None:
                 job = job_submit(user=user, manifest=manifest, source="api", priority=0)
                 deadline = time.monotonic() + 30
                 while True:
-                    row = Job.objects.filter(pk=job.pk).values("state", "released_at", "started_at").get()
-                    if row["started_at"] is not None:
+                    row = Job.objects.filter(pk=job.pk).values("state", "released_at", "started_at", "finished_at").get()
+                    if row["finished_at"] is not None:  # idle again: nothing of this job is left to wake anyone
                         break
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"job {i} did not start within 30 s: {row}")
+                        raise RuntimeError(f"job {i} did not finish within 30 s: {row}")
                     time.sleep(0.005)
+                if row["state"] != "Succeeded":
+                    raise RuntimeError(f"job {i} ended {row['state']}")
                 released.append(row["released_at"].timestamp() - sent)
                 running.append(row["started_at"].timestamp() - sent)
                 time.sleep(rng.uniform(0.0, 0.3))
