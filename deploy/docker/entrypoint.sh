@@ -31,7 +31,7 @@ self_signed() {
 }
 
 web() {
-    set -- --bind "0.0.0.0:${PORT:-8000}" \
+    set -- --config "$(dirname "$0")/gunicorn.conf.py" --bind "0.0.0.0:${PORT:-8000}" \
         --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-8}" --worker-class gthread \
         --timeout "${GUNICORN_TIMEOUT:-30}" --keep-alive "${GUNICORN_KEEPALIVE:-75}" \
         --worker-tmp-dir "${GUNICORN_TMP_DIR:-/tmp}" --error-logfile -

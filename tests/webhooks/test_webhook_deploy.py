@@ -307,3 +307,27 @@ def test_every_variable_the_deployment_sets_is_documented():
     used |= {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}  # the Secret
     missing = used - documented()
     assert not missing, f"not in docs/operations.md: {sorted(missing)}"
+
+
+def test_the_access_log_skips_probes_and_answered_reviews(monkeypatch):
+    import importlib.util
+
+    from gunicorn.glogging import Logger
+
+    spec = importlib.util.spec_from_file_location("gunicorn_conf", ROOT / "deploy/docker/gunicorn.conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    assert conf.logger_class is conf.AccessLogger and issubclass(conf.AccessLogger, Logger)
+    logged = []
+    monkeypatch.setattr(Logger, "access", lambda self, resp, req, environ, t: logged.append(
+        (environ["PATH_INFO"], resp.status_code)))
+    logger = conf.AccessLogger.__new__(conf.AccessLogger)  # no gunicorn config needed
+
+    class Response:
+        def __init__(self, code):
+            self.status_code = code
+
+    for path, code in [("/healthz", 200), ("/webhooks/admission/tfjobs", 200),
+                       ("/webhooks/admission/tfjobs", 400), ("/api/v1/jobs/", 200)]:
+        logger.access(Response(code), None, {"PATH_INFO": path}, None)
+    assert logged == [("/webhooks/admission/tfjobs", 400), ("/api/v1/jobs/", 200)]

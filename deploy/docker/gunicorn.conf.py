@@ -1,0 +1,21 @@
+"""gunicorn settings the command line does not carry (deploy/docker/entrypoint.sh passes -c).
+
+The access log skips what would drown it: the probes' /healthz and the admission webhook's
+answered reviews (the API server calls it for every TFJob create, and its audit log has
+them; the webhook logs each job it queues). Anything else, and any webhook answer that
+is not a 200, is logged as usual.
+"""
+
+from gunicorn.glogging import Logger
+
+QUIET_PATHS = frozenset({"/healthz", "/webhooks/admission/tfjobs"})
+
+
+class AccessLogger(Logger):
+    def access(self, resp, req, environ, request_time):
+        if environ.get("PATH_INFO") in QUIET_PATHS and getattr(resp, "status_code", None) == 200:
+            return
+        super().access(resp, req, environ, request_time)
+
+
+logger_class = AccessLogger
