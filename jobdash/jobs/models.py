@@ -91,6 +91,8 @@ class Job(models.Model):
             models.Index(fields=["state", "namespace", "submitted_at"], name="job_state_ns_submitted"),
             # The jobs page of one namespace, newest first.
             models.Index(fields=["namespace", "-submitted_at"], name="job_ns_submitted"),
+            # Each cycle reads the most recently finished jobs for the run-time history (ETAs).
+            models.Index(fields=["state", "-finished_at"], name="job_state_finished"),
         ]
 
     def __str__(self) -> str:
