@@ -4,7 +4,7 @@
 2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term, create or unsuspend (release.release)
 4. statuses  - write position/reason/message/ETA back, only rows that changed
-5. record    - one Cycle row for the status page
+5. record    - one Cycle row for the status page; the quotas and nodes seen (ClusterState)
 The tracker runs after every cycle: the cluster's news moves jobs on.
 """
 
@@ -25,6 +25,7 @@ from jobdash.jobs.models import Cycle, Job, State
 
 from . import bulk
 from . import reconcile as reconcile_pass
+from . import publish
 from . import release as release_phase
 from . import tracker, world
 
@@ -159,6 +160,8 @@ class Dispatcher:
         # 5. record
         result.tracked = self.track()
         lap("track")
+        publish.publish(snapshot)  # quotas with reservations and nodes, for the web pages
+        lap("publish")
         Cycle.objects.create(
             started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,
             pending=result.pending, admitted=result.admitted, released=result.released.get("created", 0),

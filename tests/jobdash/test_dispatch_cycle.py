@@ -223,14 +223,13 @@ def test_status_reports_the_leader_and_the_last_cycle(user, gateway, term, clien
 
 
 def test_the_cluster_summary_carries_reservations_of_in_flight_jobs(user, sim, gateway, term):
-    from jobdash.dispatch import publish, world
     from jobdash.jobs.models import ClusterState
 
     submit(user, "reserving", workers=3, cpu="1")
     dispatcher = Dispatcher(gateway, settings())
     dispatcher.cycle(term)  # released; the manual clock has not let the operator create pods
-    snapshot, _ = world.build(gateway, world.PendingCache(), release_mode="create", node_fit=True)
-    publish.publish(snapshot)
+    assert ClusterState.objects.get().quotas["team-a"]["reserved"] == {}, "published before the release"
+    dispatcher.cycle(term)  # sees the released job in flight and publishes it
     state = ClusterState.objects.get()
     assert state.quotas["team-a"]["hard"] == {"requests.cpu": 6000}
     assert state.quotas["team-a"]["reserved"]["requests.cpu"] + state.quotas["team-a"]["used"].get("requests.cpu", 0) == 3000
