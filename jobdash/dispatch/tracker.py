@@ -8,7 +8,9 @@
 - start timeout: Released but not Running for too long -> taken back (deleted, or
   re-suspended in unsuspend mode), requeued with exponential backoff, Failed after the
   attempt limit. This breaks a node-level deadlock the planner did not foresee;
-- cancelled jobs: their TFJob is deleted.
+- cancelled jobs: their TFJob is deleted;
+- requeue requested by an operator (jobs.services.job_requeue): taken back like a start
+  timeout, then Queued again with a short backoff, attempts unchanged.
 """
 
 import logging
@@ -60,7 +62,7 @@ def track(gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int]
             running_pods[(pod.namespace, pod.job_name)] += 1
 
     jobs = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id", "namespace__name", "name", "state", "released_at", "tfjob_uid", "attempts",
+        "id", "namespace__name", "name", "state", "released_at", "tfjob_uid", "attempts", "requeue_requested_at",
         gang=KT("workload__pods"),
     )
     moves = _Moves()
@@ -106,6 +108,12 @@ def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running
     if info.condition == "Failed":
         moves.finished.append((job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), state == State.RELEASED))
         return "failed"
+    if job["requeue_requested_at"] is not None:
+        _take_back(gateway, key[0], key[1], config.release_mode)
+        # A short backoff, as after a start timeout: a deleted TFJob may still be going away.
+        transitions.requeue_on_request(job_id, note="taken back from the cluster and queued again, as requested",
+                                       backoff_until=transitions.backoff(config.backoff_s, 0))
+        return "requeued"
     if state == State.RUNNING:
         return "running"
     gang = int(job["gang"] or 0)

@@ -92,6 +92,17 @@ def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: b
         job_id, from_states=(State.RELEASED,), to_state=State.QUEUED, event="Requeued", note=note, actor=DISPATCHER,
         attempts=job["attempts"] + (1 if count_attempt else 0), backoff_until=backoff_until,
         released_at=None, placement=None, tfjob_uid="", reason="BackingOff", message=note,
+        requeue_requested_at=None,
+    )
+
+
+def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime) -> bool:
+    """An operator's requeue (jobs.services.job_requeue) once the TFJob has been taken back:
+    Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
+    return transition(
+        job_id, from_states=(State.RELEASED, State.RUNNING), to_state=State.QUEUED, event="Requeued", note=note,
+        actor=DISPATCHER, backoff_until=backoff_until, released_at=None, started_at=None, placement=None,
+        tfjob_uid="", reason="BackingOff", message=note, requeue_requested_at=None,
     )
 
 

@@ -1,7 +1,17 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+
+from queueing import POLICY_NAMES
+
+
+def validate_policy_name(value: str) -> None:
+    """A validator, not `choices`: the policy list grows without a migration each time."""
+    if value and value not in POLICY_NAMES:
+        raise ValidationError(f"unknown policy {value!r}; expected one of {', '.join(POLICY_NAMES)}")
 
 
 class State(models.TextChoices):
@@ -30,7 +40,15 @@ class Namespace(models.Model):
     name = models.CharField(max_length=63, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="jobdash_namespaces")
     groups = models.ManyToManyField(Group, blank=True, related_name="jobdash_namespaces")
-    weight = models.PositiveIntegerField(default=1, help_text="Share of the cluster under fair share.")
+    weight = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1)], help_text="Share of the cluster under fair share."
+    )
+    # Orders this namespace's own queue (and its head-of-line rules); which namespace
+    # admits next across the cluster stays the global policy's (queueing.planner).
+    policy = models.CharField(
+        max_length=32, blank=True, validators=[validate_policy_name],
+        help_text="Blank: the global JOBDASH_POLICY. Otherwise the policy that orders this namespace's queue.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +93,9 @@ class Job(models.Model):
     leader_term = models.BigIntegerField(null=True, blank=True)
     placement = models.JSONField(null=True, blank=True)
     tfjob_uid = models.CharField(max_length=64, blank=True)
+    # An operator asked to requeue a Released/Running job: the web process cannot touch
+    # the cluster, so the dispatcher's tracker takes the TFJob back and requeues it.
+    requeue_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

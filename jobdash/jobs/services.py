@@ -167,6 +167,55 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
     return job
 
 
+def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
+    """Staff only: put a job back in the queue. Returns the job as it is now.
+
+    What is safe from the database alone is done here; what needs the cluster is a
+    request the dispatcher carries out (the web process has no cluster gateway):
+
+    - Released or Running: the TFJob exists, so the job is only *marked*
+      (`requeue_requested_at`, event `RequeueRequested`). The dispatcher's tracker then
+      takes the TFJob back as on a start timeout (deleted, or re-suspended in unsuspend
+      mode) and moves the job to Queued with a short backoff (event `Requeued`), so the
+      next release cannot meet the old TFJob. If the TFJob finishes first, the finish wins.
+    - Failed without having started (`started_at` empty: refused by the cluster, gave up
+      after the start timeout, or its TFJob was deleted): no TFJob of it runs, so it goes
+      straight back to Queued with its attempts reset.
+    - Queued, Succeeded, Cancelled, or Failed after running: 409. A finished run is
+      resubmitted, not requeued, so its history stays as it was.
+    """
+    if not selectors.sees_all_namespaces(user):
+        raise NotMember("only staff may requeue a job")
+    job = selectors.job_get_visible(user, job_id)
+    actor = actor_name(user)
+    why = f": {reason}" if reason else ""
+    marked = False
+    if job.state in (State.RELEASED, State.RUNNING):
+        with transaction.atomic():
+            marked = Job.objects.filter(
+                pk=job.pk, state__in=(State.RELEASED, State.RUNNING), requeue_requested_at__isnull=True
+            ).update(requeue_requested_at=timezone.now())
+            if marked:
+                _record(job, "RequeueRequested", f"requeue requested by {actor}{why}; the dispatcher takes the TFJob back", actor)
+    elif job.state == State.FAILED and job.started_at is None:
+        note = f"requeued by {actor}{why}"
+        try:
+            marked = transition(
+                job.pk, from_states=(State.FAILED,), to_state=State.QUEUED, event="Requeued", note=note, actor=actor,
+                attempts=0, backoff_until=None, finished_at=None, released_at=None, placement=None, tfjob_uid="",
+                leader_term=None, requeue_requested_at=None, position=None, reason="", message=note, eta=None,
+            )
+        except IntegrityError:  # the one-active-job-per-name index: a newer job took the name
+            raise Conflict(f"an active job named {job.name!r} already exists in namespace {job.namespace.name!r}") from None
+    job.refresh_from_db()
+    if not marked:
+        if job.requeue_requested_at is not None and job.is_active:
+            raise Conflict(f"job {job.pk} already has a requeue requested")
+        raise Conflict(f"job {job.pk} is {job.state}; only Released, Running and never-started Failed jobs can be requeued")
+    transaction.on_commit(_queue_changed)
+    return job
+
+
 class NamespaceNotManaged(Exception):
     """jobdash has no Namespace of that name: its jobs are not jobdash's to queue."""
 
