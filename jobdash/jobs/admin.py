@@ -1,11 +1,15 @@
 """The operators' console. Every change to a job goes through jobdash.jobs.services."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.db.models import Count
 from django.urls import reverse
+
+from queueing import POLICY_NAMES
 
 from . import selectors, services
 from .exceptions import JobdashError
@@ -13,11 +17,51 @@ from .forms import SubmitForm
 from .models import Job, JobEvent, Namespace, Source
 
 
+class NamespaceForm(forms.ModelForm):
+    # Choices read at run time (the model validates names without `choices`, see models.py).
+    policy = forms.ChoiceField(required=False, help_text=Namespace._meta.get_field("policy").help_text)
+
+    class Meta:
+        model = Namespace
+        fields = ["name", "members", "groups", "weight", "policy"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["policy"].choices = [("", f"(global: {settings.JOBDASH_POLICY})")] + [
+            (name, name) for name in POLICY_NAMES
+        ]
+
+
 @admin.register(Namespace)
 class NamespaceAdmin(admin.ModelAdmin):
-    list_display = ["name", "weight", "created_at"]
+    form = NamespaceForm
+    list_display = ["name", "weight", "policy_shown", "member_count", "group_count", "created_at"]
+    list_filter = ["policy"]
     search_fields = ["name"]
     filter_horizontal = ["members", "groups"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            member_count=Count("members", distinct=True), group_count=Count("groups", distinct=True)
+        )
+
+    @admin.display(description="policy", ordering="policy")
+    def policy_shown(self, namespace) -> str:
+        return namespace.policy or f"(global: {settings.JOBDASH_POLICY})"
+
+    @admin.display(description="members", ordering="member_count")
+    def member_count(self, namespace) -> int:
+        return namespace.member_count
+
+    @admin.display(description="groups", ordering="group_count")
+    def group_count(self, namespace) -> int:
+        return namespace.group_count
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # jobs reference their namespace (PROTECT): they are never deleted
+
+    def save_model(self, request, obj, form, change):
+        services.namespace_save(obj)
 
 
 class JobEventInline(admin.TabularInline):
@@ -31,24 +75,29 @@ class JobEventInline(admin.TabularInline):
         return False
 
 
-class PriorityActionForm(ActionForm):
-    priority = forms.IntegerField(required=False, help_text="for “Set priority”")
+class JobActionForm(ActionForm):
+    # Plain text, not IntegerField: the service validates and names the field itself.
+    priority = forms.CharField(required=False, help_text="for “Set priority”")
+    reason = forms.CharField(required=False, max_length=200, help_text="for “Cancel” and “Requeue”")
 
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "namespace", "state", "priority", "source", "submitted_by_name", "submitted_at"]
-    list_filter = ["state", "namespace", "source"]
+    list_display = [
+        "id", "name", "namespace", "state", "priority", "position", "reason", "source", "submitted_by_name",
+        "submitted_at",
+    ]
+    list_filter = ["state", "namespace", "source", "reason"]
     search_fields = ["name", "submitted_by_name"]
     list_select_related = ["namespace"]
     ordering = ["-submitted_at"]
-    action_form = PriorityActionForm
-    actions = ["cancel_jobs", "set_priority"]
+    action_form = JobActionForm
+    actions = ["cancel_jobs", "requeue_jobs", "set_priority"]
     inlines = [JobEventInline]
     fields = [
         "namespace", "name", "kind", "api_version", "state", "priority", "source", "submitted_by_name",
         "submitted_at", "released_at", "started_at", "finished_at", "position", "reason", "message",
-        "eta", "attempts", "manifest",
+        "eta", "attempts", "requeue_requested_at", "manifest",
     ]
     readonly_fields = fields
 
@@ -61,7 +110,21 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected jobs")
     def cancel_jobs(self, request, queryset):
-        self._each(request, queryset, lambda job: services.job_cancel(job_id=job.pk, user=request.user), "cancelled")
+        reason = request.POST.get("reason", "").strip()
+        self._each(
+            request, queryset, lambda job: services.job_cancel(job_id=job.pk, user=request.user, reason=reason),
+            "cancelled",
+        )
+
+    @admin.action(description="Requeue selected jobs")
+    def requeue_jobs(self, request, queryset):
+        """Released/Running jobs are requeued by the dispatcher (it owns the cluster);
+        never-started Failed jobs at once. See services.job_requeue."""
+        reason = request.POST.get("reason", "").strip()
+        self._each(
+            request, queryset, lambda job: services.job_requeue(job_id=job.pk, user=request.user, reason=reason),
+            "requeued (or marked for the dispatcher to requeue)",
+        )
 
     @admin.action(description="Set priority of selected jobs")
     def set_priority(self, request, queryset):

@@ -216,6 +216,16 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
     return job
 
 
+def namespace_save(namespace: Namespace) -> Namespace:
+    """The admin's namespace form (members and groups are saved by the form after this).
+    Validated like any input, and a changed weight or policy is a reason for a new cycle."""
+    namespace.full_clean(validate_unique=False, validate_constraints=False)
+    with transaction.atomic():
+        namespace.save()
+        transaction.on_commit(_queue_changed)
+    return namespace
+
+
 class NamespaceNotManaged(Exception):
     """jobdash has no Namespace of that name: its jobs are not jobdash's to queue."""
 
