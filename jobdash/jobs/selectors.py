@@ -21,7 +21,15 @@ def namespaces_visible_to(user) -> QuerySet[Namespace]:
 
 
 def is_member(user, namespace: Namespace) -> bool:
-    return namespaces_visible_to(user).filter(pk=namespace.pk).exists()
+    """Membership of one namespace, asked on every submission: two primary-key probes of
+    the join tables rather than the OR over both joins namespaces_visible_to() needs."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if sees_all_namespaces(user):
+        return True
+    if Namespace.members.through.objects.filter(namespace_id=namespace.pk, user_id=user.pk).exists():
+        return True
+    return Namespace.groups.through.objects.filter(namespace_id=namespace.pk, group__user=user.pk).exists()
 
 
 def namespace_get_visible(user, name: str) -> Namespace:

@@ -132,3 +132,17 @@ def test_many_jobs_same_namespace(alice, example_text):
     for i in range(5):
         services.job_submit(user=alice, manifest=with_name(example_text("mnist-cpu"), f"run-{i}"), source="api")
     assert Job.objects.filter(namespace__name="team-a", state=State.QUEUED).count() == 5
+
+
+def test_membership_probe_agrees_with_what_a_user_sees(alice, bob, team_a, team_b, django_user_model):
+    from jobdash.jobs import selectors
+
+    staff = django_user_model.objects.create_user("root", is_staff=True)
+    gone = django_user_model.objects.create_user("gone", is_active=False)
+    team_a.members.add(gone)
+    for user in (alice, bob, staff, gone):
+        visible = set(selectors.namespaces_visible_to(user))
+        for namespace in (team_a, team_b):
+            assert selectors.is_member(user, namespace) == (namespace in visible), (user, namespace)
+    assert selectors.is_member(bob, team_b) and not selectors.is_member(bob, team_a)
+    assert not selectors.is_member(gone, team_a)
