@@ -18,6 +18,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import NamedTuple
 
 from .snapshot import PODS, InFlightJob, Node, PodGroup
 
@@ -76,6 +78,46 @@ def _primary(requests: tuple[tuple[str, int], ...]) -> str:
     return PODS
 
 
+class _NodeView(NamedTuple):
+    free: Mapping[str, int]  # allocatable - allocated (pods unlimited if not reported)
+    capacity: Mapping[str, int]  # allocatable, interned: nodes of one shape share it
+    positive: tuple[tuple[str, int], ...]  # max(free, 0) of every resource, for the pool's totals
+    tainted: bool  # has a taint that keeps pods off
+
+
+# Node objects are frozen and callers keep them between cycles (the dispatcher's cache,
+# the replay), so what the pool derives from one is computed once per object.  Keyed by
+# id() with the node held, so an id is never reused while its entry lives; cleared when
+# large, which only costs recomputing.
+_VIEWS: dict[int, tuple[Node, _NodeView]] = {}
+_VIEWS_LIMIT = 50_000
+_CAPACITIES: dict[tuple, Mapping[str, int]] = {}
+_UNCONSTRAINED = ((), ())
+
+
+def _view(node: Node) -> _NodeView:
+    found = _VIEWS.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
+    allocatable = dict(node.allocatable)
+    if PODS not in allocatable:
+        allocatable[PODS] = UNLIMITED
+    key = tuple(sorted(allocatable.items()))
+    capacity = _CAPACITIES.get(key)
+    if capacity is None:
+        if len(_CAPACITIES) >= _VIEWS_LIMIT:
+            _CAPACITIES.clear()
+        capacity = _CAPACITIES[key] = MappingProxyType(allocatable)
+    allocated = node.allocated
+    free = MappingProxyType({name: amount - allocated.get(name, 0) for name, amount in allocatable.items()})
+    view = _NodeView(free, capacity, tuple((name, max(amount, 0)) for name, amount in free.items()),
+                     any(taint.blocks for taint in node.taints))
+    if len(_VIEWS) >= _VIEWS_LIMIT:
+        _VIEWS.clear()
+    _VIEWS[id(node)] = (node, view)
+    return view
+
+
 def _size(group: PodGroup) -> tuple[int, int, int]:
     extended = cpu = memory = 0
     for name, amount in group.requests:
@@ -108,31 +150,52 @@ class NodePool:
         self.strategy = strategy
         self.nodes = tuple(nodes)
         self.names = [node.name for node in self.nodes]
-        self.free: list[dict[str, int]] = []
-        self.eventual: list[dict[str, int]] = []  # free once running pods end: for reservations
-        self.capacity: list[dict[str, int]] = []  # an empty node: for "never fits"
-        for node in self.nodes:
-            free = {name: amount - node.allocated.get(name, 0) for name, amount in node.allocatable.items()}
-            capacity = dict(node.allocatable)
-            if PODS not in free:
-                free[PODS] = capacity[PODS] = UNLIMITED
-            self.free.append(free)
-            self.eventual.append(dict(capacity))
-            self.capacity.append(capacity)
-        by_name = {name: number for number, name in enumerate(self.names)}
+        # free / eventual start as the node's shared read-only view and are copied on the
+        # first charge (_own): a cycle touches a few nodes of hundreds, and building every
+        # node's dicts anew each cycle was a third of a trace replay's time.
+        self.free: list[Mapping[str, int]] = []
+        self.eventual: list[Mapping[str, int]] = []  # free once running pods end: for reservations
+        self.capacity: list[Mapping[str, int]] = []  # an empty node: for "never fits"
+        self._owned = bytearray(len(self.nodes))
+        self.schedulable: list[int] = []
+        self._plain: list[int] = []  # schedulable nodes without blocking taints
+        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
+        self.totals: dict[str, int] = {}
+        totals = self.totals
+        seen_capacity: set[int] = set()
+        for number, node in enumerate(self.nodes):
+            view = _view(node)
+            self.free.append(view.free)
+            self.eventual.append(view.capacity)
+            self.capacity.append(view.capacity)
+            if node.unschedulable:
+                continue
+            self.schedulable.append(number)
+            if not view.tainted:
+                self._plain.append(number)
+            if id(view.capacity) not in seen_capacity:  # shared by nodes of one shape
+                seen_capacity.add(id(view.capacity))
+                for name, amount in view.capacity.items():
+                    if amount > self.cluster_max.get(name, 0):
+                        self.cluster_max[name] = amount
+            for name, amount in view.positive:
+                totals[name] = totals.get(name, 0) + amount
+        by_name = None
         for job in in_flight:
+            if by_name is None:
+                by_name = {name: number for number, name in enumerate(self.names)}
             roles = {group.role: group.requests for group in job.gang}
             for role, _, node_name in job.placements:
                 number = by_name.get(node_name)
                 if number is not None and role in roles:
+                    self._own(number)
+                    free, eventual = self.free[number], self.eventual[number]
                     for name, amount in roles[role]:
-                        self.free[number][name] = self.free[number].get(name, 0) - amount
-                        self.eventual[number][name] = self.eventual[number].get(name, 0) - amount
-        self.schedulable = [number for number, node in enumerate(self.nodes) if not node.unschedulable]
-        self.totals: dict[str, int] = {}
-        for number in self.schedulable:
-            for name, amount in self.free[number].items():
-                self.totals[name] = self.totals.get(name, 0) + max(amount, 0)
+                        old = free.get(name, 0)
+                        free[name] = old - amount
+                        eventual[name] = eventual.get(name, 0) - amount
+                        if not self.nodes[number].unschedulable:
+                            totals[name] = totals.get(name, 0) + max(old - amount, 0) - max(old, 0)
         self._eligible: dict[tuple, _Eligible] = {}
         self._member_of: list[list[_Eligible]] = [[] for _ in self.nodes]
         # Failures by id() of the (interned) gang or pod group, holding the key
@@ -141,12 +204,22 @@ class NodePool:
         self.reservations: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []  # (job id, node, requests)
         self.stats = {"place_calls": 0, "memo_hits": 0, "cluster_rejects": 0, "pods_placed": 0}
 
+    def _own(self, number: int) -> None:
+        """Copy a node's shared views before its first change in this cycle."""
+        if not self._owned[number]:
+            self._owned[number] = 1
+            self.free[number] = dict(self.free[number])
+            self.eventual[number] = dict(self.eventual[number])
+
     # -- eligibility and indices ---------------------------------------------------------
 
     def eligible(self, constraints: tuple) -> _Eligible:
         found = self._eligible.get(constraints)
         if found is None:
-            found = _Eligible([n for n in self.schedulable if self.nodes[n].admits(constraints)])
+            if constraints == _UNCONSTRAINED:  # the common pod: any untainted schedulable node
+                found = _Eligible(list(self._plain))
+            else:
+                found = _Eligible([n for n in self.schedulable if self.nodes[n].admits(constraints)])
             self._eligible[constraints] = found
             for number in found.nodes:
                 self._member_of[number].append(found)
@@ -161,6 +234,8 @@ class NodePool:
         return index
 
     def _charge(self, number: int, requests: tuple[tuple[str, int], ...], sign: int = 1) -> None:
+        if not self._owned[number]:
+            self._own(number)
         free = self.free[number]
         eventual = self.eventual[number]
         totals = self.totals

@@ -130,10 +130,7 @@ class _Cycle:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         self.namespaces = self._namespaces()
         self.pool = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
-        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
-        for number in self.pool.schedulable:
-            for name, amount in self.pool.capacity[number].items():
-                self.cluster_max[name] = max(self.cluster_max.get(name, 0), amount)
+        self.cluster_max = self.pool.cluster_max  # the most of each resource one empty node has
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
         ordered = self.policy.order(self.snapshot.pending, self.now)
         # 3. Admit, recording a reason and a queue position for every job that is not admitted.
