@@ -177,7 +177,8 @@ def test_reconcile_resends_a_release_interrupted_after_the_claim(user, sim, gate
     assert counts == {"resent": 1, "adopted": 0}
     job.refresh_from_db()
     assert job.state == State.RELEASED and job.tfjob_uid
-    # and again (a second leader start): nothing more is created
+    # and again (a second leader start, once its cache has the TFJob): nothing more is created
+    eventually(lambda: gateway.tfjob("team-a", "interrupted") is not None)
     assert Dispatcher(gateway, settings()).reconcile(term) == {"resent": 0, "adopted": 0}
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "interrupted"] == [201]
 
