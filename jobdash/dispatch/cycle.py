@@ -160,7 +160,8 @@ class Dispatcher:
         # 5. record
         result.tracked = self.track()
         lap("track")
-        publish.publish(snapshot)  # quotas with reservations and nodes, for the web pages
+        # quotas with reservations, nodes and our pods' phases, for the web pages
+        publish.publish(snapshot, publish.pod_phases(self.gateway.pods(), self.gateway.tfjobs_by_key()))
         lap("publish")
         Cycle.objects.create(
             started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,

@@ -184,6 +184,9 @@ class ClusterState(models.Model):
     quotas = models.JSONField(default=dict)
     # [{"name", "allocatable", "allocated", "labels", "unschedulable"}], canonical integers
     nodes = models.JSONField(default=list)
+    # {"namespace/name": {"job": id, "replicas": {type: {phase: count}}}} of the TFJobs jobdash released, for the
+    # job page (pods of finished TFJobs stay while the cluster keeps them)
+    pods = models.JSONField(default=dict)
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(id=1), name="cluster_state_single_row")]
