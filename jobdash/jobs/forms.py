@@ -41,3 +41,7 @@ class SubmitForm(forms.Form):
 
 class CancelForm(forms.Form):
     reason = forms.CharField(required=False, max_length=500)
+
+
+class PriorityForm(forms.Form):
+    priority = forms.IntegerField(min_value=PRIORITY_MIN, max_value=PRIORITY_MAX)

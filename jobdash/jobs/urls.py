@@ -8,4 +8,8 @@ urlpatterns = [
     path("submit/", views.submit, name="submit"),
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/cancel/", views.job_cancel, name="job-cancel"),
+    path("jobs/<int:job_id>/priority/", views.job_priority, name="job-priority"),
+    path("jobs/<int:job_id>/requeue/", views.job_requeue, name="job-requeue"),
+    path("submit/check/", views.submit_check, name="submit-check"),
+    path("cluster/", views.cluster, name="cluster"),
 ]

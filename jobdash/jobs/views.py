@@ -2,16 +2,23 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.http import Http404
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
 
-from . import examples, selectors, services
-from .exceptions import JobdashError, NotFound
-from .forms import CancelForm, SubmitForm
-from .models import Source, State
+from jobdash.dispatch import overview
+
+from . import charts, dashboard, display, examples, preview, selectors, services
+from .display import cluster_page
+from .exceptions import InvalidInput, JobdashError, NotFound
+from .forms import CancelForm, PriorityForm, SubmitForm
+from .models import Source
 from .presenters import demand_summary, pod_set_rows
+
+# How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
+POLL_SECONDS = 3
 
 
 def _visible_job(user, job_id: int):
@@ -26,37 +33,116 @@ def home(request):
     return render(request, "jobs/home.html", {"namespaces": selectors.namespace_summaries(request.user)})
 
 
+def _decorate(jobs, now) -> None:
+    """What a table row shows, computed from the row alone (no extra queries)."""
+    for job in jobs:
+        job.demand = demand_summary(job.workload)
+        job.waiting = display.since(job.submitted_at, now)
+        job.reason_words = display.reason_words(job.reason)
+        job.eta_words = display.until(job.eta, now)
+        job.elapsed = display.since(job.started_at or job.released_at, now)
+        if job.finished_at and job.started_at:
+            job.ran = display.duration((job.finished_at - job.started_at).total_seconds())
+
+
 @login_required
 def namespace_jobs(request, name: str):
+    """The dashboard of one namespace. htmx requests (polling, filters) get the live part only."""
     try:
         namespace = selectors.namespace_get_visible(request.user, name)
     except NotFound:
         raise Http404("namespace not found") from None
-    state = request.GET.get("state", "")
-    jobs = selectors.jobs_visible_to(request.user).filter(namespace=namespace)
-    if state in State.values:
-        jobs = jobs.filter(state=state)
-    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
-    for job in page:
-        job.demand = demand_summary(job.workload)
-    return render(
-        request,
-        "jobs/namespace.html",
-        {"namespace": namespace, "page": page, "state": state, "states": State.values},
-    )
+    filters = dashboard.Filters.parse(request.GET)
+    now = timezone.now()
+    tables = {
+        "queue": dashboard.queue_page(namespace, filters, request.GET.get("page")),
+        "running": dashboard.running_page(namespace, filters, request.GET.get("rpage")),
+        "finished": dashboard.finished_page(namespace, filters, request.GET.get("page")),
+    }
+    for page in tables.values():
+        if page is not None:
+            _decorate(page, now)
+    context = {
+        "namespace": namespace, "filters": filters, "states": dashboard.STATE_FILTERS, "now": now,
+        "counts": dashboard.state_counts(namespace),
+        "quota_bars": display.quota_bars(dashboard.namespace_quota(namespace)),
+        "poll_seconds": POLL_SECONDS, **tables,
+    }
+    if request.htmx:
+        return render(request, "jobs/_namespace_live.html", context)
+    context["chart"] = charts.queue_chart(dashboard.history(namespace, now=now))
+    return render(request, "jobs/namespace.html", context)
 
 
 @login_required
 def job_detail(request, job_id: int):
+    """The job page. htmx polling gets the live part (state, facts, pods, events) only."""
     job = _visible_job(request.user, job_id)
+    now = timezone.now()
+    _decorate([job], now)
     context = {
         "job": job,
+        "now": now,
+        "events": selectors.job_events(job),
+        "pods": display.pod_rows(dashboard.job_pods(job), job.workload),
+        "staff": selectors.sees_all_namespaces(request.user),
+        "priority_form": PriorityForm(initial={"priority": job.priority}),
+        "poll_seconds": POLL_SECONDS,
+    }
+    if request.htmx:
+        return render(request, "jobs/_job_live.html", context)
+    context.update({
         "demand": demand_summary(job.workload),
         "pod_sets": pod_set_rows(job.workload),
-        "events": selectors.job_events(job),
         "manifest_lines": job.manifest.splitlines(),
-    }
+    })
     return render(request, "jobs/job_detail.html", context)
+
+
+def _staff_action(request, job_id: int, action) -> HttpResponse:
+    """Run a staff-only service on a job and come back to the job page with its outcome."""
+    job = _visible_job(request.user, job_id)
+    try:
+        message = action(job)
+        messages.success(request, message)
+    except InvalidInput as error:
+        messages.error(request, "; ".join(str(p) for p in error.problems))
+    except JobdashError as error:
+        messages.error(request, error.message)
+    return redirect("job-detail", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_priority(request, job_id: int):
+    form = PriorityForm(request.POST)
+    if not form.is_valid():
+        for problem in form.errors.get("priority", []):
+            messages.error(request, f"priority: {problem}")
+        return redirect("job-detail", job_id=job_id)
+
+    def change(job):
+        services.job_set_priority(job_id=job.pk, user=request.user, priority=form.cleaned_data["priority"])
+        return f"Priority of {job.name} set to {form.cleaned_data['priority']}."
+
+    return _staff_action(request, job_id, change)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def job_requeue(request, job_id: int):
+    job = _visible_job(request.user, job_id)
+    if not selectors.sees_all_namespaces(request.user):
+        raise PermissionDenied("only staff may requeue a job")
+    form = CancelForm(request.POST if request.method == "POST" else None)
+    if request.method == "GET" or not form.is_valid():
+        return render(request, "jobs/job_requeue.html", {"job": job, "form": form})
+
+    def requeue(job):
+        services.job_requeue(job_id=job.pk, user=request.user, reason=form.cleaned_data["reason"])
+        return f"Job {job.name} goes back to the queue."
+
+    return _staff_action(request, job_id, requeue)
 
 
 @login_required
@@ -95,3 +181,22 @@ def submit(request):
         "jobs/submit.html",
         {"form": form, "examples": examples.example_names()},
     )
+
+
+@login_required
+@require_POST
+def submit_check(request):
+    """As people type (htmx, debounced): problems with field paths and lines, or the demand
+    and whether it fits the namespace's quota now. A read: nothing is stored."""
+    manifest = request.POST.get("manifest", "")
+    if not manifest.strip():
+        return render(request, "jobs/_submit_check.html", {"empty": True})
+    result = preview.manifest_preview(request.user, manifest, request.POST.get("namespace", ""))
+    return render(request, "jobs/_submit_check.html", {"preview": result})
+
+
+@login_required
+def cluster(request):
+    if not selectors.sees_all_namespaces(request.user):
+        raise PermissionDenied("the cluster page is for staff")
+    return render(request, "jobs/cluster.html", {"cluster": cluster_page(overview.cluster_overview())})

@@ -69,7 +69,7 @@ def test_submit_form_reports_not_a_member(browser, team_b, example_text):
 def test_namespace_page_lists_jobs_with_filter(browser, alice, example_text):
     job = services.job_submit(user=alice, manifest=example_text("mnist-cpu"), source="web")
     page = browser.get("/ns/team-a/").content.decode()
-    assert "mnist-cpu" in page and "cpu 2" in page and "state-queued" in page
+    assert "mnist-cpu" in page and "cpu 2" in page and 'id="queue-table"' in page
     assert "mnist-cpu" not in browser.get("/ns/team-a/?state=Running").content.decode()
     assert browser.get("/ns/team-b/").status_code == 404
     assert f"/jobs/{job.pk}/" in page

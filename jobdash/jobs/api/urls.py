@@ -5,6 +5,7 @@ from rest_framework.routers import DefaultRouter
 from jobdash.dispatch.api import status_view
 
 from . import views
+from .cluster import cluster_view
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")
@@ -12,6 +13,7 @@ router.register("namespaces", views.NamespaceViewSet, basename="namespace")
 
 urlpatterns = [
     path("status/", status_view, name="api-status"),
+    path("cluster/", cluster_view, name="api-cluster"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     *router.urls,

@@ -1,0 +1,137 @@
+"""Reads for the namespace dashboard: its tables, the quota bars and the history chart.
+
+Every table is one page query plus one count, whatever the size of the queue: the rows
+carry what the page shows (demand from the workload column), the big text columns
+(manifest, parsed) are never loaded.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, F, Q, QuerySet
+from django.db.models.fields.json import KT
+from django.utils import timezone
+
+from .models import ACTIVE_STATES, FINISHED_STATES, ClusterState, Job, Namespace, State
+from .selectors import cluster_quotas
+
+PAGE_SIZE = 25
+# Columns a table row needs; everything else (manifest, parsed, placement) stays in the database.
+ROW_FIELDS = (
+    "id", "namespace", "name", "state", "priority", "workload", "submitted_at", "submitted_by_name",
+    "released_at", "started_at", "finished_at", "position", "reason", "message", "eta", "attempts",
+)
+STATE_FILTERS = ("", "Queued", "Running", *[str(s) for s in FINISHED_STATES])
+
+
+@dataclass(frozen=True)
+class Filters:
+    state: str = ""  # "" = the active jobs (queue and running); "Running" includes Released
+    q: str = ""  # part of the job name
+
+    @classmethod
+    def parse(cls, params) -> "Filters":
+        state = params.get("state", "")
+        # Unknown values fall back to the default view rather than erroring: these come from links.
+        return cls(state=state if state in STATE_FILTERS else "", q=params.get("q", "").strip()[:63])
+
+
+def _rows(namespace: Namespace, filters: Filters) -> QuerySet[Job]:
+    jobs = Job.objects.filter(namespace=namespace).only(*ROW_FIELDS)
+    if filters.q:
+        jobs = jobs.filter(name__icontains=filters.q)
+    return jobs
+
+
+def queue_page(namespace: Namespace, filters: Filters, page: str | None) -> Page | None:
+    """Queued jobs in admission order: the last cycle's positions, then new jobs by age."""
+    if filters.state not in ("", State.QUEUED):
+        return None
+    jobs = _rows(namespace, filters).filter(state=State.QUEUED).order_by(
+        F("position").asc(nulls_last=True), "submitted_at", "id"
+    )
+    return Paginator(jobs, PAGE_SIZE).get_page(page)
+
+
+def running_page(namespace: Namespace, filters: Filters, page: str | None) -> Page | None:
+    """Released (pods starting) and Running jobs, longest running first."""
+    if filters.state not in ("", State.RUNNING):
+        return None
+    jobs = _rows(namespace, filters).filter(state__in=(State.RELEASED, State.RUNNING)).order_by(
+        F("started_at").asc(nulls_last=True), "released_at", "id"
+    )
+    return Paginator(jobs, PAGE_SIZE).get_page(page)
+
+
+def finished_page(namespace: Namespace, filters: Filters, page: str | None) -> Page | None:
+    if filters.state not in FINISHED_STATES:
+        return None
+    jobs = _rows(namespace, filters).filter(state=filters.state).order_by(
+        F("finished_at").desc(nulls_last=True), "-id"
+    )
+    return Paginator(jobs, PAGE_SIZE).get_page(page)
+
+
+def state_counts(namespace: Namespace) -> dict[str, int]:
+    """Active jobs of the namespace per state, in one query."""
+    counts = Job.objects.filter(namespace=namespace, state__in=ACTIVE_STATES).aggregate(
+        **{str(s).lower(): Count("id", filter=Q(state=s)) for s in ACTIVE_STATES}
+    )
+    return counts
+
+
+def namespace_quota(namespace: Namespace) -> dict | None:
+    return cluster_quotas().get(namespace.name)
+
+
+@dataclass(frozen=True)
+class History:
+    start: datetime
+    step: timedelta
+    queued: list[int]  # queue length at the end of each bucket
+    admitted: list[int]  # jobs released during each bucket
+
+
+def history(namespace: Namespace, *, hours: int = 6, buckets: int = 24, now: datetime | None = None) -> History:
+    """Queue length and admissions over the last `hours`, in one query.
+
+    Derived from the jobs' own times: a job is queued at t when submitted before t and
+    neither released nor finished by t. A requeued job has lost its first release time,
+    so it counts as queued since its submission: an overestimate, never a gap. Only jobs
+    that touch the window are read (the WHERE below), so old history costs nothing.
+    """
+    now = now or timezone.now()
+    step = timedelta(hours=hours) / buckets
+    start = now - step * buckets
+    ends = [start + step * (i + 1) for i in range(buckets)]
+    aggregates = {}
+    for i, end in enumerate(ends):
+        aggregates[f"q{i}"] = Count("id", filter=Q(submitted_at__lte=end)
+                                    & (Q(released_at__isnull=True) | Q(released_at__gt=end))
+                                    & (Q(finished_at__isnull=True) | Q(finished_at__gt=end)))
+        aggregates[f"a{i}"] = Count("id", filter=Q(released_at__gt=end - step, released_at__lte=end))
+    touching = (Q(released_at__isnull=True) | Q(released_at__gt=start)) & (
+        Q(finished_at__isnull=True) | Q(finished_at__gt=start)
+    )
+    row = Job.objects.filter(touching, namespace=namespace, submitted_at__lte=now).aggregate(**aggregates)
+    return History(
+        start=start, step=step,
+        queued=[row[f"q{i}"] for i in range(buckets)],
+        admitted=[row[f"a{i}"] for i in range(buckets)],
+    )
+
+
+def job_pods(job: Job) -> dict:
+    """Pod phase counts per replica type of one job, as the last cycle saw them; reads only
+    that TFJob's key of the cluster summary, not the whole of it."""
+    key = f"{job.namespace.name}/{job.name}"
+    row = ClusterState.objects.filter(id=1).values(entry=KT(f"pods__{key}")).first()
+    if not row or not row["entry"]:
+        return {}
+    entry = row["entry"]
+    # KT gives the JSON text of an object (PostgreSQL and SQLite alike).
+    entry = json.loads(entry) if isinstance(entry, str) else entry
+    # The TFJob of that name may be another job's (an earlier run of the same name).
+    return entry.get("replicas", {}) if entry.get("job") == job.pk else {}

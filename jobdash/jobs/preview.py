@@ -1,0 +1,101 @@
+"""What the submit page shows while people type: the problems of a manifest with the line
+each one is on, or its demand and whether it fits the namespace's quota right now.
+Reads only; nothing is stored."""
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from . import selectors, services
+from .display import quantity
+from .exceptions import InvalidInput
+from .presenters import demand_summary
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
+
+
+def path_lines(text: str, paths: list[str]) -> dict[str, int]:
+    """1-based line of each dotted path (`a.b[0].c`) in the YAML text, as far as the
+    path exists; a missing key points at its parent, the place to add it.
+
+    Only called on text the strict loader has already read (size and depth checked,
+    no aliases), and compose builds nodes without constructing any Python object."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines = {}
+    for path in paths:
+        node = root
+        for key, index in _SEGMENT.findall(path):
+            child = None
+            if key and isinstance(node, yaml.MappingNode):
+                child = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+                if child is not None and isinstance(child, yaml.ScalarNode):
+                    # Point at the key, where the value starts, not at a multi-line block's end.
+                    child = next(k for k, v in node.value if v is child)
+            elif index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
+                child = node.value[int(index)]
+            if child is None:
+                break
+            node = child
+        if node is not None:
+            lines[path] = node.start_mark.line + 1
+    return lines
+
+
+@dataclass
+class Preview:
+    problems: list[dict] = field(default_factory=list)  # path, message, line
+    too_large: bool = False
+    namespace: str = ""
+    demand: dict = field(default_factory=dict)
+    fit: list[dict] = field(default_factory=list)  # key, needed, free, hard, ok
+    fits: bool | None = None  # None: no quota known (no ResourceQuota, or no cycle yet)
+    queued_ahead: int = 0
+
+
+def manifest_preview(user, text: str, namespace: str = "") -> Preview:
+    preview = Preview()
+    try:
+        _, workload = services.manifest_check(text)
+    except InvalidInput as error:
+        preview.too_large = error.status == 413
+        lines = {} if preview.too_large else path_lines(text, [p.path for p in error.problems if p.path])
+        for p in error.problems:
+            line = lines.get(p.path)
+            if line is None and not p.path:
+                found = _LINE_IN_MESSAGE.search(p.message)
+                line = int(found.group(1)) if found else None
+            preview.problems.append({"path": p.path, "message": p.message, "line": line})
+        return preview
+    name = workload.namespace or namespace
+    if workload.namespace and namespace and workload.namespace != namespace:
+        preview.problems.append({"path": "metadata.namespace", "line": path_lines(text, ["metadata.namespace"]).get("metadata.namespace"),
+                                 "message": f"is {workload.namespace!r} but {namespace!r} is chosen"})
+    preview.demand = demand_summary(workload.to_json())
+    if not name:
+        return preview
+    visible = selectors.namespaces_visible_to(user).filter(name=name).first()
+    if visible is None:
+        preview.problems.append({"path": "metadata.namespace", "line": None,
+                                 "message": f"you are not a member of namespace {name!r}"})
+        return preview
+    preview.namespace = name
+    quota = selectors.cluster_quotas().get(name)
+    if not quota or not quota.get("hard"):
+        return preview
+    demand = workload.quota_demand()
+    hard, used, reserved = quota["hard"], quota.get("used", {}), quota.get("reserved", {})
+    for key in sorted(hard):
+        needed = demand.get(key, 0)
+        free = hard[key] - used.get(key, 0) - reserved.get(key, 0)
+        resource = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+        preview.fit.append({"key": key, "needed": quantity(resource, needed), "free": quantity(resource, max(free, 0)),
+                            "hard": quantity(resource, hard[key]), "ok": needed <= free, "never": needed > hard[key]})
+    preview.fits = all(row["ok"] for row in preview.fit)
+    preview.queued_ahead = visible.jobs.filter(state="Queued").count()
+    return preview
+
