@@ -59,10 +59,12 @@ class _Namespace:
     """One namespace's state during the cycle."""
 
     __slots__ = ("name", "hard", "free", "held", "reserved_for", "in_flight", "admitted", "head_seen",
-                 "blocked_by", "held_back", "usage", "weight", "failed")
+                 "blocked_by", "held_back", "usage", "weight", "failed", "policy")
 
-    def __init__(self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int):
+    def __init__(self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int,
+                 policy: Policy):
         self.name = name
+        self.policy = policy  # its queue's rules: the global policy or the namespace's override
         self.hard = hard  # None: no ResourceQuota, nothing constrained
         self.free = free  # per constrained key: hard - used - reserved - admitted - held
         self.held: dict[str, int] = {}  # quota held for reserved_for, a head that waited too long
@@ -112,6 +114,7 @@ class _Cycle:
         self.eta_horizon_s = eta_horizon_s
         self.snapshot = snapshot
         self.policy = policy
+        self.overrides = _overrides(snapshot.policies, policy)
         self.now = snapshot.now
         self.node_fit = snapshot.node_fit and policy.node_fit
         self.strategy = strategy
@@ -130,9 +133,12 @@ class _Cycle:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         self.namespaces = self._namespaces()
         self.pool = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
-        self.cluster_max = self.pool.cluster_max  # the most of each resource one empty node has
+        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
+        for number in self.pool.schedulable:
+            for name, amount in self.pool.capacity[number].items():
+                self.cluster_max[name] = max(self.cluster_max.get(name, 0), amount)
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
-        ordered = self.policy.order(self.snapshot.pending, self.now)
+        ordered = self._order()
         # 3. Admit, recording a reason and a queue position for every job that is not admitted.
         if self.policy.fair_share:
             self._admit_fair(ordered)
@@ -169,12 +175,13 @@ class _Cycle:
         namespaces = {}
         for name in names:
             quota = snapshot.quotas.get(name)
+            policy = self.overrides.get(name, self.policy)
             if quota is None:
-                namespaces[name] = _Namespace(name, None, None, 1)
+                namespaces[name] = _Namespace(name, None, None, 1, policy)
             else:
                 hard = dict(quota.hard)
                 free = {key: limit - quota.used.get(key, 0) for key, limit in hard.items()}
-                namespaces[name] = _Namespace(name, hard, free, quota.weight)
+                namespaces[name] = _Namespace(name, hard, free, quota.weight, policy)
         for job in snapshot.in_flight:
             namespace = namespaces[job.namespace]
             if namespace.in_flight is None:
@@ -184,6 +191,22 @@ class _Cycle:
                     if key in namespace.free:
                         namespace.free[key] -= amount
         return namespaces
+
+    # -- 2. order ------------------------------------------------------------------------
+
+    def _order(self) -> list[PendingJob]:
+        """The global policy's order; a namespace with an override keeps the places the
+        global order gives it (so which namespace admits when is the global policy's
+        decision) and fills them with its own jobs in its own policy's order."""
+        ordered = self.policy.order(self.snapshot.pending, self.now)
+        if not self.overrides:
+            return ordered
+        own: dict[str, list[PendingJob]] = {}
+        for job in self.snapshot.pending:
+            if job.namespace in self.overrides:
+                own.setdefault(job.namespace, []).append(job)
+        queues = {name: iter(self.overrides[name].order(jobs, self.now)) for name, jobs in own.items()}
+        return [next(queues[job.namespace]) if job.namespace in queues else job for job in ordered]
 
     # -- 3. admission --------------------------------------------------------------------
 
@@ -238,7 +261,7 @@ class _Cycle:
             outcome = self._quota_outcome(job, namespace, short)  # before the head's own hold changes free
             self._head_waits(job, namespace, nodes=False)
             return outcome
-        if self.policy.one_at_a_time and (namespace.in_flight is not None or namespace.admitted):
+        if namespace.policy.one_at_a_time and (namespace.in_flight is not None or namespace.admitted):
             if namespace.held_back is None:  # the same for every job of the namespace: built once
                 namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
             return namespace.held_back
@@ -297,7 +320,7 @@ class _Cycle:
         if namespace.head_seen:
             return
         namespace.head_seen = True
-        policy = self.policy
+        policy = namespace.policy
         if policy.strict:
             namespace.blocked_by = job.id
             namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
@@ -312,7 +335,8 @@ class _Cycle:
                 if amount:
                     namespace.free[key] -= amount
                     namespace.held[key] = namespace.held.get(key, 0) + amount
-        if nodes and self.stats["node_reservations"] < policy.max_reservations:
+        # Node reservations hold capacity every namespace shares: the global policy caps them.
+        if nodes and self.stats["node_reservations"] < self.policy.max_reservations:
             if self.pool.reserve(job.id, job.gang):
                 self.stats["node_reservations"] += 1
 
@@ -378,6 +402,17 @@ class _Cycle:
                       for name, ns in self.namespaces.items() if ns.free is not None}
         return forecast(self.snapshot, self.queues, self.admitted_jobs, quota_free, cluster_free,
                         self.eta_horizon_s)
+
+
+def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[str, Policy]:
+    """Snapshot.policies resolved; an override naming the global policy is no override."""
+    resolved = {}
+    for namespace, policy in policies.items():
+        if isinstance(policy, str):
+            policy = default if policy == default.name else get_policy(policy)
+        if policy is not default:
+            resolved[namespace] = policy
+    return resolved
 
 
 def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:

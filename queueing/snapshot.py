@@ -308,7 +308,11 @@ class Snapshot:
     cluster: no schedulable node means nothing fits; a caller that cannot
     see the nodes passes ``node_fit=False`` (quota only).  ``history`` maps
     (namespace, ``eta.shape_key``) to recent run durations in seconds, for
-    jobs that declare none.
+    jobs that declare none.  ``policies`` maps a namespace to the policy (a
+    name or a Policy) that orders its own queue and sets its head-of-line
+    rules (strict, one at a time, quota reservation); the policy given to
+    ``plan`` still decides the order across namespaces, node fit, node
+    reservations and fair share (see ``planner._Cycle._order``).
     """
 
     now: float
@@ -319,6 +323,7 @@ class Snapshot:
     nodes: tuple[Node, ...] = ()
     node_fit: bool = True
     history: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
+    policies: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))
@@ -327,6 +332,7 @@ class Snapshot:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "quotas", _frozen(self.quotas))
         object.__setattr__(self, "history", _frozen(self.history))
+        object.__setattr__(self, "policies", _frozen(self.policies))
         ids = [job.id for job in self.pending]
         if len(set(ids)) != len(ids):
             raise ValueError("pending job ids must be unique")
