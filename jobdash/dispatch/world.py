@@ -4,6 +4,7 @@ Reads only. Pending jobs come from one query; quotas, nodes and pods from the ga
 cache, never from the API server, so building a snapshot costs no round trips.
 """
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -12,9 +13,10 @@ from django.utils import timezone
 
 from jobdash.cluster.gateway import ClusterGateway, PodInfo, TFJobInfo
 from jobdash.jobs.models import Job, Namespace, State
-from queueing import PodSet, Workload
+from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 
+log = logging.getLogger(__name__)
 COUNT_TFJOBS = "count/tfjobs.kubeflow.org"
 HISTORY_SIZE = 20  # finished runs per (namespace, shape) kept for duration estimates
 
@@ -206,9 +208,25 @@ def history(cache: PendingCache | None = None) -> dict[tuple[str, str], tuple[fl
     return {key: tuple(values) for key, values in runs.items()}
 
 
+def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Namespace.policy overrides for Snapshot.policies. The model validates the name on
+    save; a name that is no longer a policy (after an upgrade) falls back to the global
+    policy with a warning rather than stopping every cycle."""
+    policies = {}
+    for name, policy in rows:
+        if not policy:
+            continue
+        if policy in POLICY_NAMES:
+            policies[name] = policy
+        else:
+            log.warning("namespace %s: unknown policy %r, using the global policy", name, policy)
+    return policies
+
+
 def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, node_fit: bool) -> tuple[Snapshot, list[PendingRow]]:
     now = timezone.now().timestamp()
-    managed = dict(Namespace.objects.values_list("name", "weight"))
+    namespaces = list(Namespace.objects.values_list("name", "weight", "policy"))
+    managed = {name: weight for name, weight, _ in namespaces}
     rows = pending_rows(cache, release_mode=release_mode)
     # The cache keeps finished pods and TFJobs until they are deleted: read only the live
     # pods (node usage) and the pods and TFJobs of released jobs, not all of them.
@@ -253,5 +271,6 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
         nodes=_nodes(gateway, live_pods),
         node_fit=node_fit,
         history=recent_runs,
+        policies=namespace_policies((name, policy) for name, _, policy in namespaces),
     )
     return snapshot, rows
