@@ -120,11 +120,25 @@ def redis():
         process.wait(timeout=10)
 
 
+CHROMIUM = "/usr/bin/chromium"
+
+
+def ensure_chromium() -> None:
+    """The browser tests (tests/browser/) drive Debian's Chromium; without root they skip."""
+    if os.path.exists(CHROMIUM):
+        return
+    if not is_root():
+        log(f"{CHROMIUM} missing and not root: the browser tests will be skipped")
+        return
+    apt_install("chromium")
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
         sys.exit("usage: python tests/harness.py -- COMMAND [ARGS...]")
+    ensure_chromium()
     with postgres() as database_url, redis() as broker_url:
         # Persistent connections outlive the test threads that open them and block dropping
         # the test database; tests do not need them.
