@@ -1,14 +1,36 @@
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from jobdash.jobs.api.cluster import LeaderSerializer  # the same leader object as GET /api/v1/cluster/
 from jobdash.jobs.selectors import state_counts
 
 from . import status
 
 
-@extend_schema(responses={200: {"type": "object"}})
+class LastCycleSerializer(serializers.Serializer):
+    started_at = serializers.DateTimeField()
+    duration_ms = serializers.FloatField()
+    policy = serializers.CharField()
+    pending = serializers.IntegerField()
+    admitted = serializers.IntegerField()
+    released = serializers.IntegerField()
+    phases = serializers.DictField(child=serializers.FloatField(), help_text="phase -> milliseconds")
+
+
+class StatusSerializer(serializers.Serializer):
+    """Only documents the response (the view builds it from dispatch.status)."""
+
+    leader = LeaderSerializer()
+    last_cycle = LastCycleSerializer(allow_null=True)
+    tick_seconds = serializers.FloatField()
+    policy = serializers.CharField()
+    jobs = serializers.DictField(child=serializers.IntegerField(), help_text="state -> number of jobs")
+
+
+@extend_schema(responses={200: StatusSerializer})
 @api_view(["GET"])
 def status_view(request):
     """The leader (identity, term, since, alive), the last cycle, and job counts per state."""

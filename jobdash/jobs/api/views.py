@@ -2,13 +2,14 @@
 
 import django_filters
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from .. import selectors, services
 from ..models import JobEvent, Source, State
+from .schema import CONFLICT, SUBMIT
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, NamespaceSerializer
 
@@ -18,6 +19,10 @@ class JobFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(choices=State.choices)
 
 
+JOB_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The job's id.")
+
+
+@extend_schema_view(retrieve=extend_schema(parameters=[JOB_ID]), cancel=extend_schema(parameters=[JOB_ID]))
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     filterset_class = JobFilter
@@ -40,7 +45,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             OpenApiParameter("priority", int, description="with a YAML body"),
             OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
         ],
-        responses={201: JobSerializer},
+        responses={201: JobSerializer, **SUBMIT},
     )
     def create(self, request):
         if isinstance(request.data, bytes):  # raw YAML body
@@ -56,7 +61,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         )
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(request=None, responses={200: JobSerializer})
+    @extend_schema(request=None, responses={200: JobSerializer, **CONFLICT})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = services.job_cancel(job_id=int(pk), user=request.user)
