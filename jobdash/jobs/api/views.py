@@ -2,7 +2,7 @@
 
 import django_filters
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -19,6 +19,23 @@ class JobFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(choices=State.choices)
 
 
+EXAMPLE_MANIFEST = """apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata:
+  name: mnist
+  namespace: team-a
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        spec:
+          containers:
+            - name: tensorflow
+              image: tensorflow/tensorflow:2.15.0
+              resources:
+                requests: {cpu: "1", memory: 2Gi}
+"""
 JOB_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The job's id.")
 
 
@@ -46,6 +63,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
         ],
         responses={201: JobSerializer, **SUBMIT},
+        examples=[OpenApiExample("a two-worker TFJob", value={"manifest": EXAMPLE_MANIFEST, "priority": 5},
+                                 request_only=True, media_type="application/json")],
     )
     def create(self, request):
         if isinstance(request.data, bytes):  # raw YAML body
@@ -79,7 +98,12 @@ class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "cluster_quotas": selectors.cluster_quotas()}
 
-    @extend_schema(responses={200: JobSerializer(many=True)})
+    @extend_schema(
+        responses={200: JobSerializer(many=True)},
+        parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The namespace.",
+                                     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                     examples=[OpenApiExample("a namespace", value="team-a")])],
+    )
     @action(detail=True, methods=["get"])
     def queue(self, request, name=None):
         """Pending jobs of the namespace in admission order: position 1 is released next."""
