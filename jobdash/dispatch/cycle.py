@@ -186,7 +186,7 @@ def write_statuses(rows: list[world.PendingRow], plan) -> int:
         reason = str(status.reason)
         message = status.message
         if eta is None and status.eta_note:
-            message = f"{message} Start time unknown: {status.eta_note}."
+            message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
         if (status.position, reason, message) == (row.position, row.reason, row.message) and same_eta:
             continue
         changed.append((row.job.id, status.position, reason, message, _as_datetime(eta)))

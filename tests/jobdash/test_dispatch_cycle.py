@@ -202,6 +202,7 @@ def test_statuses_are_written_only_when_they_change(user, gateway, term):
     dispatcher.cycle(term)
     big.refresh_from_db()
     assert big.state == State.QUEUED and big.reason == "NeverFitsQuota" and big.position == 1
+    assert big.eta is None and ". Start time unknown: " in big.message, big.message  # two sentences
     assert state(small) == State.RELEASED
     events = big.events.count()
     dispatcher.cycle(term)
