@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backfill import CycleBackfill
 from .eta import forecast
 from .fit import NodeFailure, NodePool, quota_check
 from .policies import DEFAULT_POLICY, Policy, get_policy
@@ -127,16 +128,15 @@ class _Cycle:
         self.admitted_jobs: list[PendingJob] = []
         self.node_outcomes: dict[int, tuple[NodeFailure, tuple[Reason, dict[str, Any]]]] = {}
         self.keep_alive: list[object] = []
-        self.stats = {"jobs": len(snapshot.pending), "node_reservations": 0, "quota_reservations": 0}
+        self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
+        self.stats = {"jobs": len(snapshot.pending), "node_reservations": 0, "quota_reservations": 0,
+                      "backfill_shadows": 0, "backfilled": 0}
 
     def run(self) -> Plan:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         self.namespaces = self._namespaces()
         self.pool = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
-        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
-        for number in self.pool.schedulable:
-            for name, amount in self.pool.capacity[number].items():
-                self.cluster_max[name] = max(self.cluster_max.get(name, 0), amount)
+        self.cluster_max = self.pool.cluster_max  # the most of each resource one empty node has
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
         ordered = self._order()
         # 3. Admit, recording a reason and a queue position for every job that is not admitted.
@@ -239,7 +239,8 @@ class _Cycle:
         if failed is not None:
             return failed
         outcome = self._try(job, namespace)
-        if outcome is not None and outcome[0] in _CAPACITY:
+        if outcome is not None and outcome[0] in _CAPACITY and "shadow_start" not in outcome[1]:
+            # (A backfill refusal depends on the job's own estimate, not only its shape.)
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
             namespace.failed[shape] = outcome
             self.keep_alive.append((job.demand, job.gang))
@@ -261,6 +262,15 @@ class _Cycle:
             outcome = self._quota_outcome(job, namespace, short)  # before the head's own hold changes free
             self._head_waits(job, namespace, nodes=False)
             return outcome
+        shadow = self.backfill.shadows.get(job.namespace) if self.backfill.shadows else None
+        if shadow is not None:  # behind a head's shadow: only if it does not delay the head
+            backfill = shadow.allows(self.now, self.backfill.duration(job, _unknown_duration(namespace.policy)),
+                                     job.demand)
+            if backfill is None:
+                key = next((key for key, amount in shadow.extra.items() if job.demand.get(key, 0) > amount),
+                           next(iter(shadow.extra), ""))
+                return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": shadow.head, "resource": key,
+                                                       "shadow_start": shadow.start}
         if namespace.policy.one_at_a_time and (namespace.in_flight is not None or namespace.admitted):
             if namespace.held_back is None:  # the same for every job of the namespace: built once
                 namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
@@ -288,6 +298,9 @@ class _Cycle:
                 pods.append((job.gang[group_number].role, index, names[node]))
             placement = tuple(sorted(pods))
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
+        if shadow is not None:
+            shadow.take(backfill, job.demand)
+            self.stats["backfilled"] += 1
         if namespace.free is not None:
             free = namespace.free
             for key in free:
@@ -326,6 +339,12 @@ class _Cycle:
             namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
         after = policy.reservation_after_s
         if after is None or self.now - job.submitted_at < after:
+            if not nodes and namespace.free is not None and getattr(policy, "backfill", False):
+                # Short of quota: a shadow reservation that later jobs may backfill around.
+                admitted = [other for other in self.admitted_jobs if other.namespace == job.namespace]
+                if self.backfill.reserve(job, namespace.free, admitted, _unknown_duration(policy)) is not None:
+                    namespace.reserved_for = job.id
+                    self.stats["backfill_shadows"] += 1
             return
         namespace.reserved_for = job.id
         if namespace.free is not None:
@@ -391,9 +410,17 @@ class _Cycle:
         """Play forward from the capacity this plan leaves: its admissions are charged,
         reservations and holds are not (they are not usage)."""
         cluster_free = dict(self.pool.totals)
-        for _, _, requests in self.pool.reservations:
+        # Undo the reservations node by node: a reservation may charge a node below zero
+        # (it holds capacity that running pods still use), and totals count only what is free.
+        undone: dict[int, dict[str, int]] = {}
+        for _, number, requests in self.pool.reservations:
+            node_free = undone.get(number)
+            if node_free is None:
+                node_free = undone[number] = dict(self.pool.free[number])
             for name, amount in requests:
-                cluster_free[name] += amount
+                old = node_free.get(name, 0)
+                node_free[name] = old + amount
+                cluster_free[name] = cluster_free.get(name, 0) + max(old + amount, 0) - max(old, 0)
         if not self.node_fit:  # the pool did not see this cycle's admissions
             for job in self.admitted_jobs:
                 for name, amount in job.totals.items():
@@ -413,6 +440,10 @@ def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[st
         if policy is not default:
             resolved[namespace] = policy
     return resolved
+
+
+def _unknown_duration(policy: Policy) -> float | None:
+    return getattr(policy, "unknown_duration_s", None)
 
 
 def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:

@@ -9,10 +9,13 @@ mechanics (quota, nodes, reasons) once for all of them:
   older).  Quota only.  Like every policy it leaves jobs in backoff alone.
 - ``fifo`` (strict: a head that does not fit blocks its namespace) and
   ``fifo-besteffort`` (skip it): submit order.
-- ``priority`` (default): base priority + aging, ties by submit time; admits
-  every job that fits; a namespace's head that has waited longer than
-  ``reservation_after_s`` reserves what it needs, so a stream of small jobs
-  cannot starve it.
+- ``priority`` (default): base priority + aging, ties by submit time.  A
+  namespace's head (the first job that cannot start) short of quota reserves
+  the earliest time its quota frees up, estimated from the running jobs'
+  expected ends; later jobs start only if they do not delay that time under
+  the estimates (backfill.py).  Once it has waited ``reservation_after_s`` it
+  holds its quota (and nodes) outright, so a stream of small jobs, or an
+  estimate that was too short, cannot starve it.
 - ``fair``: ``priority`` within a namespace; across namespaces the next
   admission goes to the lowest weighted dominant share (DRF), which only
   matters when the cluster, not the quota, is what runs out.
@@ -39,6 +42,8 @@ class Policy(Protocol):
     reservation_after_s: float | None  # a head waiting longer reserves what it needs; None: never
     max_reservations: int  # node reservations per cycle (each holds capacity cluster-wide)
     fair_share: bool  # interleave namespaces by weighted dominant share
+    # Optional (read with getattr, default off): ``backfill`` (bool) and
+    # ``unknown_duration_s`` (float | None), see PriorityPolicy.
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         """Jobs in queue order: each namespace's queue is this order restricted to it."""
@@ -90,6 +95,18 @@ class PriorityPolicy:
     job submitted later needs a higher base priority the longer the older
     one has waited: after (difference in priority / rate) hours, the old job
     is first.  Together with the reservation nothing starves.
+
+    The head's reservation, in two steps.  At once (``backfill``) a head short of
+    quota gets a shadow reservation: the earliest time its quota frees up by the
+    running jobs' expected ends; later jobs start only if they do not delay it
+    under the estimates (backfill.py).  Once it has waited ``reservation_after_s``
+    it holds its quota outright, and if short of nodes the nodes nearest to
+    fitting it: estimates that were too short cannot starve it.  Without the
+    shadow (the old default) small jobs passed a large head for an hour and
+    then nothing passed it, which was worse for both
+    (bench/results/trace_replay.md).  ``unknown_duration_s``: the duration
+    assumed for a waiting job with no estimate (None: it may use only quota
+    the head will not need).
     """
 
     name: str = "priority"
@@ -100,6 +117,8 @@ class PriorityPolicy:
     node_fit: bool = True
     strict: bool = False
     one_at_a_time: bool = False
+    backfill: bool = True
+    unknown_duration_s: float | None = None
 
     def effective_priority(self, job: PendingJob, now: float) -> float:
         return job.priority + self.aging_per_hour * max(now - job.submitted_at, 0.0) / 3600.0
@@ -113,7 +132,8 @@ class PriorityPolicy:
 
 def get_policy(name: str = DEFAULT_POLICY, **options) -> Policy:
     """``seed``, ``fifo`` (strict), ``fifo-besteffort``, ``priority`` (options
-    aging_per_hour, reservation_after_s, max_reservations), ``fair`` (same options)
+    aging_per_hour, reservation_after_s, max_reservations, backfill,
+    unknown_duration_s), ``fair`` (same options)
     or ``shortest`` (see duration_policy.py)."""
     if name == "seed":
         return SeedPolicy(**options)

@@ -158,10 +158,12 @@ class Replay:
         self.cluster.store.hooks.append(self._on_event)
         # What the policy reads from the caller.
         self.oracle = isinstance(self.policy, OracleSjfPolicy)
-        self.uses_estimate = bool(getattr(self.policy, "uses_duration_estimate", False))
+        # Backfill reads every waiting job's estimate and the running jobs' expected ends.
+        self.backfill = bool(getattr(self.policy, "backfill", False))
+        self.uses_estimate = bool(getattr(self.policy, "uses_duration_estimate", False)) or self.backfill
         self.reservation_after = getattr(self.policy, "reservation_after_s", None)
         self.promote_after = getattr(self.policy, "promote_after_s", None)
-        self.needs_running = bool(getattr(self.policy, "fair_share", False))
+        self.needs_running = bool(getattr(self.policy, "fair_share", False)) or self.backfill
 
         self.records: dict[int, JobRecord] = {}
         self.all_records: list[JobRecord] = []
@@ -190,6 +192,11 @@ class Replay:
         self.backoffs: list[tuple[float, int]] = []
         self.promotions: list[tuple[float, int]] = []
         self.head_trigger: float | None = None
+        # Backfill: per namespace, (expected end, job id) of its running jobs.  A running job
+        # passing its expected end changes its namespace's shadow (it is then taken to end
+        # any moment), so it is a time threshold like a head reaching the reservation age.
+        self.expected_ends: dict[str, list[tuple[float, int]]] = {}
+        self.shadow_trigger: float | None = None
         self.next_eta = self.start if config.eta_every_s else INF
         # Duration history: (namespace, shape) -> recent (finish number, run seconds).
         self.history: dict[tuple[str, str], deque] = {}
@@ -309,7 +316,15 @@ class Replay:
         self.last_progress = now
         self._partial(rec, now)
         if self.policy is not None:
-            self.running[rec.job.id] = RunningJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now)
+            expected_end = None
+            if self.backfill:
+                # The estimate when it starts (the dispatcher would store it with the job).
+                estimate = self.estimate(rec.job.vc, rec.job.gpus)
+                if estimate is not None:
+                    expected_end = now + estimate
+                    heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
+            self.running[rec.job.id] = RunningJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now,
+                                                  expected_end=expected_end)
 
     def _tfjob_event(self, event) -> None:
         obj = event.obj
@@ -555,8 +570,9 @@ class Replay:
         """The next instant a head's waiting time reaches the reservation age (planner._head_waits):
         the only way time alone changes a submission-ordered plan."""
         self.head_trigger = None
+        self.shadow_trigger = None
         after = self.reservation_after
-        if after is None:
+        if after is None and not self.backfill:
             return
         heads: dict[str, tuple[int, int]] = {}
         for status in result.pending.values():
@@ -564,6 +580,17 @@ class Replay:
                 best = heads.get(status.namespace)
                 if best is None or status.position < best[0]:
                     heads[status.namespace] = (status.position, status.job_id)
+        if self.backfill:
+            ends = []
+            for namespace in heads:
+                heap = self.expected_ends.get(namespace)
+                while heap and (heap[0][0] <= now or heap[0][1] not in self.running):
+                    heapq.heappop(heap)
+                if heap:
+                    ends.append(heap[0][0])
+            self.shadow_trigger = min(ends) if ends else None
+        if after is None:
+            return
         triggers = [self.pending[job_id].submitted_at + after for _, job_id in heads.values() if job_id in self.pending]
         later = [t for t in triggers if t > now]
         self.head_trigger = min(later) if later else None
@@ -584,8 +611,9 @@ class Replay:
                 heapq.heappop(heap)
             if heap:
                 candidates.append(heap[0][0])
-        if self.head_trigger is not None and self.head_trigger > last:
-            candidates.append(self.head_trigger)
+        for trigger in (self.head_trigger, self.shadow_trigger):
+            if trigger is not None and trigger > last:
+                candidates.append(trigger)
         return min(candidates) if candidates else None
 
     def _next_cycle(self) -> float:
