@@ -7,7 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from .engine import DONE, FAILED, RELEASED, ReplayResult
+from .records import DONE, FAILED, RELEASED, ReplayResult
 
 SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
 CDF_POINTS = 201

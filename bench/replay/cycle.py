@@ -1,0 +1,196 @@
+"""Admission cycles in the replay: the snapshot built incrementally from the watch cache,
+queueing.plan(), the releases, the tracker's start timeouts, and when the next cycle is due.
+
+Cycles follow the dispatcher's loop: a kick on every submission (not for ``seed``: the
+article's leader only polls) and a tick ``tick_s`` after the previous cycle.  A tick whose
+snapshot would be the previous one's (nothing changed in the cluster or the queue, and no
+time threshold passed: a backoff ending, a start timeout, a head reaching the reservation
+age, a promotion, a running job passing its expected end under backfill) would admit
+nothing, so it is skipped; the next cycle lands on the same tick grid it would have in
+the loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+
+from queueing import InFlightJob, NamespaceQuota, Node, Snapshot, plan
+from queueing.reasons import Reason
+from queueing.workload import PodSet, Workload
+
+from .mapping import QUOTA_KEY, workload_of
+from .records import INF, RELEASED, JobRecord
+
+# Waiting for capacity: the first such job of a namespace is its head (planner._head_waits).
+_HEAD_REASONS = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
+_COUNT_TFJOBS = "count/tfjobs.kubeflow.org"
+
+
+class AdmissionCycles:
+    """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
+
+    def _nodes(self) -> tuple[Node, ...]:
+        if self.dirty_nodes:
+            for name in self.dirty_nodes:
+                alloc = {key: amount for key, amount in self.node_alloc[name].items() if amount}
+                self.node_objs[name] = Node(name, self.allocatable, alloc, labels={"kubernetes.io/hostname": name})
+            self.dirty_nodes.clear()
+            self.nodes_tuple = tuple(self.node_objs[name] for name in self.node_names)
+        return self.nodes_tuple
+
+    def _quotas(self) -> dict[str, NamespaceQuota]:
+        for ns in self.dirty_quotas:
+            self.quota_objs[ns] = NamespaceQuota(ns, {QUOTA_KEY: self.hard[ns]}, {QUOTA_KEY: self.quota_used[ns]})
+        self.dirty_quotas.clear()
+        return self.quota_objs
+
+    _outstanding_cache: dict[tuple[int, int], dict[str, int]] = {}
+
+    def _outstanding(self, gpus: int, missing: int) -> dict[str, int]:
+        """world._outstanding: the quota demand of the pods not created yet (the TFJob exists)."""
+        key = (gpus, missing)
+        found = self._outstanding_cache.get(key)
+        if found is None:
+            workload = workload_of(gpus)
+            pod_sets = tuple(PodSet(ps.role, missing, ps.requests, ps.limits) for ps in workload.pod_sets)
+            demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace,
+                              pod_sets).quota_demand()
+            demand.pop(_COUNT_TFJOBS, None)
+            found = self._outstanding_cache[key] = {k: v for k, v in demand.items() if v}
+        return found
+
+    def _in_flight(self, rec: JobRecord) -> InFlightJob:
+        key = (rec.n_pods, frozenset(rec.bound_index))
+        if rec.inflight is None or rec.inflight_key != key:
+            placements = tuple(p for p in rec.placement if p[1] not in rec.bound_index)
+            rec.inflight = InFlightJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), placements=placements,
+                                       outstanding=self._outstanding(rec.job.gpus, rec.gang - rec.n_pods),
+                                       released_at=rec.released_at or 0.0)
+            rec.inflight_key = key
+        return rec.inflight
+
+    def _cycle(self, now: float) -> None:
+        stats = self.stats
+        stats["cycles"] += 1
+        self.changed_at = None
+        self.last_cycle = now
+        with_eta = now >= self.next_eta
+        began = time.perf_counter()
+        snapshot = Snapshot(
+            now=now,
+            pending=tuple(self.pending.values()),
+            in_flight=tuple(self._in_flight(rec) for rec in self.inflight.values()),
+            running=tuple(self.running.values()) if (self.needs_running or with_eta) else (),
+            quotas=self._quotas(),
+            nodes=self._nodes(),
+            node_fit=True,
+            history=self.durations.as_map() if with_eta else {},
+        )
+        planned_at = time.perf_counter()
+        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s if with_eta else 0.0)
+        done_at = time.perf_counter()
+        stats["snapshot_s"] += planned_at - began
+        stats["plan_s"] += done_at - planned_at
+        if with_eta:
+            stats["eta_plan_s"] += done_at - planned_at
+        stats["max_pending"] = max(stats["max_pending"], len(snapshot.pending))
+        stats["queue_len_sum"] += len(snapshot.pending)
+        if with_eta:
+            self._sample_etas(now, result)
+            self.next_eta = (math.floor((now - self.start) / self.config.eta_every_s) + 1) * self.config.eta_every_s + self.start
+        for admission in result.admissions:
+            rec = self.records[admission.job_id]
+            del self.pending[admission.job_id]
+            self._create(rec, now, admission.placement)
+        stats["admitted"] += len(result.admissions)
+        if result.admissions:
+            began = time.perf_counter()
+            self.cluster.settle()
+            stats["cluster_s"] += time.perf_counter() - began
+        self._track(now)
+        self._heads(result, now)
+
+    def _sample_etas(self, now: float, result) -> None:
+        stats = self.stats
+        stats["eta_cycles"] += 1
+        waiting = [status for status in result.pending.values() if not status.reason.never]
+        self.eta_pending_seen += len(waiting)
+        self.eta_with_estimate += sum(1 for status in waiting if status.eta is not None)
+        with_eta = [status for status in waiting if status.eta is not None]
+        step = max(1, len(with_eta) // self.config.eta_sample)
+        for status in with_eta[::step]:
+            self.eta_samples.append((status.job_id, status.eta, now))
+
+    def _track(self, now: float) -> None:
+        """Start timeouts (dispatch/tracker.py), checked once per cycle like the tracker."""
+        timeouts = self.timeouts
+        while timeouts and timeouts[0][0] <= now:
+            _, job_id, attempt = heapq.heappop(timeouts)
+            rec = self.records.get(job_id)
+            if rec is not None and rec.state == RELEASED and rec.attempts == attempt:
+                self._take_back(rec, now)
+
+    def _heads(self, result, now: float) -> None:
+        """The next instant a head's waiting time reaches the reservation age (planner._head_waits):
+        the only way time alone changes a submission-ordered plan."""
+        self.head_trigger = None
+        self.shadow_trigger = None
+        after = self.reservation_after
+        if after is None and not self.backfill:
+            return
+        heads: dict[str, tuple[int, int]] = {}
+        for status in result.pending.values():
+            if status.reason in _HEAD_REASONS:
+                best = heads.get(status.namespace)
+                if best is None or status.position < best[0]:
+                    heads[status.namespace] = (status.position, status.job_id)
+        if self.backfill:
+            ends = []
+            for namespace in heads:
+                heap = self.expected_ends.get(namespace)
+                while heap and (heap[0][0] <= now or heap[0][1] not in self.running):
+                    heapq.heappop(heap)
+                if heap:
+                    ends.append(heap[0][0])
+            self.shadow_trigger = min(ends) if ends else None
+        if after is None:
+            return
+        triggers = [self.pending[job_id].submitted_at + after for _, job_id in heads.values() if job_id in self.pending]
+        later = [t for t in triggers if t > now]
+        self.head_trigger = min(later) if later else None
+
+    def _next_trigger(self) -> float | None:
+        """The earliest time threshold after the last cycle that can change its plan."""
+        last = self.last_cycle
+        candidates = []
+        timeouts = self.timeouts  # stale: the job started (or was taken back) since
+        while timeouts and (timeouts[0][0] <= last or timeouts[0][1] not in self.inflight
+                            or self.inflight[timeouts[0][1]].attempts != timeouts[0][2]):
+            heapq.heappop(timeouts)
+        if timeouts:
+            candidates.append(timeouts[0][0])
+        pending = self.pending
+        for heap in (self.backoffs, self.promotions):  # stale: the job is no longer queued
+            while heap and (heap[0][0] <= last or heap[0][1] not in pending):
+                heapq.heappop(heap)
+            if heap:
+                candidates.append(heap[0][0])
+        for trigger in (self.head_trigger, self.shadow_trigger):
+            if trigger is not None and trigger > last:
+                candidates.append(trigger)
+        return min(candidates) if candidates else None
+
+    def _next_cycle(self) -> float:
+        if not self.pending and not self.inflight:
+            return INF
+        due = self.changed_at
+        trigger = self._next_trigger()
+        if trigger is not None and (due is None or trigger < due):
+            due = trigger
+        if due is None:
+            return INF
+        last = self.last_cycle
+        ticks = max(1, math.ceil((due - last) / self.tick - 1e-9))
+        return last + ticks * self.tick

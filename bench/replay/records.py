@@ -1,0 +1,91 @@
+"""The replay's plain data: its configuration, one record per job, and the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueing import InFlightJob
+from queueing.planner import DEFAULT_ETA_HORIZON_S
+
+from .mapping import per_pod_requests, pods_of
+from .trace import TraceJob
+
+INF = float("inf")
+HOUR = 3600.0
+NO_QUEUE = "none"
+
+# Job states in the replay.
+QUEUED, RELEASED, RUNNING, DONE, FAILED = "queued", "released", "running", "done", "failed"
+
+
+@dataclass
+class ReplayConfig:
+    policy: str
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    tick_s: float | None = None  # None: 10 s for seed (the article), else 2 s (JOBDASH_TICK_SECONDS)
+    kick: bool | None = None  # a cycle at each submission; None: yes, except for seed
+    start_timeout_s: float = 300.0  # JOBDASH_START_TIMEOUT_SECONDS
+    max_attempts: int = 5  # JOBDASH_MAX_ATTEMPTS
+    backoff_s: float = 10.0  # JOBDASH_BACKOFF_SECONDS, doubled per attempt
+    backoff_cap_s: float = 600.0
+    kubelet_delay_s: float = 1.0  # kubesim's default
+    operator_max_backoff_s: float = 30.0  # kubesim's default
+    eta_every_s: float | None = HOUR  # the first cycle of each such period also computes ETAs
+    eta_horizon_s: float = DEFAULT_ETA_HORIZON_S
+    eta_sample: int = 100  # ETAs kept per sampled cycle (spread over the queue)
+    history_size: int = 20  # dispatch.world.HISTORY_SIZE
+    history_window: int = 2000  # world.history() reads the last 2000 finished jobs
+    pin: bool = False  # experiment: Workers restricted to the planned nodes (node affinity)
+    drain_idle_s: float = 6 * HOUR  # no queue: stop once nothing ran or changed this long after the last arrival
+    util_bucket_s: float = HOUR
+
+
+class JobRecord:
+    __slots__ = ("job", "gang", "per_pod_gpus", "gpus", "requests", "state", "attempts", "estimate",
+                 "released_at", "first_released_at", "started_at", "finished_at", "placement", "pods",
+                 "n_pods", "n_alive", "n_bound", "n_running", "bound_index", "inflight", "inflight_key",
+                 "partial_node", "partial_quota", "partial_since", "partial_s", "ever_partial")
+
+    def __init__(self, job: TraceJob):
+        self.job = job
+        self.gang, self.per_pod_gpus = pods_of(job.gpus)
+        self.gpus = self.gang * self.per_pod_gpus
+        self.requests = per_pod_requests(job.gpus)
+        self.state = QUEUED
+        self.attempts = 0
+        self.estimate: float | None = None
+        self.released_at: float | None = None
+        self.first_released_at: float | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.placement: tuple = ()
+        self.pods: dict[str, tuple[bool, str | None, bool, int]] = {}  # name -> (alive, node, running, index)
+        self.n_pods = self.n_alive = self.n_bound = self.n_running = 0
+        self.bound_index: set[int] = set()
+        self.inflight: InFlightJob | None = None
+        self.inflight_key: tuple | None = None
+        self.partial_node = self.partial_quota = 0  # GPUs this job holds while its gang is incomplete
+        self.partial_since: float | None = None
+        self.partial_s = 0.0
+        self.ever_partial = False
+
+
+@dataclass
+class ReplayResult:
+    policy: str
+    config: ReplayConfig
+    start: float
+    window_end: float
+    end: float
+    total_gpus: int
+    jobs: list[JobRecord]
+    util_buckets: list[float]  # busy GPU-seconds per bucket (GPUs of running gangs)
+    held_buckets: list[float]  # GPU-seconds of bound pods per bucket
+    partial_node_gpu_s: float
+    partial_quota_gpu_s: float
+    eta_samples: list[tuple[int, float, float]]  # (job id, predicted start, predicted at)
+    eta_cycles: int
+    eta_pending_seen: int
+    eta_with_estimate: int
+    stats: dict[str, Any]

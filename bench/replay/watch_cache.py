@@ -1,0 +1,178 @@
+"""The cluster as the dispatcher's watch cache sees it, from kubesim's store events.
+
+A hook on the store (an informer without lag) keeps, per job, its pods (alive, bound,
+running), the nodes' allocated resources and the quotas' usage; it moves jobs to
+running when their whole gang runs and to done when the TFJob succeeds, and it keeps
+the time-integrated metrics (busy and held GPUs, GPU-seconds held by partial gangs).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from kubesim.resources import PODS, RESOURCEQUOTAS, TFJOBS
+from kubesim.tfjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+from queueing import RunningJob
+from queueing.quantity import canonical
+
+from .mapping import GPU, QUOTA_KEY, job_id_of, workload_of
+from .records import DONE, RELEASED, RUNNING, JobRecord
+
+
+class WatchCache:
+    """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
+
+    def _on_event(self, rt, event) -> None:
+        if rt is PODS:
+            self._pod_event(event)
+        elif rt is TFJOBS:
+            self._tfjob_event(event)
+        elif rt is RESOURCEQUOTAS:
+            status = event.obj.get("status") or {}
+            used = (status.get("used") or {}).get(QUOTA_KEY)
+            if used is not None:
+                ns = event.obj["metadata"]["namespace"]
+                value = canonical(GPU, used)
+                if self.quota_used.get(ns) != value:
+                    self.quota_used[ns] = value
+                    self.dirty_quotas.add(ns)
+
+    def _changed(self, now: float) -> None:
+        if self.changed_at is None:
+            self.changed_at = now
+
+    def _pod_event(self, event) -> None:
+        obj = event.obj
+        meta = obj["metadata"]
+        labels = meta.get("labels") or {}
+        job_id = job_id_of(labels.get(JOB_NAME_LABEL, ""))
+        rec = self.records.get(job_id) if job_id is not None else None
+        if rec is None:
+            return
+        name = meta["name"]
+        old = rec.pods.get(name)
+        if event.type == "DELETED":
+            new = None
+        else:
+            phase = (obj.get("status") or {}).get("phase")
+            alive = phase not in ("Succeeded", "Failed")
+            node = (obj.get("spec") or {}).get("nodeName") if alive else None
+            new = (alive, node, phase == "Running", int(labels.get(REPLICA_INDEX_LABEL, 0)))
+        if old == new:
+            return
+        now = self.clock.now()
+        self._changed(now)
+        self._integrate(now)
+        if old is not None:
+            rec.n_pods -= 1
+            rec.n_alive -= old[0]
+            rec.n_running -= old[2]
+            if old[1] is not None:
+                rec.n_bound -= 1
+                rec.bound_index.discard(old[3])
+                self._charge(old[1], rec.requests, -1)
+        if new is None:
+            rec.pods.pop(name, None)
+        else:
+            rec.pods[name] = new
+            rec.n_pods += 1
+            rec.n_alive += new[0]
+            rec.n_running += new[2]
+            if new[1] is not None:
+                rec.n_bound += 1
+                rec.bound_index.add(new[3])
+                self._charge(new[1], rec.requests, 1)
+        self._partial(rec, now)
+        if rec.state == RELEASED and rec.n_running >= rec.gang:
+            self._started(rec, now)
+
+    def _charge(self, node: str, requests: dict[str, int], sign: int) -> None:
+        alloc = self.node_alloc[node]
+        for key, amount in requests.items():
+            alloc[key] = alloc.get(key, 0) + sign * amount
+        self.held += sign * requests.get(GPU, 0)
+        self.dirty_nodes.add(node)
+
+    def _partial(self, rec: JobRecord, now: float) -> None:
+        """GPUs a job holds while its gang is incomplete: bound pods hold nodes, created pods
+        hold quota, and the job cannot make progress until every pod is bound."""
+        partial = rec.state in (RELEASED,) and 0 < rec.n_alive and rec.n_bound < rec.gang
+        node = rec.n_bound * rec.per_pod_gpus if partial else 0
+        quota = rec.n_alive * rec.per_pod_gpus if partial else 0
+        self.partial_node += node - rec.partial_node
+        self.partial_quota += quota - rec.partial_quota
+        rec.partial_node, rec.partial_quota = node, quota
+        if partial and rec.partial_since is None:
+            rec.partial_since = now
+        elif not partial and rec.partial_since is not None:
+            if now > rec.partial_since:  # not just the instant between a pod's create and its binding
+                rec.partial_s += now - rec.partial_since
+                rec.ever_partial = True
+            rec.partial_since = None
+
+    def _started(self, rec: JobRecord, now: float) -> None:
+        rec.state = RUNNING
+        rec.started_at = now
+        self.inflight.pop(rec.job.id, None)
+        rec.inflight = None
+        self.busy += rec.gpus
+        self.last_progress = now
+        self._partial(rec, now)
+        if self.policy is not None:
+            expected_end = None
+            if self.backfill:
+                # The estimate when it starts (the dispatcher would store it with the job).
+                estimate = self.estimate(rec.job.vc, rec.job.gpus)
+                if estimate is not None:
+                    expected_end = now + estimate
+                    heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
+            self.running[rec.job.id] = RunningJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now,
+                                                  expected_end=expected_end)
+
+    def _tfjob_event(self, event) -> None:
+        obj = event.obj
+        job_id = job_id_of(obj["metadata"]["name"])
+        rec = self.records.get(job_id) if job_id is not None else None
+        if rec is None:
+            return
+        now = self.clock.now()
+        self._changed(now)
+        if event.type != "MODIFIED" or rec.state != RUNNING:
+            return
+        for condition in (obj.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "Succeeded" and condition.get("status") == "True":
+                self._finished(rec, now)
+                return
+
+    def _finished(self, rec: JobRecord, now: float) -> None:
+        self._integrate(now)
+        rec.state = DONE
+        rec.finished_at = now
+        self.busy -= rec.gpus
+        self.last_progress = now
+        self.running.pop(rec.job.id, None)
+        del self.records[rec.job.id]
+        rec.pods = {}
+        self.durations.record(rec.job.vc, rec.job.gpus, now - rec.started_at)
+
+    # -- metrics over time --------------------------------------------------------------------
+
+    def _integrate(self, now: float) -> None:
+        t = self.metric_t
+        if now <= t:
+            return
+        self.partial_node_gpu_s += self.partial_node * (now - t)
+        self.partial_quota_gpu_s += self.partial_quota * (now - t)
+        size = self.config.util_bucket_s
+        busy, held = self.busy, self.held
+        buckets, held_buckets = self.util_buckets, self.held_buckets
+        while t < now:
+            index = int((t - self.start) // size)
+            while len(buckets) <= index:
+                buckets.append(0.0)
+                held_buckets.append(0.0)
+            upto = min(now, self.start + (index + 1) * size)
+            buckets[index] += busy * (upto - t)
+            held_buckets[index] += held * (upto - t)
+            t = upto
+        self.metric_t = now
