@@ -86,9 +86,14 @@ def targets_table(by_label: dict[str, dict[str, Any]]) -> str:
         ratio = default["max_wait_1gpu_s"] / seed["max_wait_1gpu_s"] if seed["max_wait_1gpu_s"] else float("inf")
         rows.append(f"| {DEFAULT}: longest 1-GPU wait <= 1/2 of seed's | {_h(default['max_wait_1gpu_s'])} vs "
                     f"{_h(seed['max_wait_1gpu_s'])} = {ratio:.2f} x | {'yes' if ratio <= 0.5 else 'no'} |")
-    if default:
-        rows.append(f"| a full replay of one policy in <= 10 min | {DEFAULT}: {default['runtime_s']:.0f} s | "
-                    f"{'yes' if default['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |")
+    if by_label:
+        # Wall time on a machine shared with other work; CPU time says what the replay itself costs.
+        slowest = max(by_label.values(), key=lambda s: s["runtime_s"])
+        cpu = default["stats"].get("cpu_s", 0.0) if default else 0.0
+        shown = f"{DEFAULT}: {default['runtime_s']:.0f} s wall, {cpu:.0f} s CPU; " if default else ""
+        rows.append(f"| a full replay of one policy in <= 10 min | {shown}slowest ({slowest['label']}): "
+                    f"{slowest['runtime_s']:.0f} s wall | "
+                    f"{'yes' if slowest['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |")
     return "\n".join(rows)
 
 
@@ -147,8 +152,9 @@ def eta_table(summaries: list[dict[str, Any]]) -> str:
 
 def cost_table(summaries: list[dict[str, Any]]) -> str:
     rows = ["| policy | replay wall time | cycles | avg queue length at a cycle | max queue | time in plan() | "
-            "building snapshots | kubesim (controllers, API) | start timeouts | gave up | load average at end |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "building snapshots | kubesim (controllers, API) | start timeouts | gave up | CPU time | "
+            "load average at end |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for s in summaries:
         st = s["stats"]
         load = s.get("machine", {}).get("load_avg", [])
@@ -156,7 +162,7 @@ def cost_table(summaries: list[dict[str, Any]]) -> str:
             f"| {s['label']} | {s['runtime_s']:.0f} s | {st.get('cycles', 0):,} | "
             f"{st.get('avg_queue_len_at_cycle', 0):,} | {st.get('max_pending', 0):,} | {st.get('plan_s', 0):.0f} s | "
             f"{st.get('snapshot_s', 0):.0f} s | {st.get('cluster_s', 0):.0f} s | {st.get('timeouts', 0):,} | "
-            f"{st.get('gave_up', 0):,} | {', '.join(f'{x:.1f}' for x in load)} |")
+            f"{st.get('gave_up', 0):,} | {st.get('cpu_s', 0):.0f} s | {', '.join(f'{x:.1f}' for x in load)} |")
     return "\n".join(rows)
 
 
@@ -176,7 +182,8 @@ def plots(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_xscale("log")
     ax.set_xlabel("queueing delay (s, submission to whole gang running; log scale)")
     ax.set_ylabel("fraction of started jobs")
-    ax.set_title("Philly 2017-10/11, 68,503 jobs: queueing delay CDF per policy")
+    jobs = summaries[0]["jobs"] if summaries else 0
+    ax.set_title(f"Philly 2017-10/11, {jobs:,} jobs: queueing delay CDF per policy")
     for seconds, text in ((60, "1 min"), (3600, "1 h"), (86400, "1 d")):
         ax.axvline(seconds, color="grey", linewidth=0.5)
         ax.text(seconds, 0.02, f" {text}", color="grey", fontsize=8)
