@@ -1,0 +1,54 @@
+"""The example notebook, cell by cell, against a live server, dispatcher and kubesim: what
+it shows users must keep working."""
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+
+from jobdash.dispatch import transitions
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.loop import DispatcherLoop
+from jobdash.jobs.models import Job, Namespace
+from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import cluster_config, settings, start_gateway
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def code_cells(path: Path) -> list[str]:
+    notebook = json.loads(path.read_text())
+    assert notebook["nbformat"] == 4
+    return ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+
+
+def test_the_example_notebook_runs_a_job_to_the_end(live_server, monkeypatch):
+    user = User.objects.create_user("nb")
+    Namespace.objects.create(name="team-a").members.add(user)
+    monkeypatch.setenv("JOBDASH_URL", live_server.url)
+    monkeypatch.setenv("JOBDASH_TOKEN", Token.objects.create(user=user).key)
+    monkeypatch.chdir(EXAMPLES)  # the notebook opens its example by relative path
+    with running_kubesim(cluster_config(), manual_clock=False) as sim:
+        gateway = start_gateway(sim)
+        transitions.take_term(1, "test")
+        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
+        loop.start()
+        printed, scope = io.StringIO(), {}
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                for source in code_cells(EXAMPLES / "notebook.ipynb"):
+                    exec(compile(source, "notebook.ipynb", "exec"), scope)
+        finally:
+            loop.stop()
+            gateway.stop()
+    job = Job.objects.get(name="mnist-from-notebook")
+    assert (job.state, job.priority, job.submitted_by) == ("Succeeded", 5, user)
+    output = printed.getvalue()
+    assert "team-a/mnist-from-notebook Queued" in output and "finished: Succeeded" in output
+    assert "400 [\"metadata.name: must be" in output, output  # the mistake names its field
+    assert Job.objects.count() == 1  # the broken manifest wrote nothing
