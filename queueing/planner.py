@@ -337,14 +337,22 @@ class _Cycle:
         if policy.strict:
             namespace.blocked_by = job.id
             namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
-        after = policy.reservation_after_s
-        if after is None or self.now - job.submitted_at < after:
-            if not nodes and namespace.free is not None and getattr(policy, "backfill", False):
+        waited = self.now - job.submitted_at
+        hold = False  # past hold_after_s: the shadow gives way to an outright hold
+        if not nodes and namespace.free is not None and getattr(policy, "backfill", False):
+            hold_after = getattr(policy, "hold_after_s", None)
+            if hold_after is None or waited < hold_after:
                 # Short of quota: a shadow reservation that later jobs may backfill around.
                 admitted = [other for other in self.admitted_jobs if other.namespace == job.namespace]
                 if self.backfill.reserve(job, namespace.free, admitted, _unknown_duration(policy)) is not None:
                     namespace.reserved_for = job.id
                     self.stats["backfill_shadows"] += 1
+                    return
+                # No expected end makes room for it: the rule for every head, below.
+            else:
+                hold = True
+        after = policy.reservation_after_s
+        if not hold and (after is None or waited < after):
             return
         namespace.reserved_for = job.id
         if namespace.free is not None:

@@ -13,9 +13,10 @@ mechanics (quota, nodes, reasons) once for all of them:
   namespace's head (the first job that cannot start) short of quota reserves
   the earliest time its quota frees up, estimated from the running jobs'
   expected ends; later jobs start only if they do not delay that time under
-  the estimates (backfill.py).  Once it has waited ``reservation_after_s`` it
-  holds its quota (and nodes) outright, so a stream of small jobs, or an
-  estimate that was too short, cannot starve it.
+  the estimates (backfill.py).  Once it has waited ``hold_after_s`` it holds
+  its quota outright, so an estimate that was too short cannot starve it; a
+  head no estimate can place, or short of nodes, does so after
+  ``reservation_after_s`` (and holds nodes).
 - ``fair``: ``priority`` within a namespace; across namespaces the next
   admission goes to the lowest weighted dominant share (DRF), which only
   matters when the cluster, not the quota, is what runs out.
@@ -42,8 +43,8 @@ class Policy(Protocol):
     reservation_after_s: float | None  # a head waiting longer reserves what it needs; None: never
     max_reservations: int  # node reservations per cycle (each holds capacity cluster-wide)
     fair_share: bool  # interleave namespaces by weighted dominant share
-    # Optional (read with getattr, default off): ``backfill`` (bool) and
-    # ``unknown_duration_s`` (float | None), see PriorityPolicy.
+    # Optional (read with getattr, default off): ``backfill`` (bool), ``hold_after_s``
+    # and ``unknown_duration_s`` (float | None), see PriorityPolicy.
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         """Jobs in queue order: each namespace's queue is this order restricted to it."""
@@ -96,17 +97,19 @@ class PriorityPolicy:
     one has waited: after (difference in priority / rate) hours, the old job
     is first.  Together with the reservation nothing starves.
 
-    The head's reservation, in two steps.  At once (``backfill``) a head short of
-    quota gets a shadow reservation: the earliest time its quota frees up by the
-    running jobs' expected ends; later jobs start only if they do not delay it
-    under the estimates (backfill.py).  Once it has waited ``reservation_after_s``
-    it holds its quota outright, and if short of nodes the nodes nearest to
-    fitting it: estimates that were too short cannot starve it.  Without the
-    shadow (the old default) small jobs passed a large head for an hour and
-    then nothing passed it, which was worse for both
-    (bench/results/trace_replay.md).  ``unknown_duration_s``: the duration
-    assumed for a waiting job with no estimate (None: it may use only quota
-    the head will not need).
+    The head's reservation.  At once (``backfill``) a head short of quota gets a
+    shadow reservation: the earliest time its quota frees up by the running
+    jobs' expected ends; later jobs start only if they do not delay it under
+    the estimates (backfill.py).  Once it has waited ``hold_after_s`` it holds
+    its quota outright: estimates that were too short cannot starve it.  A
+    head that no expected end makes room for, or that is short of nodes,
+    holds its quota (and the nodes nearest to fitting it) after
+    ``reservation_after_s``, as every head did before backfill.  On the Philly
+    replay an hour's outright hold was the default's main cost: it idled a
+    namespace's quota while hour-long jobs drained from it, and 1-GPU jobs
+    waited up to ten hours behind it (bench/results/trace_replay.md).
+    ``unknown_duration_s``: the duration assumed for a waiting job with no
+    estimate (None: it may use only quota the head will not need).
     """
 
     name: str = "priority"
@@ -118,7 +121,12 @@ class PriorityPolicy:
     strict: bool = False
     one_at_a_time: bool = False
     backfill: bool = True
+    hold_after_s: float | None = 12 * 3600.0
     unknown_duration_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.hold_after_s is not None and self.hold_after_s < 0:
+            raise ValueError("hold_after_s must be >= 0 or None")
 
     def effective_priority(self, job: PendingJob, now: float) -> float:
         return job.priority + self.aging_per_hour * max(now - job.submitted_at, 0.0) / 3600.0
@@ -133,7 +141,7 @@ class PriorityPolicy:
 def get_policy(name: str = DEFAULT_POLICY, **options) -> Policy:
     """``seed``, ``fifo`` (strict), ``fifo-besteffort``, ``priority`` (options
     aging_per_hour, reservation_after_s, max_reservations, backfill,
-    unknown_duration_s), ``fair`` (same options)
+    hold_after_s, unknown_duration_s), ``fair`` (same options)
     or ``shortest`` (see duration_policy.py)."""
     if name == "seed":
         return SeedPolicy(**options)

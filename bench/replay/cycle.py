@@ -133,12 +133,13 @@ class AdmissionCycles:
                 self._take_back(rec, now)
 
     def _heads(self, result, now: float) -> None:
-        """The next instant a head's waiting time reaches the reservation age (planner._head_waits):
-        the only way time alone changes a submission-ordered plan."""
+        """The next instant a head's waiting time reaches the reservation age or the hold age
+        (planner._head_waits), or a running job in its namespace passes its expected end
+        (its shadow changes): the only ways time alone changes a submission-ordered plan."""
         self.head_trigger = None
         self.shadow_trigger = None
-        after = self.reservation_after
-        if after is None and not self.backfill:
+        ages = [age for age in (self.reservation_after, self.hold_after) if age is not None]
+        if not ages and not self.backfill:
             return
         heads: dict[str, tuple[int, int]] = {}
         for status in result.pending.values():
@@ -155,9 +156,8 @@ class AdmissionCycles:
                 if heap:
                     ends.append(heap[0][0])
             self.shadow_trigger = min(ends) if ends else None
-        if after is None:
-            return
-        triggers = [self.pending[job_id].submitted_at + after for _, job_id in heads.values() if job_id in self.pending]
+        triggers = [self.pending[job_id].submitted_at + age for _, job_id in heads.values() if job_id in self.pending
+                    for age in ages]
         later = [t for t in triggers if t > now]
         self.head_trigger = min(later) if later else None
 

@@ -76,6 +76,7 @@ class Replay(WatchCache, AdmissionCycles):
         self.backfill = bool(getattr(self.policy, "backfill", False))
         self.uses_estimate = bool(getattr(self.policy, "uses_duration_estimate", False)) or self.backfill
         self.reservation_after = getattr(self.policy, "reservation_after_s", None)
+        self.hold_after = getattr(self.policy, "hold_after_s", None) if self.backfill else None
         self.promote_after = getattr(self.policy, "promote_after_s", None)
         self.needs_running = bool(getattr(self.policy, "fair_share", False)) or self.backfill
 

@@ -97,11 +97,24 @@ def test_a_job_with_no_estimate_may_use_only_quota_the_head_will_not_need():
     assert bigger.admitted == () and bigger.pending[2].reason is Reason.RESERVED_FOR_OLDER_JOB
 
 
-def test_after_the_reservation_age_the_head_holds_its_quota_outright():
-    old_head = pending(1, 8, 3600, waited=7200)
-    result = plan(snapshot([old_head, pending(2, 2, 500)], [running(9, 6, NOW + 1000)]))
+def test_after_the_hold_age_the_head_holds_its_quota_outright():
+    jobs = [pending(1, 8, 3600, waited=13 * 3600), pending(2, 2, 500)]
+    result = plan(snapshot(jobs, [running(9, 6, NOW + 1000)]))
     assert result.admitted == ()  # job 2 would end in time, but estimates no longer count
     assert result.pending[2].reason is Reason.RESERVED_FOR_OLDER_JOB
+    younger = plan(snapshot([pending(1, 8, 3600, waited=7200), pending(2, 2, 500)], [running(9, 6, NOW + 1000)]))
+    assert younger.admitted == (2,)  # two hours: still the shadow, which job 2 does not delay
+
+
+def test_a_head_no_expected_end_makes_room_for_is_held_after_the_reservation_age():
+    """Quota used by jobs the snapshot does not show: no shadow, the hour's rule as before."""
+    head, small = pending(1, 8, 3600, waited=7200), pending(2, 2, 500)
+    world = Snapshot(NOW, (head, small), node_fit=False,
+                     quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})})
+    assert plan(world).admitted == ()
+    fresh = Snapshot(NOW, (pending(1, 8, 3600, waited=600), small), node_fit=False,
+                     quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})})
+    assert plan(fresh).admitted == (2,)
 
 
 # -- properties --------------------------------------------------------------------------------
@@ -192,11 +205,12 @@ LONGEST = 1800.0  # the longest true duration in the stream
 @SETTINGS
 @given(st.integers(0, 2**32 - 1), st.sampled_from([0.1, 0.5, 2.0, 10.0]))
 def test_a_large_head_never_starves_behind_small_jobs_whatever_the_estimates(seed, error):
-    """The head holds its quota outright from the reservation age, so it starts at the
-    latest once the jobs running then have ended: reservation age + the longest true
-    duration (+ one cycle), however wrong the estimates that let jobs backfill."""
-    policy = get_policy("priority")
-    bound = policy.reservation_after_s + LONGEST + 60
+    """The head holds its quota outright from the hold age (an hour here, to keep the
+    test short), so it starts at the latest once the jobs running then have ended: hold
+    age + the longest true duration (+ one cycle), however wrong the estimates that let
+    jobs backfill."""
+    policy = get_policy("priority", hold_after_s=3600.0)
+    bound = policy.hold_after_s + LONGEST + 60
     waited = stream(policy, seed, error, bound + 600)
     assert waited is not None and waited <= bound
 
@@ -207,5 +221,5 @@ def test_the_same_stream_without_a_reservation_starves_the_head_and_the_shadow_s
     drained from its quota after the hour; the shadow stops jobs that would delay it at once."""
     assert stream(get_policy("priority", backfill=False, reservation_after_s=None), 7, 2.0, 4 * 3600) is None
     held_only = stream(get_policy("priority", backfill=False), 7, 2.0, 4 * 3600)
-    shadowed = stream(get_policy("priority"), 7, 2.0, 4 * 3600)
+    shadowed = stream(get_policy("priority", hold_after_s=3600.0), 7, 2.0, 4 * 3600)
     assert held_only >= 3600 and shadowed < 3600
