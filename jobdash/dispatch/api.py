@@ -4,19 +4,14 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-from jobdash.jobs.api.cluster import LeaderSerializer  # the same leader object as GET /api/v1/cluster/
+# the same leader and cycle objects as GET /api/v1/cluster/
+from jobdash.jobs.api.cluster import CycleSerializer, LeaderSerializer
 from jobdash.jobs.selectors import state_counts
 
 from . import status
 
 
-class LastCycleSerializer(serializers.Serializer):
-    started_at = serializers.DateTimeField()
-    duration_ms = serializers.FloatField()
-    policy = serializers.CharField()
-    pending = serializers.IntegerField()
-    admitted = serializers.IntegerField()
-    released = serializers.IntegerField()
+class LastCycleSerializer(CycleSerializer):
     phases = serializers.DictField(child=serializers.FloatField(), help_text="phase -> milliseconds")
 
 

@@ -46,5 +46,6 @@ def last_cycle() -> dict | None:
         return None
     return {
         "started_at": cycle.started_at, "duration_ms": cycle.duration_ms, "policy": cycle.policy,
-        "pending": cycle.pending, "admitted": cycle.admitted, "released": cycle.released, "phases": cycle.phases,
+        "pending": cycle.pending, "admitted": cycle.admitted, "released": cycle.released, "term": cycle.term,
+        "phases": cycle.phases,
     }

@@ -3,7 +3,11 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from jobdash.dispatch import transitions
 from jobdash.jobs.models import Namespace
+from kubesim.testing import running_kubesim
+
+from .dispatch_support import cluster_config, start_gateway
 
 
 @pytest.fixture
@@ -64,3 +68,32 @@ def with_name(text: str, name: str) -> str:
             lines[i] = f"  name: {name}\n"
             return "".join(lines)
     raise AssertionError("example has no metadata.name line")
+
+
+# The dispatcher tests' world: a member of both namespaces, kubesim on a manual clock, a
+# started gateway and the leader's term.
+@pytest.fixture
+def user(db):
+    user = User.objects.create_user("ana")
+    for name in ("team-a", "team-b"):
+        Namespace.objects.get_or_create(name=name)[0].members.add(user)
+    return user
+
+
+@pytest.fixture
+def sim():
+    with running_kubesim(cluster_config(), manual_clock=True) as sim:
+        yield sim
+
+
+@pytest.fixture
+def gateway(sim):
+    gateway = start_gateway(sim)
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture
+def term(db):
+    transitions.take_term(1, "test")
+    return 1

@@ -1,6 +1,5 @@
 """The gateway against a real kubesim over HTTP, through the official client: no mocks."""
 
-import time
 
 import pytest
 from kubernetes.client.exceptions import ApiException

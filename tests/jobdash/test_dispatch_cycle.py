@@ -1,44 +1,15 @@
 """The admission cycle end to end: PostgreSQL, the real gateway, kubesim over HTTP."""
 
 import pytest
-from django.contrib.auth.models import User
 
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
-from jobdash.jobs.models import Cycle, Job, Namespace, State
-from kubesim.testing import running_kubesim
+from jobdash.jobs.models import Cycle, Job, State
 
-from .dispatch_support import cluster_config, eventually, manifest, settings, start_gateway
+from .dispatch_support import eventually, manifest, settings
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def user(db):
-    user = User.objects.create_user("ana")
-    for name in ("team-a", "team-b"):
-        Namespace.objects.get_or_create(name=name)[0].members.add(user)
-    return user
-
-
-@pytest.fixture
-def sim():
-    with running_kubesim(cluster_config(), manual_clock=True) as sim:
-        yield sim
-
-
-@pytest.fixture
-def gateway(sim):
-    gateway = start_gateway(sim)
-    yield gateway
-    gateway.stop()
-
-
-@pytest.fixture
-def term(db):
-    transitions.take_term(1, "test")
-    return 1
 
 
 def submit(user, name, **kwargs) -> Job:

@@ -1,7 +1,6 @@
 """PostgreSQL advisory-lock election against the real server the harness starts."""
 
 import os
-import time
 import uuid
 
 import psycopg

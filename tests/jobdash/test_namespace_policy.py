@@ -1,7 +1,6 @@
 """Namespace.policy reaches the planner through the dispatcher's snapshot."""
 
 import pytest
-from django.contrib.auth.models import User
 
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
@@ -21,14 +20,6 @@ def gateway():
         gateway = start_gateway(sim)
         yield gateway
         gateway.stop()
-
-
-@pytest.fixture
-def user(db):
-    user = User.objects.create_user("ana")
-    for name in ("team-a", "team-b"):
-        Namespace.objects.get_or_create(name=name)[0].members.add(user)
-    return user
 
 
 def submit_two(user, namespace):

@@ -9,9 +9,8 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.exceptions import Conflict, NotMember
 from jobdash.jobs.models import Job, Namespace, State
-from kubesim.testing import running_kubesim
 
-from .dispatch_support import cluster_config, eventually, manifest, settings, start_gateway
+from .dispatch_support import eventually, manifest, settings
 
 pytestmark = pytest.mark.django_db
 
@@ -88,19 +87,6 @@ def test_a_released_job_is_only_marked_and_a_second_request_is_a_conflict(user, 
     assert events(job)[-1] == ("RequeueRequested", "op")
     with pytest.raises(Conflict, match="already"):
         services.job_requeue(job_id=job.pk, user=operator)
-
-
-@pytest.fixture
-def sim():
-    with running_kubesim(cluster_config(), manual_clock=True) as sim:
-        yield sim
-
-
-@pytest.fixture
-def gateway(sim):
-    gateway = start_gateway(sim)
-    yield gateway
-    gateway.stop()
 
 
 def test_the_dispatcher_takes_the_tfjob_back_and_requeues_a_running_job(user, operator, sim, gateway):
