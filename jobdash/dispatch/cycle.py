@@ -161,7 +161,7 @@ class Dispatcher:
         result.tracked = self.track()
         lap("track")
         # quotas with reservations, nodes and our pods' phases, for the web pages
-        publish.publish(snapshot, publish.pod_phases(self.gateway.pods(), self.gateway.tfjobs_by_key()))
+        publish.publish(snapshot, publish.active_pod_phases(self.gateway, self.cache.active_keys))
         lap("publish")
         Cycle.objects.create(
             started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,

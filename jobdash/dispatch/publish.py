@@ -46,6 +46,16 @@ def pod_phases(pods: Iterable[PodInfo], tfjobs: Mapping[tuple[str, str], TFJobIn
     return counts
 
 
+def active_pod_phases(gateway, keys: Iterable[tuple[str, str]]) -> dict[str, dict]:
+    """pod_phases() of the given TFJobs only (the active jobs'): the watch cache keeps the
+    pods and TFJobs of finished jobs until they are deleted, and a cycle must not cost more
+    with every job that ever ran."""
+    keys = set(keys)
+    pods = [pod for group in gateway.pods_of_jobs(keys).values() for pod in group]
+    tfjobs = {key: info for key in keys if (info := gateway.tfjob(*key)) is not None}
+    return pod_phases(pods, tfjobs)
+
+
 def publish(snapshot: Snapshot, pods: dict | None = None) -> None:
     quotas, nodes = cluster_summary(snapshot)
     ClusterState.objects.update_or_create(

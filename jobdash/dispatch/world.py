@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from jobdash.cluster.gateway import ClusterGateway, PodInfo, TFJobInfo
+from jobdash.cluster.gateway import ClusterGateway, PodInfo
 from jobdash.jobs.models import Job, Namespace, State
 from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
@@ -46,6 +46,7 @@ class PendingCache:
         # and its duration-history shape once it has finished.
         self.workloads: dict[int, Workload] = {}
         self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
+        self.active_keys: set[tuple[str, str]] = set()  # (namespace, name) of Released/Running jobs
 
     @staticmethod
     def _version(row: dict, drop_count: bool) -> tuple:
@@ -231,15 +232,15 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
     # The cache keeps finished pods and TFJobs until they are deleted: read only the live
     # pods (node usage) and the pods and TFJobs of released jobs, not all of them.
     live_pods = gateway.live_pods()
-    tfjobs: dict[tuple[str, str], TFJobInfo] = gateway.tfjobs_by_key()
 
     in_flight, running = [], []
     active = list(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
         "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
     ))
-    by_job = gateway.pods_of_jobs(
-        {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
-    )
+    cache.active_keys = {(row["namespace__name"], row["name"]) for row in active}
+    released = {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
+    by_job = gateway.pods_of_jobs(released)
+    tfjobs = {key for key in released if gateway.tfjob(*key) is not None}
     recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
     workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
     workloads.update(_workloads((row["id"] for row in active), workloads))

@@ -5,7 +5,7 @@ import pytest
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
-from jobdash.jobs.models import Cycle, Job, State
+from jobdash.jobs.models import ClusterState, Cycle, Job, State
 
 from .dispatch_support import eventually, manifest, settings
 
@@ -46,7 +46,11 @@ def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
     assert tfjob["metadata"]["labels"]["jobdash.io/job-id"] == str(job.pk)
 
     run_until(dispatcher, sim, gateway, job, State.RUNNING)
+    dispatcher.cycle(term)  # publishes the pods of the now running job
+    assert ClusterState.objects.get().pods["team-a/mnist"] == {"job": job.pk, "replicas": {"worker": {"Running": 2}}}
     run_until(dispatcher, sim, gateway, job, State.SUCCEEDED)
+    dispatcher.cycle(term)
+    assert "team-a/mnist" not in ClusterState.objects.get().pods  # only active jobs' pods are published
     job.refresh_from_db()
     assert job.started_at and job.finished_at and job.finished_at >= job.started_at
     assert list(job.events.values_list("type", flat=True)) == ["Submitted", "Released", "Running", "Succeeded"]

@@ -230,7 +230,11 @@ def test_job_page_shows_pod_phases_per_replica(browser, alice, example_text):
     assert "<td>PS</td>" in table
     # the TFJob of that name belongs to another (earlier) job: not shown as this job's pods
     publish(pods={"team-a/pods": {"job": job.pk + 1, "replicas": replicas}})
-    assert 'id="pods-table"' not in browser.get(f"/jobs/{job.pk}/").content.decode()
+    page = browser.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="pods-table"' not in page and "pods are created when the job is released" in page
+    # a finished job's pods are no longer published: the page says so
+    Job.objects.filter(pk=job.pk).update(state=State.SUCCEEDED)
+    assert "Pods are followed while the job is active" in browser.get(f"/jobs/{job.pk}/").content.decode()
 
 
 def test_submit_check_reports_paths_with_lines(browser):
