@@ -43,6 +43,8 @@ class DispatchSettings:
     max_attempts: int
     backoff_s: float
     concurrency: int
+    # Position/ETA-only changes are written at most this often; reasons and new jobs at once.
+    status_interval_s: float = 0.0
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -54,6 +56,7 @@ class DispatchSettings:
             max_attempts=settings.JOBDASH_MAX_ATTEMPTS,
             backoff_s=settings.JOBDASH_BACKOFF_SECONDS,
             concurrency=settings.JOBDASH_RELEASE_CONCURRENCY,
+            status_interval_s=settings.JOBDASH_STATUS_INTERVAL_SECONDS,
         )
 
 
@@ -106,6 +109,7 @@ class Dispatcher:
         self.policy = queueing.get_policy(self.config.policy)
         self.cache = world.PendingCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
+        self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
 
     @property
     def tracker_settings(self) -> tracker.TrackerSettings:
@@ -155,7 +159,10 @@ class Dispatcher:
         )
         lap("release")
         # 4. statuses
-        write_statuses(rows, plan)
+        everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s
+        write_statuses(rows, plan, shifts=everything)
+        if everything:
+            self._all_statuses_at = time.monotonic()
         lap("statuses")
         # 5. record
         result.tracked = self.track()
@@ -173,9 +180,14 @@ class Dispatcher:
         return result
 
 
-def write_statuses(rows: list[world.PendingRow], plan) -> int:
+def write_statuses(rows: list[world.PendingRow], plan, *, shifts: bool = True) -> int:
     """Position, reason, message and ETA of every job still waiting; only changed rows are
-    written, and a changed reason leaves an event on the job's timeline."""
+    written, and a changed reason leaves an event on the job's timeline.
+
+    `shifts=False` skips rows whose only change is their position, message or ETA (a
+    queue of thousands moves up as its heads are admitted, and rewriting every row each
+    cycle costs more than the rest of the cycle); a changed reason and a job without a
+    position yet are always written."""
     changed, events = [], []
     for row in rows:
         status = plan.pending.get(row.job.id)
@@ -188,6 +200,8 @@ def write_statuses(rows: list[world.PendingRow], plan) -> int:
         if eta is None and status.eta_note:
             message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
         if (status.position, reason, message) == (row.position, row.reason, row.message) and same_eta:
+            continue
+        if not shifts and reason == row.reason and row.position is not None:
             continue
         changed.append((row.job.id, status.position, reason, message, _as_datetime(eta)))
         if reason != row.reason:

@@ -211,3 +211,23 @@ def test_the_cluster_summary_carries_reservations_of_in_flight_jobs(user, sim, g
     assert state.quotas["team-a"]["hard"] == {"requests.cpu": 6000}
     assert state.quotas["team-a"]["reserved"]["requests.cpu"] + state.quotas["team-a"]["used"].get("requests.cpu", 0) == 3000
     assert len(state.nodes) == 2 and state.nodes[0]["allocatable"]["cpu"] == 16000
+
+
+def test_queue_shifts_are_written_at_most_every_status_interval(user, gateway, term):
+    """Reasons and new jobs' positions at once; the rest of the queue moving up, only
+    once the interval has passed (rewriting thousands of rows each cycle is too dear)."""
+    def positions():
+        return dict(Job.objects.filter(state=State.QUEUED).values_list("name", "position"))
+
+    submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
+    for name in ("first", "second"):
+        submit(user, name, cpu="4")
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=3600))
+    dispatcher.cycle(term)
+    assert positions() == {"first": 1, "second": 2}
+    services.job_submit(user=user, manifest=manifest("urgent", cpu="4"), source="api", priority=10)
+    dispatcher.cycle(term)
+    assert positions() == {"urgent": 1, "first": 1, "second": 2}  # the new job at once, shifts later
+    dispatcher._all_statuses_at = float("-inf")  # the interval has passed
+    dispatcher.cycle(term)
+    assert positions() == {"urgent": 1, "first": 2, "second": 3}
