@@ -11,6 +11,7 @@ from .records import DONE, FAILED, RELEASED, ReplayResult
 
 SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
 CDF_POINTS = 201
+TAIL_POINTS, TAIL_MAX_S = 61, 864_000.0
 
 
 def size_class(gpus: int) -> str:
@@ -26,6 +27,20 @@ def percentile(sorted_values: list[float], q: float) -> float:
         return 0.0
     rank = max(1, math.ceil(q / 100 * len(sorted_values)))
     return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def queue_tail(sorted_waits: list[float]) -> list[list[float]]:
+    """[threshold s, fraction of started jobs that waited longer], thresholds log-spaced from
+    1 s to 10 days: the differences between policies live in the few percent that wait."""
+    from bisect import bisect_right
+
+    count = len(sorted_waits)
+    points = []
+    for step in range(TAIL_POINTS):
+        threshold = 10 ** (step * math.log10(TAIL_MAX_S) / (TAIL_POINTS - 1))
+        above = count - bisect_right(sorted_waits, threshold)
+        points.append([round(threshold, 1), round(above / count, 6) if count else 0.0])
+    return points
 
 
 def _mean(values: list[float]) -> float:
@@ -105,6 +120,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "per_vc": per_vc,
         "per_size": per_size,
         "queue_cdf_s": [round(v, 1) for v in cdf],
+        "queue_tail": queue_tail(waits),
         "util_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0
                             for b in result.util_buckets],
         "held_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0

@@ -173,12 +173,30 @@ def plots(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     written = []
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    with_tail = [s for s in summaries if s.get("queue_tail")]
+    fig, axes = plt.subplots(1, 2 if with_tail else 1, figsize=(14 if with_tail else 9, 5.5), squeeze=False)
+    ax = axes[0][0]
     for s in summaries:
         cdf = s["queue_cdf_s"]
         ys = [i / (len(cdf) - 1) for i in range(len(cdf))]
         ax.step([max(x, 1.0) for x in cdf], ys, where="post", label=s["label"],
                 linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-")
+    if with_tail:
+        # Most jobs start at once under most policies: the tail is where they differ.
+        tail = axes[0][1]
+        for s in with_tail:
+            points = [(x, y) for x, y in s["queue_tail"] if y > 0]
+            tail.step([x for x, _ in points], [y for _, y in points], where="post", label=s["label"],
+                      linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-")
+        tail.set_xscale("log")
+        tail.set_yscale("log")
+        tail.set_xlabel("queueing delay x (s, log scale)")
+        tail.set_ylabel("fraction of started jobs waiting longer than x (log scale)")
+        tail.set_title("the tail: who waits, and how long")
+        for seconds, text in ((60, "1 min"), (3600, "1 h"), (86400, "1 d")):
+            tail.axvline(seconds, color="grey", linewidth=0.5)
+        tail.grid(alpha=0.3, which="both")
+        tail.legend(loc="lower left", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("queueing delay (s, submission to whole gang running; log scale)")
     ax.set_ylabel("fraction of started jobs")
