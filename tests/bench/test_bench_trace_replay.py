@@ -153,6 +153,11 @@ def test_summary_and_json_line():
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert json.loads(json.dumps(line)) == line
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 100) == 4 and percentile([], 99) == 0
+    # The tail the report plots: waits 1, 1, 101, 122, 1, 39 s -> three above 1 s, two above 39 s, none above 1 h.
+    tail = dict((threshold, fraction) for threshold, fraction in summarize(result)["queue_tail"])
+    assert tail[1.0] == 0.5 and min(fraction for threshold, fraction in tail.items() if threshold >= 3600) == 0.0
+    between = [fraction for threshold, fraction in tail.items() if 39 <= threshold < 101]
+    assert between and all(fraction == pytest.approx(2 / 6, abs=1e-6) for fraction in between)
 
 
 def test_cli_replays_a_trace_file_and_writes_the_report(tmp_path, capsys):
