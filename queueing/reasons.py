@@ -67,6 +67,9 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             return f"waiting: {namespace} released a job this cycle and starts one at a time"
         return f"waiting: job {d['in_flight']} in {namespace} is still starting (one at a time)"
     if reason is Reason.RESERVED_FOR_OLDER_JOB:
+        if "shadow_start" in d:  # backfill.py: the head's start is known by estimates
+            return (f"would fit, but would still hold {d['resource']} when job {d['reserved_for']}, ahead in "
+                    f"{namespace}'s queue, is expected to start (t={d['shadow_start']:.0f})")
         return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
     if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
         return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"

@@ -78,6 +78,8 @@ def test_short_jobs_backfill_behind_a_large_head_and_long_ones_wait_for_it():
     status = result.pending[2]
     assert status.reason is Reason.RESERVED_FOR_OLDER_JOB and status.detail["reserved_for"] == 1
     assert status.detail["shadow_start"] == NOW + 1000
+    assert status.message == ("would fit, but would still hold requests.nvidia.com/gpu when job 1, ahead in "
+                              "team-a's queue, is expected to start (t=1001000)")
     assert result.pending[1].reason is Reason.QUOTA_EXCEEDED and result.stats["backfilled"] == 1
 
 
