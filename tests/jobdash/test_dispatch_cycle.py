@@ -110,13 +110,16 @@ def test_a_permanent_refusal_fails_the_job_with_the_cluster_message(user, sim, g
 def test_start_timeout_takes_back_requeues_then_gives_up(user, sim, gateway, term):
     job = submit(user, "stuck", workers=2, cpu="1")
     dispatcher = Dispatcher(gateway, settings(start_timeout_s=0.0, max_attempts=2))
-    dispatcher.cycle(term)  # released, and the tracker at once finds it not running: taken back
+    dispatcher.cycle(term)  # released, and the tracker finds it not running: taken back
+    # (if the watch cache had not seen the new TFJob yet, the next tracker pass does it)
+    eventually(lambda: (dispatcher.track(), state(job))[1] == State.QUEUED, message="not taken back")
     job.refresh_from_db()
     assert job.state == State.QUEUED and job.attempts == 1 and job.reason == "BackingOff"
     assert "taken back" in job.message
     eventually(lambda: sim.cluster.tfjob("team-a", "stuck") is None, message="TFJob not deleted")
     eventually(lambda: gateway.tfjob("team-a", "stuck") is None)
     dispatcher.cycle(term)  # second attempt, second timeout: the limit
+    eventually(lambda: (dispatcher.track(), state(job))[1] == State.FAILED, message="never gave up")
     job.refresh_from_db()
     assert job.state == State.FAILED and "gave up" in job.message
     assert list(job.events.values_list("type", flat=True)).count("Released") == 2
