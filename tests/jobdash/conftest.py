@@ -4,6 +4,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from jobdash.dispatch import transitions
+from jobdash.jobs import services
 from jobdash.jobs.models import Namespace
 from kubesim.testing import running_kubesim
 
@@ -97,3 +98,18 @@ def gateway(sim):
 def term(db):
     transitions.take_term(1, "test")
     return 1
+
+
+# The console's world: a logged-in operator and three queued jobs of alice's (a-0, a-1, a-2).
+@pytest.fixture
+def admin_client(client, staff, team_a, team_b):
+    client.force_login(staff)
+    return client
+
+
+@pytest.fixture
+def jobs(alice, example_text):
+    return [
+        services.job_submit(user=alice, manifest=with_name(example_text("mnist-cpu"), f"a-{i}"), source="api")
+        for i in range(3)
+    ]

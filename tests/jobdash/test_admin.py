@@ -1,25 +1,9 @@
 import pytest
 
-from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 
-from .conftest import with_name
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client, staff, team_a, team_b):
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
-def jobs(alice, example_text):
-    return [
-        services.job_submit(user=alice, manifest=with_name(example_text("mnist-cpu"), f"a-{i}"), source="api")
-        for i in range(3)
-    ]
 
 
 def test_admin_lists_and_filters_jobs(admin_client, jobs):

@@ -5,26 +5,10 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from jobdash.dispatch import transitions
-from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 
-from .conftest import with_name
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client, staff, team_a, team_b):
-    client.force_login(staff)
-    return client
-
-
-@pytest.fixture
-def jobs(alice, example_text):
-    return [
-        services.job_submit(user=alice, manifest=with_name(example_text("mnist-cpu"), f"c-{i}"), source="api")
-        for i in range(3)
-    ]
 
 
 def act(client, action, jobs, **extra):
@@ -64,8 +48,8 @@ def test_set_priority_with_garbage_names_the_field_and_changes_nothing(admin_cli
 def test_job_list_shows_position_and_reason_and_filters_by_source(admin_client, jobs):
     Job.objects.filter(pk=jobs[0].pk).update(position=1, reason="QuotaExceeded")
     page = admin_client.get("/admin/jobs/job/?source__exact=api").content
-    assert b"QuotaExceeded" in page and b"c-0" in page
-    assert b"c-0" not in admin_client.get("/admin/jobs/job/?source__exact=webhook").content
+    assert b"QuotaExceeded" in page and b"a-0" in page
+    assert b"a-0" not in admin_client.get("/admin/jobs/job/?source__exact=webhook").content
 
 
 def namespace_form(namespace: Namespace, **changes) -> dict:

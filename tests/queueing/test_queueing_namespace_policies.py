@@ -5,7 +5,7 @@ head-of-line rules (strict, one at a time, quota reservation); the global policy
 deciding the order across namespaces, node fit, node reservations and fair share.
 """
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 
 from hypothesis import given
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from queueing import POLICY_NAMES, NamespaceQuota, Node, PendingJob, PodSet, Reason, Workload, get_policy, plan
 
-from .test_queueing_planner_properties import NAMESPACES, NOW, SETTINGS, reserved, snapshots
+from .test_queueing_planner_properties import NAMESPACES, NOW, SETTINGS, assert_within_quota, snapshots
 
 overrides = st.dictionaries(st.sampled_from(NAMESPACES), st.sampled_from(POLICY_NAMES), max_size=len(NAMESPACES))
 
@@ -48,15 +48,8 @@ def test_each_namespace_queue_is_in_its_own_policy_order(snapshot, policy, polic
 def test_overrides_never_break_quota_and_every_waiting_job_has_a_position(snapshot, policy, policies):
     snapshot = with_policies(snapshot, policies)
     result = plan(snapshot, policy)
+    assert_within_quota(snapshot, result)
     jobs = {job.id: job for job in snapshot.pending}
-    for namespace, quota in snapshot.quotas.items():
-        admitted = Counter()
-        for admission in result.admissions:
-            if admission.namespace == namespace:
-                admitted.update(jobs[admission.job_id].workload.quota_demand())
-        for key, hard in quota.hard.items():
-            if admitted[key]:
-                assert quota.used.get(key, 0) + reserved(snapshot, namespace)[key] + admitted[key] <= hard, key
     assert set(result.pending) | set(result.admitted) == set(jobs)
     positions = defaultdict(list)
     for status in result.pending.values():

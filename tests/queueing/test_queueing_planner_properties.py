@@ -123,6 +123,19 @@ def reserved(snapshot, namespace):
     return total
 
 
+def assert_within_quota(snapshot, result):
+    """No namespace's admissions, with its usage and in-flight reservations, exceed any hard limit."""
+    jobs = {job.id: job for job in snapshot.pending}
+    for namespace, quota in snapshot.quotas.items():
+        admitted = Counter()
+        for admission in result.admissions:
+            if admission.namespace == namespace:
+                admitted.update(jobs[admission.job_id].workload.quota_demand())
+        for key, hard in quota.hard.items():
+            if admitted[key]:
+                assert quota.used.get(key, 0) + reserved(snapshot, namespace)[key] + admitted[key] <= hard, key
+
+
 def fits_some_node(snapshot, pod_set, capacity):
     """Whether one pod of ``pod_set`` fits ``capacity(node)`` on some eligible node."""
     for node in snapshot.nodes:
@@ -141,16 +154,7 @@ def fits_some_node(snapshot, pod_set, capacity):
 @SETTINGS
 @given(snapshots(), st.sampled_from(POLICY_NAMES))
 def test_admissions_never_push_a_namespace_over_any_hard_quota(snapshot, policy):
-    result = plan(snapshot, policy)
-    jobs = {job.id: job for job in snapshot.pending}
-    for namespace, quota in snapshot.quotas.items():
-        admitted = Counter()
-        for admission in result.admissions:
-            if admission.namespace == namespace:
-                admitted.update(jobs[admission.job_id].workload.quota_demand())
-        for key, hard in quota.hard.items():
-            if admitted[key]:
-                assert quota.used.get(key, 0) + reserved(snapshot, namespace)[key] + admitted[key] <= hard, key
+    assert_within_quota(snapshot, plan(snapshot, policy))
 
 
 @SETTINGS
