@@ -132,6 +132,11 @@ class JobAdmin(admin.ModelAdmin):
         if priority == "":
             self.message_user(request, "Enter a priority next to the action first.", messages.ERROR)
             return
+        try:  # once, not once per selected job
+            priority = services.validate_priority(priority)
+        except JobdashError as error:
+            self.message_user(request, error.message, messages.ERROR)
+            return
         self._each(
             request,
             queryset,

@@ -15,7 +15,7 @@ from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from .models import ACTIVE_STATES, FINISHED_STATES, ClusterState, Job, Namespace, State
-from .selectors import cluster_quotas
+from .selectors import QUEUE_ORDER, cluster_quotas
 
 PAGE_SIZE = 25
 # Columns a table row needs; everything else (manifest, parsed, placement) stays in the database.
@@ -49,9 +49,7 @@ def queue_page(namespace: Namespace, filters: Filters, page: str | None) -> Page
     """Queued jobs in admission order: the last cycle's positions, then new jobs by age."""
     if filters.state not in ("", State.QUEUED):
         return None
-    jobs = _rows(namespace, filters).filter(state=State.QUEUED).order_by(
-        F("position").asc(nulls_last=True), "submitted_at", "id"
-    )
+    jobs = _rows(namespace, filters).filter(state=State.QUEUED).order_by(*QUEUE_ORDER)
     return Paginator(jobs, PAGE_SIZE).get_page(page)
 
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from queueing import format_quantity
 
-from .presenters import quota_amounts
+from .presenters import quota_amounts, quota_quantity
 
 # queueing.reasons.Reason -> what a person reads first; the row's message has the numbers.
 REASON_WORDS = {
@@ -53,10 +53,6 @@ def until(moment: datetime | None, now: datetime) -> str:
     return "any moment" if seconds < 5 else f"in {duration(seconds)}"
 
 
-def _resource_of(key: str) -> str:
-    return key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
-
-
 def quota_bars(quota: dict | None) -> list[dict]:
     """One bar per resource the quota constrains: used and reserved as shares of hard.
 
@@ -78,17 +74,13 @@ def quota_bars(quota: dict | None) -> list[dict]:
             "hard": shown["hard"].get(key, "0"),
             "used": shown["used"].get(key, "0"),
             "reserved": shown["reserved"].get(key, "0"),
-            "free": format_quantity(_resource_of(key), max(free, 0)) if _resource_of(key) in ("cpu", "memory") else str(max(free, 0)),
+            "free": quota_quantity(key, max(free, 0)),
             "used_pct": round(used_pct, 1),
             "reserved_pct": round(reserved_pct, 1),
             "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
             "full": free <= 0,
         })
     return bars
-
-
-def quantity(resource: str, value: int) -> str:
-    return format_quantity(resource, value) if resource in ("cpu", "memory") else str(value)
 
 
 POD_PHASES = ("Pending", "Running", "Terminating", "Succeeded", "Failed", "Unknown")
@@ -123,16 +115,16 @@ def cluster_page(overview: dict) -> dict:
     for node in overview["nodes"]:
         res = node["resources"]
         cells = {
-            name: {"used": quantity(name, r["allocated"]), "total": quantity(name, r["allocatable"]),
-                   "free": quantity(name, r["free"]), "pct": _share(r["allocated"], r["allocatable"])}
+            name: {"used": format_quantity(name, r["allocated"]), "total": format_quantity(name, r["allocatable"]),
+                   "free": format_quantity(name, r["free"]), "pct": _share(r["allocated"], r["allocatable"])}
             for name, r in res.items()
         }
         gpu = res["gpu"]
         slots = ["used"] * min(gpu["allocated"], gpu["allocatable"]) + ["free"] * gpu["free"]
         nodes.append({**node, **cells, "gpu_slots": slots})
     totals = {
-        name: {"used": quantity(name, t["allocated"]), "total": quantity(name, t["allocatable"]),
-               "free": quantity(name, t["free"])}
+        name: {"used": format_quantity(name, t["allocated"]), "total": format_quantity(name, t["allocatable"]),
+               "free": format_quantity(name, t["free"])}
         for name, t in overview["totals"].items()
     }
     return {**overview, "nodes": nodes, "totals": totals}

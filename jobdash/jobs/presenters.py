@@ -27,13 +27,15 @@ def pod_set_rows(workload: dict) -> list[dict]:
     ]
 
 
-def _quota_resource(key: str) -> str:
-    return key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+def quota_quantity(key: str, amount: int) -> str:
+    """An amount of a ResourceQuota key as a quantity: ("requests.cpu", 20000) -> "20"."""
+    resource = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
+    return format_quantity(resource, amount)
 
 
 def quota_amounts(amounts: dict) -> dict:
     """ResourceQuota-keyed integers as quantities: {"requests.cpu": 20000} -> {"requests.cpu": "20"}."""
-    return {key: format_quantity(_quota_resource(key), amount) for key, amount in sorted(amounts.items())}
+    return {key: quota_quantity(key, amount) for key, amount in sorted(amounts.items())}
 
 
 def quota_summary(quota: dict | None) -> dict | None:

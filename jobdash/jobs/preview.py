@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from . import selectors, services
-from .display import quantity
+from .presenters import quota_quantity
 from .exceptions import InvalidInput
 from .presenters import demand_summary
 
@@ -92,9 +92,8 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
     for key in sorted(hard):
         needed = demand.get(key, 0)
         free = hard[key] - used.get(key, 0) - reserved.get(key, 0)
-        resource = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
-        preview.fit.append({"key": key, "needed": quantity(resource, needed), "free": quantity(resource, max(free, 0)),
-                            "hard": quantity(resource, hard[key]), "ok": needed <= free, "never": needed > hard[key]})
+        preview.fit.append({"key": key, "needed": quota_quantity(key, needed), "free": quota_quantity(key, max(free, 0)),
+                            "hard": quota_quantity(key, hard[key]), "ok": needed <= free, "never": needed > hard[key]})
     preview.fits = all(row["ok"] for row in preview.fit)
     preview.queued_ahead = visible.jobs.filter(state="Queued").count()
     return preview

@@ -6,6 +6,10 @@ from .exceptions import NotFound
 from .models import ClusterState, Job, JobEvent, Namespace, State
 
 
+# Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
+QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
+
+
 def sees_all_namespaces(user) -> bool:
     return user.is_active and (user.is_staff or user.is_superuser)
 
@@ -56,7 +60,7 @@ def queue_of(user, namespace: str) -> QuerySet[Job]:
     return (
         Job.objects.filter(namespace=ns, state=State.QUEUED)
         .select_related("namespace")
-        .order_by(F("position").asc(nulls_last=True), "submitted_at", "id")
+        .order_by(*QUEUE_ORDER)
     )
 
 

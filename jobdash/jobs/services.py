@@ -142,7 +142,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
         message=note,
         eta=None,
     )
-    job.refresh_from_db()
+    job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not cancelled:
         raise Conflict(f"job {job.pk} is already {job.state}")
     transaction.on_commit(_queue_changed)
@@ -163,7 +163,7 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
             raise Conflict(f"job {job.pk} is already {job.state}")
         _record(job, "PriorityChanged", f"priority {old} -> {priority}", actor)
         transaction.on_commit(_queue_changed)
-    job.refresh_from_db()
+    job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     return job
 
 
@@ -207,7 +207,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
             )
         except IntegrityError:  # the one-active-job-per-name index: a newer job took the name
             raise Conflict(f"an active job named {job.name!r} already exists in namespace {job.namespace.name!r}") from None
-    job.refresh_from_db()
+    job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not marked:
         if job.requeue_requested_at is not None and job.is_active:
             raise Conflict(f"job {job.pk} already has a requeue requested")

@@ -14,7 +14,7 @@ from . import charts, dashboard, display, examples, preview, selectors, services
 from .display import cluster_page
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import CancelForm, PriorityForm, SubmitForm
-from .models import Source
+from .models import Job, Source
 from .presenters import demand_summary, pod_set_rows
 
 # How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
@@ -92,16 +92,15 @@ def job_detail(request, job_id: int):
     if request.htmx:
         return render(request, "jobs/_job_live.html", context)
     context.update({
-        "demand": demand_summary(job.workload),
+        "demand": job.demand,
         "pod_sets": pod_set_rows(job.workload),
         "manifest_lines": job.manifest.splitlines(),
     })
     return render(request, "jobs/job_detail.html", context)
 
 
-def _staff_action(request, job_id: int, action) -> HttpResponse:
+def _staff_action(request, job: Job, action) -> HttpResponse:
     """Run a staff-only service on a job and come back to the job page with its outcome."""
-    job = _visible_job(request.user, job_id)
     try:
         message = action(job)
         messages.success(request, message)
@@ -125,7 +124,7 @@ def job_priority(request, job_id: int):
         services.job_set_priority(job_id=job.pk, user=request.user, priority=form.cleaned_data["priority"])
         return f"Priority of {job.name} set to {form.cleaned_data['priority']}."
 
-    return _staff_action(request, job_id, change)
+    return _staff_action(request, _visible_job(request.user, job_id), change)
 
 
 @login_required
@@ -142,7 +141,7 @@ def job_requeue(request, job_id: int):
         services.job_requeue(job_id=job.pk, user=request.user, reason=form.cleaned_data["reason"])
         return f"Job {job.name} goes back to the queue."
 
-    return _staff_action(request, job_id, requeue)
+    return _staff_action(request, job, requeue)
 
 
 @login_required
