@@ -87,6 +87,21 @@ spec:
 """
 
 
+def _stop(started, *, grace_s: float) -> None:
+    """Terminate a started process (kill it after `grace_s`), then its profiler and log."""
+    if started.process.poll() is None:
+        started.process.terminate()
+        try:
+            started.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            started.process.kill()
+            started.process.wait(5)
+    profiler = getattr(started, "profiler", None)  # unset when the process failed to start
+    if profiler:
+        profiler.stop()
+    started._log.close()
+
+
 class Kubesim:
     """`python -m kubesim serve` in its own process."""
 
@@ -117,16 +132,7 @@ class Kubesim:
         return self._get("/kubesim/state")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.profiler:
-            self.profiler.stop()
-        self._log.close()
+        _stop(self, grace_s=15)
 
 
 def cluster_config(namespaces: dict[str, dict], *, nodes: int, node_cpu: int, start_delay_s: float,
@@ -173,16 +179,7 @@ class Dispatcher:
         self.profiler = Profiler(self.process.pid, profile) if profile else None
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: the command stops its loop and gateway
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.profiler:
-            self.profiler.stop()
-        self._log.close()
+        _stop(self, grace_s=20)  # SIGTERM: the command stops its loop and gateway
 
 
 class Profiler:

@@ -46,7 +46,6 @@ class Shadow:
     head: int
     start: float
     extra: dict[str, int] = field(default_factory=dict)
-    backfilled: int = 0
 
     def allows(self, now: float, duration: float | None, demand: Mapping[str, int]) -> str | None:
         """How a job that fits the free quota now may start without delaying the head:
@@ -60,7 +59,6 @@ class Shadow:
 
     def take(self, how: str, demand: Mapping[str, int]) -> None:
         """The job was admitted: one admitted into ``extra`` uses it up."""
-        self.backfilled += 1
         if how == EXTRA:
             for key in self.extra:
                 self.extra[key] -= demand.get(key, 0)

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 from .eta import duration_of
+from .policies import by_submission
 from .snapshot import PendingJob
 
 
@@ -61,8 +61,7 @@ class ShortestFirstPolicy:
         return duration * (gpus or totals.get("pods", 1) or 1)
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        ordered = sorted(jobs, key=attrgetter("id"))
-        ordered.sort(key=attrgetter("submitted_at"))
+        ordered = by_submission(jobs)
         after = self.promote_after_s
         promoted = [job for job in ordered if now - job.submitted_at >= after]
         rest = [job for job in ordered if now - job.submitted_at < after]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import re
 import statistics
-from collections.abc import Callable, Iterable, Mapping, MutableSequence
+from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from operator import add, le, sub
 from typing import Any, NamedTuple
 

@@ -71,7 +71,7 @@ class _Namespace:
         self.held: dict[str, int] = {}  # quota held for reserved_for, a head that waited too long
         self.reserved_for: int | None = None
         self.in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
-        self.admitted = 0
+        self.admitted: list[PendingJob] = []  # admitted this cycle, in order
         self.head_seen = False  # the first job that could not start has been met
         self.blocked_by: int | None = None  # strict order: the head that blocks the rest
         self.held_back: tuple[Reason, dict[str, Any]] | None = None  # the outcome of a policy hold
@@ -305,7 +305,7 @@ class _Cycle:
             free = namespace.free
             for key in free:
                 free[key] -= job.demand.get(key, 0)
-        namespace.admitted += 1
+        namespace.admitted.append(job)
         self.admissions.append(Admission(job.id, job.namespace, placement))
         self.admitted_jobs.append(job)
         return None
@@ -343,8 +343,7 @@ class _Cycle:
             hold_after = getattr(policy, "hold_after_s", None)
             if hold_after is None or waited < hold_after:
                 # Short of quota: a shadow reservation that later jobs may backfill around.
-                admitted = [other for other in self.admitted_jobs if other.namespace == job.namespace]
-                if self.backfill.reserve(job, namespace.free, admitted, _unknown_duration(policy)) is not None:
+                if self.backfill.reserve(job, namespace.free, namespace.admitted, _unknown_duration(policy)) is not None:
                     namespace.reserved_for = job.id
                     self.stats["backfill_shadows"] += 1
                     return

@@ -51,7 +51,7 @@ class Policy(Protocol):
         ...
 
 
-def _by_submission(jobs: Sequence[PendingJob]) -> list[PendingJob]:
+def by_submission(jobs: Sequence[PendingJob]) -> list[PendingJob]:
     # Stable passes on single keys are faster than one sort on tuples, and give the same order.
     ordered = sorted(jobs, key=attrgetter("id"))
     ordered.sort(key=attrgetter("submitted_at"))
@@ -69,7 +69,7 @@ class SeedPolicy:
     fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        ordered = _by_submission(jobs)
+        ordered = by_submission(jobs)
         ordered.sort(key=attrgetter("cpu"), reverse=True)  # stable even when reversed
         return ordered
 
@@ -85,7 +85,7 @@ class FifoPolicy:
     fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        return _by_submission(jobs)
+        return by_submission(jobs)
 
 
 @dataclass(frozen=True)
@@ -128,12 +128,9 @@ class PriorityPolicy:
         if self.hold_after_s is not None and self.hold_after_s < 0:
             raise ValueError("hold_after_s must be >= 0 or None")
 
-    def effective_priority(self, job: PendingJob, now: float) -> float:
-        return job.priority + self.aging_per_hour * max(now - job.submitted_at, 0.0) / 3600.0
-
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        ordered = _by_submission(jobs)
-        rate = self.aging_per_hour / 3600.0  # effective_priority, inlined: it runs once per queued job
+        ordered = by_submission(jobs)
+        rate = self.aging_per_hour / 3600.0  # priority + rate x seconds waited
         ordered.sort(key=lambda job: job.priority + rate * max(now - job.submitted_at, 0.0), reverse=True)
         return ordered
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from queueing import Workload, workload_from_manifest
 
-from .trace import TraceJob
 
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
@@ -108,7 +107,3 @@ def cluster_config(vc_nodes: dict[str, int], start_time: float, *, start_delay_s
     }
 
 
-def gpus_of_job(job: TraceJob) -> int:
-    """GPUs the job actually holds (12 -> 16, 24 -> 24: whole Workers of min(g, 8))."""
-    workers, per_pod = pods_of(job.gpus)
-    return workers * per_pod

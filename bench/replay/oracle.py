@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
+from queueing.policies import by_submission
 from queueing.snapshot import PendingJob
 
 
@@ -27,7 +27,6 @@ class OracleSjfPolicy:
     fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        ordered = sorted(jobs, key=attrgetter("id"))
-        ordered.sort(key=attrgetter("submitted_at"))
+        ordered = by_submission(jobs)
         ordered.sort(key=lambda job: job.expected_duration if job.expected_duration is not None else float("inf"))
         return ordered
