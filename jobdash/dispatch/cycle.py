@@ -32,6 +32,7 @@ from . import tracker, world
 log = logging.getLogger(__name__)
 CYCLE_LOCK_KEY = 0x6A6F6264  # "jobd": one cycle at a time across workers
 KEEP_CYCLES = 2000
+PRUNE_EVERY = 100  # cycles between two prunings of the Cycle table
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class Dispatcher:
         self.policy = queueing.get_policy(self.config.policy)
         self.cache = world.PendingCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
+        self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
 
     @property
@@ -168,13 +170,16 @@ class Dispatcher:
         result.tracked = self.track()
         lap("track")
         # quotas with reservations, nodes and our pods' phases, for the web pages
-        publish.publish(snapshot, publish.active_pod_phases(self.gateway, self.cache.active_keys))
+        publish.publish(snapshot, publish.active_pod_phases(self.gateway, self.cache.active_pods))
         lap("publish")
         Cycle.objects.create(
             started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,
             pending=result.pending, admitted=result.admitted, released=result.released.get("created", 0),
             phases=result.phases,
         )
+        self._cycles += 1
+        if self._cycles % PRUNE_EVERY == 0:
+            prune_cycles()
         if result.admitted:
             log.info("cycle: %d pending, %d admitted, %s; %s", result.pending, result.admitted, result.released, result.phases)
         return result
@@ -213,8 +218,9 @@ def write_statuses(rows: list[world.PendingRow], plan, *, shifts: bool = True) -
     return len(changed)
 
 
-def prune_cycles(keep: int = KEEP_CYCLES) -> int:
-    """Cycles are telemetry, not history: keep the most recent ones."""
+def prune_cycles(keep: int | None = None) -> int:
+    """Cycles are telemetry, not history: keep the most recent ones (KEEP_CYCLES)."""
+    keep = KEEP_CYCLES if keep is None else keep
     boundary = Cycle.objects.order_by("-started_at").values_list("started_at", flat=True)[keep : keep + 1]
     boundary = list(boundary)
     if not boundary:

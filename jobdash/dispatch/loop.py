@@ -30,7 +30,6 @@ class DispatcherLoop:
             retry_every=1.0,
         )
         self.thread = threading.Thread(target=self._run, name="dispatcher", daemon=True)
-        self.cycles = 0
 
     def _on_elected(self, leadership) -> None:
         self._term = leadership.term
@@ -72,7 +71,6 @@ class DispatcherLoop:
                     log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
                     reconciled_term = term
                 self.dispatcher.cycle(term)
-                self.cycles += 1
             except transitions.StaleTerm as error:
                 log.warning("stepping down: %s", error)
                 self._on_lost()

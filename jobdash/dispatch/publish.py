@@ -46,13 +46,12 @@ def pod_phases(pods: Iterable[PodInfo], tfjobs: Mapping[tuple[str, str], TFJobIn
     return counts
 
 
-def active_pod_phases(gateway, keys: Iterable[tuple[str, str]]) -> dict[str, dict]:
-    """pod_phases() of the given TFJobs only (the active jobs'): the watch cache keeps the
-    pods and TFJobs of finished jobs until they are deleted, and a cycle must not cost more
-    with every job that ever ran."""
-    keys = set(keys)
-    pods = [pod for group in gateway.pods_of_jobs(keys).values() for pod in group]
-    tfjobs = {key: info for key in keys if (info := gateway.tfjob(*key)) is not None}
+def active_pod_phases(gateway, pods_by_job: Mapping[tuple[str, str], list[PodInfo]]) -> dict[str, dict]:
+    """pod_phases() of the active jobs' TFJobs only (the snapshot's `pods_by_job`): the
+    watch cache keeps the pods and TFJobs of finished jobs until they are deleted, and a
+    cycle must not cost more with every job that ever ran."""
+    pods = [pod for group in pods_by_job.values() for pod in group]
+    tfjobs = {key: info for key in pods_by_job if (info := gateway.tfjob(*key)) is not None}
     return pod_phases(pods, tfjobs)
 
 

@@ -106,22 +106,16 @@ def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime) -> bo
     )
 
 
-def running(job_id: int, note: str) -> bool:
-    return transition(
-        job_id, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running", note=note,
-        actor=DISPATCHER, started_at=timezone.now(),
-    )
-
-
 def running_many(moves: Iterable[tuple[int, str]]) -> list[int]:
-    """`running` for many (job id, note) at once."""
+    """Released -> Running for many (job id, note) at once."""
     return move_many(moves, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running",
                      started_at=timezone.now())
 
 
 def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
-    """`finish` for many (job id, state, note, started) at once: one batch per kind of
-    change (a failure's note is also its row's message)."""
+    """Released/Running -> Succeeded/Failed for many (job id, state, note, started) at
+    once: one batch per kind of change (a failure's note is also its row's message;
+    `started`: it was never seen Running, so it started when it finished)."""
     now = timezone.now()
     groups: dict[tuple[str, bool, str], list[tuple[int, str]]] = {}
     for job_id, state, note, started in finishes:
@@ -134,17 +128,6 @@ def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
                 fields["started_at"] = now
             moved += move_many(moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, **fields)
     return moved
-
-
-def finish(job_id: int, state: str, note: str, *, started: bool) -> bool:
-    now = timezone.now()
-    fields = {"finished_at": now, "reason": "", "message": note if state == State.FAILED else ""}
-    if started:
-        fields["started_at"] = now
-    return transition(
-        job_id, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, note=note,
-        actor=DISPATCHER, **fields,
-    )
 
 
 def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING)) -> bool:

@@ -47,6 +47,7 @@ class PendingCache:
         self.workloads: dict[int, Workload] = {}
         self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
         self.active_keys: set[tuple[str, str]] = set()  # (namespace, name) of Released/Running jobs
+        self.active_pods: dict[tuple[str, str], list[PodInfo]] = {}  # their pods, as the snapshot saw them
 
     @staticmethod
     def _version(row: dict, drop_count: bool) -> tuple:
@@ -239,7 +240,8 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
     ))
     cache.active_keys = {(row["namespace__name"], row["name"]) for row in active}
     released = {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
-    by_job = gateway.pods_of_jobs(released)
+    by_job = gateway.pods_of_jobs(cache.active_keys)  # the released jobs' for the snapshot, all for publish
+    cache.active_pods = by_job
     tfjobs = {key for key in released if gateway.tfjob(*key) is not None}
     recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
     workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}

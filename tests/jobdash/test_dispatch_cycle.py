@@ -234,3 +234,17 @@ def test_queue_shifts_are_written_at_most_every_status_interval(user, gateway, t
     dispatcher._all_statuses_at = float("-inf")  # the interval has passed
     dispatcher.cycle(term)
     assert positions() == {"urgent": 1, "first": 2, "second": 3}
+
+
+def test_the_cycle_table_keeps_only_the_latest_cycles(user, gateway, term, monkeypatch):
+    from jobdash.dispatch import cycle as cycle_module
+
+    monkeypatch.setattr(cycle_module, "KEEP_CYCLES", 3)
+    monkeypatch.setattr(cycle_module, "PRUNE_EVERY", 2)
+    dispatcher = Dispatcher(gateway, settings())
+    for _ in range(5):
+        dispatcher.cycle(term)
+    # pruned after the 2nd (2 rows: nothing to do) and the 4th (4 -> 3); the 5th adds one
+    assert Cycle.objects.count() == 4
+    dispatcher.cycle(term)
+    assert Cycle.objects.count() == 3
