@@ -120,7 +120,8 @@ class Dispatcher:
 
     def reconcile(self, term: int) -> dict:
         return reconcile_pass.reconcile(
-            self.gateway, term=term, mode=self.config.release_mode, backoff_seconds=self.config.backoff_s
+            self.gateway, term=term, mode=self.config.release_mode, backoff_seconds=self.config.backoff_s,
+            concurrency=self.config.concurrency,
         )
 
     def track(self) -> dict:

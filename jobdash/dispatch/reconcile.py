@@ -13,21 +13,18 @@ from jobdash.jobs.models import Job, State
 from . import release, transitions
 
 
-def reconcile(gateway: gw.ClusterGateway, *, term: int, mode: str, backoff_seconds: float) -> dict[str, int]:
+def reconcile(gateway: gw.ClusterGateway, *, term: int, mode: str, backoff_seconds: float,
+              concurrency: int = 8) -> dict[str, int]:
     # Suspended TFJobs do not run: in unsuspend mode a taken-back job keeps its labelled,
     # suspended TFJob while it waits in the queue again.
     ours = {t.job_id: t for t in gateway.tfjobs() if t.job_id is not None and not t.deleting and not t.suspended}
     counts = {"resent": 0, "adopted": 0}
 
-    released = Job.objects.filter(state=State.RELEASED).values_list("id", "parsed", "namespace__name")
-    for job_id, parsed, namespace in released:
-        if job_id in ours:
-            if not Job.objects.filter(pk=job_id).exclude(tfjob_uid="").exists():
-                transitions.created(job_id, ours[job_id].uid)
-            continue
-        outcome = release.send(gateway, job_id, release.tfjob_manifest(parsed, namespace), mode)
-        release.record(outcome, backoff_seconds=backoff_seconds)
-        counts["resent"] += 1
+    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "tfjob_uid"))
+    transitions.created_many({job_id: ours[job_id].uid for job_id, uid in released if job_id in ours and not uid})
+    resend = [job_id for job_id, _ in released if job_id not in ours]
+    release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+    counts["resent"] = len(resend)
 
     queued = Job.objects.filter(pk__in=ours, state=State.QUEUED).values_list("id", flat=True)
     for job_id in queued:

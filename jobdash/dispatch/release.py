@@ -78,12 +78,18 @@ def release(
     backoff_seconds: float,
 ) -> dict[str, int]:
     claimed = transitions.claim(admissions, term)
-    if not claimed:
+    return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+
+
+def send_all(gateway: gw.ClusterGateway, job_ids: list[int], *, mode: str, concurrency: int,
+             backoff_seconds: float) -> dict[str, int]:
+    """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
+    if not job_ids:
         return {}
-    rows = Job.objects.filter(pk__in=claimed).values_list("id", "parsed", "namespace__name")
+    rows = Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name")
     manifests = {job_id: tfjob_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(claimed)))) as pool:
-        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode), claimed))
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
+        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode), job_ids))
     counts: dict[str, int] = {}
     # The usual outcome, a created TFJob, is recorded for all jobs in one statement.
     uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from jobdash.jobs.models import Fence, Job, State
@@ -85,12 +86,10 @@ def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, e
 
 
 def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool) -> bool:
-    job = Job.objects.filter(pk=job_id).values("attempts").first()
-    if job is None:
-        return False
+    counted = {"attempts": F("attempts") + 1} if count_attempt else {}
     return transition(
         job_id, from_states=(State.RELEASED,), to_state=State.QUEUED, event="Requeued", note=note, actor=DISPATCHER,
-        attempts=job["attempts"] + (1 if count_attempt else 0), backoff_until=backoff_until,
+        **counted, backoff_until=backoff_until,
         released_at=None, placement=None, tfjob_uid="", reason="BackingOff", message=note,
         requeue_requested_at=None,
     )
