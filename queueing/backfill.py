@@ -116,17 +116,19 @@ class CycleBackfill:
         # Jobs of one shape and namespace share their estimate (unless declared per job).
         self._durations: dict[tuple[int, str], float | None] = {}
 
-    def duration(self, job: Any, unknown: float | None) -> float | None:
-        """The job's expected run time in seconds, or ``unknown`` if nothing says."""
-        declared = job.expected_duration
+    def estimate(self, workload: Any, namespace: str, declared: float | None = None) -> float | None:
+        """``eta.duration_of``'s seconds, cached per shape and namespace for the cycle (the
+        start-time forecast asks the same questions: it shares this cache)."""
         if declared is not None and declared > 0:
             return float(declared)
-        key = (id(job.workload), job.namespace)
-        if key in self._durations:
-            seconds = self._durations[key]
-        else:
-            seconds, _ = duration_of(job.workload, job.namespace, None, self.snapshot.history)
-            self._durations[key] = seconds
+        key = (id(workload), namespace)
+        if key not in self._durations:
+            self._durations[key], _ = duration_of(workload, namespace, None, self.snapshot.history)
+        return self._durations[key]
+
+    def duration(self, job: Any, unknown: float | None) -> float | None:
+        """The job's expected run time in seconds, or ``unknown`` if nothing says."""
+        seconds = self.estimate(job.workload, job.namespace, job.expected_duration)
         return unknown if seconds is None else seconds
 
     def _expected_end(self, start: float, duration: float | None) -> float:
@@ -143,7 +145,7 @@ class CycleBackfill:
             for job in self.snapshot.running:
                 end = job.expected_end
                 if end is None:
-                    end = self._expected_end(job.started_at, self.duration(_Estimable(job), None))
+                    end = self._expected_end(job.started_at, self.estimate(job.workload, job.namespace))
                 self._holders.setdefault(job.namespace, []).append((max(end, self.now), job.demand))
             for job in self.snapshot.in_flight:
                 end = self._expected_end(self.now, self.duration(job, None))
@@ -165,11 +167,3 @@ class CycleBackfill:
         self.shadows[head.namespace] = found
         return found
 
-
-class _Estimable:
-    """A RunningJob seen through the fields ``CycleBackfill.duration`` reads."""
-
-    __slots__ = ("workload", "namespace", "expected_duration")
-
-    def __init__(self, job: Any):
-        self.workload, self.namespace, self.expected_duration = job.workload, job.namespace, None

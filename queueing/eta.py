@@ -255,13 +255,18 @@ def forecast(
     quota_free: Mapping[str, Mapping[str, int]],
     cluster_free: Mapping[str, int],
     horizon: float | None,
+    estimate: Callable[..., float | None] | None = None,
 ) -> tuple[dict[int, float], dict[int, str], str]:
     """``estimate_starts`` for a planned cycle.  ``queues``: per namespace, the
     waiting jobs as (rank, job) in queue order (converted in place as the
     replay reaches them); ``admitted``: this cycle's admissions, which start
     now; ``quota_free`` (constrained keys only) and ``cluster_free``: what
-    this plan leaves."""
+    this plan leaves; ``estimate(workload, namespace, declared=None)``: expected
+    seconds (the planner passes its cycle's cache; default ``duration_of``)."""
     now, history = snapshot.now, snapshot.history
+    if estimate is None:
+        def estimate(workload, namespace, declared=None):
+            return duration_of(workload, namespace, declared, history)[0]
     resources = sorted(cluster_free)
     quota_keys = {name: tuple(free) for name, free in quota_free.items()}
     # Jobs of one shape share their demand and totals objects: convert each once.
@@ -284,7 +289,7 @@ def forecast(
         rank, job = entry
         duration = job.expected_duration
         if duration is None:
-            duration, _ = duration_of(job.workload, namespace, None, history)
+            duration = estimate(job.workload, namespace)
         # vectors(), inlined for the common case: both already converted.
         cluster = cluster_vectors.get(id(job.totals))
         cache = quota_vectors.get(namespace)
@@ -297,11 +302,11 @@ def forecast(
     for job in snapshot.running:
         end = job.expected_end
         if end is None:
-            duration, _ = duration_of(job.workload, job.namespace, None, history)
+            duration = estimate(job.workload, job.namespace)
             end = None if duration is None else job.started_at + duration
         occupants.append(Occupant(job.namespace, *vectors(job.namespace, job.demand, job.totals), end))
     for job in (*snapshot.in_flight, *admitted):
-        duration, _ = duration_of(job.workload, job.namespace, job.expected_duration, history)
+        duration = estimate(job.workload, job.namespace, job.expected_duration)
         occupants.append(Occupant(job.namespace, *vectors(job.namespace, job.demand, job.totals),
                                   None if duration is None else now + duration))
     return estimate_starts(now, queues, {name: [free[key] for key in quota_keys[name]] for name, free in

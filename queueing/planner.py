@@ -435,7 +435,7 @@ class _Cycle:
         quota_free = {name: {key: amount + ns.held.get(key, 0) for key, amount in ns.free.items()}
                       for name, ns in self.namespaces.items() if ns.free is not None}
         return forecast(self.snapshot, self.queues, self.admitted_jobs, quota_free, cluster_free,
-                        self.eta_horizon_s)
+                        self.eta_horizon_s, self.backfill.estimate)
 
 
 def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[str, Policy]:
