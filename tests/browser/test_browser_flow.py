@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import playwright.sync_api as playwright_api
 import pytest
 from django.contrib.auth.models import User
 
@@ -22,13 +23,13 @@ from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import manifest
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 
-playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} missing (make test installs it as root)"),
@@ -45,25 +46,8 @@ CLUSTER = {
 
 
 def blocker(name: str, seconds: int) -> str:
-    return f"""apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata:
-  name: {name}
-  namespace: team-a
-  annotations:
-    kubesim.io/duration-seconds: "{seconds}"
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 1
-      template:
-        spec:
-          containers:
-            - name: tensorflow
-              image: tf:2
-              resources:
-                requests: {{cpu: "2", memory: 1Gi}}
-"""
+    """A 2-CPU job: the namespace's whole quota, so the next one waits."""
+    return manifest(name, cpu="2", duration=seconds)
 
 
 @pytest.fixture
