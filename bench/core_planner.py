@@ -41,8 +41,9 @@ TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_2017
 NOW = 1_700_000_000.0
 GPU_TAINT = Taint("nvidia.com/gpu", "present", "NoSchedule")
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-SIZES = [(jobs, namespaces, nodes)
-         for jobs in (10_000, 100_000) for namespaces in (100, 1_000) for nodes in (100, 1_000)]
+SIZES = [
+    (jobs, namespaces, nodes) for jobs in (10_000, 100_000) for namespaces in (100, 1_000) for nodes in (100, 1_000)
+]
 
 
 def trace_shapes(limit: int = 70_000) -> list[tuple[int, float]]:
@@ -82,8 +83,9 @@ class Shapes:
         return self.cache[key]
 
 
-def build_world(jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: int = 1,
-                share_workloads: bool = True) -> Snapshot:
+def build_world(
+    jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: int = 1, share_workloads: bool = True
+) -> Snapshot:
     rng = random.Random(seed)
     shapes = Shapes(share_workloads)
     trace = trace_shapes()
@@ -104,8 +106,9 @@ def build_world(jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: in
             busy = rng.choice([8, 8, 8, 7, 6, 6, 5, 4, 2, 0])
             allocated = {"cpu": 12_000 * busy, "memory": 96 * GI * busy, "nvidia.com/gpu": busy, "pods": busy}
             labels, taints, per_job = {"pool": "gpu"}, (GPU_TAINT,), [shapes.gpu_job(1)] * busy
-        node_list.append(Node(f"node-{number:04d}", allocatable, allocated, labels, taints,
-                              unschedulable=number % 97 == 96))
+        node_list.append(
+            Node(f"node-{number:04d}", allocatable, allocated, labels, taints, unschedulable=number % 97 == 96)
+        )
         for workload in per_job:
             namespace = rng.choices(names, weights)[0]
             running.append(RunningJob(running_id, namespace, workload, NOW - 600, NOW + rng.choice(trace)[1]))
@@ -116,7 +119,7 @@ def build_world(jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: in
     # Quotas: the cluster's GPUs oversubscribed 1.5x, shared by weight; cpu/memory/pods/count too.
     total_gpus = sum(node.allocatable.get("nvidia.com/gpu", 0) for node in node_list)
     quotas = {}
-    for name, weight in zip(names, weights):
+    for name, weight in zip(names, weights, strict=False):
         gpus = max(8, round(1.5 * total_gpus * weight / sum(weights)))
         hard = {
             "requests.nvidia.com/gpu": gpus,
@@ -131,24 +134,49 @@ def build_world(jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: in
     # In-flight: one job in ~2% of namespaces, planned on a GPU node.
     gpu_nodes = [node.name for node in node_list if "nvidia.com/gpu" in node.allocatable and not node.unschedulable]
     in_flight = []
-    for index, name in enumerate(names[:: 50]):
+    for index, name in enumerate(names[::50]):
         workload = shapes.gpu_job(1)
-        in_flight.append(InFlightJob(20_000_000 + index, name, workload, (("Worker", 0, rng.choice(gpu_nodes)),),
-                                     workload.quota_demand(), NOW - 5))
+        in_flight.append(
+            InFlightJob(
+                20_000_000 + index,
+                name,
+                workload,
+                (("Worker", 0, rng.choice(gpu_nodes)),),
+                workload.quota_demand(),
+                NOW - 5,
+            )
+        )
 
     pending = []
     for job_id in range(1, jobs + 1):
         gpus, duration = rng.choice(trace)
         workload = shapes.cpu_job(rng.choice([2, 4, 8])) if rng.random() < 0.1 else shapes.gpu_job(gpus)
         backoff = NOW + 120 if rng.random() < 0.01 else None
-        pending.append(PendingJob(job_id, rng.choices(names, weights)[0], rng.choice([0, 0, 0, 0, 1, 2, 3]),
-                                  NOW - rng.uniform(0, 2 * 86400), workload, attempts=1 if backoff else 0,
-                                  backoff_until=backoff, expected_duration=duration))
+        pending.append(
+            PendingJob(
+                job_id,
+                rng.choices(names, weights)[0],
+                rng.choice([0, 0, 0, 0, 1, 2, 3]),
+                NOW - rng.uniform(0, 2 * 86400),
+                workload,
+                attempts=1 if backoff else 0,
+                backoff_until=backoff,
+                expected_duration=duration,
+            )
+        )
     return Snapshot(NOW, tuple(pending), tuple(in_flight), tuple(running), quotas, tuple(node_list), node_fit)
 
 
-def run_scenario(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy: str = "priority",
-                 horizon: float | None = DEFAULT_ETA_HORIZON_S, repeats: int = 5, share: bool = True) -> dict:
+def run_scenario(
+    jobs: int,
+    namespaces: int,
+    nodes: int,
+    node_fit: bool,
+    policy: str = "priority",
+    horizon: float | None = DEFAULT_ETA_HORIZON_S,
+    repeats: int = 5,
+    share: bool = True,
+) -> dict:
     started = time.perf_counter()
     snapshot = build_world(jobs, namespaces, nodes, node_fit, share_workloads=share)
     build_s = time.perf_counter() - started
@@ -166,21 +194,32 @@ def run_scenario(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy:
     cycle_s = statistics.median(times)
     estimated = sum(1 for status in result.pending.values() if status.eta is not None)
     return {
-        "jobs": jobs, "namespaces": namespaces, "nodes": nodes, "node_fit": node_fit,
-        "cycle_s": round(cycle_s, 4), "jobs_per_s": round(jobs / cycle_s),
+        "jobs": jobs,
+        "namespaces": namespaces,
+        "nodes": nodes,
+        "node_fit": node_fit,
+        "cycle_s": round(cycle_s, 4),
+        "jobs_per_s": round(jobs / cycle_s),
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "cycle_min_s": round(min(times), 4), "cycle_max_s": round(max(times), 4),
+        "cycle_min_s": round(min(times), 4),
+        "cycle_max_s": round(max(times), 4),
         # CPU time of this process: less inflated than wall time when other processes compete for the cores.
         "cycle_cpu_s": round(statistics.median(cpu_times), 4),
-        "cycle_peak_mb": round(cycle_peak / 2**20, 1), "build_s": round(build_s, 2),
-        "admitted": len(result.admissions), "with_eta": estimated, "eta_horizon_s": horizon, "policy": policy,
-        "node_reservations": result.stats.get("node_reservations", 0), "shared_workloads": share,
+        "cycle_peak_mb": round(cycle_peak / 2**20, 1),
+        "build_s": round(build_s, 2),
+        "admitted": len(result.admissions),
+        "with_eta": estimated,
+        "eta_horizon_s": horizon,
+        "policy": policy,
+        "node_reservations": result.stats.get("node_reservations", 0),
+        "shared_workloads": share,
         "load_avg_1m": round(os.getloadavg()[0], 2),  # other processes on this shared machine
     }
 
 
-def packing(strategy: str, seed: int, nodes: int = 64, steps: int = 600, lifetime: int = 25,
-            utilisation: float = 0.8) -> float:
+def packing(
+    strategy: str, seed: int, nodes: int = 64, steps: int = 600, lifetime: int = 25, utilisation: float = 0.8
+) -> float:
     """Whole free nodes (room for an 8-GPU pod) left by a churning stream of 1/2/4-GPU
     jobs kept at 80% of the GPUs: each step every job ends with probability 1/25 and
     new jobs are placed with ``strategy`` until the target is met; sampled every 10
@@ -194,9 +233,17 @@ def packing(strategy: str, seed: int, nodes: int = 64, steps: int = 600, lifetim
         used = [0] * nodes
         for number, gpus in running:
             used[number] += gpus
-        pool = NodePool([Node(f"n{i:02d}", {"cpu": 96_000, "memory": 768 * GI, "nvidia.com/gpu": 8, "pods": 110},
-                              {"nvidia.com/gpu": g, "cpu": 12_000 * g, "memory": 96 * GI * g, "pods": g})
-                         for i, g in enumerate(used)], strategy=strategy)
+        pool = NodePool(
+            [
+                Node(
+                    f"n{i:02d}",
+                    {"cpu": 96_000, "memory": 768 * GI, "nvidia.com/gpu": 8, "pods": 110},
+                    {"nvidia.com/gpu": g, "cpu": 12_000 * g, "memory": 96 * GI * g, "pods": g},
+                )
+                for i, g in enumerate(used)
+            ],
+            strategy=strategy,
+        )
         total = sum(used)
         while total < utilisation * 8 * nodes:
             gpus = rng.choice([1, 1, 1, 1, 2, 2, 4])
@@ -215,15 +262,31 @@ def packing_summary(seeds: int = 10) -> dict:
     summary = {}
     for strategy in ("best", "first", "worst"):
         values = [packing(strategy, seed) for seed in range(seeds)]
-        summary[strategy] = {"whole_free_nodes_mean": round(statistics.mean(values), 2),
-                             "min": round(min(values), 2), "max": round(max(values), 2), "ideal": 64 * 0.2}
+        summary[strategy] = {
+            "whole_free_nodes_mean": round(statistics.mean(values), 2),
+            "min": round(min(values), 2),
+            "max": round(max(values), 2),
+            "ideal": 64 * 0.2,
+        }
     return summary
 
 
-def _subprocess(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy: str, horizon: str,
-                *extra: str) -> dict:
-    command = [sys.executable, "-m", "bench.core_planner", "--policy", policy, "--horizon", horizon, *extra,
-               "--one", str(jobs), str(namespaces), str(nodes), "1" if node_fit else "0"]
+def _subprocess(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy: str, horizon: str, *extra: str) -> dict:
+    command = [
+        sys.executable,
+        "-m",
+        "bench.core_planner",
+        "--policy",
+        policy,
+        "--horizon",
+        horizon,
+        *extra,
+        "--one",
+        str(jobs),
+        str(namespaces),
+        str(nodes),
+        "1" if node_fit else "0",
+    ]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     scenario = json.loads(output.strip().splitlines()[-1])
     print(f"# {scenario}", file=sys.stderr)
@@ -241,25 +304,46 @@ def main() -> None:
     horizon = None if args.horizon == "none" else float(args.horizon)
     if args.one:
         jobs, namespaces, nodes, node_fit = args.one
-        print(json.dumps(run_scenario(int(jobs), int(namespaces), int(nodes), node_fit == "1", args.policy, horizon,
-                                      share=not args.unique_workloads)))
+        print(
+            json.dumps(
+                run_scenario(
+                    int(jobs),
+                    int(namespaces),
+                    int(nodes),
+                    node_fit == "1",
+                    args.policy,
+                    horizon,
+                    share=not args.unique_workloads,
+                )
+            )
+        )
         return
-    scenarios = [_subprocess(jobs, namespaces, nodes, node_fit, args.policy, args.horizon)
-                 for jobs, namespaces, nodes in SIZES if not (args.quick and jobs > 10_000)
-                 for node_fit in (True, False)]
+    scenarios = [
+        _subprocess(jobs, namespaces, nodes, node_fit, args.policy, args.horizon)
+        for jobs, namespaces, nodes in SIZES
+        if not (args.quick and jobs > 10_000)
+        for node_fit in (True, False)
+    ]
     report: dict = {"scenarios": scenarios}
     if not args.quick:
         # The largest scenario again: without estimates (horizon 0) and with no horizon at all.
-        report["eta_horizons"] = [_subprocess(100_000, 1_000, 1_000, True, args.policy, value)
-                                  for value in ("0", "none")]
-        report["policies"] = [_subprocess(100_000, 1_000, 1_000, True, name, args.horizon)
-                              for name in ("seed", "fifo", "fair")]
+        report["eta_horizons"] = [
+            _subprocess(100_000, 1_000, 1_000, True, args.policy, value) for value in ("0", "none")
+        ]
+        report["policies"] = [
+            _subprocess(100_000, 1_000, 1_000, True, name, args.horizon) for name in ("seed", "fifo", "fair")
+        ]
         # Memory when every job carries its own parsed Workload (nothing shared by the caller).
-        report["unique_workloads"] = _subprocess(100_000, 1_000, 1_000, True, args.policy, args.horizon,
-                                                 "--unique-workloads")
+        report["unique_workloads"] = _subprocess(
+            100_000, 1_000, 1_000, True, args.policy, args.horizon, "--unique-workloads"
+        )
         report["packing"] = packing_summary()
-    report["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-                         "load_avg_1m": round(os.getloadavg()[0], 2)}
+    report["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
     print(json.dumps(report))
 
 

@@ -42,8 +42,13 @@ CONFIG = {
     "speed": 1.0,
     "nodes": [{"prefix": "node", "count": 50, "capacity": {"cpu": "256", "memory": "1Ti", "pods": "1000"}}],
     "namespaces": [{"name": NS}],
-    "users": [{"token": "bench-token", "username": "system:serviceaccount:jobdash:jobdash",
-               "groups": ["system:serviceaccounts"]}],
+    "users": [
+        {
+            "token": "bench-token",
+            "username": "system:serviceaccount:jobdash:jobdash",
+            "groups": ["system:serviceaccounts"],
+        }
+    ],
     "kubelet": {"start_delay_seconds": 0.0},
     "workload": {"default_duration_seconds": 0.0},
     "watch": {"history": 200000},
@@ -51,12 +56,19 @@ CONFIG = {
 
 
 def tfjob(name: str, workers: int, suspend: bool) -> dict:
-    container = {"name": "tensorflow", "image": "tf:bench", "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
+    container = {
+        "name": "tensorflow",
+        "image": "tf:bench",
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+    }
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
         "metadata": {"name": name, "annotations": {"kubesim.io/duration-seconds": "0"}},
-        "spec": {"runPolicy": {"suspend": suspend},
-                 "tfReplicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [container]}}}}},
+        "spec": {
+            "runPolicy": {"suspend": suspend},
+            "tfReplicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [container]}}}},
+        },
     }
 
 
@@ -64,9 +76,22 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen, Path]:
     config_path, kubeconfig = workdir / "kubesim.yaml", workdir / "kubeconfig"
     config_path.write_text(yaml.safe_dump(CONFIG))
     process = subprocess.Popen(
-        [sys.executable, "-m", "kubesim", "serve", "--config", str(config_path), "--port", "0",
-         "--kubeconfig-out", str(kubeconfig)],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+        [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "serve",
+            "--config",
+            str(config_path),
+            "--port",
+            "0",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     process.stdout.readline()  # "kubesim serving ..." once the kubeconfig is written
     return process, kubeconfig
 
@@ -95,8 +120,13 @@ def parallel(count: int, threads: int, work) -> float:
 
 def bench_creates(api: client.CustomObjectsApi, count: int, suspend: bool) -> float:
     prefix = "create" if suspend else "live"
-    elapsed = parallel(count, 4, lambda i: api.create_namespaced_custom_object(
-        "kubeflow.org", "v1", NS, "tfjobs", tfjob(f"{prefix}-{i}", 1, suspend)))
+    elapsed = parallel(
+        count,
+        4,
+        lambda i: api.create_namespaced_custom_object(
+            "kubeflow.org", "v1", NS, "tfjobs", tfjob(f"{prefix}-{i}", 1, suspend)
+        ),
+    )
     return count / elapsed
 
 
@@ -111,7 +141,9 @@ def wait_for_quiet(core: client.CoreV1Api, pods: int) -> None:
     raise RuntimeError("the cluster did not finish the running-job creates")
 
 
-def bench_transitions(api: client.CustomObjectsApi, core: client.CoreV1Api, jobs: int, workers: int) -> tuple[float, int]:
+def bench_transitions(
+    api: client.CustomObjectsApi, core: client.CoreV1Api, jobs: int, workers: int
+) -> tuple[float, int]:
     pods = jobs * workers
     start_rv = core.list_namespaced_pod(NS, limit=1).metadata.resource_version
     done = threading.Event()
@@ -120,8 +152,14 @@ def bench_transitions(api: client.CustomObjectsApi, core: client.CoreV1Api, jobs
     def follow() -> None:
         w = watch.Watch()
         # Raw dicts: building V1Pod models would make this client, not kubesim, the bottleneck.
-        for event in w.stream(core.list_namespaced_pod, NS, resource_version=start_rv, deserialize=False,
-                              label_selector="bench=transitions", timeout_seconds=300):
+        for event in w.stream(
+            core.list_namespaced_pod,
+            NS,
+            resource_version=start_rv,
+            deserialize=False,
+            label_selector="bench=transitions",
+            timeout_seconds=300,
+        ):
             if event["object"]["status"].get("phase") == "Succeeded":
                 succeeded.add(event["object"]["metadata"]["name"])
                 if len(succeeded) == pods:
@@ -153,8 +191,16 @@ def bench_watch_latency(api: client.CustomObjectsApi, samples: int) -> tuple[flo
 
     def follow() -> None:
         w = watch.Watch()
-        for event in w.stream(api.list_namespaced_custom_object, "kubeflow.org", "v1", NS, "tfjobs",
-                              resource_version=rv, field_selector="metadata.name=latency", timeout_seconds=120):
+        for event in w.stream(
+            api.list_namespaced_custom_object,
+            "kubeflow.org",
+            "v1",
+            NS,
+            "tfjobs",
+            resource_version=rv,
+            field_selector="metadata.name=latency",
+            timeout_seconds=120,
+        ):
             seq = (event["object"]["metadata"].get("labels") or {}).get("seq")
             if seq is not None:
                 with arrived:
@@ -168,10 +214,11 @@ def bench_watch_latency(api: client.CustomObjectsApi, samples: int) -> tuple[flo
     latencies = []
     for i in range(samples):
         sent = time.perf_counter()
-        api.patch_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", "latency",
-                                           {"metadata": {"labels": {"seq": str(i)}}})
+        api.patch_namespaced_custom_object(
+            "kubeflow.org", "v1", NS, "tfjobs", "latency", {"metadata": {"labels": {"seq": str(i)}}}
+        )
         with arrived:
-            if not arrived.wait_for(lambda: str(i) in received, timeout=10):
+            if not arrived.wait_for(lambda i=i: str(i) in received, timeout=10):
                 raise RuntimeError(f"watch event {i} never arrived")
         latencies.append((received[str(i)] - sent) * 1000)
     latencies.sort()
@@ -200,15 +247,19 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(10)
-    print(json.dumps({
-        "creates_per_s": round(creates_per_s, 1),
-        "creates_per_s_running_jobs": round(live_creates_per_s, 1),
-        "pod_transitions_per_s": round(transitions_per_s, 1),
-        "watch_latency_ms_p50": round(p50, 3),
-        "watch_latency_ms_p99": round(p99, 3),
-        "counts": {"creates": creates, "transition_pods": pods, "watch_samples": samples},
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-    }))
+    print(
+        json.dumps(
+            {
+                "creates_per_s": round(creates_per_s, 1),
+                "creates_per_s_running_jobs": round(live_creates_per_s, 1),
+                "pod_transitions_per_s": round(transitions_per_s, 1),
+                "watch_latency_ms_p50": round(p50, 3),
+                "watch_latency_ms_p99": round(p99, 3),
+                "counts": {"creates": creates, "transition_pods": pods, "watch_samples": samples},
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

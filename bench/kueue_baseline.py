@@ -45,8 +45,8 @@ import argparse
 import json
 import multiprocessing
 import os
-import queue
 import platform
+import queue
 import statistics
 import tempfile
 import time
@@ -112,7 +112,7 @@ def _submit(user_id: int, items, start_at: float, results) -> None:
                 time.sleep(delay)
             lags.append(max(0.0, -delay))
             job_submit(user=user, manifest=manifests[(namespace, cls, i)], source="api", priority=CLASSES[cls][4])
-    except BaseException as exc:  # noqa: BLE001 - reported by the parent
+    except BaseException as exc:
         error = repr(exc)
     finally:
         connections.close_all()
@@ -139,8 +139,11 @@ class Submitter:
         self.started_at = time.monotonic() + 0.5
         names = namespace_names()
         slices = [[item for item in items if names.index(item[1]) % processes == p] for p in range(processes)]
-        self.processes = [context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results), daemon=True)
-                          for part in slices if part]
+        self.processes = [
+            context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results), daemon=True)
+            for part in slices
+            if part
+        ]
         for process in self.processes:
             process.start()
         self._pending = len(self.processes)
@@ -208,14 +211,19 @@ def cycle_stats() -> dict:
     }
 
 
-def measure(scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict) -> dict:
+def measure(
+    scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict
+) -> dict:
     from jobdash.jobs.models import Job
 
-    rows = list(Job.objects.values_list("namespace__name", "name", "state", "submitted_at", "released_at",
-                                        "started_at", "finished_at"))
+    rows = list(
+        Job.objects.values_list(
+            "namespace__name", "name", "state", "submitted_at", "released_at", "started_at", "finished_at"
+        )
+    )
     by_class = defaultdict(list)
     used = nominal = held = 0.0
-    for namespace, name, state, submitted, released, started, finished_at in rows:
+    for _namespace, name, state, submitted, released, started, finished_at in rows:
         cls = name.split("-")[0]
         _count, _every, cpu, run, _prio = CLASSES[cls]
         if released is not None:
@@ -248,8 +256,10 @@ def measure(scale: float, policy: str, audit: list[dict], submitter: Submitter, 
         "tta_max_s": {cls: round(max(v), 3) if v else None for cls, v in sorted(by_class.items())},
         "tfjobs_created": sum(created.values()),
         "finished_in_time": finished,
-        "submit_lag_s": {"mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
-                         "max": round(max(submitter.lags), 3) if submitter.lags else None},
+        "submit_lag_s": {
+            "mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
+            "max": round(max(submitter.lags), 3) if submitter.lags else None,
+        },
         "cycles": cycle_stats(),
         "cpu_s": cpu_usage,
         "submitters": len(submitter.processes),
@@ -257,34 +267,60 @@ def measure(scale: float, policy: str, audit: list[dict], submitter: Submitter, 
     }
 
 
-def run(scale: float, policy: str, *, tick_s: float | None = None, profile_dir: Path | None = None,
-        keep_logs: Path | None = None, submitters: int = 4, polling_only: bool = False) -> dict:
+def run(
+    scale: float,
+    policy: str,
+    *,
+    tick_s: float | None = None,
+    profile_dir: Path | None = None,
+    keep_logs: Path | None = None,
+    submitters: int = 4,
+    polling_only: bool = False,
+) -> dict:
     tick = tick_s if tick_s is not None else POLICY_TICKS.get(policy, 2.0)
     items = schedule(scale)
     user = stack.reset_database(namespace_names())
     with tempfile.TemporaryDirectory(prefix="bench-kueue-") as tmp:
         workdir = Path(tmp)
-        config = stack.cluster_config({name: {"requests.cpu": str(QUOTA_CPU)} for name in namespace_names()},
-                                      nodes=NODES, node_cpu=NODE_CPU, start_delay_s=START_DELAY_S)
+        config = stack.cluster_config(
+            {name: {"requests.cpu": str(QUOTA_CPU)} for name in namespace_names()},
+            nodes=NODES,
+            node_cpu=NODE_CPU,
+            start_delay_s=START_DELAY_S,
+        )
         kubesim = stack.Kubesim(config, workdir, profile=profile_dir / f"kubesim-{policy}.txt" if profile_dir else None)
         dispatcher = None
         try:
             dispatcher = stack.Dispatcher(
-                kubesim.kubeconfig, workdir, policy=policy, tick_s=tick, polling_only=polling_only,
-                profile=profile_dir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.txt" if profile_dir else None)
-            stack.log(f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) at scale {scale}: "
-                      f"{len(items)} jobs")
-            cpu_before = {"dispatcher": stack.cpu_seconds(dispatcher.process.pid),
-                          "kubesim": stack.cpu_seconds(kubesim.process.pid),
-                          "postgres": stack.postgres_cpu_seconds(), "bench": time.process_time()}
+                kubesim.kubeconfig,
+                workdir,
+                policy=policy,
+                tick_s=tick,
+                polling_only=polling_only,
+                profile=profile_dir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.txt"
+                if profile_dir
+                else None,
+            )
+            stack.log(
+                f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) at scale {scale}: {len(items)} jobs"
+            )
+            cpu_before = {
+                "dispatcher": stack.cpu_seconds(dispatcher.process.pid),
+                "kubesim": stack.cpu_seconds(kubesim.process.pid),
+                "postgres": stack.postgres_cpu_seconds(),
+                "bench": time.process_time(),
+            }
             submitter = Submitter(user, items, submitters)
             # Generous: polling only, the seed policy releases one job per namespace every other tick.
             timeout = 120 + 30 * ideal_seconds(scale) + 2.5 * tick * len(items) / NAMESPACES
             finished = wait_until_finished(submitter, len(items), timeout)
-            cpu = {"dispatcher": stack.cpu_seconds(dispatcher.process.pid) - cpu_before["dispatcher"],
-                   "kubesim": stack.cpu_seconds(kubesim.process.pid) - cpu_before["kubesim"],
-                   "postgres": stack.postgres_cpu_seconds() - cpu_before["postgres"],
-                   "submitters": submitter.cpu_s, "bench": time.process_time() - cpu_before["bench"]}
+            cpu = {
+                "dispatcher": stack.cpu_seconds(dispatcher.process.pid) - cpu_before["dispatcher"],
+                "kubesim": stack.cpu_seconds(kubesim.process.pid) - cpu_before["kubesim"],
+                "postgres": stack.postgres_cpu_seconds() - cpu_before["postgres"],
+                "submitters": submitter.cpu_s,
+                "bench": time.process_time() - cpu_before["bench"],
+            }
             cpu = {name: round(value, 1) for name, value in cpu.items()}
             audit = kubesim.audit()
         finally:
@@ -318,23 +354,42 @@ def main() -> None:
     stack.setup_django()
     results = []
     if args.only in (None, "main"):
-        results.append(run(args.scale, args.policy, tick_s=args.tick, profile_dir=args.profile, keep_logs=args.logs,
-                           submitters=args.submitters))
+        results.append(
+            run(
+                args.scale,
+                args.policy,
+                tick_s=args.tick,
+                profile_dir=args.profile,
+                keep_logs=args.logs,
+                submitters=args.submitters,
+            )
+        )
         print(json.dumps(results[-1]), flush=True)
     compare = {}
     if args.only in (None, "compare"):
         # The article's dispatcher (seed, woken by its 10 s poll only), seed in jobdash's
         # loop (same tick, also woken by cluster events and submissions), and the default.
-        for label, policy, polling in (("seed_polling", "seed", True), ("seed", "seed", False),
-                                       ("priority", "priority", False)):
-            compare[label] = run(args.compare_scale, policy, profile_dir=args.profile, keep_logs=args.logs,
-                                 submitters=args.submitters, polling_only=polling)
+        for label, policy, polling in (
+            ("seed_polling", "seed", True),
+            ("seed", "seed", False),
+            ("priority", "priority", False),
+        ):
+            compare[label] = run(
+                args.compare_scale,
+                policy,
+                profile_dir=args.profile,
+                keep_logs=args.logs,
+                submitters=args.submitters,
+                polling_only=polling,
+            )
             results.append(compare[label])
             print(json.dumps(compare[label]), flush=True)
     main_run = results[0]
     summary = {
-        **{k: main_run[k] for k in ("policy", "scale", "jobs", "wall_s", "ideal_s", "usage_pct", "tta_s",
-                                    "double_releases", "lost")},
+        **{
+            k: main_run[k]
+            for k in ("policy", "scale", "jobs", "wall_s", "ideal_s", "usage_pct", "tta_s", "double_releases", "lost")
+        },
         "double_releases": sum(r["double_releases"] for r in results),
         "lost": sum(r["lost"] for r in results),
         "kueue": KUEUE,
@@ -344,12 +399,17 @@ def main() -> None:
         default = compare["priority"]
         summary["side_by_side"] = {
             "scale": args.compare_scale,
-            **{label: {k: r[k] for k in ("wall_s", "usage_pct", "tta_s", "tick_s", "loop")} for label, r in compare.items()},
+            **{
+                label: {k: r[k] for k in ("wall_s", "usage_pct", "tta_s", "tick_s", "loop")}
+                for label, r in compare.items()
+            },
             "wall_ratio_seed_polling_over_default": round(compare["seed_polling"]["wall_s"] / default["wall_s"], 2),
             "wall_ratio_seed_over_default": round(compare["seed"]["wall_s"] / default["wall_s"], 2),
         }
-    summary["runs"] = [{k: r[k] for k in ("policy", "loop", "scale", "wall_s", "usage_pct", "double_releases", "lost")}
-                       for r in results]
+    summary["runs"] = [
+        {k: r[k] for k in ("policy", "loop", "scale", "wall_s", "usage_pct", "double_releases", "lost")}
+        for r in results
+    ]
     print(json.dumps(summary), flush=True)
 
 

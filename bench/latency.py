@@ -47,8 +47,11 @@ def main() -> None:
     parser.add_argument("--tick", type=float, default=2.0)
     parser.add_argument("--policy", default="priority")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--no-kick", action="store_true",
-                        help="submissions do not kick the dispatcher (only the tick and cluster events wake it)")
+    parser.add_argument(
+        "--no-kick",
+        action="store_true",
+        help="submissions do not kick the dispatcher (only the tick and cluster events wake it)",
+    )
     args = parser.parse_args()
     rng = random.Random(args.seed)
 
@@ -64,8 +67,9 @@ def main() -> None:
     released, running = [], []
     with tempfile.TemporaryDirectory(prefix="bench-latency-") as tmp:
         workdir = Path(tmp)
-        config = stack.cluster_config({NAMESPACE: {"requests.cpu": "64"}}, nodes=2, node_cpu=32,
-                                      start_delay_s=START_DELAY_S)
+        config = stack.cluster_config(
+            {NAMESPACE: {"requests.cpu": "64"}}, nodes=2, node_cpu=32, start_delay_s=START_DELAY_S
+        )
         kubesim = stack.Kubesim(config, workdir)
         dispatcher = None
         try:
@@ -77,7 +81,9 @@ def main() -> None:
                 job = job_submit(user=user, manifest=manifest, source="api", priority=0)
                 deadline = time.monotonic() + 30
                 while True:
-                    row = Job.objects.filter(pk=job.pk).values("state", "released_at", "started_at", "finished_at").get()
+                    row = (
+                        Job.objects.filter(pk=job.pk).values("state", "released_at", "started_at", "finished_at").get()
+                    )
                     if row["finished_at"] is not None:  # idle again: nothing of this job is left to wake anyone
                         break
                     if time.monotonic() > deadline:
@@ -96,22 +102,31 @@ def main() -> None:
     def ms(values, q):
         return round(stack.percentile(values, q), 4)
 
-    stack.log(f"released: mean {statistics.fmean(released):.3f}s max {max(released):.3f}s; "
-              f"running: mean {statistics.fmean(running):.3f}s max {max(running):.3f}s")
-    print(json.dumps({
-        "release_p50_s": ms(released, 50),
-        "release_p99_s": ms(released, 99),
-        "running_p50_s": ms(running, 50),
-        "running_p99_s": ms(running, 99),
-        "release_max_s": round(max(released), 4),
-        "running_max_s": round(max(running), 4),
-        "jobs": args.jobs,
-        "kick": not args.no_kick,
-        "tick_s": args.tick,
-        "kubelet_start_delay_s": START_DELAY_S,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "loadavg_end": [round(x, 2) for x in os.getloadavg()]},
-    }))
+    stack.log(
+        f"released: mean {statistics.fmean(released):.3f}s max {max(released):.3f}s; "
+        f"running: mean {statistics.fmean(running):.3f}s max {max(running):.3f}s"
+    )
+    print(
+        json.dumps(
+            {
+                "release_p50_s": ms(released, 50),
+                "release_p99_s": ms(released, 99),
+                "running_p50_s": ms(running, 50),
+                "running_p99_s": ms(running, 99),
+                "release_max_s": round(max(released), 4),
+                "running_max_s": round(max(running), 4),
+                "jobs": args.jobs,
+                "kick": not args.no_kick,
+                "tick_s": args.tick,
+                "kubelet_start_delay_s": START_DELAY_S,
+                "machine": {
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

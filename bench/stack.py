@@ -109,8 +109,18 @@ class Kubesim:
         self.workdir = workdir
         config_path, self.kubeconfig = workdir / "kubesim.yaml", workdir / "kubeconfig"
         config_path.write_text(yaml.safe_dump(config))
-        command = [sys.executable, "-m", "kubesim", "serve", "--config", str(config_path), "--port", "0",
-                   "--kubeconfig-out", str(self.kubeconfig)]
+        command = [
+            sys.executable,
+            "-m",
+            "kubesim",
+            "serve",
+            "--config",
+            str(config_path),
+            "--port",
+            "0",
+            "--kubeconfig-out",
+            str(self.kubeconfig),
+        ]
         self.log_path = workdir / "kubesim.log"
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, text=True, cwd=ROOT)
@@ -135,12 +145,14 @@ class Kubesim:
         _stop(self, grace_s=15)
 
 
-def cluster_config(namespaces: dict[str, dict], *, nodes: int, node_cpu: int, start_delay_s: float,
-                   history: int = 400_000) -> dict:
+def cluster_config(
+    namespaces: dict[str, dict], *, nodes: int, node_cpu: int, start_delay_s: float, history: int = 400_000
+) -> dict:
     return {
         "speed": 1.0,
-        "nodes": [{"prefix": "node", "count": nodes,
-                   "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}],
+        "nodes": [
+            {"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}
+        ],
         "namespaces": [{"name": name, "quota": quota} for name, quota in namespaces.items()],
         "users": [{"token": "jobdash-token", "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": start_delay_s},
@@ -153,12 +165,24 @@ class Dispatcher:
     """`python manage.py run_dispatcher` in its own process, election `none` (or, with
     `polling_only`, bench.dispatcher_poll)."""
 
-    def __init__(self, kubeconfig: Path, workdir: Path, *, policy: str, tick_s: float, extra_env: dict | None = None,
-                 profile: Path | None = None, polling_only: bool = False):
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        *,
+        policy: str,
+        tick_s: float,
+        extra_env: dict | None = None,
+        profile: Path | None = None,
+        polling_only: bool = False,
+    ):
         env = {
             **os.environ,
-            "JOBDASH_CLUSTER": "kubeconfig", "KUBECONFIG": str(kubeconfig), "JOBDASH_LEADER": "none",
-            "JOBDASH_POLICY": policy, "JOBDASH_TICK_SECONDS": str(tick_s),
+            "JOBDASH_CLUSTER": "kubeconfig",
+            "KUBECONFIG": str(kubeconfig),
+            "JOBDASH_LEADER": "none",
+            "JOBDASH_POLICY": policy,
+            "JOBDASH_TICK_SECONDS": str(tick_s),
             # run_dispatcher needs no broker: its loop is the scheduler.
             "CELERY_BROKER_URL": "",
             "PYTHONUNBUFFERED": "1",
@@ -168,8 +192,9 @@ class Dispatcher:
         self._log = open(self.log_path, "w")
         # polling_only: bench.dispatcher_poll, the article's loop (nothing but the tick wakes it)
         command = ["-m", "bench.dispatcher_poll"] if polling_only else ["manage.py", "run_dispatcher"]
-        self.process = subprocess.Popen([sys.executable, *command], cwd=ROOT,
-                                        env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, *command], cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 90
         while "dispatcher running" not in self.log_path.read_text():
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -191,8 +216,23 @@ class Profiler:
         if spy is None:
             sys.exit("py-spy not found: pip install py-spy")
         self.process = subprocess.Popen(
-            [spy, "record", "--pid", str(pid), "--rate", "50", "--format", "raw", "--nonblocking", "--gil", "-o", str(output)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "50",
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--gil",
+                "-o",
+                str(output),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         try:

@@ -71,8 +71,11 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["options"] = task["options"]
     summary["pin"] = task["pin"]
     summary["window"] = [iso(start), iso(end)]
-    summary["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
-                          "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    summary["machine"] = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_avg": [round(x, 2) for x in os.getloadavg()],
+    }
     return summary
 
 
@@ -80,13 +83,36 @@ def dump_jobs(result, path: Path) -> None:
     """Every job's outcome, column-wise (gzipped JSON), to study a run without replaying it."""
     import gzip
 
-    columns = {name: [] for name in ("id", "vc", "gpus", "submit", "duration", "estimate", "first_released",
-                                     "started", "finished", "attempts", "partial_s")}
+    columns = {
+        name: []
+        for name in (
+            "id",
+            "vc",
+            "gpus",
+            "submit",
+            "duration",
+            "estimate",
+            "first_released",
+            "started",
+            "finished",
+            "attempts",
+            "partial_s",
+        )
+    }
     for rec in result.jobs:
-        for name, value in (("id", rec.job.id), ("vc", rec.job.vc), ("gpus", rec.job.gpus),
-                            ("submit", rec.job.submit), ("duration", rec.job.duration), ("estimate", rec.estimate),
-                            ("first_released", rec.first_released_at), ("started", rec.started_at),
-                            ("finished", rec.finished_at), ("attempts", rec.attempts), ("partial_s", rec.partial_s)):
+        for name, value in (
+            ("id", rec.job.id),
+            ("vc", rec.job.vc),
+            ("gpus", rec.job.gpus),
+            ("submit", rec.job.submit),
+            ("duration", rec.job.duration),
+            ("estimate", rec.estimate),
+            ("first_released", rec.first_released_at),
+            ("started", rec.started_at),
+            ("finished", rec.finished_at),
+            ("attempts", rec.attempts),
+            ("partial_s", rec.partial_s),
+        ):
             columns[name].append(value)
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as handle:
@@ -102,17 +128,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", action="append", help=f"one of {', '.join(POLICIES)} or all; repeatable")
     parser.add_argument("--from", dest="start", help="first submission day (UTC), e.g. 2017-10-01")
     parser.add_argument("--to", dest="end", help="end of the submission window (exclusive), e.g. 2017-12-01")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="policy option, e.g. promote_after_s=7200 (applies to every policy given)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="policy option, e.g. promote_after_s=7200 (applies to every policy given)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
-    parser.add_argument("--pin", action="store_true",
-                        help="experiment: restrict each released job's pods to the planned nodes")
+    parser.add_argument(
+        "--pin", action="store_true", help="experiment: restrict each released job's pods to the planned nodes"
+    )
     parser.add_argument("--tick", type=float, help="cycle tick in seconds (default: 10 for seed, 2 otherwise)")
     parser.add_argument("--parallel", type=int, default=1, help="replays at once (one process each)")
     parser.add_argument("--progress", action="store_true", help="a line on stderr per simulated day")
     parser.add_argument("--report", action="store_true", help="write bench/results/trace_replay.md and plots")
     parser.add_argument("--report-only", action="store_true", help="only the report, from var/trace_replay/")
-    parser.add_argument("--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)")
+    parser.add_argument(
+        "--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)"
+    )
     parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"), help="where the report goes")
     args = parser.parse_args(argv)
 
@@ -130,12 +164,24 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown policy {unknown[0]!r}; expected one of {', '.join(POLICIES)} or all")
         options = dict(item.split("=", 1) for item in args.option)
         options = {key: _value(value) for key, value in options.items()}
-        tasks = [{"trace": args.trace, "vc_nodes": args.vc_nodes, "policy": name, "start": start, "end": end,
-                  "options": options, "pin": args.pin, "tick": args.tick, "progress": args.progress,
-                  "jobs_out": None,
-                  "label": args.label if args.label and len(names) == 1 else
-                  (f"{name}{'+pin' if args.pin else ''}" + (f"[{','.join(args.option)}]" if args.option else ""))}
-                 for name in names]
+        tasks = [
+            {
+                "trace": args.trace,
+                "vc_nodes": args.vc_nodes,
+                "policy": name,
+                "start": start,
+                "end": end,
+                "options": options,
+                "pin": args.pin,
+                "tick": args.tick,
+                "progress": args.progress,
+                "jobs_out": None,
+                "label": args.label
+                if args.label and len(names) == 1
+                else (f"{name}{'+pin' if args.pin else ''}" + (f"[{','.join(args.option)}]" if args.option else "")),
+            }
+            for name in names
+        ]
         cache.mkdir(parents=True, exist_ok=True)
         for task in tasks:
             task["jobs_out"] = str(cache / "jobs" / f"{task['label']}.json.gz")
@@ -143,8 +189,11 @@ def main(argv: list[str] | None = None) -> None:
 
         def emit(summary: dict[str, Any]) -> None:
             (cache / f"{summary['label']}.json").write_text(json.dumps(summary))
-            print(f"# {summary['label']}: replay {summary['runtime_s']:.0f} s wall, "
-                  f"{summary['stats']['cycles']} cycles", file=sys.stderr, flush=True)
+            print(
+                f"# {summary['label']}: replay {summary['runtime_s']:.0f} s wall, {summary['stats']['cycles']} cycles",
+                file=sys.stderr,
+                flush=True,
+            )
             print(json.dumps(json_line(summary)), flush=True)
 
         if args.parallel > 1 and len(tasks) > 1:

@@ -83,15 +83,51 @@ def tfjob(name: str, namespace: str) -> dict:
             "name": name,
             "namespace": namespace,
             "labels": {"katib.kubeflow.org/trial": name, "katib.kubeflow.org/experiment": "bench"},
-            "ownerReferences": [{"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial", "name": name,
-                                 "uid": str(uuid.uuid4()), "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubeflow.org/v1beta1",
+                    "kind": "Trial",
+                    "name": name,
+                    "uid": str(uuid.uuid4()),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
-        "spec": {"tfReplicaSpecs": {
-            "PS": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [
-                {"name": "tensorflow", "image": "kubeflow/tf-mnist:1.0", "resources": {"requests": resources, "limits": resources}}]}}},
-            "Worker": {"replicas": 4, "restartPolicy": "Never", "template": {"spec": {"containers": [
-                {"name": "tensorflow", "image": "kubeflow/tf-mnist:1.0", "resources": {"requests": resources, "limits": resources}}]}}},
-        }},
+        "spec": {
+            "tfReplicaSpecs": {
+                "PS": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "tensorflow",
+                                    "image": "kubeflow/tf-mnist:1.0",
+                                    "resources": {"requests": resources, "limits": resources},
+                                }
+                            ]
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": 4,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "tensorflow",
+                                    "image": "kubeflow/tf-mnist:1.0",
+                                    "resources": {"requests": resources, "limits": resources},
+                                }
+                            ]
+                        }
+                    },
+                },
+            }
+        },
     }
 
 
@@ -99,20 +135,35 @@ def review(obj: dict, user: str, operation: str = "CREATE") -> tuple[str, bytes]
     uid = str(uuid.uuid4())
     gvk = {"group": "kubeflow.org", "version": "v1", "kind": "TFJob"}
     gvr = {"group": "kubeflow.org", "version": "v1", "resource": "tfjobs"}
-    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"], "operation": operation,
-        "userInfo": {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]},
-        "object": obj, "oldObject": obj if operation == "UPDATE" else None, "dryRun": False,
-        "options": {"kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
-    }}
+    body = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
+            "name": obj["metadata"]["name"],
+            "namespace": obj["metadata"]["namespace"],
+            "operation": operation,
+            "userInfo": {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": obj,
+            "oldObject": obj if operation == "UPDATE" else None,
+            "dryRun": False,
+            "options": {
+                "kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions",
+                "apiVersion": "meta.k8s.io/v1",
+            },
+        },
+    }
     return uid, json.dumps(body).encode()
 
 
 def workload(count: int, mix=MIX, seed: int = 7) -> list[tuple[str, str, bytes]]:
     """(kind, uid, body) for each request, in sending order."""
     rng = random.Random(seed)
-    kinds, weights = zip(*mix)
+    kinds, weights = zip(*mix, strict=False)
     created: list[dict] = []
     requests = []
     for i in range(count):
@@ -162,8 +213,13 @@ class Server:
         # Production's persistent database connections (compose and deploy/ leave the
         # default), whatever tests/harness.py sets for the test suite.
         env.pop("DATABASE_CONN_MAX_AGE", None)
-        self.process = subprocess.Popen(["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "web"], cwd=ROOT, env=env,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            ["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "web"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -225,13 +281,20 @@ def drive(server: Server, requests, rps: float, clients: int, mode: str) -> tupl
             try:
                 if connection is None:
                     connection = server.connection()
-                connection.request("POST", "/webhooks/admission/tfjobs", body=body,
-                                   headers={"Content-Type": "application/json", "Host": "localhost"})
+                connection.request(
+                    "POST",
+                    "/webhooks/admission/tfjobs",
+                    body=body,
+                    headers={"Content-Type": "application/json", "Host": "localhost"},
+                )
                 reply = connection.getresponse()
                 answer = json.loads(reply.read())
                 response = answer.get("response") or {}
-                ok = (reply.status == 200 and response.get("uid") == uid
-                      and response.get("allowed") is expected_allowed(kind, mode))
+                ok = (
+                    reply.status == 200
+                    and response.get("uid") == uid
+                    and response.get("allowed") is expected_allowed(kind, mode)
+                )
             except (OSError, ssl.SSLError, http.client.HTTPException, ValueError):
                 with contextlib.suppress(Exception):
                     connection.close()
@@ -259,15 +322,23 @@ def percentile(values: list[float], p: float) -> float:
 def prepare(database_url: str) -> None:
     env = {**os.environ, "DATABASE_URL": database_url}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    code = f"from jobdash.jobs.models import Namespace; [Namespace.objects.get_or_create(name=n) for n in {NAMESPACES!r}]"
+    code = (
+        f"from jobdash.jobs.models import Namespace; [Namespace.objects.get_or_create(name=n) for n in {NAMESPACES!r}]"
+    )
     subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True)
 
 
 def count_jobs(database_url: str) -> int:
     env = {**os.environ, "DATABASE_URL": database_url}
     code = f"from jobdash.jobs.models import Job; print(Job.objects.filter(name__startswith='t{RUN}-').count())"
-    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return int(out.stdout.strip().splitlines()[-1])
 
 
@@ -279,8 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
     parser.add_argument("--clients", type=int, default=16, help="client threads (keep-alive connections)")
-    parser.add_argument("--mix", help="kind=share,... of new, retry, own, update, unmanaged (default: %s)"
-                        % ",".join(f"{k}={v}" for k, v in MIX))
+    parser.add_argument(
+        "--mix",
+        help="kind=share,... of new, retry, own, update, unmanaged (default: {})".format(
+            ",".join(f"{k}={v}" for k, v in MIX)
+        ),
+    )
     parser.add_argument("--quick", action="store_true", help="5 seconds")
     args = parser.parse_args(argv)
     mix = MIX

@@ -13,7 +13,9 @@ from .server import KubesimServer
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kubesim", description="A simulated Kubernetes cluster for jobdash.")
+    parser = argparse.ArgumentParser(
+        prog="python -m kubesim", description="A simulated Kubernetes cluster for jobdash."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve the Kubernetes API over HTTP")
     serve.add_argument("--config", help="YAML config (nodes, namespaces, users, speed, ...)")
@@ -40,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
-    print(f"kubesim serving {server.url}" + (f" (kubeconfig {args.kubeconfig_out})" if args.kubeconfig_out else ""), flush=True)
+    print(
+        f"kubesim serving {server.url}" + (f" (kubeconfig {args.kubeconfig_out})" if args.kubeconfig_out else ""),
+        flush=True,
+    )
     try:
         server.serve_forever(poll_interval=0.2)
     finally:

@@ -51,12 +51,21 @@ def _rule_matches(rule: dict, operation: str, rt: ResourceType, subresource: str
 
     resource = f"{rt.plural}/{subresource}" if subresource else rt.plural
     resources = rule.get("resources") or []
-    resource_ok = resource in resources or "*/*" in resources or (not subresource and "*" in resources) or (
-        subresource and f"*/{subresource}" in resources)
+    resource_ok = (
+        resource in resources
+        or "*/*" in resources
+        or (not subresource and "*" in resources)
+        or (subresource and f"*/{subresource}" in resources)
+    )
     scope = rule.get("scope", "*")
     scope_ok = scope == "*" or scope == ("Namespaced" if rt.namespaced else "Cluster")
-    return (has(rule.get("operations"), operation) and has(rule.get("apiGroups"), rt.group)
-            and has(rule.get("apiVersions"), rt.version) and resource_ok and scope_ok)
+    return (
+        has(rule.get("operations"), operation)
+        and has(rule.get("apiGroups"), rt.group)
+        and has(rule.get("apiVersions"), rt.version)
+        and resource_ok
+        and scope_ok
+    )
 
 
 class Admission:
@@ -72,13 +81,18 @@ class Admission:
                 found.append((hook, config["metadata"]["name"]))
         return found
 
-    def _matches(self, hook: dict, operation: str, rt: ResourceType, subresource: str, obj: dict, old: dict | None) -> bool:
+    def _matches(
+        self, hook: dict, operation: str, rt: ResourceType, subresource: str, obj: dict, old: dict | None
+    ) -> bool:
         if not any(_rule_matches(rule, operation, rt, subresource) for rule in hook.get("rules") or []):
             return False
         labels_new = (obj.get("metadata") or {}).get("labels") or {}
         labels_old = ((old or {}).get("metadata") or {}).get("labels") or {}
         selector = hook.get("objectSelector")
-        if not (match_label_selector_object(selector, labels_new) or (old is not None and match_label_selector_object(selector, labels_old))):
+        if not (
+            match_label_selector_object(selector, labels_new)
+            or (old is not None and match_label_selector_object(selector, labels_old))
+        ):
             return False
         if rt.namespaced and hook.get("namespaceSelector"):
             namespace = self.store.find(NAMESPACES, "", obj["metadata"].get("namespace", ""))
@@ -87,8 +101,17 @@ class Admission:
                 return False
         return True
 
-    def admit(self, operation: str, rt: ResourceType, obj: dict, old: dict | None, user: UserInfo,
-              dry_run: bool, subresource: str = "", validate=None) -> tuple[dict, list[str]]:
+    def admit(
+        self,
+        operation: str,
+        rt: ResourceType,
+        obj: dict,
+        old: dict | None,
+        user: UserInfo,
+        dry_run: bool,
+        subresource: str = "",
+        validate=None,
+    ) -> tuple[dict, list[str]]:
         """Run mutating then validating webhooks; return the (possibly patched) object and warnings."""
         warnings: list[str] = []
         for config_rt in (MUTATING, VALIDATING):
@@ -109,7 +132,9 @@ class Admission:
 
     def _apply(self, hook: dict, obj: dict, response: dict) -> dict:
         if response.get("patchType", "JSONPatch") != "JSONPatch":
-            raise internal(f'admission webhook "{hook["name"]}" returned an unsupported patchType {response.get("patchType")!r}')
+            raise internal(
+                f'admission webhook "{hook["name"]}" returned an unsupported patchType {response.get("patchType")!r}'
+            )
         try:
             operations = json.loads(base64.b64decode(response["patch"]))
             patched = json_patch(obj, operations)
@@ -139,7 +164,11 @@ class Admission:
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
-                "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+                "uid": uid,
+                "kind": gvk,
+                "resource": gvr,
+                "requestKind": gvk,
+                "requestResource": gvr,
                 **({"subResource": subresource} if subresource else {}),
                 "name": (obj.get("metadata") or {}).get("name", ""),
                 "namespace": (obj.get("metadata") or {}).get("namespace", ""),
@@ -148,12 +177,22 @@ class Admission:
                 "object": obj,
                 "oldObject": old,
                 "dryRun": dry_run,
-                "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1", **({"dryRun": ["All"]} if dry_run else {})},
+                "options": {
+                    "kind": options_kind,
+                    "apiVersion": "meta.k8s.io/v1",
+                    **({"dryRun": ["All"]} if dry_run else {}),
+                },
             },
         }
         url = "<unresolved>"
-        record = {"webhook": hook["name"], "operation": operation, "user": user.username, "dry_run": dry_run,
-                  "name": review["request"]["name"], "namespace": review["request"]["namespace"]}
+        record = {
+            "webhook": hook["name"],
+            "operation": operation,
+            "user": user.username,
+            "dry_run": dry_run,
+            "name": review["request"]["name"],
+            "namespace": review["request"]["namespace"],
+        }
         try:
             url = self._url(hook)
             response = self._post(url, review, hook)
@@ -167,12 +206,15 @@ class Admission:
             self.calls.append(record)
             if hook.get("failurePolicy", "Fail") == "Ignore":
                 return None
-            raise internal(f'failed calling webhook "{hook["name"]}": failed to call webhook: Post "{url}": {exc}') from None
+            raise internal(
+                f'failed calling webhook "{hook["name"]}": failed to call webhook: Post "{url}": {exc}'
+            ) from None
 
     def _post(self, url: str, review: dict, hook: dict) -> dict:
         data = json.dumps(review).encode()
-        request = urllib.request.Request(url, data=data, method="POST",
-                                         headers={"Content-Type": "application/json", "Accept": "application/json"})
+        request = urllib.request.Request(
+            url, data=data, method="POST", headers={"Content-Type": "application/json", "Accept": "application/json"}
+        )
         context = None
         if url.startswith("https://"):
             bundle = (hook.get("clientConfig") or {}).get("caBundle")

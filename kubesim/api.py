@@ -14,7 +14,7 @@ import queue
 import random
 import string
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from .admission import Admission, UserInfo
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
@@ -50,7 +50,9 @@ class Api:
                 raise bad_request(f"Object 'Kind' is missing in '{json.dumps(body)[:200]}'")
             api_version, kind = api_version or rt.api_version, kind or rt.kind
         if api_version != rt.api_version or kind != rt.kind:
-            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version}) or kind {kind!r} is not {rt.kind!r}")
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version}) or kind {kind!r} is not {rt.kind!r}"
+            )
         obj = clone(body)
         obj["apiVersion"], obj["kind"] = api_version, kind
         meta = obj.setdefault("metadata", {})
@@ -58,7 +60,9 @@ class Api:
             raise bad_request("metadata must be an object")
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
-                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             meta["namespace"] = namespace
         else:
             meta.pop("namespace", None)
@@ -79,16 +83,30 @@ class Api:
 
     def _record(self, rt: ResourceType, user: UserInfo, obj: dict, outcome: str, code: int, dry_run: bool) -> None:
         if rt is TFJOBS:
-            self.audit.append({
-                "time": self.clock.now(), "user": user.username, "groups": list(user.groups),
-                "namespace": obj.get("metadata", {}).get("namespace", ""), "name": obj.get("metadata", {}).get("name", ""),
-                "outcome": outcome, "code": code, "dry_run": dry_run,
-            })
+            self.audit.append(
+                {
+                    "time": self.clock.now(),
+                    "user": user.username,
+                    "groups": list(user.groups),
+                    "namespace": obj.get("metadata", {}).get("namespace", ""),
+                    "name": obj.get("metadata", {}).get("name", ""),
+                    "outcome": outcome,
+                    "code": code,
+                    "dry_run": dry_run,
+                }
+            )
 
     # --- create ------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, namespace: str, body: object, user: UserInfo = SYSTEM,
-               dry_run: bool = False, internal: bool = False) -> tuple[dict, list[str]]:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: object,
+        user: UserInfo = SYSTEM,
+        dry_run: bool = False,
+        internal: bool = False,
+    ) -> tuple[dict, list[str]]:
         obj = self._check_body(rt, namespace, body)
         try:
             return self._create(rt, namespace, obj, user, dry_run, internal)
@@ -110,8 +128,9 @@ class Api:
         self._require_namespace(rt, namespace)
         warnings: list[str] = []
         if not internal:
-            obj, warnings = self.admission.admit("CREATE", rt, obj, None, user, dry_run,
-                                                 validate=lambda o: self._validate(rt, o))
+            obj, warnings = self.admission.admit(
+                "CREATE", rt, obj, None, user, dry_run, validate=lambda o: self._validate(rt, o)
+            )
         with self.store.lock:
             self.quota.admit(rt, obj)
             if dry_run:
@@ -139,8 +158,15 @@ class Api:
             return None
         return lambda o: (labels is None or labels(o["metadata"].get("labels") or {})) and (fields is None or fields(o))
 
-    def list(self, rt: ResourceType, namespace: str | None, label_selector: str | None = None,
-             field_selector: str | None = None, limit: int = 0, continue_token: str | None = None) -> dict:
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+    ) -> dict:
         predicate = self._predicate(rt, label_selector, field_selector)
         items, rv, token, remaining = self.store.list(rt, namespace, predicate, limit, continue_token)
         meta: dict = {"resourceVersion": str(rv)}
@@ -151,19 +177,50 @@ class Api:
 
     # --- update / patch ----------------------------------------------------------------
 
-    def replace(self, rt: ResourceType, namespace: str, name: str, body: object, user: UserInfo = SYSTEM,
-                dry_run: bool = False, subresource: str = "") -> tuple[dict, list[str]]:
+    def replace(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: object,
+        user: UserInfo = SYSTEM,
+        dry_run: bool = False,
+        subresource: str = "",
+    ) -> tuple[dict, list[str]]:
         obj = self._check_body(rt, namespace, body)
         if obj["metadata"].get("name") != name:
-            raise bad_request(f"the name of the object ({obj['metadata'].get('name')}) does not match the name on the URL ({name})")
+            raise bad_request(
+                f"the name of the object ({obj['metadata'].get('name')}) does not match the name on the URL ({name})"
+            )
         rv = obj["metadata"].get("resourceVersion")
         if not rv and not rt.unconditional_update:
-            raise invalid(rt.group, rt.kind, name, [{"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
-                                                     "message": "Invalid value: 0x0: must be specified for an update"}])
-        return self._update(rt, namespace, name, lambda current: obj, user, dry_run, subresource, precondition=rv or None)
+            raise invalid(
+                rt.group,
+                rt.kind,
+                name,
+                [
+                    {
+                        "reason": "FieldValueInvalid",
+                        "field": "metadata.resourceVersion",
+                        "message": "Invalid value: 0x0: must be specified for an update",
+                    }
+                ],
+            )
+        return self._update(
+            rt, namespace, name, lambda current: obj, user, dry_run, subresource, precondition=rv or None
+        )
 
-    def patch(self, rt: ResourceType, namespace: str, name: str, content_type: str, body: object,
-              user: UserInfo = SYSTEM, dry_run: bool = False, subresource: str = "") -> tuple[dict, list[str]]:
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: object,
+        user: UserInfo = SYSTEM,
+        dry_run: bool = False,
+        subresource: str = "",
+    ) -> tuple[dict, list[str]]:
         def mutate(current: dict) -> dict:
             patched = apply_patch(current, content_type, body)
             wanted = (patched.get("metadata") or {}).get("resourceVersion")
@@ -183,8 +240,9 @@ class Api:
                 raise conflict(rt.group, rt.plural, name)
             new = self._merge(rt, current, mutate(current), subresource)
             self._validate(rt, new)
-            new, warnings = self.admission.admit("UPDATE", rt, new, current, user, dry_run, subresource,
-                                                 validate=lambda o: self._validate(rt, o))
+            new, warnings = self.admission.admit(
+                "UPDATE", rt, new, current, user, dry_run, subresource, validate=lambda o: self._validate(rt, o)
+            )
             if dry_run:
                 return new, warnings
             try:
@@ -221,16 +279,22 @@ class Api:
 
     # --- delete ------------------------------------------------------------------------
 
-    def delete(self, rt: ResourceType, namespace: str, name: str, options: dict | None = None,
-               dry_run: bool = False) -> dict:
+    def delete(
+        self, rt: ResourceType, namespace: str, name: str, options: dict | None = None, dry_run: bool = False
+    ) -> dict:
         options = options or {}
         preconditions = options.get("preconditions") or {}
         with self.store.lock:
             current = self.store.get(rt, namespace, name)
             if dry_run:
                 return current
-            deleted = self.store.delete(rt, namespace, name, expected_rv=preconditions.get("resourceVersion"),
-                                        expected_uid=preconditions.get("uid"))
+            deleted = self.store.delete(
+                rt,
+                namespace,
+                name,
+                expected_rv=preconditions.get("resourceVersion"),
+                expected_uid=preconditions.get("uid"),
+            )
             # Pods, events and leases own nothing here; skipping them keeps deletes O(1).
             if options.get("propagationPolicy") != "Orphan" and rt not in (PODS, EVENTS, LEASES):
                 self._collect_garbage(deleted)
@@ -246,7 +310,9 @@ class Api:
             owner_rt = BY_API_VERSION_KIND.get((ref.get("apiVersion"), ref.get("kind")))
             if owner_rt is None:
                 continue
-            owner = self.store.find(owner_rt, obj["metadata"].get("namespace", "") if owner_rt.namespaced else "", ref.get("name", ""))
+            owner = self.store.find(
+                owner_rt, obj["metadata"].get("namespace", "") if owner_rt.namespaced else "", ref.get("name", "")
+            )
             if owner is None or owner["metadata"]["uid"] != ref.get("uid"):
                 return True
         return False
@@ -264,10 +330,17 @@ class Api:
 
     # --- watch -------------------------------------------------------------------------
 
-    def watch(self, rt: ResourceType, namespace: str | None, resource_version: str | None,
-              label_selector: str | None = None, field_selector: str | None = None,
-              timeout_seconds: float | None = None, bookmarks: bool = False,
-              bookmark_interval: float = 30.0) -> Iterator[bytes]:
+    def watch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        resource_version: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: float | None = None,
+        bookmarks: bool = False,
+        bookmark_interval: float = 30.0,
+    ) -> Iterator[bytes]:
         """Newline-delimited watch events; a 410 becomes an ERROR event, as the API server sends it."""
         predicate = self._predicate(rt, label_selector, field_selector)
         since = None
@@ -318,8 +391,9 @@ class Api:
             rv = self.store.resource_version if watcher.queue.empty() else None
         if rv is None:
             return b""
-        return _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version,
-                                  "metadata": {"resourceVersion": str(rv)}})
+        return _line(
+            "BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+        )
 
 
 def _line(etype: str, obj: dict) -> bytes:
@@ -344,4 +418,3 @@ def _event_line(event: Event, predicate) -> bytes:
         elif not now_matches:
             return b""
     return b'{"type":"' + etype.encode() + b'","object":' + event.object_json() + b"}\n"
-

@@ -20,8 +20,8 @@ from .faults import Faults
 from .model import Store
 from .operator import JobPods, TrainingOperator
 from .quota import QuotaTracker
-from .scheduler import Scheduler
 from .resources import BY_API_VERSION_KIND, NAMESPACES, NODES, PODS, RESOURCEQUOTAS, TFJOBS
+from .scheduler import Scheduler
 
 
 class Cluster:
@@ -29,7 +29,11 @@ class Cluster:
         self.config = config if isinstance(config, Config) else from_dict(config)
         cfg = self.config
         if clock is None:
-            clock = ManualClock(cfg.start_time or ManualClock.DEFAULT_START) if cfg.clock == "manual" else RealClock(cfg.speed, cfg.start_time)
+            clock = (
+                ManualClock(cfg.start_time or ManualClock.DEFAULT_START)
+                if cfg.clock == "manual"
+                else RealClock(cfg.speed, cfg.start_time)
+            )
         self.clock = clock
         self.store = Store(clock, history=cfg.watch_history)
         self.quota = QuotaTracker(self.store)
@@ -54,15 +58,29 @@ class Cluster:
         names = ["default"] + [ns["name"] for ns in self.config.namespaces if ns["name"] != "default"]
         labels = {ns["name"]: ns.get("labels") or {} for ns in self.config.namespaces}
         for name in names:
-            create(NAMESPACES, "", {"apiVersion": "v1", "kind": "Namespace",
-                                    "metadata": {"name": name, "labels": dict(labels.get(name, {}))}}, internal=True)
+            create(
+                NAMESPACES,
+                "",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name, "labels": dict(labels.get(name, {}))},
+                },
+                internal=True,
+            )
         for ns in self.config.namespaces:
             if ns.get("quota"):
-                create(RESOURCEQUOTAS, ns["name"], {
-                    "apiVersion": "v1", "kind": "ResourceQuota",
-                    "metadata": {"name": ns.get("quota_name", "quota"), "namespace": ns["name"]},
-                    "spec": {"hard": {k: str(v) for k, v in ns["quota"].items()}},
-                }, internal=True)
+                create(
+                    RESOURCEQUOTAS,
+                    ns["name"],
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ResourceQuota",
+                        "metadata": {"name": ns.get("quota_name", "quota"), "namespace": ns["name"]},
+                        "spec": {"hard": {k: str(v) for k, v in ns["quota"].items()}},
+                    },
+                    internal=True,
+                )
         for group in self.config.nodes:
             for node in node_objects(group):
                 create(NODES, "", node, internal=True)
@@ -70,8 +88,12 @@ class Cluster:
             rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion"), manifest.get("kind")))
             if rt is None:
                 raise ValueError(f"objects: kubesim does not serve {manifest.get('apiVersion')}/{manifest.get('kind')}")
-            create(rt, (manifest.get("metadata") or {}).get("namespace", "default") if rt.namespaced else "",
-                   copy.deepcopy(manifest), internal=True)
+            create(
+                rt,
+                (manifest.get("metadata") or {}).get("namespace", "default") if rt.namespaced else "",
+                copy.deepcopy(manifest),
+                internal=True,
+            )
 
     # --- identities ------------------------------------------------------------------------
 
@@ -119,7 +141,7 @@ class Cluster:
         return self.store.find(TFJOBS, namespace, name)
 
     def quota_status(self, namespace: str, name: str = "quota") -> dict:
-        return (self.store.get(RESOURCEQUOTAS, namespace, name).get("status") or {})
+        return self.store.get(RESOURCEQUOTAS, namespace, name).get("status") or {}
 
     def create_tfjob(self, manifest: dict, user: str | None = None) -> dict:
         """Create a TFJob without HTTP (webhooks still run), e.g. from a trace replay."""

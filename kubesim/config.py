@@ -1,31 +1,31 @@
 """kubesim's configuration file (YAML) and the kubeconfig it writes.
 
-    speed: 1.0                 # cluster seconds per real second (real clock)
-    clock: real                # or "manual": time moves only when told (tests, replays)
-    nodes:                     # absent: 3 nodes of 16 cpu / 64Gi; [] : no nodes
-      - prefix: gpu-node       # nodes gpu-node-0 .. gpu-node-3 (or name: for one node)
-        count: 4
-        capacity: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8", pods: "110"}
-        allocatable: {...}     # optional, defaults to capacity
-        labels: {pool: gpu}
-        taints: [{key: gpu, value: "true", effect: NoSchedule}]
-        unschedulable: false
-    namespaces:
-      - name: team-a
-        labels: {team: a}
-        quota: {requests.cpu: "64", requests.memory: 256Gi, requests.nvidia.com/gpu: "16"}
-        quota_name: compute    # optional, default "quota"
-    users:
-      - token: jobdash-token
-        username: system:serviceaccount:jobdash:jobdash
-        groups: [system:serviceaccounts]
-    services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook service refs
-    kubelet: {start_delay_seconds: 1.0}
-    operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
-    workload: {default_duration_seconds: 60.0}
-    watch: {history: 20000, bookmark_interval_seconds: 30.0}
-    faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, latency_ms: 5}]
-    objects: []                # any further manifests to create at start (webhook configs, ...)
+speed: 1.0                 # cluster seconds per real second (real clock)
+clock: real                # or "manual": time moves only when told (tests, replays)
+nodes:                     # absent: 3 nodes of 16 cpu / 64Gi; [] : no nodes
+  - prefix: gpu-node       # nodes gpu-node-0 .. gpu-node-3 (or name: for one node)
+    count: 4
+    capacity: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8", pods: "110"}
+    allocatable: {...}     # optional, defaults to capacity
+    labels: {pool: gpu}
+    taints: [{key: gpu, value: "true", effect: NoSchedule}]
+    unschedulable: false
+namespaces:
+  - name: team-a
+    labels: {team: a}
+    quota: {requests.cpu: "64", requests.memory: 256Gi, requests.nvidia.com/gpu: "16"}
+    quota_name: compute    # optional, default "quota"
+users:
+  - token: jobdash-token
+    username: system:serviceaccount:jobdash:jobdash
+    groups: [system:serviceaccounts]
+services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook service refs
+kubelet: {start_delay_seconds: 1.0}
+operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
+workload: {default_duration_seconds: 60.0}
+watch: {history: 20000, bookmark_interval_seconds: 30.0}
+faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, latency_ms: 5}]
+objects: []                # any further manifests to create at start (webhook configs, ...)
 """
 
 from __future__ import annotations
@@ -38,8 +38,21 @@ import yaml
 DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
 # Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
 DEFAULT_NODES = [{"prefix": "node", "count": 3, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}]
-_TOP_KEYS = {"speed", "clock", "nodes", "namespaces", "users", "services", "kubelet", "operator", "workload",
-             "watch", "faults", "objects", "start_time"}
+_TOP_KEYS = {
+    "speed",
+    "clock",
+    "nodes",
+    "namespaces",
+    "users",
+    "services",
+    "kubelet",
+    "operator",
+    "workload",
+    "watch",
+    "faults",
+    "objects",
+    "start_time",
+}
 
 
 @dataclass
@@ -99,10 +112,18 @@ def from_dict(data: dict | None) -> Config:
         for user in data["users"] or []:
             if not isinstance(user, dict) or not user.get("token") or not user.get("username"):
                 raise ValueError("users: every entry needs a token and a username")
-            config.users.append({"token": str(user["token"]), "username": user["username"],
-                                 "groups": list(user.get("groups") or []), "uid": user.get("uid", "")})
+            config.users.append(
+                {
+                    "token": str(user["token"]),
+                    "username": user["username"],
+                    "groups": list(user.get("groups") or []),
+                    "uid": user.get("uid", ""),
+                }
+            )
     config.services = dict(data.get("services") or {})
-    config.start_delay_seconds = float(_section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0))
+    config.start_delay_seconds = float(
+        _section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0)
+    )
     operator = _section(data, "operator", {"backoff_seconds", "max_backoff_seconds"})
     config.backoff_seconds = float(operator.get("backoff_seconds", 1.0))
     config.max_backoff_seconds = float(operator.get("max_backoff_seconds", 30.0))
@@ -123,31 +144,63 @@ def load(path: str | Path) -> Config:
 def node_objects(group: dict) -> list[dict]:
     """The Node objects of one node group, as a kubelet would register them."""
     count = int(group.get("count", 1))
-    names = [group["name"]] if group.get("name") and count == 1 else [f"{group.get('prefix') or group['name']}-{i}" for i in range(count)]
+    names = (
+        [group["name"]]
+        if group.get("name") and count == 1
+        else [f"{group.get('prefix') or group['name']}-{i}" for i in range(count)]
+    )
     capacity = {k: str(v) for k, v in group["capacity"].items()}
     capacity.setdefault("pods", "110")
     allocatable = {k: str(v) for k, v in (group.get("allocatable") or capacity).items()}
     nodes = []
     for i, name in enumerate(names):
-        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                  **{k: str(v) for k, v in (group.get("labels") or {}).items()}}
+        labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            **{k: str(v) for k, v in (group.get("labels") or {}).items()},
+        }
         spec: dict = {}
         if group.get("taints"):
             spec["taints"] = [dict(t) for t in group["taints"]]
         if group.get("unschedulable"):
             spec["unschedulable"] = True
-        nodes.append({
-            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": spec,
-            "status": {
-                "capacity": capacity, "allocatable": allocatable,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}],
-                "addresses": [{"type": "InternalIP", "address": f"192.0.2.{(len(nodes) + i) % 250 + 1}"},
-                              {"type": "Hostname", "address": name}],
-                "nodeInfo": {"architecture": "amd64", "bootID": "", "containerRuntimeVersion": "kubesim://1",
-                             "kernelVersion": "6.1.0", "kubeProxyVersion": "v1.30.0", "kubeletVersion": "v1.30.0",
-                             "machineID": name, "operatingSystem": "linux", "osImage": "kubesim", "systemUUID": name},
-            },
-        })
+        nodes.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+                "status": {
+                    "capacity": capacity,
+                    "allocatable": allocatable,
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                        }
+                    ],
+                    "addresses": [
+                        {"type": "InternalIP", "address": f"192.0.2.{(len(nodes) + i) % 250 + 1}"},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "nodeInfo": {
+                        "architecture": "amd64",
+                        "bootID": "",
+                        "containerRuntimeVersion": "kubesim://1",
+                        "kernelVersion": "6.1.0",
+                        "kubeProxyVersion": "v1.30.0",
+                        "kubeletVersion": "v1.30.0",
+                        "machineID": name,
+                        "operatingSystem": "linux",
+                        "osImage": "kubesim",
+                        "systemUUID": name,
+                    },
+                },
+            }
+        )
     return nodes
 
 

@@ -43,7 +43,11 @@ class Kubelet:
             return
         pod = event.obj
         uid = pod["metadata"]["uid"]
-        if (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") == "Pending" and uid not in self._seen:
+        if (
+            (pod.get("spec") or {}).get("nodeName")
+            and (pod.get("status") or {}).get("phase") == "Pending"
+            and uid not in self._seen
+        ):
             with self._lock:
                 self._seen.add(uid)
                 self._seq += 1
@@ -70,14 +74,26 @@ class Kubelet:
                 return
             self._ip += 1
             status = dict(pod["status"])
-            status.update(phase="Running", startTime=rfc3339(now), hostIP="192.0.2.1",
-                          podIP=f"10.{(self._ip >> 16) & 255}.{(self._ip >> 8) & 255}.{self._ip & 255}")
+            status.update(
+                phase="Running",
+                startTime=rfc3339(now),
+                hostIP="192.0.2.1",
+                podIP=f"10.{(self._ip >> 16) & 255}.{(self._ip >> 8) & 255}.{self._ip & 255}",
+            )
             for ctype in ("Initialized", "ContainersReady", "Ready"):
                 set_pod_condition(status, ctype, "True", now)
-            status["containerStatuses"] = [{
-                "name": c["name"], "image": c.get("image", ""), "imageID": f"docker-pullable://{c.get('image', '')}",
-                "ready": True, "started": True, "restartCount": 0, "state": {"running": {"startedAt": rfc3339(now)}},
-            } for c in pod["spec"].get("containers") or []]
+            status["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": f"docker-pullable://{c.get('image', '')}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": rfc3339(now)}},
+                }
+                for c in pod["spec"].get("containers") or []
+            ]
             self.store.update(PODS, evolve(pod, status=status))
 
     def terminate(self, key: Key, exit_code: int, now: float) -> None:
@@ -88,16 +104,27 @@ class Kubelet:
                 return
             status = dict(pod["status"])
             restart = exit_code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always")
-            terminated = {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
-                          "startedAt": status.get("startTime", rfc3339(now)), "finishedAt": rfc3339(now)}
+            terminated = {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": status.get("startTime", rfc3339(now)),
+                "finishedAt": rfc3339(now),
+            }
             if restart:
                 status["containerStatuses"] = [
-                    {**c, "restartCount": c.get("restartCount", 0) + 1, "lastState": {"terminated": terminated},
-                     "state": {"running": {"startedAt": rfc3339(now)}}} for c in status.get("containerStatuses") or []]
+                    {
+                        **c,
+                        "restartCount": c.get("restartCount", 0) + 1,
+                        "lastState": {"terminated": terminated},
+                        "state": {"running": {"startedAt": rfc3339(now)}},
+                    }
+                    for c in status.get("containerStatuses") or []
+                ]
             else:
                 status["containerStatuses"] = [
                     {**c, "ready": False, "started": False, "state": {"terminated": terminated}}
-                    for c in status.get("containerStatuses") or []]
+                    for c in status.get("containerStatuses") or []
+                ]
                 status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
                 for ctype in ("ContainersReady", "Ready"):
                     set_pod_condition(status, ctype, "False", now, "PodCompleted")
@@ -169,7 +196,9 @@ class WorkClock:
 
     def _finish(self, job: dict, pods: list[dict], now: float) -> None:
         if tfjob.should_fail(job):
-            lead = next((p for p in pods if (p["metadata"].get("labels") or {}).get(tfjob.JOB_ROLE_LABEL) == "master"), pods[0])
+            lead = next(
+                (p for p in pods if (p["metadata"].get("labels") or {}).get(tfjob.JOB_ROLE_LABEL) == "master"), pods[0]
+            )
             self.kubelet.terminate(key_of(lead), 1, now)
             return
         for pod in pods:

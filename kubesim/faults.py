@@ -31,7 +31,7 @@ class FaultRule:
     injected: int = field(default=0, compare=False)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "FaultRule":
+    def from_dict(cls, data: dict) -> FaultRule:
         unknown = set(data) - {"verbs", "resources", "error_rate", "status", "latency_ms", "times", "retry_after"}
         if unknown:
             raise ValueError(f"unknown fault rule keys: {sorted(unknown)}")
@@ -47,8 +47,15 @@ class FaultRule:
         rate = float(data.get("error_rate", 1.0 if "times" in data else 0.0))
         if not 0.0 <= rate <= 1.0:
             raise ValueError("error_rate must be between 0 and 1")
-        return cls(verbs, resources, rate, status, float(data.get("latency_ms", 0.0)),
-                   data.get("times"), int(data.get("retry_after", 1)))
+        return cls(
+            verbs,
+            resources,
+            rate,
+            status,
+            float(data.get("latency_ms", 0.0)),
+            data.get("times"),
+            int(data.get("retry_after", 1)),
+        )
 
     def matches(self, verb: str, resource: str) -> bool:
         return ("*" in self.verbs or verb in self.verbs) and ("*" in self.resources or resource in self.resources)
@@ -59,7 +66,9 @@ class FaultRule:
         if self.status == 503:
             return ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request")
         if self.status == 504:
-            return timeout("the server was unable to return a response in the time allotted, but may still be processing the request")
+            return timeout(
+                "the server was unable to return a response in the time allotted, but may still be processing the request"
+            )
         return internal("injected fault")
 
 

@@ -23,8 +23,8 @@ import queue
 import random
 import threading
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .clock import Clock, rfc3339
 from .errors import already_exists, bad_request, conflict, gone, not_found
@@ -87,7 +87,7 @@ ABORT_WATCH = "abort"
 class Watcher:
     """A live subscription: events arrive on ``queue``; a sentinel string means the stream was cut."""
 
-    def __init__(self, store: "Store", rt: ResourceType, namespace: str | None):
+    def __init__(self, store: Store, rt: ResourceType, namespace: str | None):
         self.store, self.rt, self.namespace = store, rt, namespace
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
 
@@ -169,7 +169,9 @@ class Store:
             data = json.loads(base64.urlsafe_b64decode(token.encode()))
             rv, start = int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
         except (ValueError, KeyError, IndexError, TypeError, binascii.Error):
-            raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)") from None
+            raise bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+            ) from None
         if rv < self._floor(rt):
             raise gone(
                 "The provided continue parameter is too old to display a consistent list result. "
@@ -221,8 +223,14 @@ class Store:
                 meta["deletionTimestamp"] = current["metadata"]["deletionTimestamp"]
             return self._commit(rt, key, "MODIFIED", obj, current)
 
-    def delete(self, rt: ResourceType, namespace: str, name: str, expected_rv: str | None = None,
-               expected_uid: str | None = None) -> dict:
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        expected_rv: str | None = None,
+        expected_uid: str | None = None,
+    ) -> dict:
         with self.lock:
             key = (namespace or "", name)
             current = self._objects.get(rt.plural, {}).get(key)
@@ -291,7 +299,8 @@ class Store:
                 if since < self._floor(rt):
                     raise gone(f"too old resource version: {since} ({self._floor(rt) + 1})")
                 backlog = [
-                    e for e in self._log.get(rt.plural, [])
+                    e
+                    for e in self._log.get(rt.plural, [])
                     if e.rv > since and (namespace is None or key_of(e.obj)[0] == namespace)
                 ]
             watcher = Watcher(self, rt, namespace)

@@ -160,13 +160,24 @@ class TrainingOperator:
                 self.store.update(EVENTS, updated)
                 return
             event = {
-                "apiVersion": "v1", "kind": "Event",
+                "apiVersion": "v1",
+                "kind": "Event",
                 "metadata": {"name": name, "namespace": key[0]},
-                "involvedObject": {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": key[1],
-                                   "namespace": key[0], "uid": job["metadata"]["uid"]},
-                "reason": reason, "message": message, "type": etype, "count": 1,
-                "firstTimestamp": stamp, "lastTimestamp": stamp,
-                "source": {"component": "tfjob-controller"}, "reportingComponent": "tfjob-controller",
+                "involvedObject": {
+                    "apiVersion": "kubeflow.org/v1",
+                    "kind": "TFJob",
+                    "name": key[1],
+                    "namespace": key[0],
+                    "uid": job["metadata"]["uid"],
+                },
+                "reason": reason,
+                "message": message,
+                "type": etype,
+                "count": 1,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+                "source": {"component": "tfjob-controller"},
+                "reportingComponent": "tfjob-controller",
             }
             self.store.create(EVENTS, event)
 
@@ -215,8 +226,14 @@ class TrainingOperator:
             status["replicaStatuses"] = tfjob.replica_statuses(job, pods)
             if self._past_backoff_limit(job, pods):
                 status.setdefault("completionTime", rfc3339(now))
-                tfjob.update_conditions(status, "Failed", "True", "TFJobFailed",
-                                        f"Job {name} has failed because it has reached the specified backoff limit", now)
+                tfjob.update_conditions(
+                    status,
+                    "Failed",
+                    "True",
+                    "TFJobFailed",
+                    f"Job {name} has failed because it has reached the specified backoff limit",
+                    now,
+                )
             else:
                 tfjob.update_job_status(job, pods, status, now)
             if tfjob.is_finished(status):
@@ -246,7 +263,9 @@ class TrainingOperator:
         limit = tfjob.run_policy(job).get("backoffLimit")
         if limit is None:
             return False
-        restarting = {t.lower() for t, s in tfjob.replica_specs(job).items() if s["restartPolicy"] in ("OnFailure", "Always")}
+        restarting = {
+            t.lower() for t, s in tfjob.replica_specs(job).items() if s["restartPolicy"] in ("OnFailure", "Always")
+        }
         restarts = 0
         for pod in pods:
             status = pod.get("status") or {}
@@ -256,4 +275,3 @@ class TrainingOperator:
                 continue
             restarts += sum(c.get("restartCount", 0) for c in status.get("containerStatuses") or [])
         return restarts > 0 if limit == 0 else restarts >= limit
-

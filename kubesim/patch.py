@@ -108,7 +108,11 @@ def json_patch(target: object, operations: object) -> object:
             doc = _remove(doc, tokens)
         elif kind == "replace":
             _get(doc, tokens)  # must exist
-            doc = _add(_remove(doc, tokens), tokens, copy.deepcopy(op.get("value"))) if tokens else copy.deepcopy(op.get("value"))
+            doc = (
+                _add(_remove(doc, tokens), tokens, copy.deepcopy(op.get("value")))
+                if tokens
+                else copy.deepcopy(op.get("value"))
+            )
         elif kind in ("move", "copy"):
             source = _parse_pointer(op.get("from", ""))
             value = copy.deepcopy(_get(doc, source))
@@ -139,9 +143,15 @@ def apply_patch(target: dict, content_type: str, body: object) -> dict:
         elif media == JSON_PATCH_TYPE:
             result = json_patch(target, body)
         else:
-            raise ApiError(415, "UnsupportedMediaType", f'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got "{content_type}")')
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got "{content_type}")',
+            )
     except PatchError as exc:
-        raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}") from None
+        raise ApiError(
+            422, "Invalid", f"the server rejected our request due to an error in our request: {exc}"
+        ) from None
     if not isinstance(result, dict):
         raise ApiError(422, "Invalid", "the patched object is not a JSON object")
     return result

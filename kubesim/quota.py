@@ -45,7 +45,7 @@ def _base(resource_key: str) -> str:
     """The resource a quota key measures ('requests.cpu' -> 'cpu'), for parsing and formatting."""
     for prefix in ("requests.", "limits."):
         if resource_key.startswith(prefix):
-            return resource_key[len(prefix):]
+            return resource_key[len(prefix) :]
     return resource_key
 
 
@@ -102,7 +102,9 @@ def _missing_constraints(pod: dict, hard: dict) -> list[str]:
             section, name = "limits", _base(key)
         else:
             continue
-        lacking = [c.get("name", "") for c in containers if name not in (((c.get("resources") or {}).get(section)) or {})]
+        lacking = [
+            c.get("name", "") for c in containers if name not in (((c.get("resources") or {}).get(section)) or {})
+        ]
         if lacking:
             missing.append(f"{key} for: {','.join(lacking)}")
     return missing
@@ -138,8 +140,12 @@ class QuotaTracker:
             if rt is PODS:
                 missing = _missing_constraints(obj, hard)
                 if missing:
-                    raise forbidden(rt.group, rt.plural, name,
-                                    f"failed quota: {quota['metadata']['name']}: must specify {'; '.join(missing)}")
+                    raise forbidden(
+                        rt.group,
+                        rt.plural,
+                        name,
+                        f"failed quota: {quota['metadata']['name']}: must specify {'; '.join(missing)}",
+                    )
             exceeded = []
             for key in sorted(hard):
                 requested = delta.get(key, 0)
@@ -147,10 +153,16 @@ class QuotaTracker:
                 if requested > 0 and used[key] + requested > limit:
                     exceeded.append((key, requested, used[key], limit))
             if exceeded:
-                def fmt(index: int) -> str:
+
+                def fmt(index: int, exceeded=exceeded) -> str:
                     return ",".join(f"{e[0]}={format_quantity(_base(e[0]), e[index])}" for e in exceeded)
-                raise forbidden(rt.group, rt.plural, name,
-                                f"exceeded quota: {quota['metadata']['name']}, requested: {fmt(1)}, used: {fmt(2)}, limited: {fmt(3)}")
+
+                raise forbidden(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    f"exceeded quota: {quota['metadata']['name']}, requested: {fmt(1)}, used: {fmt(2)}, limited: {fmt(3)}",
+                )
 
     # --- usage tracking (store hook) -------------------------------------------------------
 

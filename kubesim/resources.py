@@ -8,9 +8,9 @@ defaults) would fill in, so objects read back look like a real cluster's.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
 
 from queueing.quantity import parse_quantity as _parse_quantity
 
@@ -75,7 +75,12 @@ def validate_name(rt: ResourceType, name: object) -> list[dict]:
     limit = 63 if rt.name_pattern is _DNS1123_LABEL else 253
     if not isinstance(name, str) or len(name) > limit or not rt.name_pattern.match(name):
         kind = "RFC 1123 label" if rt.name_pattern is _DNS1123_LABEL else "RFC 1123 subdomain"
-        return [cause("metadata.name", f"Invalid value: {name!r}: a lowercase {kind} must consist of lower case alphanumeric characters, '-' or '.'")]
+        return [
+            cause(
+                "metadata.name",
+                f"Invalid value: {name!r}: a lowercase {kind} must consist of lower case alphanumeric characters, '-' or '.'",
+            )
+        ]
     return []
 
 
@@ -89,7 +94,11 @@ def validate_resources(path: str, resources: object) -> list[dict]:
         for name, value in (resources.get(section) or {}).items():
             try:
                 if parse_quantity(value) < 0:
-                    causes.append(cause(f"{path}.{section}[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"))
+                    causes.append(
+                        cause(
+                            f"{path}.{section}[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"
+                        )
+                    )
             except ValueError as exc:
                 causes.append(cause(f"{path}.{section}[{name}]", f"Invalid value: {value!r}: {exc}"))
     return causes
@@ -189,7 +198,12 @@ def _validate_webhooks(obj: dict) -> list[dict]:
         if not name:
             causes.append(required(f"{where}.name"))
         elif name.count(".") < 2 or not _DNS1123_SUBDOMAIN.match(name):
-            causes.append(cause(f"{where}.name", f"Invalid value: {name!r}: should be a domain with at least three segments separated by dots"))
+            causes.append(
+                cause(
+                    f"{where}.name",
+                    f"Invalid value: {name!r}: should be a domain with at least three segments separated by dots",
+                )
+            )
         elif name in seen:
             causes.append(cause(f"{where}.name", f"Duplicate value: {name!r}", "FieldValueDuplicate"))
         seen.add(name)
@@ -197,17 +211,38 @@ def _validate_webhooks(obj: dict) -> list[dict]:
             continue
         client = hook.get("clientConfig") or {}
         if bool(client.get("url")) == bool(client.get("service")):
-            causes.append(cause(f"{where}.clientConfig", "exactly one of url or service is required", "FieldValueRequired"))
+            causes.append(
+                cause(f"{where}.clientConfig", "exactly one of url or service is required", "FieldValueRequired")
+            )
         if hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
-            causes.append(cause(f"{where}.sideEffects", "Unsupported value: must be one of None, NoneOnDryRun", "FieldValueNotSupported"))
+            causes.append(
+                cause(
+                    f"{where}.sideEffects",
+                    "Unsupported value: must be one of None, NoneOnDryRun",
+                    "FieldValueNotSupported",
+                )
+            )
         versions = hook.get("admissionReviewVersions") or []
         if "v1" not in versions:
-            causes.append(cause(f"{where}.admissionReviewVersions", "must include v1 (the only AdmissionReview version kubesim speaks)", "FieldValueRequired"))
+            causes.append(
+                cause(
+                    f"{where}.admissionReviewVersions",
+                    "must include v1 (the only AdmissionReview version kubesim speaks)",
+                    "FieldValueRequired",
+                )
+            )
         if hook.get("failurePolicy", "Fail") not in ("Fail", "Ignore"):
-            causes.append(cause(f"{where}.failurePolicy", "Unsupported value: must be Fail or Ignore", "FieldValueNotSupported"))
+            causes.append(
+                cause(f"{where}.failurePolicy", "Unsupported value: must be Fail or Ignore", "FieldValueNotSupported")
+            )
         timeout = hook.get("timeoutSeconds", 10)
         if not isinstance(timeout, int) or not 1 <= timeout <= 30:
-            causes.append(cause(f"{where}.timeoutSeconds", f"Invalid value: {timeout!r}: the timeout value must be between 1 and 30 seconds"))
+            causes.append(
+                cause(
+                    f"{where}.timeoutSeconds",
+                    f"Invalid value: {timeout!r}: the timeout value must be between 1 and 30 seconds",
+                )
+            )
     return causes
 
 
@@ -230,31 +265,93 @@ def _default_tfjob(obj: dict) -> None:
 
 
 POD_FIELDS = COMMON_FIELDS | {
-    "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-    "status.phase", "status.podIP", "status.nominatedNodeName",
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
 }
 EVENT_FIELDS = COMMON_FIELDS | {
-    "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-    "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-    "reason", "reportingComponent", "source", "type",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
 }
 
-NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", False, status_subresource=True,
-                          fields=COMMON_FIELDS | {"status.phase"}, default=_default_namespace,
-                          name_pattern=_DNS1123_LABEL)
-NODES = ResourceType("", "v1", "nodes", "Node", False, status_subresource=True,
-                     fields=COMMON_FIELDS | {"spec.unschedulable"}, validate=_validate_node)
-PODS = ResourceType("", "v1", "pods", "Pod", True, status_subresource=True, fields=POD_FIELDS,
-                    validate=_validate_pod, default=_default_pod)
-RESOURCEQUOTAS = ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True,
-                              validate=_validate_quota)
+NAMESPACES = ResourceType(
+    "",
+    "v1",
+    "namespaces",
+    "Namespace",
+    False,
+    status_subresource=True,
+    fields=COMMON_FIELDS | {"status.phase"},
+    default=_default_namespace,
+    name_pattern=_DNS1123_LABEL,
+)
+NODES = ResourceType(
+    "",
+    "v1",
+    "nodes",
+    "Node",
+    False,
+    status_subresource=True,
+    fields=COMMON_FIELDS | {"spec.unschedulable"},
+    validate=_validate_node,
+)
+PODS = ResourceType(
+    "",
+    "v1",
+    "pods",
+    "Pod",
+    True,
+    status_subresource=True,
+    fields=POD_FIELDS,
+    validate=_validate_pod,
+    default=_default_pod,
+)
+RESOURCEQUOTAS = ResourceType(
+    "", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True, validate=_validate_quota
+)
 EVENTS = ResourceType("", "v1", "events", "Event", True, fields=EVENT_FIELDS)
-TFJOBS = ResourceType("kubeflow.org", "v1", "tfjobs", "TFJob", True, status_subresource=True,
-                      unconditional_update=False, validate=tfjob.validate, default=_default_tfjob)
-MUTATING = ResourceType("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                        "MutatingWebhookConfiguration", False, validate=_validate_webhooks, default=_default_webhooks)
-VALIDATING = ResourceType("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-                          "ValidatingWebhookConfiguration", False, validate=_validate_webhooks, default=_default_webhooks)
+TFJOBS = ResourceType(
+    "kubeflow.org",
+    "v1",
+    "tfjobs",
+    "TFJob",
+    True,
+    status_subresource=True,
+    unconditional_update=False,
+    validate=tfjob.validate,
+    default=_default_tfjob,
+)
+MUTATING = ResourceType(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    False,
+    validate=_validate_webhooks,
+    default=_default_webhooks,
+)
+VALIDATING = ResourceType(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    False,
+    validate=_validate_webhooks,
+    default=_default_webhooks,
+)
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, validate=_validate_lease)
 
 ALL = (NAMESPACES, NODES, PODS, RESOURCEQUOTAS, EVENTS, TFJOBS, MUTATING, VALIDATING, LEASES)

@@ -48,8 +48,9 @@ def _tolerates(pod_spec: dict, taint: dict) -> bool:
 
 
 def _affinity_terms(pod_spec: dict) -> list[dict]:
-    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     return required.get("nodeSelectorTerms") or []
 
 
@@ -60,10 +61,14 @@ def _affinity_matches(terms: list[dict], labels: dict) -> bool:
     def expr_ok(expr: dict) -> bool:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         value = labels.get(key)
-        return {"In": value in values, "NotIn": value not in values, "Exists": key in labels,
-                "DoesNotExist": key not in labels,
-                "Gt": value is not None and value.isdigit() and values and int(value) > int(values[0]),
-                "Lt": value is not None and value.isdigit() and values and int(value) < int(values[0])}.get(op, False)
+        return {
+            "In": value in values,
+            "NotIn": value not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+            "Gt": value is not None and value.isdigit() and values and int(value) > int(values[0]),
+            "Lt": value is not None and value.isdigit() and values and int(value) < int(values[0]),
+        }.get(op, False)
 
     return any(all(expr_ok(e) for e in term.get("matchExpressions") or []) for term in terms)
 
@@ -97,7 +102,11 @@ class Scheduler:
         spec = pod.get("spec") or {}
         alive = event.type != "DELETED" and not is_terminal(pod)
         with self._lock:
-            if alive and not spec.get("nodeName") and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
+            if (
+                alive
+                and not spec.get("nodeName")
+                and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
+            ):
                 if key not in self._queue:
                     self._queue[key] = None
                     self._fresh.add(key)
@@ -161,8 +170,11 @@ class Scheduler:
             updated["spec"] = {**pod["spec"], "nodeName": node}
             set_pod_condition(status, "PodScheduled", "True", now)
         else:
-            message = f"0/{len(nodes)} nodes are available: " + ", ".join(
-                f"{count} {reason}" for reason, count in sorted(reasons.items())) + "."
+            message = (
+                f"0/{len(nodes)} nodes are available: "
+                + ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+                + "."
+            )
             old = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
             if old is not None and old.get("message") == message:
                 return
@@ -189,8 +201,14 @@ class Scheduler:
             if any(labels.get(k) != v for k, v in selector.items()) or not _affinity_matches(terms, labels):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
-            taint = next((t for t in node_spec.get("taints") or []
-                          if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec, t)), None)
+            taint = next(
+                (
+                    t
+                    for t in node_spec.get("taints") or []
+                    if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec, t)
+                ),
+                None,
+            )
             if taint is not None:
                 reasons[f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"] += 1
                 continue

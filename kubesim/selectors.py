@@ -9,7 +9,7 @@ comma-separated (commas inside parentheses belong to the set). Field selectors:
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import bad_request
 
@@ -118,7 +118,7 @@ def parse_field_selector(text: str | None, supported: frozenset[str]) -> Predica
             raise bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
         field, op, value = m.group(1), m.group(2), m.group(3)
         if field not in supported:
-            raise bad_request(f'field label not supported: {field}')
+            raise bad_request(f"field label not supported: {field}")
         getter = _path_getter(field)
         if op == "!=":
             checks.append(lambda obj, g=getter, v=value: g(obj) != v)

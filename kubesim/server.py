@@ -21,9 +21,17 @@ from .cluster import Cluster
 from .errors import ApiError, bad_request, internal, method_not_allowed, unauthorized
 from .resources import ALL, BY_GROUP_PLURAL, ResourceType
 
-VERSION = {"major": "1", "minor": "30", "gitVersion": "v1.30.0-kubesim", "gitCommit": "kubesim",
-           "gitTreeState": "clean", "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.22",
-           "compiler": "gc", "platform": "linux/amd64"}
+VERSION = {
+    "major": "1",
+    "minor": "30",
+    "gitVersion": "v1.30.0-kubesim",
+    "gitCommit": "kubesim",
+    "gitTreeState": "clean",
+    "buildDate": "2024-01-01T00:00:00Z",
+    "goVersion": "go1.22",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 _TRUE = ("true", "1", "True")
 
 
@@ -58,20 +66,44 @@ def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None
 
 def _discovery(path: str) -> dict | None:
     if path == "/api":
-        return {"kind": "APIVersions", "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]}
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+        }
     groups = sorted({rt.group for rt in ALL if rt.group})
     if path == "/apis":
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-            {"name": g, "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
-             "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"}} for g in groups]}
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
+                    "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"},
+                }
+                for g in groups
+            ],
+        }
     for group in [""] + groups:
         prefix = "/api/v1" if not group else f"/apis/{group}/v1"
         if path == prefix:
-            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": prefix.split("/", 2)[-1] if group else "v1",
-                    "resources": [{"name": rt.plural, "singularName": rt.kind.lower(), "namespaced": rt.namespaced,
-                                   "kind": rt.kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}
-                                  for rt in ALL if rt.group == group]}
+            return {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": prefix.split("/", 2)[-1] if group else "v1",
+                "resources": [
+                    {
+                        "name": rt.plural,
+                        "singularName": rt.kind.lower(),
+                        "namespaced": rt.namespaced,
+                        "kind": rt.kind,
+                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                    }
+                    for rt in ALL
+                    if rt.group == group
+                ],
+            }
     return None
 
 
@@ -79,9 +111,9 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # small JSON replies must not wait for delayed ACKs
     server_version = "kubesim"
-    server: "KubesimServer"
+    server: KubesimServer
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - signature from the base class
+    def log_message(self, format: str, *args) -> None:
         if self.server.verbose:
             super().log_message(format, *args)
 
@@ -112,8 +144,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send(self, code: int, payload: object, headers: dict | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
-        head = [f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}",
-                "Content-Type: application/json", f"Content-Length: {len(data)}"]
+        head = [
+            f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(data)}",
+        ]
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)  # one write per reply
         self.log_request(code, len(data))
@@ -165,8 +200,17 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "watch":
             return self._watch(rt, namespace, name, query)
         if verb == "list":
-            return self._send(200, api.list(rt, namespace, query.get("labelSelector"), query.get("fieldSelector"),
-                                            _number(query, "limit", int) or 0, query.get("continue") or None))
+            return self._send(
+                200,
+                api.list(
+                    rt,
+                    namespace,
+                    query.get("labelSelector"),
+                    query.get("fieldSelector"),
+                    _number(query, "limit", int) or 0,
+                    query.get("continue") or None,
+                ),
+            )
         if verb == "get":
             return self._send(200, api.get(rt, namespace or "", name))
         if verb == "create":
@@ -204,8 +248,15 @@ class Handler(BaseHTTPRequestHandler):
             field_selector = ",".join(filter(None, [field_selector, f"metadata.name={name}"]))
         timeout = _number(query, "timeoutSeconds", float)
         stream = self.server.cluster.api.watch(
-            rt, namespace, query.get("resourceVersion"), query.get("labelSelector"), field_selector,
-            timeout, query.get("allowWatchBookmarks") in _TRUE, self.server.cluster.config.bookmark_interval_seconds)
+            rt,
+            namespace,
+            query.get("resourceVersion"),
+            query.get("labelSelector"),
+            field_selector,
+            timeout,
+            query.get("allowWatchBookmarks") in _TRUE,
+            self.server.cluster.config.bookmark_interval_seconds,
+        )
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         self.server.watch_started()
         try:
@@ -243,8 +294,15 @@ class Handler(BaseHTTPRequestHandler):
             cluster.advance(float((body or {}).get("seconds", 0)))
             return self._send(200, {"now": cluster.clock.now()})
         if path == "/kubesim/state" and method == "GET":
-            return self._send(200, {"now": cluster.clock.now(), "resourceVersion": cluster.store.resource_version,
-                                    "watchers": cluster.store.watcher_count(), "errors": list(self.server.errors)})
+            return self._send(
+                200,
+                {
+                    "now": cluster.clock.now(),
+                    "resourceVersion": cluster.store.resource_version,
+                    "watchers": cluster.store.watcher_count(),
+                    "errors": list(self.server.errors),
+                },
+            )
         raise ApiError(404, "NotFound", f"no kubesim control endpoint {method} {path}")
 
 
@@ -287,8 +345,9 @@ class KubesimServer(ThreadingHTTPServer):
         return f"http://{host}:{port}"
 
     def start_background(self) -> None:
-        self._thread = threading.Thread(target=self.serve_forever, name="kubesim-http", daemon=True,
-                                        kwargs={"poll_interval": 0.1})
+        self._thread = threading.Thread(
+            target=self.serve_forever, name="kubesim-http", daemon=True, kwargs={"poll_interval": 0.1}
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -17,8 +17,8 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .clock import Clock, ManualClock
 from .cluster import Cluster
@@ -75,9 +75,14 @@ class RunningKubesim:
 
 
 @contextlib.contextmanager
-def running_kubesim(config: Config | dict | None = None, *, manual_clock: bool = False,
-                    clock: Clock | None = None, kubeconfig_path: str | None = None,
-                    verbose: bool = False) -> Iterator[RunningKubesim]:
+def running_kubesim(
+    config: Config | dict | None = None,
+    *,
+    manual_clock: bool = False,
+    clock: Clock | None = None,
+    kubeconfig_path: str | None = None,
+    verbose: bool = False,
+) -> Iterator[RunningKubesim]:
     """Start kubesim in this process; with ``manual_clock`` (or ``clock: manual`` in the config)
     no controller thread runs: time and reactions move only by ``advance``/``settle``."""
     cfg = config if isinstance(config, Config) else from_dict(config)
@@ -97,12 +102,27 @@ def running_kubesim(config: Config | dict | None = None, *, manual_clock: bool =
         sim.stop()
 
 
-def tfjob_manifest(name: str, namespace: str = "default", *, workers: int = 1, chief: bool = False, ps: int = 0,
-                   cpu: str = "1", memory: str = "1Gi", gpu: int = 0, duration: float | None = None,
-                   fail: bool = False, suspend: bool | None = None, success_policy: str | None = None,
-                   clean_pod_policy: str | None = None, restart_policy: str = "Never",
-                   backoff_limit: int | None = None, labels: dict | None = None,
-                   tolerations: list | None = None, node_selector: dict | None = None) -> dict:
+def tfjob_manifest(
+    name: str,
+    namespace: str = "default",
+    *,
+    workers: int = 1,
+    chief: bool = False,
+    ps: int = 0,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    gpu: int = 0,
+    duration: float | None = None,
+    fail: bool = False,
+    suspend: bool | None = None,
+    success_policy: str | None = None,
+    clean_pod_policy: str | None = None,
+    restart_policy: str = "Never",
+    backoff_limit: int | None = None,
+    labels: dict | None = None,
+    tolerations: list | None = None,
+    node_selector: dict | None = None,
+) -> dict:
     """A TFJob manifest for tests: ``workers`` Workers (+ a Chief, + ``ps`` PS) of the given size.
 
     ``duration`` and ``fail`` become the kubesim.io annotations that drive the work clock.
@@ -110,8 +130,15 @@ def tfjob_manifest(name: str, namespace: str = "default", *, workers: int = 1, c
     resources = {"cpu": cpu, "memory": memory}
     if gpu:
         resources["nvidia.com/gpu"] = str(gpu)
-    pod_spec: dict = {"containers": [{"name": "tensorflow", "image": "tensorflow/tensorflow:2.15.0",
-                                      "resources": {"requests": dict(resources), "limits": dict(resources)}}]}
+    pod_spec: dict = {
+        "containers": [
+            {
+                "name": "tensorflow",
+                "image": "tensorflow/tensorflow:2.15.0",
+                "resources": {"requests": dict(resources), "limits": dict(resources)},
+            }
+        ]
+    }
     if tolerations:
         pod_spec["tolerations"] = tolerations
     if node_selector:

@@ -105,12 +105,14 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
     template = copy.deepcopy(spec.get("template") or {})
     template_meta = template.get("metadata") or {}
     labels = dict(template_meta.get("labels") or {})
-    labels.update({
-        JOB_NAME_LABEL: meta["name"],
-        OPERATOR_NAME_LABEL: "tfjob-controller",
-        REPLICA_TYPE_LABEL: rtype.lower(),
-        REPLICA_INDEX_LABEL: str(index),
-    })
+    labels.update(
+        {
+            JOB_NAME_LABEL: meta["name"],
+            OPERATOR_NAME_LABEL: "tfjob-controller",
+            REPLICA_TYPE_LABEL: rtype.lower(),
+            REPLICA_INDEX_LABEL: str(index),
+        }
+    )
     if _is_master_role(specs, rtype, index):
         labels[JOB_ROLE_LABEL] = "master"
     pod_spec = template.get("spec") or {}
@@ -121,10 +123,16 @@ def build_pod(job: dict, rtype: str, index: int) -> dict:
         "name": pod_name(meta["name"], rtype, index),
         "namespace": meta["namespace"],
         "labels": labels,
-        "ownerReferences": [{
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True,
-        }],
+        "ownerReferences": [
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": KIND,
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
     }
     if template_meta.get("annotations"):
         pod_meta["annotations"] = dict(template_meta["annotations"])
@@ -157,13 +165,19 @@ def should_fail(job: dict) -> bool:
 
 # --- validation (the operator's webhook, answered as 422 like a CRD schema would be) ---------
 
+
 def validate(job: dict) -> list[dict]:
     from .resources import cause, dns1035_label, required, validate_pod_spec
 
     causes: list[dict] = []
     name = (job.get("metadata") or {}).get("name")
     if name and not dns1035_label(name):
-        causes.append(cause("metadata.name", f"Invalid value: {name!r}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"))
+        causes.append(
+            cause(
+                "metadata.name",
+                f"Invalid value: {name!r}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            )
+        )
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return causes + [required("spec")]
@@ -175,7 +189,13 @@ def validate(job: dict) -> list[dict]:
         where = f"spec.tfReplicaSpecs[{key}]"
         rtype = canonical_type(key)
         if rtype is None:
-            causes.append(cause(where, f"Unsupported value: {key!r}: supported values: {', '.join(REPLICA_TYPES)}", "FieldValueNotSupported"))
+            causes.append(
+                cause(
+                    where,
+                    f"Unsupported value: {key!r}: supported values: {', '.join(REPLICA_TYPES)}",
+                    "FieldValueNotSupported",
+                )
+            )
             continue
         if rtype in seen:
             causes.append(cause(where, f"Duplicate value: {key!r}", "FieldValueDuplicate"))
@@ -195,23 +215,34 @@ def validate(job: dict) -> list[dict]:
         pod_causes = validate_pod_spec(f"{where}.template.spec", pod_spec)
         causes.extend(pod_causes)
         if not pod_causes and not any(c.get("name") == "tensorflow" for c in pod_spec["containers"]):
-            causes.append(cause(f"{where}.template.spec.containers", f"There is no container named tensorflow in {rtype}"))
+            causes.append(
+                cause(f"{where}.template.spec.containers", f"There is no container named tensorflow in {rtype}")
+            )
     if "Chief" in seen and "Master" in seen:
         causes.append(cause("spec.tfReplicaSpecs", "Chief and Master may not both be specified"))
     if spec.get("successPolicy") not in (None, "", "AllWorkers"):
-        causes.append(cause("spec.successPolicy", f"Unsupported value: {spec['successPolicy']!r}", "FieldValueNotSupported"))
+        causes.append(
+            cause("spec.successPolicy", f"Unsupported value: {spec['successPolicy']!r}", "FieldValueNotSupported")
+        )
     policy = spec.get("runPolicy") or {}
     if not isinstance(policy, dict):
         causes.append(cause("spec.runPolicy", "must be an object"))
     else:
         if policy.get("cleanPodPolicy") not in (None, "All", "Running", "None"):
-            causes.append(cause("spec.runPolicy.cleanPodPolicy", f"Unsupported value: {policy['cleanPodPolicy']!r}", "FieldValueNotSupported"))
+            causes.append(
+                cause(
+                    "spec.runPolicy.cleanPodPolicy",
+                    f"Unsupported value: {policy['cleanPodPolicy']!r}",
+                    "FieldValueNotSupported",
+                )
+            )
         if "suspend" in policy and not isinstance(policy["suspend"], bool):
             causes.append(cause("spec.runPolicy.suspend", f"Invalid value: {policy['suspend']!r}: must be a boolean"))
     return causes
 
 
 # --- status (UpdateJobConditions / UpdateJobStatus) ----------------------------------------
+
 
 def update_conditions(status: dict, ctype: str, cstatus: str, reason: str, message: str, now: float) -> None:
     """commonutil.UpdateJobConditions: setCondition + filterOutCondition."""
@@ -230,8 +261,16 @@ def update_conditions(status: dict, ctype: str, cstatus: str, reason: str, messa
         if ctype in ("Failed", "Succeeded") and c.get("type") == "Running":
             c = {**c, "status": "False"}
         kept.append(c)
-    kept.append({"type": ctype, "status": cstatus, "reason": reason, "message": message,
-                 "lastUpdateTime": stamp, "lastTransitionTime": transition})
+    kept.append(
+        {
+            "type": ctype,
+            "status": cstatus,
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": stamp,
+            "lastTransitionTime": transition,
+        }
+    )
     status["conditions"] = kept
 
 
@@ -253,8 +292,13 @@ def replica_statuses(job: dict, pods: list[dict]) -> dict[str, dict]:
     result = {}
     for rtype, c in counts.items():
         entry = {k: v for k, v in c.items() if v}
-        entry["labelSelector"] = {"matchLabels": {
-            JOB_NAME_LABEL: name, OPERATOR_NAME_LABEL: "tfjob-controller", REPLICA_TYPE_LABEL: rtype.lower()}}
+        entry["labelSelector"] = {
+            "matchLabels": {
+                JOB_NAME_LABEL: name,
+                OPERATOR_NAME_LABEL: "tfjob-controller",
+                REPLICA_TYPE_LABEL: rtype.lower(),
+            }
+        }
         result[rtype] = entry
     return result
 
@@ -288,14 +332,24 @@ def update_job_status(job: dict, pods: list[dict], status: dict, now: float) -> 
                     update_conditions(status, "Running", "True", "TFJobRunning", f"TFJob {ns}/{name} is running.", now)
                 if expected == 0:
                     status.setdefault("completionTime", rfc3339(now))
-                    update_conditions(status, "Succeeded", "True", "TFJobSucceeded", f"TFJob {ns}/{name} successfully completed.", now)
+                    update_conditions(
+                        status, "Succeeded", "True", "TFJobSucceeded", f"TFJob {ns}/{name} successfully completed.", now
+                    )
         elif rtype == "Worker":
             if expected == 0 or (worker0_completed and success_policy(job) != "AllWorkers"):
                 status.setdefault("completionTime", rfc3339(now))
-                update_conditions(status, "Succeeded", "True", "TFJobSucceeded", f"TFJob {ns}/{name} successfully completed.", now)
+                update_conditions(
+                    status, "Succeeded", "True", "TFJobSucceeded", f"TFJob {ns}/{name} successfully completed.", now
+                )
             elif running > 0:
                 update_conditions(status, "Running", "True", "TFJobRunning", f"TFJob {ns}/{name} is running.", now)
         if failed > 0:
             status.setdefault("completionTime", rfc3339(now))
-            update_conditions(status, "Failed", "True", "TFJobFailed",
-                              f"TFJob {ns}/{name} has failed because {failed} {rtype} replica(s) failed.", now)
+            update_conditions(
+                status,
+                "Failed",
+                "True",
+                "TFJobFailed",
+                f"TFJob {ns}/{name} has failed because {failed} {rtype} replica(s) failed.",
+                now,
+            )

@@ -152,8 +152,9 @@ class CycleBackfill:
                 self._holders.setdefault(job.namespace, []).append((end, job.demand))
         return self._holders.get(namespace, [])
 
-    def reserve(self, head: PendingJob, free: Mapping[str, int], admitted: Iterable[PendingJob],
-                unknown: float | None) -> Shadow | None:
+    def reserve(
+        self, head: PendingJob, free: Mapping[str, int], admitted: Iterable[PendingJob], unknown: float | None
+    ) -> Shadow | None:
         """Give ``head`` its shadow: ``free`` is its namespace's free quota now, after
         ``admitted`` (this cycle's earlier admissions there, which hold quota from now).
         None if no expected end makes room for it: then the estimates cannot say what
@@ -166,4 +167,3 @@ class CycleBackfill:
             return None  # no known end makes room: nothing to protect by estimate
         self.shadows[head.namespace] = found
         return found
-

@@ -74,7 +74,9 @@ class ShortestFirstPolicy:
             if service is None:
                 service = services[key] = self.expected_service(job)
             keys.append(service)
-        ranked = [job for _, job in sorted(zip(keys, rest), key=_first)]  # stable: ties stay in submit order
+        ranked = [
+            job for _, job in sorted(zip(keys, rest, strict=False), key=_first)
+        ]  # stable: ties stay in submit order
         return promoted + ranked
 
 

@@ -265,8 +265,10 @@ def forecast(
     seconds (the planner passes its cycle's cache; default ``duration_of``)."""
     now, history = snapshot.now, snapshot.history
     if estimate is None:
+
         def estimate(workload, namespace, declared=None):
             return duration_of(workload, namespace, declared, history)[0]
+
     resources = sorted(cluster_free)
     quota_keys = {name: tuple(free) for name, free in quota_free.items()}
     # Jobs of one shape share their demand and totals objects: convert each once.
@@ -307,8 +309,19 @@ def forecast(
         occupants.append(Occupant(job.namespace, *vectors(job.namespace, job.demand, job.totals), end))
     for job in (*snapshot.in_flight, *admitted):
         duration = estimate(job.workload, job.namespace, job.expected_duration)
-        occupants.append(Occupant(job.namespace, *vectors(job.namespace, job.demand, job.totals),
-                                  None if duration is None else now + duration))
-    return estimate_starts(now, queues, {name: [free[key] for key in quota_keys[name]] for name, free in
-                                         quota_free.items()}, [cluster_free[name] for name in resources],
-                           occupants, horizon, prepare)
+        occupants.append(
+            Occupant(
+                job.namespace,
+                *vectors(job.namespace, job.demand, job.totals),
+                None if duration is None else now + duration,
+            )
+        )
+    return estimate_starts(
+        now,
+        queues,
+        {name: [free[key] for key in quota_keys[name]] for name, free in quota_free.items()},
+        [cluster_free[name] for name in resources],
+        occupants,
+        horizon,
+        prepare,
+    )

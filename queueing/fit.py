@@ -110,8 +110,12 @@ def _view(node: Node) -> _NodeView:
         capacity = _CAPACITIES[key] = MappingProxyType(allocatable)
     allocated = node.allocated
     free = MappingProxyType({name: amount - allocated.get(name, 0) for name, amount in allocatable.items()})
-    view = _NodeView(free, capacity, tuple((name, max(amount, 0)) for name, amount in free.items()),
-                     any(taint.blocks for taint in node.taints))
+    view = _NodeView(
+        free,
+        capacity,
+        tuple((name, max(amount, 0)) for name, amount in free.items()),
+        any(taint.blocks for taint in node.taints),
+    )
     if len(_VIEWS) >= _VIEWS_LIMIT:
         _VIEWS.clear()
     _VIEWS[id(node)] = (node, view)
@@ -298,8 +302,9 @@ class NodePool:
                 # except to tell "not now" from "never".
                 self.stats["cluster_rejects"] += 1
                 pods = sum(g.count for g in gang)
-                failure = next((f for f in (self._never(g, self.eligible(g.constraints), pods) for g in gang) if f),
-                               None) or self._cluster_failure(name, amount, pods)
+                failure = next(
+                    (f for f in (self._never(g, self.eligible(g.constraints), pods) for g in gang) if f), None
+                ) or self._cluster_failure(name, amount, pods)
                 self._failed[id(gang)] = (gang, failure)
                 return failure
         order = sorted(range(len(gang)), key=lambda g: _size(gang[g]), reverse=True)
@@ -326,8 +331,15 @@ class NodePool:
     def _cluster_failure(self, name: str, amount: int, pods: int) -> NodeFailure:
         reserved = sum(dict(requests).get(name, 0) for _, _, requests in self.reservations)
         if reserved and amount <= self.totals.get(name, 0) + reserved:
-            return NodeFailure("reserved", name, amount, self.totals.get(name, 0), pods=pods, scope="cluster",
-                               reserved_by=self.reservations[0][0])
+            return NodeFailure(
+                "reserved",
+                name,
+                amount,
+                self.totals.get(name, 0),
+                pods=pods,
+                scope="cluster",
+                reserved_by=self.reservations[0][0],
+            )
         return NodeFailure("nofit", name, amount, self.totals.get(name, 0), pods=pods, scope="cluster")
 
     def _never(self, group: PodGroup, eligible: _Eligible, pods: int) -> NodeFailure | None:
@@ -351,9 +363,16 @@ class NodePool:
             if number in eligible.nodes and all(
                 self.free[number].get(r, 0) + dict(charged).get(r, 0) >= a for r, a in requests
             ):
-                return NodeFailure("reserved", _primary(requests), dict(requests)[_primary(requests)],
-                                   self.free[number].get(_primary(requests), 0), group.role, pods, placed,
-                                   reserved_by=job_id)
+                return NodeFailure(
+                    "reserved",
+                    _primary(requests),
+                    dict(requests)[_primary(requests)],
+                    self.free[number].get(_primary(requests), 0),
+                    group.role,
+                    pods,
+                    placed,
+                    reserved_by=job_id,
+                )
         # The scarcest resource: highest need relative to the largest free amount on one node.
         best = None
         for name, amount in requests:
@@ -376,8 +395,10 @@ class NodePool:
             eligible = self.eligible(group.constraints)
             index = self._index(eligible, _primary(group.requests))
             for _ in range(group.count):
-                number = next((n for _, n in reversed(index)
-                               if all(self.eventual[n].get(r, 0) >= a for r, a in group.requests)), None)
+                number = next(
+                    (n for _, n in reversed(index) if all(self.eventual[n].get(r, 0) >= a for r, a in group.requests)),
+                    None,
+                )
                 if number is None:
                     for undo_node, requests in reversed(charged):
                         self._charge(undo_node, requests, -1)
@@ -386,4 +407,3 @@ class NodePool:
                 charged.append((number, group.requests))
         self.reservations.extend((job_id, number, requests) for number, requests in charged)
         return True
-

@@ -27,8 +27,15 @@ _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
 # PendingStatus(...) without the Python-level __new__ of a NamedTuple: one per queued job.
 _new_status = tuple.__new__
 # Outcomes that depend only on the job's shape and the capacity left.
-_CAPACITY = frozenset({Reason.QUOTA_EXCEEDED, Reason.RESERVED_FOR_OLDER_JOB, Reason.NO_NODE_FITS,
-                       Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES})
+_CAPACITY = frozenset(
+    {
+        Reason.QUOTA_EXCEEDED,
+        Reason.RESERVED_FOR_OLDER_JOB,
+        Reason.NO_NODE_FITS,
+        Reason.NEVER_FITS_QUOTA,
+        Reason.NEVER_FITS_NODES,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,26 @@ class Plan:
 class _Namespace:
     """One namespace's state during the cycle."""
 
-    __slots__ = ("name", "hard", "free", "held", "reserved_for", "in_flight", "admitted", "head_seen",
-                 "blocked_by", "held_back", "usage", "weight", "failed", "policy")
+    __slots__ = (
+        "name",
+        "hard",
+        "free",
+        "held",
+        "reserved_for",
+        "in_flight",
+        "admitted",
+        "head_seen",
+        "blocked_by",
+        "held_back",
+        "usage",
+        "weight",
+        "failed",
+        "policy",
+    )
 
-    def __init__(self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int,
-                 policy: Policy):
+    def __init__(
+        self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int, policy: Policy
+    ):
         self.name = name
         self.policy = policy  # its queue's rules: the global policy or the namespace's override
         self.hard = hard  # None: no ResourceQuota, nothing constrained
@@ -129,8 +151,13 @@ class _Cycle:
         self.node_outcomes: dict[int, tuple[NodeFailure, tuple[Reason, dict[str, Any]]]] = {}
         self.keep_alive: list[object] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
-        self.stats = {"jobs": len(snapshot.pending), "node_reservations": 0, "quota_reservations": 0,
-                      "backfill_shadows": 0, "backfilled": 0}
+        self.stats = {
+            "jobs": len(snapshot.pending),
+            "node_reservations": 0,
+            "quota_reservations": 0,
+            "backfill_shadows": 0,
+            "backfilled": 0,
+        }
 
     def run(self) -> Plan:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
@@ -159,8 +186,9 @@ class _Cycle:
                 note = "waiting will not help"
             else:
                 note = notes.get(job.id, otherwise)
-            statuses[job.id] = _new_status(PendingStatus, (job.id, job.namespace, position, outcome[0], outcome[1],
-                                                           eta, note))
+            statuses[job.id] = _new_status(
+                PendingStatus, (job.id, job.namespace, position, outcome[0], outcome[1], eta, note)
+            )
         # 6. The plan.
         self.stats.update(self.pool.stats)
         self.stats["admitted"] = len(self.admissions)
@@ -252,8 +280,11 @@ class _Cycle:
         if namespace.hard is not None:
             never, short = quota_check(job.demand, namespace.hard, namespace.free)
             if never is not None:
-                return Reason.NEVER_FITS_QUOTA, {"resource": never, "needed": job.demand[never],
-                                                 "hard": namespace.hard[never]}
+                return Reason.NEVER_FITS_QUOTA, {
+                    "resource": never,
+                    "needed": job.demand[never],
+                    "hard": namespace.hard[never],
+                }
         if self.node_fit:
             never_nodes = self._never_fits_nodes(job)
             if never_nodes is not None:
@@ -264,13 +295,19 @@ class _Cycle:
             return outcome
         shadow = self.backfill.shadows.get(job.namespace) if self.backfill.shadows else None
         if shadow is not None:  # behind a head's shadow: only if it does not delay the head
-            backfill = shadow.allows(self.now, self.backfill.duration(job, _unknown_duration(namespace.policy)),
-                                     job.demand)
+            backfill = shadow.allows(
+                self.now, self.backfill.duration(job, _unknown_duration(namespace.policy)), job.demand
+            )
             if backfill is None:
-                key = next((key for key, amount in shadow.extra.items() if job.demand.get(key, 0) > amount),
-                           next(iter(shadow.extra), ""))
-                return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": shadow.head, "resource": key,
-                                                       "shadow_start": shadow.start}
+                key = next(
+                    (key for key, amount in shadow.extra.items() if job.demand.get(key, 0) > amount),
+                    next(iter(shadow.extra), ""),
+                )
+                return Reason.RESERVED_FOR_OLDER_JOB, {
+                    "reserved_for": shadow.head,
+                    "resource": key,
+                    "shadow_start": shadow.start,
+                }
         if namespace.policy.one_at_a_time and (namespace.in_flight is not None or namespace.admitted):
             if namespace.held_back is None:  # the same for every job of the namespace: built once
                 namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
@@ -314,8 +351,12 @@ class _Cycle:
         demand, free, held = job.demand, namespace.free, namespace.held
         if held and not quota_check(demand, namespace.hard, {key: free[key] + held.get(key, 0) for key in free})[1]:
             return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": namespace.reserved_for, "resource": short}
-        return Reason.QUOTA_EXCEEDED, {"resource": short, "needed": demand[short], "free": free[short],
-                                       "hard": namespace.hard[short]}
+        return Reason.QUOTA_EXCEEDED, {
+            "resource": short,
+            "needed": demand[short],
+            "free": free[short],
+            "hard": namespace.hard[short],
+        }
 
     def _never_fits_nodes(self, job: PendingJob) -> tuple[Reason, dict[str, Any]] | None:
         """Cheap screen for a pod larger than every node (checked even while quota is short)."""
@@ -323,8 +364,12 @@ class _Cycle:
         for group in job.gang:
             for name, amount in group.requests:
                 if amount > cluster_max.get(name, 0):
-                    return Reason.NEVER_FITS_NODES, {"resource": name, "needed": amount,
-                                                     "free": cluster_max.get(name, 0), "role": group.role}
+                    return Reason.NEVER_FITS_NODES, {
+                        "resource": name,
+                        "needed": amount,
+                        "free": cluster_max.get(name, 0),
+                        "role": group.role,
+                    }
         return None
 
     def _head_waits(self, job: PendingJob, namespace: _Namespace, nodes: bool) -> None:
@@ -343,7 +388,10 @@ class _Cycle:
             hold_after = getattr(policy, "hold_after_s", None)
             if hold_after is None or waited < hold_after:
                 # Short of quota: a shadow reservation that later jobs may backfill around.
-                if self.backfill.reserve(job, namespace.free, namespace.admitted, _unknown_duration(policy)) is not None:
+                if (
+                    self.backfill.reserve(job, namespace.free, namespace.admitted, _unknown_duration(policy))
+                    is not None
+                ):
                     namespace.reserved_for = job.id
                     self.stats["backfill_shadows"] += 1
                     return
@@ -432,10 +480,20 @@ class _Cycle:
             for job in self.admitted_jobs:
                 for name, amount in job.totals.items():
                     cluster_free[name] = cluster_free.get(name, 0) - amount
-        quota_free = {name: {key: amount + ns.held.get(key, 0) for key, amount in ns.free.items()}
-                      for name, ns in self.namespaces.items() if ns.free is not None}
-        return forecast(self.snapshot, self.queues, self.admitted_jobs, quota_free, cluster_free,
-                        self.eta_horizon_s, self.backfill.estimate)
+        quota_free = {
+            name: {key: amount + ns.held.get(key, 0) for key, amount in ns.free.items()}
+            for name, ns in self.namespaces.items()
+            if ns.free is not None
+        }
+        return forecast(
+            self.snapshot,
+            self.queues,
+            self.admitted_jobs,
+            quota_free,
+            cluster_free,
+            self.eta_horizon_s,
+            self.backfill.estimate,
+        )
 
 
 def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[str, Policy]:
@@ -461,10 +519,20 @@ def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:
 
 def _node_outcome(failure: NodeFailure) -> tuple[Reason, dict[str, Any]]:
     if failure.kind == "never":
-        return Reason.NEVER_FITS_NODES, {"resource": failure.resource, "needed": failure.needed,
-                                         "free": failure.free, "role": failure.role}
+        return Reason.NEVER_FITS_NODES, {
+            "resource": failure.resource,
+            "needed": failure.needed,
+            "free": failure.free,
+            "role": failure.role,
+        }
     if failure.kind == "reserved":
         return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
-    return Reason.NO_NODE_FITS, {"resource": failure.resource, "needed": failure.needed, "free": failure.free,
-                                 "scope": failure.scope, "role": failure.role, "pods": failure.pods,
-                                 "placed": failure.placed}
+    return Reason.NO_NODE_FITS, {
+        "resource": failure.resource,
+        "needed": failure.needed,
+        "free": failure.free,
+        "scope": failure.scope,
+        "role": failure.role,
+        "pods": failure.pods,
+        "placed": failure.placed,
+    }

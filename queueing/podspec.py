@@ -228,11 +228,16 @@ def _container_resources(container: Mapping[Any, Any], path: str, problems: Prob
         if name in limits:
             limit = limits[name]
             if not overcommit_allowed(name) and request != limit:
-                problems.add(request_path, f"request {_shown(resources, 'requests', name)} must equal limit "
-                             f"{_shown(resources, 'limits', name)} for {name}")
+                problems.add(
+                    request_path,
+                    f"request {_shown(resources, 'requests', name)} must equal limit "
+                    f"{_shown(resources, 'limits', name)} for {name}",
+                )
             elif request > limit:
-                problems.add(request_path, f"request {_shown(resources, 'requests', name)} exceeds limit "
-                             f"{_shown(resources, 'limits', name)}")
+                problems.add(
+                    request_path,
+                    f"request {_shown(resources, 'requests', name)} exceeds limit {_shown(resources, 'limits', name)}",
+                )
         elif not overcommit_allowed(name):
             problems.add(join(join(here, "limits"), name), f"required: {name} needs a limit equal to its request")
 

@@ -42,34 +42,45 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
     d = detail
     if reason is Reason.QUOTA_EXCEEDED:
         r = d["resource"]
-        return (f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
-                f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free")
+        return (
+            f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
+            f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free"
+        )
     if reason is Reason.NEVER_FITS_QUOTA:
         r = d["resource"]
-        return (f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
-                f"is {amount(r, d['hard'])}; reduce the job or raise the quota")
+        return (
+            f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
+            f"is {amount(r, d['hard'])}; reduce the job or raise the quota"
+        )
     if reason is Reason.NO_NODE_FITS:
         r = d["resource"]
         if d.get("scope") == "cluster":
-            return (f"cluster full: needs {amount(r, d['needed'])} {r} in total, "
-                    f"{amount(r, d['free'])} free on all nodes")
+            return (
+                f"cluster full: needs {amount(r, d['needed'])} {r} in total, {amount(r, d['free'])} free on all nodes"
+            )
         placed = f"{d['placed']} of {d['pods']} pods placed; " if d.get("placed") else ""
-        return (f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
-                f"the most free on one node is {amount(r, d['free'])}")
+        return (
+            f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+            f"the most free on one node is {amount(r, d['free'])}"
+        )
     if reason is Reason.NEVER_FITS_NODES:
         r = d["resource"]
         if r == "nodeSelector/tolerations":
             return f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector and tolerations"
-        return (f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
-                f"the largest node has {amount(r, d['free'])}")
+        return (
+            f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+            f"the largest node has {amount(r, d['free'])}"
+        )
     if reason is Reason.WAITING_FOR_IN_FLIGHT:
         if d.get("in_flight") is None:
             return f"waiting: {namespace} released a job this cycle and starts one at a time"
         return f"waiting: job {d['in_flight']} in {namespace} is still starting (one at a time)"
     if reason is Reason.RESERVED_FOR_OLDER_JOB:
         if "shadow_start" in d:  # backfill.py: the head's start is known by estimates
-            return (f"would fit, but would still hold {d['resource']} when job {d['reserved_for']}, ahead in "
-                    f"{namespace}'s queue, is expected to start (t={d['shadow_start']:.0f})")
+            return (
+                f"would fit, but would still hold {d['resource']} when job {d['reserved_for']}, ahead in "
+                f"{namespace}'s queue, is expected to start (t={d['shadow_start']:.0f})"
+            )
         return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
     if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
         return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"

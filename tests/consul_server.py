@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import pytest
-
 GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -74,9 +72,16 @@ class Session:
 
     def to_json(self) -> dict:
         return {
-            "ID": self.id, "Name": self.name, "Node": "consul-test", "Behavior": self.behavior,
-            "TTL": self.ttl_text, "LockDelay": int(self.lock_delay * 1e9), "NodeChecks": ["serfHealth"],
-            "ServiceChecks": None, "CreateIndex": self.create_index, "ModifyIndex": self.create_index,
+            "ID": self.id,
+            "Name": self.name,
+            "Node": "consul-test",
+            "Behavior": self.behavior,
+            "TTL": self.ttl_text,
+            "LockDelay": int(self.lock_delay * 1e9),
+            "NodeChecks": ["serfHealth"],
+            "ServiceChecks": None,
+            "CreateIndex": self.create_index,
+            "ModifyIndex": self.create_index,
         }
 
 
@@ -92,8 +97,11 @@ class Entry:
 
     def to_json(self) -> dict:
         out = {
-            "Key": self.key, "CreateIndex": self.create_index, "ModifyIndex": self.modify_index,
-            "LockIndex": self.lock_index, "Flags": self.flags,
+            "Key": self.key,
+            "CreateIndex": self.create_index,
+            "ModifyIndex": self.modify_index,
+            "LockIndex": self.lock_index,
+            "Flags": self.flags,
             "Value": base64.b64encode(self.value).decode() if self.value else None,
         }
         if self.session:
@@ -137,8 +145,13 @@ class ConsulState:
         with self.cond:
             now = time.monotonic()
             session = Session(
-                id=str(uuid.uuid4()), name=fields.get("name") or "", behavior=behavior, ttl_text=ttl_text, ttl=ttl,
-                lock_delay=lock_delay, create_index=self._write(),
+                id=str(uuid.uuid4()),
+                name=fields.get("name") or "",
+                behavior=behavior,
+                ttl_text=ttl_text,
+                ttl=ttl,
+                lock_delay=lock_delay,
+                create_index=self._write(),
                 expires=None if ttl is None else now + ttl * self.ttl_multiplier,
             )
             self.sessions[session.id] = session
@@ -291,7 +304,7 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, state: ConsulState, method: str, path: str, params: dict, body: bytes):
         """Returns (status, payload, X-Consul-Index or None); a str payload is sent as text."""
         if path.startswith("/v1/session/"):
-            action, _, sid = path[len("/v1/session/"):].partition("/")
+            action, _, sid = path[len("/v1/session/") :].partition("/")
             if (method, action) == ("PUT", "create"):
                 return 200, {"ID": state.create_session(json.loads(body) if body.strip() else {}).id}, None
             if (method, action) == ("PUT", "renew"):
@@ -305,7 +318,7 @@ class Handler(BaseHTTPRequestHandler):
                     session = state.sessions.get(sid)
                     return 200, [session.to_json()] if session else [], state.index
         if path.startswith("/v1/kv/"):
-            key = path[len("/v1/kv/"):]
+            key = path[len("/v1/kv/") :]
             cas = int(params["cas"]) if "cas" in params else None
             if method == "GET":
                 wait = min(parse_duration(params["wait"]) if "wait" in params else 300.0, 600.0)
@@ -315,9 +328,13 @@ class Handler(BaseHTTPRequestHandler):
                 if sum(p in params for p in ("cas", "acquire", "release")) > 1:
                     raise ApiError(400, "use only one of cas, acquire, release")
                 flags = int(params.get("flags") or 0)
-                return 200, state.kv_put(
-                    key, body, flags=flags, cas=cas, acquire=params.get("acquire"), release=params.get("release")
-                ), None
+                return (
+                    200,
+                    state.kv_put(
+                        key, body, flags=flags, cas=cas, acquire=params.get("acquire"), release=params.get("release")
+                    ),
+                    None,
+                )
             if method == "DELETE":
                 return 200, state.kv_delete(key, cas=cas, recurse="recurse" in params), None
         return 404, f"no route for {method} {path}", None
@@ -383,9 +400,3 @@ class ConsulTestServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-@pytest.fixture
-def consul_server():
-    with ConsulTestServer() as server:
-        yield server

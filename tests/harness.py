@@ -70,7 +70,9 @@ def postgres():
     port = free_port()
     quiet = {"stdout": subprocess.DEVNULL}
     subprocess.run(
-        as_db_owner([str(bin_dir / "initdb"), "-D", str(data), "-U", "jobdash", "--auth=trust", "-E", "UTF8", "--no-sync"]),
+        as_db_owner(
+            [str(bin_dir / "initdb"), "-D", str(data), "-U", "jobdash", "--auth=trust", "-E", "UTF8", "--no-sync"]
+        ),
         check=True,
         **quiet,
     )
@@ -101,7 +103,19 @@ def redis():
         server = shutil.which("redis-server") or "/usr/bin/redis-server"
     port = free_port()
     process = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--loglevel", "warning"],
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loglevel",
+            "warning",
+        ],
         stdout=subprocess.DEVNULL,
     )
     try:
@@ -142,7 +156,12 @@ def main(argv: list[str]) -> int:
     with postgres() as database_url, redis() as broker_url:
         # Persistent connections outlive the test threads that open them and block dropping
         # the test database; tests do not need them.
-        env = {**os.environ, "DATABASE_URL": database_url, "CELERY_BROKER_URL": broker_url, "DATABASE_CONN_MAX_AGE": "0"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "CELERY_BROKER_URL": broker_url,
+            "DATABASE_CONN_MAX_AGE": "0",
+        }
         return subprocess.run(argv, env=env).returncode
 
 

@@ -151,7 +151,9 @@ def _describe(job: Job, created: bool) -> str:
     """`jobdash job #12 (Queued, position 2 in team-a's queue: <why it waits>)`."""
     label = f"jobdash job #{job.pk}"
     if job.source != Source.WEBHOOK:
-        through = {Source.WEB: "web form", Source.API: "REST API", Source.ADMIN: "admin console"}.get(job.source, job.source)
+        through = {Source.WEB: "web form", Source.API: "REST API", Source.ADMIN: "admin console"}.get(
+            job.source, job.source
+        )
         label += f" (submitted through the {through} by {job.submitted_by_name or 'jobdash'})"
     if job.state == State.QUEUED:
         why = f": {job.message}" if job.message else ""
@@ -182,7 +184,9 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     namespace = request.namespace or metadata.get("namespace") or ""
     if not isinstance(name, str) or not name or not namespace:
         return Decision(
-            allowed=False, code=422, reason="Invalid",
+            allowed=False,
+            code=422,
+            reason="Invalid",
             message="jobdash queues TFJobs by namespace and name: set metadata.name "
             "(generateName is not supported, as retries could not find their job)",
         )
@@ -200,12 +204,21 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
         return ALLOW
     except InvalidInput as error:
         return Decision(
-            allowed=False, code=413 if error.status == 413 else 422, reason="Invalid",
+            allowed=False,
+            code=413 if error.status == 413 else 422,
+            reason="Invalid",
             message=f"jobdash cannot queue TFJob {namespace}/{name}: {error.message}",
         )
     if created:
-        log.info("webhook: %s/%s from %s queued as job %s (%s mode%s)", namespace, name, request.username,
-                 job.pk if job else "-", mode, ", dry run" if request.dry_run else "")
+        log.info(
+            "webhook: %s/%s from %s queued as job %s (%s mode%s)",
+            namespace,
+            name,
+            request.username,
+            job.pk if job else "-",
+            mode,
+            ", dry run" if request.dry_run else "",
+        )
     if mode == "deny":
         return _deny_mode(job, created, namespace, name, obj)
     return _suspend_mode(job, created, namespace, name, obj)
@@ -214,7 +227,9 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
 def _deny_mode(job: Job | None, created: bool, namespace: str, name: str, obj: dict[str, Any]) -> Decision:
     if job is None:  # dry run of a new job
         return Decision(
-            allowed=False, code=403, reason="Forbidden",
+            allowed=False,
+            code=403,
+            reason="Forbidden",
             message=f"TFJob {namespace}/{name} would be queued by jobdash (dry run: nothing stored)",
         )
     verb = "is queued by jobdash as" if created else "is held by"
@@ -222,7 +237,9 @@ def _deny_mode(job: Job | None, created: bool, namespace: str, name: str, obj: d
     if job.state == State.QUEUED:
         message += "jobdash creates it, with its metadata, when the namespace's quota allows. "
     if not created and not _same_spec(job, obj):
-        message += f"This request's spec differs from the stored one: cancel jobdash job #{job.pk} to queue it instead. "
+        message += (
+            f"This request's spec differs from the stored one: cancel jobdash job #{job.pk} to queue it instead. "
+        )
     message += "Retries of this create land on the same job."
     return Decision(allowed=False, code=403, reason="Forbidden", message=message, job_id=job.pk)
 
@@ -230,30 +247,43 @@ def _deny_mode(job: Job | None, created: bool, namespace: str, name: str, obj: d
 def _suspend_mode(job: Job | None, created: bool, namespace: str, name: str, obj: dict[str, Any]) -> Decision:
     if job is None:  # dry run of a new job
         return Decision(
-            allowed=True, patch=suspend_patch(obj),
-            warnings=[f"jobdash would queue TFJob {namespace}/{name} and keep it suspended until it is released (dry run)"],
+            allowed=True,
+            patch=suspend_patch(obj),
+            warnings=[
+                f"jobdash would queue TFJob {namespace}/{name} and keep it suspended until it is released (dry run)"
+            ],
         )
     if job.state != State.QUEUED:
         return Decision(
-            allowed=False, code=409, reason="AlreadyExists",
+            allowed=False,
+            code=409,
+            reason="AlreadyExists",
             message=f"TFJob {namespace}/{name} belongs to {_describe(job, created)}",
             job_id=job.pk,
         )
     if job.source != Source.WEBHOOK:
         return Decision(
-            allowed=False, code=409, reason="AlreadyExists",
+            allowed=False,
+            code=409,
+            reason="AlreadyExists",
             message=f"the name {namespace}/{name} is taken by {_describe(job, created)}; "
             "choose another name or cancel that job",
             job_id=job.pk,
         )
     if not created and not _same_spec(job, obj):
         return Decision(
-            allowed=False, code=409, reason="AlreadyExists",
+            allowed=False,
+            code=409,
+            reason="AlreadyExists",
             message=f"TFJob {namespace}/{name} is queued as {_describe(job, created)} with a different spec; "
             f"cancel jobdash job #{job.pk} to queue this one",
             job_id=job.pk,
         )
     return Decision(
-        allowed=True, patch=suspend_patch(obj), job_id=job.pk,
-        warnings=[f"queued by jobdash as {_describe(job, created)}; the TFJob stays suspended until jobdash releases it"],
+        allowed=True,
+        patch=suspend_patch(obj),
+        job_id=job.pk,
+        warnings=[
+            f"queued by jobdash as {_describe(job, created)}; the TFJob stays suspended until jobdash releases it"
+        ],
     )

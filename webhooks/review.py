@@ -70,7 +70,9 @@ def parse(body: bytes) -> AdmissionRequest:
         raise Malformed("the body is not JSON") from None
     review = _mapping(review, "the body")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
-        raise Malformed(f"expected apiVersion {API_VERSION} and kind {KIND}, got {review.get('apiVersion')!r} {review.get('kind')!r}")
+        raise Malformed(
+            f"expected apiVersion {API_VERSION} and kind {KIND}, got {review.get('apiVersion')!r} {review.get('kind')!r}"
+        )
     request = _mapping(review.get("request"), "request")
     kind = _mapping(request.get("kind"), "request.kind")
     resource = _mapping(request.get("resource"), "request.resource")

@@ -32,10 +32,12 @@ def admission_tfjobs(request: HttpRequest):
         decision = decide.decide(
             admission, mode=settings.JOBDASH_WEBHOOK_MODE, own_identities=settings.JOBDASH_OWN_IDENTITIES
         )
-    except Exception as error:  # noqa: BLE001 - the API server must get an answer it can show
+    except Exception as error:
         log.exception("webhook: deciding %s %s/%s failed", admission.uid, admission.namespace, admission.name)
         decision = decide.Decision(
-            allowed=False, code=500, reason="InternalError",
+            allowed=False,
+            code=500,
+            reason="InternalError",
             message=f"jobdash could not queue this TFJob ({error.__class__.__name__}: {error}); try again",
         )
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))

@@ -55,8 +55,9 @@ class AdmissionCycles:
         if found is None:
             workload = workload_of(gpus)
             pod_sets = tuple(PodSet(ps.role, missing, ps.requests, ps.limits) for ps in workload.pod_sets)
-            demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace,
-                              pod_sets).quota_demand()
+            demand = Workload(
+                workload.kind, workload.api_version, workload.name, workload.namespace, pod_sets
+            ).quota_demand()
             demand.pop(_COUNT_TFJOBS, None)
             found = self._outstanding_cache[key] = {k: v for k, v in demand.items() if v}
         return found
@@ -65,9 +66,14 @@ class AdmissionCycles:
         key = (rec.n_pods, frozenset(rec.bound_index))
         if rec.inflight is None or rec.inflight_key != key:
             placements = tuple(p for p in rec.placement if p[1] not in rec.bound_index)
-            rec.inflight = InFlightJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), placements=placements,
-                                       outstanding=self._outstanding(rec.job.gpus, rec.gang - rec.n_pods),
-                                       released_at=rec.released_at or 0.0)
+            rec.inflight = InFlightJob(
+                rec.job.id,
+                rec.job.vc,
+                workload_of(rec.job.gpus),
+                placements=placements,
+                outstanding=self._outstanding(rec.job.gpus, rec.gang - rec.n_pods),
+                released_at=rec.released_at or 0.0,
+            )
             rec.inflight_key = key
         return rec.inflight
 
@@ -99,7 +105,9 @@ class AdmissionCycles:
         stats["queue_len_sum"] += len(snapshot.pending)
         if with_eta:
             self._sample_etas(now, result)
-            self.next_eta = (math.floor((now - self.start) / self.config.eta_every_s) + 1) * self.config.eta_every_s + self.start
+            self.next_eta = (
+                math.floor((now - self.start) / self.config.eta_every_s) + 1
+            ) * self.config.eta_every_s + self.start
         for admission in result.admissions:
             rec = self.records[admission.job_id]
             del self.pending[admission.job_id]
@@ -156,8 +164,12 @@ class AdmissionCycles:
                 if heap:
                     ends.append(heap[0][0])
             self.shadow_trigger = min(ends) if ends else None
-        triggers = [self.pending[job_id].submitted_at + age for _, job_id in heads.values() if job_id in self.pending
-                    for age in ages]
+        triggers = [
+            self.pending[job_id].submitted_at + age
+            for _, job_id in heads.values()
+            if job_id in self.pending
+            for age in ages
+        ]
         later = [t for t in triggers if t > now]
         self.head_trigger = min(later) if later else None
 
@@ -166,8 +178,11 @@ class AdmissionCycles:
         last = self.last_cycle
         candidates = []
         timeouts = self.timeouts  # stale: the job started (or was taken back) since
-        while timeouts and (timeouts[0][0] <= last or timeouts[0][1] not in self.inflight
-                            or self.inflight[timeouts[0][1]].attempts != timeouts[0][2]):
+        while timeouts and (
+            timeouts[0][0] <= last
+            or timeouts[0][1] not in self.inflight
+            or self.inflight[timeouts[0][1]].attempts != timeouts[0][2]
+        ):
             heapq.heappop(timeouts)
         if timeouts:
             candidates.append(timeouts[0][0])

@@ -43,7 +43,18 @@ from .history import DurationHistory
 from .mapping import GPU, cluster_config, job_name, tfjob_manifest, workload_of
 from .oracle import OracleSjfPolicy
 from .records import (  # noqa: F401 (the replay's data, importable from here as before)
-    DONE, FAILED, HOUR, INF, NO_QUEUE, QUEUED, RELEASED, RUNNING, JobRecord, ReplayConfig, ReplayResult)
+    DONE,
+    FAILED,
+    HOUR,
+    INF,
+    NO_QUEUE,
+    QUEUED,
+    RELEASED,
+    RUNNING,
+    JobRecord,
+    ReplayConfig,
+    ReplayResult,
+)
 from .trace import TraceJob
 from .watch_cache import WatchCache
 
@@ -57,8 +68,14 @@ def make_policy(name: str, **options: Any):
 
 
 class Replay(WatchCache, AdmissionCycles):
-    def __init__(self, jobs: list[TraceJob], vc_nodes: dict[str, int], config: ReplayConfig,
-                 start: float | None = None, window_end: float | None = None):
+    def __init__(
+        self,
+        jobs: list[TraceJob],
+        vc_nodes: dict[str, int],
+        config: ReplayConfig,
+        start: float | None = None,
+        window_end: float | None = None,
+    ):
         self.jobs = jobs
         self.config = config
         self.policy = make_policy(config.policy, **config.policy_options)
@@ -67,8 +84,15 @@ class Replay(WatchCache, AdmissionCycles):
         self.tick = config.tick_s if config.tick_s is not None else (10.0 if config.policy == "seed" else 2.0)
         self.kick = config.kick if config.kick is not None else config.policy != "seed"
         self.clock = ManualClock(self.start)
-        self.cluster = Cluster(cluster_config(vc_nodes, self.start, start_delay_s=config.kubelet_delay_s,
-                                              operator_max_backoff_s=config.operator_max_backoff_s), self.clock)
+        self.cluster = Cluster(
+            cluster_config(
+                vc_nodes,
+                self.start,
+                start_delay_s=config.kubelet_delay_s,
+                operator_max_backoff_s=config.operator_max_backoff_s,
+            ),
+            self.clock,
+        )
         self.cluster.store.hooks.append(self._on_event)
         # What the policy reads from the caller.
         self.oracle = isinstance(self.policy, OracleSjfPolicy)
@@ -86,12 +110,15 @@ class Replay(WatchCache, AdmissionCycles):
         self.inflight: dict[int, JobRecord] = {}
         self.running: dict[int, RunningJob] = {}
         # The cluster as the watch cache shows it.
-        self.node_names = sorted((n["metadata"]["name"] for n in self.cluster.store.items(NODES)),
-                                 key=lambda name: name)
+        self.node_names = sorted(
+            (n["metadata"]["name"] for n in self.cluster.store.items(NODES)), key=lambda name: name
+        )
         self.node_alloc: dict[str, dict[str, int]] = {name: {} for name in self.node_names}
         first = self.cluster.store.find(NODES, "", self.node_names[0]) if self.node_names else None
-        self.allocatable = {name: canonical(name, value) for name, value in
-                            ((first or {}).get("status") or {}).get("allocatable", {}).items()}
+        self.allocatable = {
+            name: canonical(name, value)
+            for name, value in ((first or {}).get("status") or {}).get("allocatable", {}).items()
+        }
         self.total_gpus = self.allocatable.get(GPU, 0) * len(self.node_names)
         self.node_objs: dict[str, Node] = {}
         self.dirty_nodes: set[str] = set(self.node_names)
@@ -125,9 +152,20 @@ class Replay(WatchCache, AdmissionCycles):
         self.last_progress = self.start
         self.eta_samples: list[tuple[int, float, float]] = []
         self.eta_cycles = self.eta_pending_seen = self.eta_with_estimate = 0
-        self.stats: dict[str, Any] = {"cycles": 0, "eta_cycles": 0, "admitted": 0, "timeouts": 0, "gave_up": 0,
-                                      "plan_s": 0.0, "eta_plan_s": 0.0, "snapshot_s": 0.0, "cluster_s": 0.0, "max_pending": 0,
-                                      "queue_len_sum": 0, "skipped_ticks_note": "ticks with nothing new are skipped"}
+        self.stats: dict[str, Any] = {
+            "cycles": 0,
+            "eta_cycles": 0,
+            "admitted": 0,
+            "timeouts": 0,
+            "gave_up": 0,
+            "plan_s": 0.0,
+            "eta_plan_s": 0.0,
+            "snapshot_s": 0.0,
+            "cluster_s": 0.0,
+            "max_pending": 0,
+            "queue_len_sum": 0,
+            "skipped_ticks_note": "ticks with nothing new are skipped",
+        }
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -158,8 +196,16 @@ class Replay(WatchCache, AdmissionCycles):
     def _enqueue(self, rec: JobRecord, backoff_until: float | None) -> None:
         rec.state = QUEUED
         job = rec.job
-        self.pending[job.id] = PendingJob(job.id, job.vc, 0, job.submit, workload_of(job.gpus), attempts=rec.attempts,
-                                          backoff_until=backoff_until, expected_duration=self._expected(rec))
+        self.pending[job.id] = PendingJob(
+            job.id,
+            job.vc,
+            0,
+            job.submit,
+            workload_of(job.gpus),
+            attempts=rec.attempts,
+            backoff_until=backoff_until,
+            expected_duration=self._expected(rec),
+        )
         if backoff_until is not None:
             heapq.heappush(self.backoffs, (backoff_until, job.id))
 
@@ -245,9 +291,13 @@ class Replay(WatchCache, AdmissionCycles):
                 self._cycle(now)
             if progress and now >= next_report:
                 next_report += 86400.0
-                print(f"# {self.config.policy}: day {(now - self.start) / 86400:.0f}, {index} submitted, "
-                      f"{len(self.pending)} queued, {len(self.running)} running, "
-                      f"{time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
+                print(
+                    f"# {self.config.policy}: day {(now - self.start) / 86400:.0f}, {index} submitted, "
+                    f"{len(self.pending)} queued, {len(self.running)} running, "
+                    f"{time.perf_counter() - began:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         self._integrate(clock.now())
         end = clock.now()
         for rec in self.all_records:
@@ -261,12 +311,22 @@ class Replay(WatchCache, AdmissionCycles):
         self.stats["tick_s"] = self.tick
         self.stats["kick"] = self.kick
         return ReplayResult(
-            policy=self.config.policy, config=self.config, start=self.start, window_end=self.window_end, end=end,
-            total_gpus=self.total_gpus, jobs=self.all_records, util_buckets=self.util_buckets,
-            held_buckets=self.held_buckets, partial_node_gpu_s=self.partial_node_gpu_s,
-            partial_quota_gpu_s=self.partial_quota_gpu_s, eta_samples=self.eta_samples,
-            eta_cycles=self.stats["eta_cycles"], eta_pending_seen=self.eta_pending_seen,
-            eta_with_estimate=self.eta_with_estimate, stats=self.stats,
+            policy=self.config.policy,
+            config=self.config,
+            start=self.start,
+            window_end=self.window_end,
+            end=end,
+            total_gpus=self.total_gpus,
+            jobs=self.all_records,
+            util_buckets=self.util_buckets,
+            held_buckets=self.held_buckets,
+            partial_node_gpu_s=self.partial_node_gpu_s,
+            partial_quota_gpu_s=self.partial_quota_gpu_s,
+            eta_samples=self.eta_samples,
+            eta_cycles=self.stats["eta_cycles"],
+            eta_pending_seen=self.eta_pending_seen,
+            eta_with_estimate=self.eta_with_estimate,
+            stats=self.stats,
         )
 
     def _drained(self, t: float) -> bool:

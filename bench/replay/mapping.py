@@ -10,11 +10,10 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from queueing import Workload, workload_from_manifest
-
 
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
@@ -45,36 +44,56 @@ def job_id_of(name: str) -> int | None:
 
 def pod_resources(per_pod_gpus: int) -> dict[str, dict[str, str]]:
     return {
-        "requests": {"cpu": str(CPUS_PER_GPU * per_pod_gpus), "memory": f"{GIB_PER_GPU * per_pod_gpus}Gi",
-                     GPU: str(per_pod_gpus)},
+        "requests": {
+            "cpu": str(CPUS_PER_GPU * per_pod_gpus),
+            "memory": f"{GIB_PER_GPU * per_pod_gpus}Gi",
+            GPU: str(per_pod_gpus),
+        },
         "limits": {GPU: str(per_pod_gpus)},
     }
 
 
-def tfjob_manifest(job_id: int, namespace: str, gpus: int, duration: float | None,
-                   nodes: tuple[str, ...] | None = None) -> dict[str, Any]:
+def tfjob_manifest(
+    job_id: int, namespace: str, gpus: int, duration: float | None, nodes: tuple[str, ...] | None = None
+) -> dict[str, Any]:
     """The TFJob a user of VC ``namespace`` would submit for this trace row.
 
     ``nodes`` (an experiment, not what jobdash does today): restrict the Workers to these
     nodes with a required node affinity on ``kubernetes.io/hostname``."""
     workers, per_pod = pods_of(gpus)
-    pod_spec: dict[str, Any] = {"containers": [{"name": "tensorflow", "image": "philly/replay:1",
-                                                "resources": pod_resources(per_pod)}]}
+    pod_spec: dict[str, Any] = {
+        "containers": [{"name": "tensorflow", "image": "philly/replay:1", "resources": pod_resources(per_pod)}]
+    }
     if nodes:
-        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(nodes))}]}]}}}
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(nodes))}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
     if duration is not None:
         metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
     return {
-        "apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": metadata,
-        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "Never",
-                                               "template": {"spec": pod_spec}}}},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": metadata,
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {"replicas": workers, "restartPolicy": "Never", "template": {"spec": pod_spec}}
+            }
+        },
     }
 
 
-@lru_cache(maxsize=None)
+@cache
 def workload_of(gpus: int) -> Workload:
     """The Workload the queueing adapter builds from such a manifest; one per job size,
     shared by every job of that size (as a dispatcher interning parsed manifests would)."""
@@ -87,23 +106,31 @@ def per_pod_requests(gpus: int) -> dict[str, int]:
     return {"cpu": CPUS_PER_GPU * per_pod * 1000, "memory": GIB_PER_GPU * per_pod * GI, GPU: per_pod, "pods": 1}
 
 
-def cluster_config(vc_nodes: dict[str, int], start_time: float, *, start_delay_s: float = 1.0,
-                   operator_max_backoff_s: float = 30.0) -> dict[str, Any]:
+def cluster_config(
+    vc_nodes: dict[str, int], start_time: float, *, start_delay_s: float = 1.0, operator_max_backoff_s: float = 30.0
+) -> dict[str, Any]:
     """kubesim's config: one node group of sum(VC nodes) nodes, one namespace per VC with its quota."""
     total = sum(vc_nodes.values())
     return {
         "clock": "manual",
         "start_time": start_time,
-        "nodes": [{"prefix": "node", "count": total,
-                   "capacity": {"cpu": str(CPUS_PER_GPU * GPUS_PER_NODE),
-                                "memory": f"{GIB_PER_GPU * GPUS_PER_NODE}Gi",
-                                GPU: str(GPUS_PER_NODE), "pods": "110"}}],
-        "namespaces": [{"name": vc, "quota": {QUOTA_KEY: str(nodes * GPUS_PER_NODE)}}
-                       for vc, nodes in sorted(vc_nodes.items())],
+        "nodes": [
+            {
+                "prefix": "node",
+                "count": total,
+                "capacity": {
+                    "cpu": str(CPUS_PER_GPU * GPUS_PER_NODE),
+                    "memory": f"{GIB_PER_GPU * GPUS_PER_NODE}Gi",
+                    GPU: str(GPUS_PER_NODE),
+                    "pods": "110",
+                },
+            }
+        ],
+        "namespaces": [
+            {"name": vc, "quota": {QUOTA_KEY: str(nodes * GPUS_PER_NODE)}} for vc, nodes in sorted(vc_nodes.items())
+        ],
         "kubelet": {"start_delay_seconds": start_delay_s},
         "operator": {"backoff_seconds": 1.0, "max_backoff_seconds": operator_max_backoff_s},
         # Nobody watches: keep the per-resource event log short.
         "watch": {"history": 256},
     }
-
-

@@ -65,9 +65,13 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     for vc, recs in sorted(by_vc.items()):
         vc_waits = [r.started_at - r.job.submit for r in recs if r.started_at is not None]
         vc_jcts = [r.finished_at - r.job.submit for r in recs if r.state == DONE]
-        per_vc[vc] = {"jobs": len(recs), "avg_queue_s": round(_mean(vc_waits), 1),
-                      "max_queue_s": round(max(vc_waits, default=0.0), 1), "avg_jct_s": round(_mean(vc_jcts), 1),
-                      "not_started": len(recs) - len(vc_waits)}
+        per_vc[vc] = {
+            "jobs": len(recs),
+            "avg_queue_s": round(_mean(vc_waits), 1),
+            "max_queue_s": round(max(vc_waits, default=0.0), 1),
+            "avg_jct_s": round(_mean(vc_jcts), 1),
+            "not_started": len(recs) - len(vc_waits),
+        }
 
     per_size: dict[str, dict[str, Any]] = {}
     by_size: dict[str, list] = defaultdict(list)
@@ -78,20 +82,26 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         size_waits = sorted(r.started_at - r.job.submit for r in recs if r.started_at is not None)
         # A job that never started has waited until the end of the replay (at least).
         unstarted = [end - r.job.submit for r in recs if r.started_at is None]
-        per_size[label] = {"jobs": len(recs), "avg_queue_s": round(_mean(size_waits), 1),
-                           "p99_queue_s": round(percentile(size_waits, 99), 1),
-                           "max_queue_s": round(max(size_waits + unstarted, default=0.0), 1),
-                           "not_started": len(unstarted)}
+        per_size[label] = {
+            "jobs": len(recs),
+            "avg_queue_s": round(_mean(size_waits), 1),
+            "p99_queue_s": round(percentile(size_waits, 99), 1),
+            "max_queue_s": round(max(size_waits + unstarted, default=0.0), 1),
+            "not_started": len(unstarted),
+        }
 
     window = max(result.window_end - result.start, 1.0)
     size = result.config.util_bucket_s
     full = int(window // size)
     in_window = sum(result.util_buckets[:full]) + (
-        result.util_buckets[full] * ((window - full * size) / size) if full < len(result.util_buckets) else 0.0)
+        result.util_buckets[full] * ((window - full * size) / size) if full < len(result.util_buckets) else 0.0
+    )
     util_pct = 100.0 * in_window / (result.total_gpus * window) if result.total_gpus else 0.0
 
-    cdf = [percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
-           for i in range(CDF_POINTS)]
+    cdf = [
+        percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
+        for i in range(CDF_POINTS)
+    ]
     summary = {
         "policy": result.policy,
         "jobs": len(jobs),
@@ -121,14 +131,15 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "per_size": per_size,
         "queue_cdf_s": [round(v, 1) for v in cdf],
         "queue_tail": queue_tail(waits),
-        "util_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0
-                            for b in result.util_buckets],
-        "held_hourly_pct": [round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0
-                            for b in result.held_buckets],
+        "util_hourly_pct": [
+            round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0 for b in result.util_buckets
+        ],
+        "held_hourly_pct": [
+            round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0 for b in result.held_buckets
+        ],
         "eta": eta_accuracy(result),
         "estimate": estimate_accuracy(result),
-        "stats": {key: (round(value, 3) if isinstance(value, float) else value)
-                  for key, value in result.stats.items()},
+        "stats": {key: (round(value, 3) if isinstance(value, float) else value) for key, value in result.stats.items()},
     }
     cycles = result.stats.get("cycles", 0)
     if cycles:
@@ -176,7 +187,7 @@ def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
     # submissions with different estimates (a cheap, unbiased sample of pairs).
     recs = [rec for rec in result.jobs if rec.estimate is not None]
     agree = total = 0
-    for a, b in zip(recs, recs[1:]):
+    for a, b in zip(recs, recs[1:], strict=False):
         if a.estimate != b.estimate and a.job.duration != b.job.duration:
             total += 1
             agree += (a.estimate < b.estimate) == (a.job.duration < b.job.duration)
@@ -189,8 +200,18 @@ def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
     }
 
 
-JSON_KEYS = ("policy", "jobs", "avg_jct_s", "avg_queue_s", "p99_queue_s", "max_queue_s", "gpu_util_pct",
-             "deadlocked_gangs", "max_wait_1gpu_s", "runtime_s")
+JSON_KEYS = (
+    "policy",
+    "jobs",
+    "avg_jct_s",
+    "avg_queue_s",
+    "p99_queue_s",
+    "max_queue_s",
+    "gpu_util_pct",
+    "deadlocked_gangs",
+    "max_wait_1gpu_s",
+    "runtime_s",
+)
 
 
 def json_line(summary: dict[str, Any]) -> dict[str, Any]:

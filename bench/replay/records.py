@@ -42,10 +42,34 @@ class ReplayConfig:
 
 
 class JobRecord:
-    __slots__ = ("job", "gang", "per_pod_gpus", "gpus", "requests", "state", "attempts", "estimate",
-                 "released_at", "first_released_at", "started_at", "finished_at", "placement", "pods",
-                 "n_pods", "n_alive", "n_bound", "n_running", "bound_index", "inflight", "inflight_key",
-                 "partial_node", "partial_quota", "partial_since", "partial_s", "ever_partial")
+    __slots__ = (
+        "job",
+        "gang",
+        "per_pod_gpus",
+        "gpus",
+        "requests",
+        "state",
+        "attempts",
+        "estimate",
+        "released_at",
+        "first_released_at",
+        "started_at",
+        "finished_at",
+        "placement",
+        "pods",
+        "n_pods",
+        "n_alive",
+        "n_bound",
+        "n_running",
+        "bound_index",
+        "inflight",
+        "inflight_key",
+        "partial_node",
+        "partial_quota",
+        "partial_since",
+        "partial_s",
+        "ever_partial",
+    )
 
     def __init__(self, job: TraceJob):
         self.job = job

@@ -18,8 +18,12 @@ CDF_PNG = "trace_replay_queue_cdf.png"
 UTIL_PNG = "trace_replay_utilisation.png"
 ORDER = ("none", "seed", "fifo", "fifo-besteffort", "priority", "fair", "shortest", "sjf-oracle")
 DEFAULT = "priority"
-HELIOS = (("FIFO", 86_072, 56_531), ("SJF (knows durations)", 34_272, 4_731),
-          ("SRTF (knows durations, preempts)", 30_683, 1_138), ("QSSF (predicted durations)", 37_324, 7_783))
+HELIOS = (
+    ("FIFO", 86_072, 56_531),
+    ("SJF (knows durations)", 34_272, 4_731),
+    ("SRTF (knows durations, preempts)", 30_683, 1_138),
+    ("QSSF (predicted durations)", 37_324, 7_783),
+)
 TARGET_RUNTIME_S = 600.0
 
 
@@ -45,10 +49,12 @@ def _h(seconds: float) -> str:
 
 
 def results_table(summaries: list[dict[str, Any]]) -> str:
-    rows = ["| policy | jobs | finished | avg JCT (s) | avg queueing (s) | p50 | p95 | p99 | max | "
-            "1-GPU longest wait | GPU util | makespan | deadlocked gangs | partial-gang GPU-h (nodes / quota) | "
-            "replay wall time |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| policy | jobs | finished | avg JCT (s) | avg queueing (s) | p50 | p95 | p99 | max | "
+        "1-GPU longest wait | GPU util | makespan | deadlocked gangs | partial-gang GPU-h (nodes / quota) | "
+        "replay wall time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in summaries:
         finished = f"{s['finished']:,}" + (f" ({s['not_started']:,} never started)" if s["not_started"] else "")
         rows.append(
@@ -56,7 +62,8 @@ def results_table(summaries: list[dict[str, Any]]) -> str:
             f"{_h(s['p50_queue_s'])} | {_h(s['p95_queue_s'])} | {_h(s['p99_queue_s'])} | {_h(s['max_queue_s'])} | "
             f"{_h(s['max_wait_1gpu_s'])} | {s['gpu_util_pct']:.1f}% | {_h(s['makespan_s'])} | "
             f"{s['deadlocked_gangs']} | {s['partial_node_gpu_h']:,.0f} / {s['partial_quota_gpu_h']:,.0f} | "
-            f"{s['runtime_s']:.0f} s |")
+            f"{s['runtime_s']:.0f} s |"
+        )
     return "\n".join(rows)
 
 
@@ -72,28 +79,38 @@ def targets_table(by_label: dict[str, dict[str, Any]]) -> str:
     jobdash = [s for s in by_label.values() if s["policy"] != "none"]
     if jobdash:
         worst = max(s["deadlocked_gangs"] for s in jobdash)
-        rows.append(f"| zero deadlocked gangs for every jobdash policy | max {worst} over {len(jobdash)} runs | "
-                    f"{'yes' if worst == 0 else 'no'} |")
+        rows.append(
+            f"| zero deadlocked gangs for every jobdash policy | max {worst} over {len(jobdash)} runs | "
+            f"{'yes' if worst == 0 else 'no'} |"
+        )
     if default and fifo:
         ratio = default["avg_queue_s"] / fifo["avg_queue_s"] if fifo["avg_queue_s"] else float("inf")
-        rows.append(f"| {DEFAULT}: avg queueing <= 0.3 x strict FIFO | {_s(default['avg_queue_s'])} s vs "
-                    f"{_s(fifo['avg_queue_s'])} s = {ratio:.2f} x | {'yes' if ratio <= 0.3 else 'no'} |")
+        rows.append(
+            f"| {DEFAULT}: avg queueing <= 0.3 x strict FIFO | {_s(default['avg_queue_s'])} s vs "
+            f"{_s(fifo['avg_queue_s'])} s = {ratio:.2f} x | {'yes' if ratio <= 0.3 else 'no'} |"
+        )
     if default and oracle:
         ratio = default["avg_queue_s"] / oracle["avg_queue_s"] if oracle["avg_queue_s"] else float("inf")
-        rows.append(f"| {DEFAULT}: avg queueing <= 1.5 x sjf-oracle | {_s(default['avg_queue_s'])} s vs "
-                    f"{_s(oracle['avg_queue_s'])} s = {ratio:.2f} x | {'yes' if ratio <= 1.5 else 'no'} |")
+        rows.append(
+            f"| {DEFAULT}: avg queueing <= 1.5 x sjf-oracle | {_s(default['avg_queue_s'])} s vs "
+            f"{_s(oracle['avg_queue_s'])} s = {ratio:.2f} x | {'yes' if ratio <= 1.5 else 'no'} |"
+        )
     if default and seed:
         ratio = default["max_wait_1gpu_s"] / seed["max_wait_1gpu_s"] if seed["max_wait_1gpu_s"] else float("inf")
-        rows.append(f"| {DEFAULT}: longest 1-GPU wait <= 1/2 of seed's | {_h(default['max_wait_1gpu_s'])} vs "
-                    f"{_h(seed['max_wait_1gpu_s'])} = {ratio:.2f} x | {'yes' if ratio <= 0.5 else 'no'} |")
+        rows.append(
+            f"| {DEFAULT}: longest 1-GPU wait <= 1/2 of seed's | {_h(default['max_wait_1gpu_s'])} vs "
+            f"{_h(seed['max_wait_1gpu_s'])} = {ratio:.2f} x | {'yes' if ratio <= 0.5 else 'no'} |"
+        )
     if by_label:
         # Wall time on a machine shared with other work; CPU time says what the replay itself costs.
         slowest = max(by_label.values(), key=lambda s: s["runtime_s"])
         cpu = default["stats"].get("cpu_s", 0.0) if default else 0.0
         shown = f"{DEFAULT}: {default['runtime_s']:.0f} s wall, {cpu:.0f} s CPU; " if default else ""
-        rows.append(f"| a full replay of one policy in <= 10 min | {shown}slowest ({slowest['label']}): "
-                    f"{slowest['runtime_s']:.0f} s wall | "
-                    f"{'yes' if slowest['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |")
+        rows.append(
+            f"| a full replay of one policy in <= 10 min | {shown}slowest ({slowest['label']}): "
+            f"{slowest['runtime_s']:.0f} s wall | "
+            f"{'yes' if slowest['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |"
+        )
     return "\n".join(rows)
 
 
@@ -116,10 +133,10 @@ def size_table(summaries: list[dict[str, Any]]) -> str:
 
 
 def vc_table(summaries: list[dict[str, Any]]) -> str:
-    vcs = sorted({vc for s in summaries for vc in s["per_vc"]},
-                 key=lambda vc: -summaries[0]["per_vc"].get(vc, {}).get("jobs", 0))
-    rows = ["| VC (jobs) | " + " | ".join(s["label"] for s in summaries) + " |",
-            "|---|" + "---:|" * len(summaries)]
+    vcs = sorted(
+        {vc for s in summaries for vc in s["per_vc"]}, key=lambda vc: -summaries[0]["per_vc"].get(vc, {}).get("jobs", 0)
+    )
+    rows = ["| VC (jobs) | " + " | ".join(s["label"] for s in summaries) + " |", "|---|" + "---:|" * len(summaries)]
     for vc in vcs:
         jobs = summaries[0]["per_vc"].get(vc, {}).get("jobs", 0)
         cells = []
@@ -134,10 +151,12 @@ def vc_table(summaries: list[dict[str, Any]]) -> str:
 
 
 def eta_table(summaries: list[dict[str, Any]]) -> str:
-    rows = ["| policy | estimate at submission: coverage | within 2x | median |est - real| | pair order right | "
-            "hourly ETA cycles | waiting jobs with an ETA | ETA median |error| | ETA p90 |error| | "
-            "ETA median relative error | started later than ETA |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| policy | estimate at submission: coverage | within 2x | median |est - real| | pair order right | "
+        "hourly ETA cycles | waiting jobs with an ETA | ETA median |error| | ETA p90 |error| | "
+        "ETA median relative error | started later than ETA |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for s in summaries:
         if s["policy"] == "none":
             continue
@@ -146,15 +165,18 @@ def eta_table(summaries: list[dict[str, Any]]) -> str:
             f"| {s['label']} | {e.get('coverage_pct', 0):.0f}% | {e.get('within_2x_pct', 0):.0f}% | "
             f"{_h(e.get('median_abs_error_s', 0))} | {e.get('pair_order_agreement_pct', 0):.0f}% | {a['cycles']:,} | "
             f"{a['with_eta_pct']:.0f}% | {_h(a['median_abs_error_s'])} | {_h(a['p90_abs_error_s'])} | "
-            f"{a['median_rel_error']:.2f} | {a['late_pct']:.0f}% |")
+            f"{a['median_rel_error']:.2f} | {a['late_pct']:.0f}% |"
+        )
     return "\n".join(rows)
 
 
 def cost_table(summaries: list[dict[str, Any]]) -> str:
-    rows = ["| policy | replay wall time | cycles | avg queue length at a cycle | max queue | time in plan() | "
-            "building snapshots | kubesim (controllers, API) | start timeouts | gave up | CPU time | "
-            "load average at end |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        "| policy | replay wall time | cycles | avg queue length at a cycle | max queue | time in plan() | "
+        "building snapshots | kubesim (controllers, API) | start timeouts | gave up | CPU time | "
+        "load average at end |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for s in summaries:
         st = s["stats"]
         load = s.get("machine", {}).get("load_avg", [])
@@ -162,7 +184,8 @@ def cost_table(summaries: list[dict[str, Any]]) -> str:
             f"| {s['label']} | {s['runtime_s']:.0f} s | {st.get('cycles', 0):,} | "
             f"{st.get('avg_queue_len_at_cycle', 0):,} | {st.get('max_pending', 0):,} | {st.get('plan_s', 0):.0f} s | "
             f"{st.get('snapshot_s', 0):.0f} s | {st.get('cluster_s', 0):.0f} s | {st.get('timeouts', 0):,} | "
-            f"{st.get('gave_up', 0):,} | {st.get('cpu_s', 0):.0f} s | {', '.join(f'{x:.1f}' for x in load)} |")
+            f"{st.get('gave_up', 0):,} | {st.get('cpu_s', 0):.0f} s | {', '.join(f'{x:.1f}' for x in load)} |"
+        )
     return "\n".join(rows)
 
 
@@ -179,21 +202,31 @@ def plots(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     for s in summaries:
         cdf = s["queue_cdf_s"]
         ys = [i / (len(cdf) - 1) for i in range(len(cdf))]
-        ax.step([max(x, 1.0) for x in cdf], ys, where="post", label=s["label"],
-                linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-")
+        ax.step(
+            [max(x, 1.0) for x in cdf],
+            ys,
+            where="post",
+            label=s["label"],
+            linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-",
+        )
     if with_tail:
         # Most jobs start at once under most policies: the tail is where they differ.
         tail = axes[0][1]
         for s in with_tail:
             points = [(x, y) for x, y in s["queue_tail"] if y > 0]
-            tail.step([x for x, _ in points], [y for _, y in points], where="post", label=s["label"],
-                      linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-")
+            tail.step(
+                [x for x, _ in points],
+                [y for _, y in points],
+                where="post",
+                label=s["label"],
+                linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-",
+            )
         tail.set_xscale("log")
         tail.set_yscale("log")
         tail.set_xlabel("queueing delay x (s, log scale)")
         tail.set_ylabel("fraction of started jobs waiting longer than x (log scale)")
         tail.set_title("the tail: who waits, and how long")
-        for seconds, text in ((60, "1 min"), (3600, "1 h"), (86400, "1 d")):
+        for seconds in (60, 3600, 86400):
             tail.axvline(seconds, color="grey", linewidth=0.5)
         tail.grid(alpha=0.3, which="both")
         tail.legend(loc="lower left", fontsize=8)
@@ -216,14 +249,24 @@ def plots(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
     for s in summaries:
         hourly = s["util_hourly_pct"]
-        days = [sum(hourly[i:i + 24]) / len(hourly[i:i + 24]) for i in range(0, len(hourly), 24)]
-        top.plot([d + 0.5 for d in range(len(days))], days, label=s["label"],
-                 linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-", linewidth=1.2)
+        days = [sum(hourly[i : i + 24]) / len(hourly[i : i + 24]) for i in range(0, len(hourly), 24)]
+        top.plot(
+            [d + 0.5 for d in range(len(days))],
+            days,
+            label=s["label"],
+            linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-",
+            linewidth=1.2,
+        )
         held = s["held_hourly_pct"]
-        idle = [h - u for h, u in zip(held, hourly)]
-        idle_days = [sum(idle[i:i + 24]) / len(idle[i:i + 24]) for i in range(0, len(idle), 24)]
-        bottom.plot([d + 0.5 for d in range(len(idle_days))], idle_days, label=s["label"], linewidth=1.0,
-                    linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-")
+        idle = [h - u for h, u in zip(held, hourly, strict=False)]
+        idle_days = [sum(idle[i : i + 24]) / len(idle[i : i + 24]) for i in range(0, len(idle), 24)]
+        bottom.plot(
+            [d + 0.5 for d in range(len(idle_days))],
+            idle_days,
+            label=s["label"],
+            linewidth=1.0,
+            linestyle="--" if s["policy"] in ("none", "sjf-oracle") else "-",
+        )
     top.set_ylabel("GPUs doing work (% of 2,816), daily mean")
     top.set_title("GPU utilisation over time (GPUs of gangs that run)")
     top.grid(alpha=0.3)

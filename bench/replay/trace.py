@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -28,22 +28,24 @@ def parse_time(text: str) -> float:
     """'2017-10-01 00:00:45' or '2017-10-01' (UTC) -> epoch seconds."""
     text = text.strip()
     try:  # the trace's own format, fast
-        return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
     except ValueError:
         pass
     for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"):
         try:
-            return datetime.strptime(text, fmt).replace(tzinfo=timezone.utc).timestamp()
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
         except ValueError:
             continue
     raise ValueError(f"not a date: {text!r} (expected YYYY-MM-DD or YYYY-MM-DD HH:MM:SS, UTC)")
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def load_trace(path: str | Path = DEFAULT_TRACE, start: float | None = None, end: float | None = None) -> list[TraceJob]:
+def load_trace(
+    path: str | Path = DEFAULT_TRACE, start: float | None = None, end: float | None = None
+) -> list[TraceJob]:
     """Rows submitted in [start, end), in submission order; ids are 1-based row numbers
     of the whole file, so a window keeps the ids the full trace gives its jobs."""
     jobs = []

@@ -126,8 +126,9 @@ class WatchCache:
                 if estimate is not None:
                     expected_end = now + estimate
                     heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
-            self.running[rec.job.id] = RunningJob(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now,
-                                                  expected_end=expected_end)
+            self.running[rec.job.id] = RunningJob(
+                rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now, expected_end=expected_end
+            )
 
     def _tfjob_event(self, event) -> None:
         obj = event.obj

@@ -1,19 +1,20 @@
 """A small client for jobdash's REST API, for notebooks and scripts.
 
-    from jobdash_client import Client
-    jd = Client("http://127.0.0.1:8000", token="...")
-    job = jd.submit("examples/mnist-cpu.yaml", priority=10)
-    print(job.state, job.position, job.reason, job.eta)
-    jd.wait(job.id, until="finished")
+from jobdash_client import Client
+jd = Client("http://127.0.0.1:8000", token="...")
+job = jd.submit("examples/mnist-cpu.yaml", priority=10)
+print(job.state, job.position, job.reason, job.eta)
+jd.wait(job.id, until="finished")
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Union
+from typing import Any, Union
 
 import requests
 import yaml
@@ -43,7 +44,7 @@ class JobdashError(Exception):
 
 
 class WaitTimeout(TimeoutError):
-    def __init__(self, job: "Job", until: str):
+    def __init__(self, job: Job, until: str):
         self.job = job
         super().__init__(f"job {job.id} is still {job.state} (waited for {until})")
 
@@ -55,19 +56,27 @@ class Job:
     name: str
     state: str
     priority: int
-    position: Optional[int]
+    position: int | None
     reason: str
     message: str
-    eta: Optional[str]
+    eta: str | None
     demand: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Job":
+    def from_json(cls, data: Mapping[str, Any]) -> Job:
         return cls(
-            id=data["id"], namespace=data["namespace"], name=data["name"], state=data["state"],
-            priority=data["priority"], position=data.get("position"), reason=data.get("reason", ""),
-            message=data.get("message", ""), eta=data.get("eta"), demand=data.get("demand", {}), raw=data,
+            id=data["id"],
+            namespace=data["namespace"],
+            name=data["name"],
+            state=data["state"],
+            priority=data["priority"],
+            position=data.get("position"),
+            reason=data.get("reason", ""),
+            message=data.get("message", ""),
+            eta=data.get("eta"),
+            demand=data.get("demand", {}),
+            raw=data,
         )
 
     @property
@@ -83,11 +92,12 @@ class Job:
         return f"{self.namespace}/{self.name} {self.state}"
 
 
-ManifestLike = Union[str, Path, Mapping[str, Any]]
+# Union, not |: the client supports Python 3.9, where a runtime alias cannot use |.
+ManifestLike = Union[str, Path, Mapping[str, Any]]  # noqa: UP007
 
 
 class Client:
-    def __init__(self, url: str, token: str, *, timeout: float = 30.0, session: Optional[requests.Session] = None):
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0, session: requests.Session | None = None):
         self.url = url.rstrip("/") + "/api/v1/"
         self.timeout = timeout
         self.session = session or requests.Session()
@@ -95,7 +105,7 @@ class Client:
 
     # --- calls ---
 
-    def submit(self, manifest: ManifestLike, priority: int = 0, namespace: Optional[str] = None) -> Job:
+    def submit(self, manifest: ManifestLike, priority: int = 0, namespace: str | None = None) -> Job:
         """Submit a TFJob: a path to a YAML file, YAML text, or a dict."""
         text = _manifest_text(manifest)
         body: dict[str, Any] = {"manifest": text, "priority": priority}
@@ -109,7 +119,7 @@ class Client:
     def events(self, job_id: int) -> list[dict]:
         return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
 
-    def jobs(self, namespace: Optional[str] = None, state: Optional[str] = None) -> list[Job]:
+    def jobs(self, namespace: str | None = None, state: str | None = None) -> list[Job]:
         params = {k: v for k, v in (("namespace", namespace), ("state", state)) if v}
         return [Job.from_json(j) for j in self._pages("jobs/", params)]
 
@@ -125,9 +135,9 @@ class Client:
         job_id: int,
         until: str = "finished",
         *,
-        timeout: Optional[float] = None,
+        timeout: float | None = None,
         poll: float = 2.0,
-        progress: Optional[Callable[[str], None]] = None,
+        progress: Callable[[str], None] | None = None,
     ) -> Job:
         """Block until the job is Running (or further), or `finished`; prints each change."""
         if until not in ("Running", "Released", "finished"):

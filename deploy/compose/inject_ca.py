@@ -23,10 +23,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 KINDS = {
-    "MutatingWebhookConfiguration": ("create_mutating_webhook_configuration", "read_mutating_webhook_configuration",
-                                     "replace_mutating_webhook_configuration"),
-    "ValidatingWebhookConfiguration": ("create_validating_webhook_configuration", "read_validating_webhook_configuration",
-                                       "replace_validating_webhook_configuration"),
+    "MutatingWebhookConfiguration": (
+        "create_mutating_webhook_configuration",
+        "read_mutating_webhook_configuration",
+        "replace_mutating_webhook_configuration",
+    ),
+    "ValidatingWebhookConfiguration": (
+        "create_validating_webhook_configuration",
+        "read_validating_webhook_configuration",
+        "replace_validating_webhook_configuration",
+    ),
 }
 
 
@@ -56,7 +62,7 @@ def wait_for(what: str, check, seconds: float):
     while True:
         try:
             return check()
-        except Exception as error:  # noqa: BLE001 - retried until the deadline
+        except Exception as error:
             if time.monotonic() > deadline:
                 sys.exit(f"inject_ca: {what} not ready after {seconds:.0f}s: {error}")
             time.sleep(0.5)

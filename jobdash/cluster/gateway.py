@@ -19,6 +19,7 @@ REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 # --- errors: the few outcomes callers act on differently ---
 
+
 class GatewayError(Exception):
     """Base of every error the gateway raises."""
 
@@ -48,6 +49,7 @@ class QuotaExceeded(GatewayError):
 
 
 # --- what the cluster looks like ---
+
 
 @dataclass(frozen=True)
 class Quota:

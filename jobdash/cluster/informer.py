@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.watch.watch import iter_resp_lines
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 log = logging.getLogger(__name__)
 

@@ -77,11 +77,17 @@ class KubeGateway:
         self._informers = {
             "quota": Informer("quota", self._core.list_resource_quota_for_all_namespaces, convert.quota, self._changed),
             "node": Informer("node", self._core.list_node, convert.node, self._changed),
-            "pod": Informer("pod", self._core.list_pod_for_all_namespaces, convert.pod, self._changed, indexes={
-                # Finished pods stay listed until deleted: the cycle asks for the few that matter.
-                "job": lambda p: (p.namespace, p.job_name) if p.job_name else None,
-                "live": lambda p: None if p.terminated else True,
-            }),
+            "pod": Informer(
+                "pod",
+                self._core.list_pod_for_all_namespaces,
+                convert.pod,
+                self._changed,
+                indexes={
+                    # Finished pods stay listed until deleted: the cycle asks for the few that matter.
+                    "job": lambda p: (p.namespace, p.job_name) if p.job_name else None,
+                    "live": lambda p: None if p.terminated else True,
+                },
+            ),
             "tfjob": Informer("tfjob", self._list_tfjobs, convert.tfjob, self._changed),
         }
 
@@ -161,7 +167,9 @@ class KubeGateway:
 
     def read_tfjob(self, namespace: str, name: str) -> TFJobInfo:
         """Straight from the API server, not the cache."""
-        return convert.tfjob(self._call(self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name))
+        return convert.tfjob(
+            self._call(self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
+        )
 
     def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any]) -> TFJobInfo:
         """Create the TFJob of a released job. Idempotent: a TFJob of that name that
@@ -187,7 +195,12 @@ class KubeGateway:
         patch = {"spec": {"runPolicy": {"suspend": suspended}}}
         self._call(
             self._custom.patch_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, patch,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            patch,
             _content_type="application/merge-patch+json",
         )
 
@@ -196,7 +209,12 @@ class KubeGateway:
         patch = {"metadata": {"labels": {JOB_ID_LABEL: str(job_id)}}}
         self._call(
             self._custom.patch_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name, patch,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            patch,
             _content_type="application/merge-patch+json",
         )
 
@@ -204,7 +222,11 @@ class KubeGateway:
         try:
             self._call(
                 self._custom.delete_namespaced_custom_object,
-                GROUP, VERSION, namespace, PLURAL, name,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
                 propagation_policy="Background",
             )
         except NotFound:

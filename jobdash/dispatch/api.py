@@ -29,10 +29,12 @@ class StatusSerializer(serializers.Serializer):
 @api_view(["GET"])
 def status_view(request):
     """The leader (identity, term, since, alive), the last cycle, and job counts per state."""
-    return Response({
-        "leader": status.leader(),
-        "last_cycle": status.last_cycle(),
-        "tick_seconds": settings.JOBDASH_TICK_SECONDS,
-        "policy": settings.JOBDASH_POLICY,
-        "jobs": state_counts(),
-    })
+    return Response(
+        {
+            "leader": status.leader(),
+            "last_cycle": status.last_cycle(),
+            "tick_seconds": settings.JOBDASH_TICK_SECONDS,
+            "policy": settings.JOBDASH_POLICY,
+            "jobs": state_counts(),
+        }
+    )

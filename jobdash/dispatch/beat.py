@@ -42,9 +42,14 @@ class LeaderGatedScheduler(Scheduler):
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
-        self.merge_inplace({
-            CYCLE_ENTRY: {"task": "jobdash.admission_cycle", "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS)},
-        })
+        self.merge_inplace(
+            {
+                CYCLE_ENTRY: {
+                    "task": "jobdash.admission_cycle",
+                    "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS),
+                },
+            }
+        )
 
     def _elected(self, leadership) -> None:
         try:

@@ -20,10 +20,19 @@ from django.db import connection, models
 from django.db.models import Field
 
 _RECORD_TYPES = {
-    "AutoField": "bigint", "BigAutoField": "bigint", "IntegerField": "bigint", "BigIntegerField": "bigint",
-    "PositiveIntegerField": "bigint", "PositiveSmallIntegerField": "bigint", "SmallIntegerField": "bigint",
-    "CharField": "text", "TextField": "text", "DateTimeField": "timestamptz", "FloatField": "float8",
-    "BooleanField": "boolean", "JSONField": "jsonb",
+    "AutoField": "bigint",
+    "BigAutoField": "bigint",
+    "IntegerField": "bigint",
+    "BigIntegerField": "bigint",
+    "PositiveIntegerField": "bigint",
+    "PositiveSmallIntegerField": "bigint",
+    "SmallIntegerField": "bigint",
+    "CharField": "text",
+    "TextField": "text",
+    "DateTimeField": "timestamptz",
+    "FloatField": "float8",
+    "BooleanField": "boolean",
+    "JSONField": "jsonb",
 }
 
 
@@ -92,9 +101,11 @@ def update_rows(
     if fields:
         field_objs = [meta.get_field(name) for name in fields]
         names = [f"v{i}" for i in range(len(field_objs))]
-        document = json.dumps([dict(zip(["pk_", *names], row)) for row in rows], default=_json_default)
-        record = ", ".join(["pk_ bigint"] + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs)])
-        sets = [f"{q(f.column)} = v.{name}" for f, name in zip(field_objs, names)]
+        document = json.dumps([dict(zip(["pk_", *names], row, strict=False)) for row in rows], default=_json_default)
+        record = ", ".join(
+            ["pk_ bigint"] + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs, strict=False)]
+        )
+        sets = [f"{q(f.column)} = v.{name}" for f, name in zip(field_objs, names, strict=False)]
         sql = (
             f"UPDATE {table} AS t SET {', '.join(sets + constant_sql)} "
             f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.{pk} = v.pk_{state_sql}"
@@ -113,7 +124,7 @@ def _update_rows_orm(model, rows, fields, constants, only_states) -> int:
     if only_states is not None:
         queryset = queryset.filter(state__in=only_states)
     if fields:
-        objs = [model(pk=row[0], **dict(zip(fields, row[1:]))) for row in rows]
+        objs = [model(pk=row[0], **dict(zip(fields, row[1:], strict=False))) for row in rows]
         updated = queryset.bulk_update(objs, list(fields), batch_size=500)
         if not constants:
             return updated
@@ -128,7 +139,9 @@ def lock_in_states(model: type[models.Model], ids: Iterable[int], states: Sequen
         return []
     if not _postgresql():
         return list(
-            model._default_manager.select_for_update().filter(pk__in=ids, state__in=states).order_by("pk")
+            model._default_manager.select_for_update()
+            .filter(pk__in=ids, state__in=states)
+            .order_by("pk")
             .values_list("pk", flat=True)
         )
     meta = model._meta

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -23,11 +23,9 @@ import queueing
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 
-from . import bulk
+from . import bulk, publish, tracker, world
 from . import reconcile as reconcile_pass
-from . import publish
 from . import release as release_phase
-from . import tracker, world
 
 log = logging.getLogger(__name__)
 CYCLE_LOCK_KEY = 0x6A6F6264  # "jobd": one cycle at a time across workers
@@ -72,7 +70,7 @@ class CycleResult:
 
 
 def _as_datetime(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=dt_timezone.utc)
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 _local_lock = threading.Lock()
@@ -120,7 +118,10 @@ class Dispatcher:
 
     def reconcile(self, term: int) -> dict:
         return reconcile_pass.reconcile(
-            self.gateway, term=term, mode=self.config.release_mode, backoff_seconds=self.config.backoff_s,
+            self.gateway,
+            term=term,
+            mode=self.config.release_mode,
+            backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
         )
 
@@ -157,8 +158,12 @@ class Dispatcher:
         # 3. release
         admissions = [(a.job_id, [list(p) for p in a.placement] if a.placement else None) for a in plan.admissions]
         result.released = release_phase.release(
-            self.gateway, admissions, term=term, mode=self.config.release_mode,
-            concurrency=self.config.concurrency, backoff_seconds=self.config.backoff_s,
+            self.gateway,
+            admissions,
+            term=term,
+            mode=self.config.release_mode,
+            concurrency=self.config.concurrency,
+            backoff_seconds=self.config.backoff_s,
         )
         lap("release")
         # 4. statuses
@@ -174,15 +179,26 @@ class Dispatcher:
         publish.publish(snapshot, publish.active_pod_phases(self.gateway, self.cache.active_pods))
         lap("publish")
         Cycle.objects.create(
-            started_at=started, duration_ms=sum(result.phases.values()), term=term, policy=plan.policy,
-            pending=result.pending, admitted=result.admitted, released=result.released.get("created", 0),
+            started_at=started,
+            duration_ms=sum(result.phases.values()),
+            term=term,
+            policy=plan.policy,
+            pending=result.pending,
+            admitted=result.admitted,
+            released=result.released.get("created", 0),
             phases=result.phases,
         )
         self._cycles += 1
         if self._cycles % PRUNE_EVERY == 0:
             prune_cycles()
         if result.admitted:
-            log.info("cycle: %d pending, %d admitted, %s; %s", result.pending, result.admitted, result.released, result.phases)
+            log.info(
+                "cycle: %d pending, %d admitted, %s; %s",
+                result.pending,
+                result.admitted,
+                result.released,
+                result.phases,
+            )
         return result
 
 

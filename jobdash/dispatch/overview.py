@@ -24,12 +24,14 @@ def node_rows(nodes: list[dict]) -> list[dict]:
         for r, key in RESOURCES.items():
             total, used = int(allocatable.get(key, 0)), int(allocated.get(key, 0))
             resources[r] = {"allocatable": total, "allocated": used, "free": max(total - used, 0)}
-        rows.append({
-            "name": node.get("name", ""),
-            "unschedulable": bool(node.get("unschedulable")),
-            "labels": dict(node.get("labels", {})),
-            "resources": resources,
-        })
+        rows.append(
+            {
+                "name": node.get("name", ""),
+                "unschedulable": bool(node.get("unschedulable")),
+                "labels": dict(node.get("labels", {})),
+                "resources": resources,
+            }
+        )
     return rows
 
 
@@ -38,10 +40,7 @@ def gpu_fit(rows: list[dict]) -> list[dict]:
     many such pods fit in all. Free GPUs spread thin over many nodes is fragmentation:
     plenty of 1-GPU room, no node for an 8-GPU pod."""
     free = [row["resources"]["gpu"]["free"] for row in rows if not row["unschedulable"]]
-    return [
-        {"gpus": k, "nodes": sum(1 for f in free if f >= k), "pods": sum(f // k for f in free)}
-        for k in GPU_SIZES
-    ]
+    return [{"gpus": k, "nodes": sum(1 for f in free if f >= k), "pods": sum(f // k for f in free)} for k in GPU_SIZES]
 
 
 def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
@@ -55,8 +54,15 @@ def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
         for r in RESOURCES
     }
     recent = [
-        {"started_at": c.started_at, "duration_ms": c.duration_ms, "policy": c.policy, "pending": c.pending,
-         "admitted": c.admitted, "released": c.released, "term": c.term}
+        {
+            "started_at": c.started_at,
+            "duration_ms": c.duration_ms,
+            "policy": c.policy,
+            "pending": c.pending,
+            "admitted": c.admitted,
+            "released": c.released,
+            "term": c.term,
+        }
         for c in status.recent_cycles(cycles)
     ]
     return {

@@ -21,8 +21,13 @@ def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
         for name, q in snapshot.quotas.items()
     }
     nodes = [
-        {"name": n.name, "allocatable": dict(n.allocatable), "allocated": dict(n.allocated),
-         "labels": dict(n.labels), "unschedulable": n.unschedulable}
+        {
+            "name": n.name,
+            "allocatable": dict(n.allocatable),
+            "allocated": dict(n.allocated),
+            "labels": dict(n.labels),
+            "unschedulable": n.unschedulable,
+        }
         for n in snapshot.nodes
     ]
     return quotas, nodes

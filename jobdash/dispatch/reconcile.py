@@ -13,8 +13,9 @@ from jobdash.jobs.models import Job, State
 from . import release, transitions
 
 
-def reconcile(gateway: gw.ClusterGateway, *, term: int, mode: str, backoff_seconds: float,
-              concurrency: int = 8) -> dict[str, int]:
+def reconcile(
+    gateway: gw.ClusterGateway, *, term: int, mode: str, backoff_seconds: float, concurrency: int = 8
+) -> dict[str, int]:
     # Suspended TFJobs do not run: in unsuspend mode a taken-back job keeps its labelled,
     # suspended TFJob while it waits in the queue again.
     ours = {t.job_id: t for t in gateway.tfjobs() if t.job_id is not None and not t.deleting and not t.suspended}

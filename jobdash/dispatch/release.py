@@ -81,8 +81,9 @@ def release(
     return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
 
 
-def send_all(gateway: gw.ClusterGateway, job_ids: list[int], *, mode: str, concurrency: int,
-             backoff_seconds: float) -> dict[str, int]:
+def send_all(
+    gateway: gw.ClusterGateway, job_ids: list[int], *, mode: str, concurrency: int, backoff_seconds: float
+) -> dict[str, int]:
     """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
     if not job_ids:
         return {}

@@ -45,7 +45,12 @@ def last_cycle() -> dict | None:
     if cycle is None:
         return None
     return {
-        "started_at": cycle.started_at, "duration_ms": cycle.duration_ms, "policy": cycle.policy,
-        "pending": cycle.pending, "admitted": cycle.admitted, "released": cycle.released, "term": cycle.term,
+        "started_at": cycle.started_at,
+        "duration_ms": cycle.duration_ms,
+        "policy": cycle.policy,
+        "pending": cycle.pending,
+        "admitted": cycle.admitted,
+        "released": cycle.released,
+        "term": cycle.term,
         "phases": cycle.phases,
     }

@@ -62,7 +62,14 @@ def track(gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int]
             running_pods[(pod.namespace, pod.job_name)] += 1
 
     jobs = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id", "namespace__name", "name", "state", "released_at", "tfjob_uid", "attempts", "requeue_requested_at",
+        "id",
+        "namespace__name",
+        "name",
+        "state",
+        "released_at",
+        "tfjob_uid",
+        "attempts",
+        "requeue_requested_at",
         gang=KT("workload__pods"),
     )
     moves = _Moves()
@@ -106,13 +113,18 @@ def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running
         moves.finished.append((job_id, State.SUCCEEDED, "the TFJob succeeded", state == State.RELEASED))
         return "succeeded"
     if info.condition == "Failed":
-        moves.finished.append((job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), state == State.RELEASED))
+        moves.finished.append(
+            (job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), state == State.RELEASED)
+        )
         return "failed"
     if job["requeue_requested_at"] is not None:
         _take_back(gateway, key[0], key[1], config.release_mode)
         # A short backoff, as after a start timeout: a deleted TFJob may still be going away.
-        transitions.requeue_on_request(job_id, note="taken back from the cluster and queued again, as requested",
-                                       backoff_until=transitions.backoff(config.backoff_s, 0))
+        transitions.requeue_on_request(
+            job_id,
+            note="taken back from the cluster and queued again, as requested",
+            backoff_until=transitions.backoff(config.backoff_s, 0),
+        )
         return "requeued"
     if state == State.RUNNING:
         return "running"
@@ -125,12 +137,18 @@ def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running
         return "starting"
     _take_back(gateway, key[0], key[1], config.release_mode)
     attempts = job["attempts"] + 1
-    note = f"only {pods_running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
+    note = (
+        f"only {pods_running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
+    )
     if attempts >= config.max_attempts:
         transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,))
         return "gave-up"
-    transitions.requeue(job_id, note=f"taken back: {note}", backoff_until=transitions.backoff(config.backoff_s, attempts - 1),
-                        count_attempt=True)
+    transitions.requeue(
+        job_id,
+        note=f"taken back: {note}",
+        backoff_until=transitions.backoff(config.backoff_s, attempts - 1),
+        count_attempt=True,
+    )
     return "timed-out"
 
 

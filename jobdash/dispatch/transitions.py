@@ -49,9 +49,20 @@ def claim(admissions: Iterable[tuple[int, list | None]], term: int) -> list[int]
         queued = set(bulk.lock_in_states(Job, wanted, (State.QUEUED,)))
         claimed = [job_id for job_id in wanted if job_id in queued]
         bulk.update_rows(
-            Job, [(job_id, wanted[job_id]) for job_id in claimed], ["placement"],
-            constants=dict(state=State.RELEASED, released_at=now, leader_term=term, position=None, reason="",
-                           message="", eta=None, backoff_until=None, tfjob_uid=""),
+            Job,
+            [(job_id, wanted[job_id]) for job_id in claimed],
+            ["placement"],
+            constants=dict(
+                state=State.RELEASED,
+                released_at=now,
+                leader_term=term,
+                position=None,
+                reason="",
+                message="",
+                eta=None,
+                backoff_until=None,
+                tfjob_uid="",
+            ),
         )
         bulk.insert_events(
             (job_id, "Released", f"released to the cluster (leader term {term})", DISPATCHER) for job_id in claimed
@@ -88,9 +99,19 @@ def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, e
 def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool) -> bool:
     counted = {"attempts": F("attempts") + 1} if count_attempt else {}
     return transition(
-        job_id, from_states=(State.RELEASED,), to_state=State.QUEUED, event="Requeued", note=note, actor=DISPATCHER,
-        **counted, backoff_until=backoff_until,
-        released_at=None, placement=None, tfjob_uid="", reason="BackingOff", message=note,
+        job_id,
+        from_states=(State.RELEASED,),
+        to_state=State.QUEUED,
+        event="Requeued",
+        note=note,
+        actor=DISPATCHER,
+        **counted,
+        backoff_until=backoff_until,
+        released_at=None,
+        placement=None,
+        tfjob_uid="",
+        reason="BackingOff",
+        message=note,
         requeue_requested_at=None,
     )
 
@@ -99,16 +120,28 @@ def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime) -> bo
     """An operator's requeue (jobs.services.job_requeue) once the TFJob has been taken back:
     Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
     return transition(
-        job_id, from_states=(State.RELEASED, State.RUNNING), to_state=State.QUEUED, event="Requeued", note=note,
-        actor=DISPATCHER, backoff_until=backoff_until, released_at=None, started_at=None, placement=None,
-        tfjob_uid="", reason="BackingOff", message=note, requeue_requested_at=None,
+        job_id,
+        from_states=(State.RELEASED, State.RUNNING),
+        to_state=State.QUEUED,
+        event="Requeued",
+        note=note,
+        actor=DISPATCHER,
+        backoff_until=backoff_until,
+        released_at=None,
+        started_at=None,
+        placement=None,
+        tfjob_uid="",
+        reason="BackingOff",
+        message=note,
+        requeue_requested_at=None,
     )
 
 
 def running_many(moves: Iterable[tuple[int, str]]) -> list[int]:
     """Released -> Running for many (job id, note) at once."""
-    return move_many(moves, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running",
-                     started_at=timezone.now())
+    return move_many(
+        moves, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running", started_at=timezone.now()
+    )
 
 
 def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
@@ -125,14 +158,25 @@ def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
             fields = {"finished_at": now, "reason": "", "message": message}
             if started:
                 fields["started_at"] = now
-            moved += move_many(moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, **fields)
+            moved += move_many(
+                moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, **fields
+            )
     return moved
 
 
 def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING)) -> bool:
     return transition(
-        job_id, from_states=from_states, to_state=State.FAILED, event="Failed", note=note, actor=DISPATCHER,
-        finished_at=timezone.now(), position=None, reason="", message=note, eta=None,
+        job_id,
+        from_states=from_states,
+        to_state=State.FAILED,
+        event="Failed",
+        note=note,
+        actor=DISPATCHER,
+        finished_at=timezone.now(),
+        position=None,
+        reason="",
+        message=note,
+        eta=None,
     )
 
 
@@ -140,8 +184,18 @@ def mark_released(job_id: int, term: int | None, note: str) -> bool:
     """A TFJob of ours exists while the row says Queued (the release committed in the
     cluster but not here): make the database agree with the cluster."""
     return transition(
-        job_id, from_states=(State.QUEUED,), to_state=State.RELEASED, event="Released", note=note,
-        actor=DISPATCHER, released_at=timezone.now(), leader_term=term, position=None, reason="", message="", eta=None,
+        job_id,
+        from_states=(State.QUEUED,),
+        to_state=State.RELEASED,
+        event="Released",
+        note=note,
+        actor=DISPATCHER,
+        released_at=timezone.now(),
+        leader_term=term,
+        position=None,
+        reason="",
+        message="",
+        eta=None,
     )
 
 

@@ -90,10 +90,20 @@ class PendingCache:
 
 
 def pending_rows(cache: PendingCache, *, release_mode: str) -> list[PendingRow]:
-    rows = list(Job.objects.filter(state=State.QUEUED).values(
-        "id", "namespace__name", "priority", "submitted_at", "attempts", "backoff_until",
-        "position", "reason", "message", "eta",
-    ))
+    rows = list(
+        Job.objects.filter(state=State.QUEUED).values(
+            "id",
+            "namespace__name",
+            "priority",
+            "submitted_at",
+            "attempts",
+            "backoff_until",
+            "position",
+            "reason",
+            "message",
+            "eta",
+        )
+    )
     # In unsuspend mode the suspended TFJob already exists and counts in quota used.
     drop_count = release_mode == "unsuspend"
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
@@ -104,7 +114,9 @@ def pending_rows(cache: PendingCache, *, release_mode: str) -> list[PendingRow]:
             if row["id"] in workloads:
                 row["workload"] = workloads[row["id"]]
     result = [
-        PendingRow(cache.get(row, drop_count=drop_count), row["position"], row["reason"], row["message"], epoch(row["eta"]))
+        PendingRow(
+            cache.get(row, drop_count=drop_count), row["position"], row["reason"], row["message"], epoch(row["eta"])
+        )
         for row in rows
     ]
     cache.retain(row.job.id for row in result)
@@ -118,8 +130,7 @@ def _outstanding(workload: Workload, created: list[PodInfo], tfjob_exists: bool)
     for pod in created:
         made[(pod.replica_type or "").lower()] += 1
     remaining = tuple(
-        PodSet(ps.role, max(0, ps.count - made[ps.role.lower()]), ps.requests, ps.limits)
-        for ps in workload.pod_sets
+        PodSet(ps.role, max(0, ps.count - made[ps.role.lower()]), ps.requests, ps.limits) for ps in workload.pod_sets
     )
     demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace, remaining).quota_demand()
     if tfjob_exists:
@@ -195,7 +206,9 @@ def history(cache: PendingCache | None = None) -> dict[tuple[str, str], tuple[fl
     if missing:
         # Jobs that just finished were active a moment ago: their workloads are parsed already.
         parsed = {job_id: cache.workloads[job_id] for job_id in missing if job_id in cache.workloads}
-        rows = list(Job.objects.filter(pk__in=missing).values_list("id", "namespace__name", "started_at", "finished_at"))
+        rows = list(
+            Job.objects.filter(pk__in=missing).values_list("id", "namespace__name", "started_at", "finished_at")
+        )
         unparsed = _workloads((row[0] for row in rows), parsed)
         for job_id, namespace, started_at, finished_at in rows:
             workload = parsed.get(job_id) or unparsed[job_id]
@@ -225,7 +238,9 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     return policies
 
 
-def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, node_fit: bool) -> tuple[Snapshot, list[PendingRow]]:
+def build(
+    gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, node_fit: bool
+) -> tuple[Snapshot, list[PendingRow]]:
     now = timezone.now().timestamp()
     namespaces = list(Namespace.objects.values_list("name", "weight", "policy"))
     managed = {name: weight for name, weight, _ in namespaces}
@@ -235,9 +250,11 @@ def build(gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, no
     live_pods = gateway.live_pods()
 
     in_flight, running = [], []
-    active = list(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
-    ))
+    active = list(
+        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
+            "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
+        )
+    )
     cache.active_keys = {(row["namespace__name"], row["name"]) for row in active}
     released = {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
     by_job = gateway.pods_of_jobs(cache.active_keys)  # the released jobs' for the snapshot, all for publish

@@ -4,9 +4,9 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
+from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.db.models import Count
 from django.urls import reverse
 
 from queueing import POLICY_NAMES
@@ -41,8 +41,10 @@ class NamespaceAdmin(admin.ModelAdmin):
     filter_horizontal = ["members", "groups"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).annotate(
-            member_count=Count("members", distinct=True), group_count=Count("groups", distinct=True)
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(member_count=Count("members", distinct=True), group_count=Count("groups", distinct=True))
         )
 
     @admin.display(description="policy", ordering="policy")
@@ -84,7 +86,15 @@ class JobActionForm(ActionForm):
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = [
-        "id", "name", "namespace", "state", "priority", "position", "reason", "source", "submitted_by_name",
+        "id",
+        "name",
+        "namespace",
+        "state",
+        "priority",
+        "position",
+        "reason",
+        "source",
+        "submitted_by_name",
         "submitted_at",
     ]
     list_filter = ["state", "namespace", "source", "reason"]
@@ -95,9 +105,25 @@ class JobAdmin(admin.ModelAdmin):
     actions = ["cancel_jobs", "requeue_jobs", "set_priority"]
     inlines = [JobEventInline]
     fields = [
-        "namespace", "name", "kind", "api_version", "state", "priority", "source", "submitted_by_name",
-        "submitted_at", "released_at", "started_at", "finished_at", "position", "reason", "message",
-        "eta", "attempts", "requeue_requested_at", "manifest",
+        "namespace",
+        "name",
+        "kind",
+        "api_version",
+        "state",
+        "priority",
+        "source",
+        "submitted_by_name",
+        "submitted_at",
+        "released_at",
+        "started_at",
+        "finished_at",
+        "position",
+        "reason",
+        "message",
+        "eta",
+        "attempts",
+        "requeue_requested_at",
+        "manifest",
     ]
     readonly_fields = fields
 
@@ -112,7 +138,9 @@ class JobAdmin(admin.ModelAdmin):
     def cancel_jobs(self, request, queryset):
         reason = request.POST.get("reason", "").strip()
         self._each(
-            request, queryset, lambda job: services.job_cancel(job_id=job.pk, user=request.user, reason=reason),
+            request,
+            queryset,
+            lambda job: services.job_cancel(job_id=job.pk, user=request.user, reason=reason),
             "cancelled",
         )
 
@@ -122,7 +150,9 @@ class JobAdmin(admin.ModelAdmin):
         never-started Failed jobs at once. See services.job_requeue."""
         reason = request.POST.get("reason", "").strip()
         self._each(
-            request, queryset, lambda job: services.job_requeue(job_id=job.pk, user=request.user, reason=reason),
+            request,
+            queryset,
+            lambda job: services.job_requeue(job_id=job.pk, user=request.user, reason=reason),
             "requeued (or marked for the dispatcher to requeue)",
         )
 
@@ -159,7 +189,11 @@ class JobAdmin(admin.ModelAdmin):
         """Admins submit like users do, through job_submit, recorded with source `admin`."""
         namespaces = [ns.name for ns in selectors.namespaces_visible_to(request.user)]
         form = SubmitForm(request.POST if request.method == "POST" else None, namespaces=namespaces)
-        job = form.submit(user=request.user, source=Source.ADMIN) if request.method == "POST" and form.is_valid() else None
+        job = (
+            form.submit(user=request.user, source=Source.ADMIN)
+            if request.method == "POST" and form.is_valid()
+            else None
+        )
         if job is not None:
             self.message_user(request, f"Job {job} queued.", messages.SUCCESS)
             return redirect(reverse("admin:jobs_job_change", args=[job.pk]))

@@ -31,8 +31,13 @@ def queue_chart(history: History) -> dict:
 
     line = " ".join(f"{round(LEFT + slot * (i + 1), 1)},{y(v)}" for i, v in enumerate(history.queued))
     bars = [
-        {"x": round(LEFT + slot * i + slot * 0.2, 1), "y": y(v), "w": round(slot * 0.6, 1),
-         "h": round(TOP + plot_h - y(v), 1), "value": v}
+        {
+            "x": round(LEFT + slot * i + slot * 0.2, 1),
+            "y": y(v),
+            "w": round(slot * 0.6, 1),
+            "h": round(TOP + plot_h - y(v), 1),
+            "value": v,
+        }
         for i, v in enumerate(history.admitted)
     ]
     ticks = [{"y": y(v), "label": v} for v in (0, top // 2, top)]
@@ -42,12 +47,22 @@ def queue_chart(history: History) -> dict:
         labels.append({"x": round(LEFT + slot * i, 1), "label": moment.strftime("%H:%M")})
     rows = [
         {"end": history.start + history.step * (i + 1), "queued": q, "admitted": a}
-        for i, (q, a) in enumerate(zip(history.queued, history.admitted))
+        for i, (q, a) in enumerate(zip(history.queued, history.admitted, strict=False))
     ]
     return {
-        "width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT, "top": TOP,
-        "bottom": TOP + plot_h, "line": line, "bars": bars, "ticks": ticks, "labels": labels,
-        "peak_queued": max(history.queued, default=0), "admitted_total": sum(history.admitted),
-        "hours": round(history.step.total_seconds() * n / 3600), "rows": rows,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "top": TOP,
+        "bottom": TOP + plot_h,
+        "line": line,
+        "bars": bars,
+        "ticks": ticks,
+        "labels": labels,
+        "peak_queued": max(history.queued, default=0),
+        "admitted_total": sum(history.admitted),
+        "hours": round(history.step.total_seconds() * n / 3600),
+        "rows": rows,
         "step_minutes": round(history.step.total_seconds() / 60),
     }

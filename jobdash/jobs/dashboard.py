@@ -20,8 +20,22 @@ from .selectors import QUEUE_ORDER, cluster_quotas
 PAGE_SIZE = 25
 # Columns a table row needs; everything else (manifest, parsed, placement) stays in the database.
 ROW_FIELDS = (
-    "id", "namespace", "name", "state", "priority", "workload", "submitted_at", "submitted_by_name",
-    "released_at", "started_at", "finished_at", "position", "reason", "message", "eta", "attempts",
+    "id",
+    "namespace",
+    "name",
+    "state",
+    "priority",
+    "workload",
+    "submitted_at",
+    "submitted_by_name",
+    "released_at",
+    "started_at",
+    "finished_at",
+    "position",
+    "reason",
+    "message",
+    "eta",
+    "attempts",
 )
 STATE_FILTERS = ("", "Queued", "Running", *[str(s) for s in FINISHED_STATES])
 
@@ -57,8 +71,10 @@ def running_page(namespace: Namespace, filters: Filters, page: str | None) -> Pa
     """Released (pods starting) and Running jobs, longest running first."""
     if filters.state not in ("", State.RUNNING):
         return None
-    jobs = _rows(namespace, filters).filter(state__in=(State.RELEASED, State.RUNNING)).order_by(
-        F("started_at").asc(nulls_last=True), "released_at", "id"
+    jobs = (
+        _rows(namespace, filters)
+        .filter(state__in=(State.RELEASED, State.RUNNING))
+        .order_by(F("started_at").asc(nulls_last=True), "released_at", "id")
     )
     return Paginator(jobs, PAGE_SIZE).get_page(page)
 
@@ -66,9 +82,7 @@ def running_page(namespace: Namespace, filters: Filters, page: str | None) -> Pa
 def finished_page(namespace: Namespace, filters: Filters, page: str | None) -> Page | None:
     if filters.state not in FINISHED_STATES:
         return None
-    jobs = _rows(namespace, filters).filter(state=filters.state).order_by(
-        F("finished_at").desc(nulls_last=True), "-id"
-    )
+    jobs = _rows(namespace, filters).filter(state=filters.state).order_by(F("finished_at").desc(nulls_last=True), "-id")
     return Paginator(jobs, PAGE_SIZE).get_page(page)
 
 
@@ -106,16 +120,20 @@ def history(namespace: Namespace, *, hours: int = 6, buckets: int = 24, now: dat
     ends = [start + step * (i + 1) for i in range(buckets)]
     aggregates = {}
     for i, end in enumerate(ends):
-        aggregates[f"q{i}"] = Count("id", filter=Q(submitted_at__lte=end)
-                                    & (Q(released_at__isnull=True) | Q(released_at__gt=end))
-                                    & (Q(finished_at__isnull=True) | Q(finished_at__gt=end)))
+        aggregates[f"q{i}"] = Count(
+            "id",
+            filter=Q(submitted_at__lte=end)
+            & (Q(released_at__isnull=True) | Q(released_at__gt=end))
+            & (Q(finished_at__isnull=True) | Q(finished_at__gt=end)),
+        )
         aggregates[f"a{i}"] = Count("id", filter=Q(released_at__gt=end - step, released_at__lte=end))
     touching = (Q(released_at__isnull=True) | Q(released_at__gt=start)) & (
         Q(finished_at__isnull=True) | Q(finished_at__gt=start)
     )
     row = Job.objects.filter(touching, namespace=namespace, submitted_at__lte=now).aggregate(**aggregates)
     return History(
-        start=start, step=step,
+        start=start,
+        step=step,
         queued=[row[f"q{i}"] for i in range(buckets)],
         admitted=[row[f"a{i}"] for i in range(buckets)],
     )

@@ -69,17 +69,19 @@ def quota_bars(quota: dict | None) -> list[dict]:
         used_pct = min(100.0, 100.0 * u / limit) if limit else (100.0 if u else 0.0)
         reserved_pct = min(100.0 - used_pct, 100.0 * r / limit) if limit else 0.0
         free = limit - u - r
-        bars.append({
-            "key": key,
-            "hard": shown["hard"].get(key, "0"),
-            "used": shown["used"].get(key, "0"),
-            "reserved": shown["reserved"].get(key, "0"),
-            "free": quota_quantity(key, max(free, 0)),
-            "used_pct": round(used_pct, 1),
-            "reserved_pct": round(reserved_pct, 1),
-            "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
-            "full": free <= 0,
-        })
+        bars.append(
+            {
+                "key": key,
+                "hard": shown["hard"].get(key, "0"),
+                "used": shown["used"].get(key, "0"),
+                "reserved": shown["reserved"].get(key, "0"),
+                "free": quota_quantity(key, max(free, 0)),
+                "used_pct": round(used_pct, 1),
+                "reserved_pct": round(reserved_pct, 1),
+                "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
+                "full": free <= 0,
+            }
+        )
     return bars
 
 
@@ -98,10 +100,14 @@ def pod_rows(counts: dict, workload: dict) -> list[dict]:
     by_role.update({label: phases for label, phases in sorted(counts.items()) if label not in known})
     rows = []
     for role, phases in by_role.items():
-        rows.append({
-            "role": role, "wanted": wanted.get(role, 0), "total": sum(phases.values()),
-            "phases": [(phase, phases.get(phase, 0)) for phase in POD_PHASES],
-        })
+        rows.append(
+            {
+                "role": role,
+                "wanted": wanted.get(role, 0),
+                "total": sum(phases.values()),
+                "phases": [(phase, phases.get(phase, 0)) for phase in POD_PHASES],
+            }
+        )
     return rows
 
 
@@ -115,16 +121,23 @@ def cluster_page(overview: dict) -> dict:
     for node in overview["nodes"]:
         res = node["resources"]
         cells = {
-            name: {"used": format_quantity(name, r["allocated"]), "total": format_quantity(name, r["allocatable"]),
-                   "free": format_quantity(name, r["free"]), "pct": _share(r["allocated"], r["allocatable"])}
+            name: {
+                "used": format_quantity(name, r["allocated"]),
+                "total": format_quantity(name, r["allocatable"]),
+                "free": format_quantity(name, r["free"]),
+                "pct": _share(r["allocated"], r["allocatable"]),
+            }
             for name, r in res.items()
         }
         gpu = res["gpu"]
         slots = ["used"] * min(gpu["allocated"], gpu["allocatable"]) + ["free"] * gpu["free"]
         nodes.append({**node, **cells, "gpu_slots": slots})
     totals = {
-        name: {"used": format_quantity(name, t["allocated"]), "total": format_quantity(name, t["allocatable"]),
-               "free": format_quantity(name, t["free"])}
+        name: {
+            "used": format_quantity(name, t["allocated"]),
+            "total": format_quantity(name, t["allocatable"]),
+            "free": format_quantity(name, t["free"]),
+        }
         for name, t in overview["totals"].items()
     }
     return {**overview, "nodes": nodes, "totals": totals}

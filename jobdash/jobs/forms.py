@@ -6,9 +6,7 @@ from .services import PRIORITY_MAX, PRIORITY_MIN
 
 
 class SubmitForm(forms.Form):
-    namespace = forms.ChoiceField(
-        help_text="Used when the manifest has no metadata.namespace.", required=False
-    )
+    namespace = forms.ChoiceField(help_text="Used when the manifest has no metadata.namespace.", required=False)
     priority = forms.IntegerField(initial=0, min_value=PRIORITY_MIN, max_value=PRIORITY_MAX)
     manifest = forms.CharField(
         strip=False,

@@ -46,7 +46,9 @@ class Namespace(models.Model):
     # Orders this namespace's own queue (and its head-of-line rules); which namespace
     # admits next across the cluster stays the global policy's (queueing.planner).
     policy = models.CharField(
-        max_length=32, blank=True, validators=[validate_policy_name],
+        max_length=32,
+        blank=True,
+        validators=[validate_policy_name],
         help_text="Blank: the global JOBDASH_POLICY. Otherwise the policy that orders this namespace's queue.",
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 import yaml
 
 from . import selectors, services
-from .presenters import quota_quantity
 from .exceptions import InvalidInput
-from .presenters import demand_summary
+from .presenters import demand_summary, quota_quantity
 
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
@@ -73,15 +72,21 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
         return preview
     name = workload.namespace or namespace
     if workload.namespace and namespace and workload.namespace != namespace:
-        preview.problems.append({"path": "metadata.namespace", "line": path_lines(text, ["metadata.namespace"]).get("metadata.namespace"),
-                                 "message": f"is {workload.namespace!r} but {namespace!r} is chosen"})
+        preview.problems.append(
+            {
+                "path": "metadata.namespace",
+                "line": path_lines(text, ["metadata.namespace"]).get("metadata.namespace"),
+                "message": f"is {workload.namespace!r} but {namespace!r} is chosen",
+            }
+        )
     preview.demand = demand_summary(workload.to_json())
     if not name:
         return preview
     visible = selectors.namespaces_visible_to(user).filter(name=name).first()
     if visible is None:
-        preview.problems.append({"path": "metadata.namespace", "line": None,
-                                 "message": f"you are not a member of namespace {name!r}"})
+        preview.problems.append(
+            {"path": "metadata.namespace", "line": None, "message": f"you are not a member of namespace {name!r}"}
+        )
         return preview
     preview.namespace = name
     quota = selectors.cluster_quotas().get(name)
@@ -92,9 +97,16 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
     for key in sorted(hard):
         needed = demand.get(key, 0)
         free = hard[key] - used.get(key, 0) - reserved.get(key, 0)
-        preview.fit.append({"key": key, "needed": quota_quantity(key, needed), "free": quota_quantity(key, max(free, 0)),
-                            "hard": quota_quantity(key, hard[key]), "ok": needed <= free, "never": needed > hard[key]})
+        preview.fit.append(
+            {
+                "key": key,
+                "needed": quota_quantity(key, needed),
+                "free": quota_quantity(key, max(free, 0)),
+                "hard": quota_quantity(key, hard[key]),
+                "ok": needed <= free,
+                "never": needed > hard[key],
+            }
+        )
     preview.fits = all(row["ok"] for row in preview.fit)
     preview.queued_ahead = visible.jobs.filter(state="Queued").count()
     return preview
-

@@ -5,7 +5,6 @@ from django.db.models import Count, F, Q, QuerySet
 from .exceptions import NotFound
 from .models import ClusterState, Job, JobEvent, Namespace, State
 
-
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
 
@@ -57,11 +56,7 @@ def job_get_visible(user, job_id: int) -> Job:
 def queue_of(user, namespace: str) -> QuerySet[Job]:
     """Queued jobs in admission order (the last cycle's positions; new jobs last)."""
     ns = namespace_get_visible(user, namespace)
-    return (
-        Job.objects.filter(namespace=ns, state=State.QUEUED)
-        .select_related("namespace")
-        .order_by(*QUEUE_ORDER)
-    )
+    return Job.objects.filter(namespace=ns, state=State.QUEUED).select_related("namespace").order_by(*QUEUE_ORDER)
 
 
 def job_events(job: Job) -> QuerySet[JobEvent]:
@@ -70,11 +65,15 @@ def job_events(job: Job) -> QuerySet[JobEvent]:
 
 def namespace_summaries(user) -> QuerySet[Namespace]:
     """Namespaces with their job counts per active state, in one query."""
-    return namespaces_visible_to(user).annotate(
-        queued=Count("jobs", filter=Q(jobs__state=State.QUEUED)),
-        released=Count("jobs", filter=Q(jobs__state=State.RELEASED)),
-        running=Count("jobs", filter=Q(jobs__state=State.RUNNING)),
-    ).order_by("name")
+    return (
+        namespaces_visible_to(user)
+        .annotate(
+            queued=Count("jobs", filter=Q(jobs__state=State.QUEUED)),
+            released=Count("jobs", filter=Q(jobs__state=State.RELEASED)),
+            running=Count("jobs", filter=Q(jobs__state=State.RUNNING)),
+        )
+        .order_by("name")
+    )
 
 
 def cluster_quotas() -> dict:

@@ -7,9 +7,9 @@ from django.utils import timezone
 import queueing
 
 from . import selectors
-from .signals import queue_changed
 from .exceptions import Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
+from .signals import queue_changed
 
 PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
 SYSTEM_ACTOR = "jobdash"
@@ -196,22 +196,46 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
                 pk=job.pk, state__in=(State.RELEASED, State.RUNNING), requeue_requested_at__isnull=True
             ).update(requeue_requested_at=timezone.now())
             if marked:
-                _record(job, "RequeueRequested", f"requeue requested by {actor}{why}; the dispatcher takes the TFJob back", actor)
+                _record(
+                    job,
+                    "RequeueRequested",
+                    f"requeue requested by {actor}{why}; the dispatcher takes the TFJob back",
+                    actor,
+                )
     elif job.state == State.FAILED and job.started_at is None:
         note = f"requeued by {actor}{why}"
         try:
             marked = transition(
-                job.pk, from_states=(State.FAILED,), to_state=State.QUEUED, event="Requeued", note=note, actor=actor,
-                attempts=0, backoff_until=None, finished_at=None, released_at=None, placement=None, tfjob_uid="",
-                leader_term=None, requeue_requested_at=None, position=None, reason="", message=note, eta=None,
+                job.pk,
+                from_states=(State.FAILED,),
+                to_state=State.QUEUED,
+                event="Requeued",
+                note=note,
+                actor=actor,
+                attempts=0,
+                backoff_until=None,
+                finished_at=None,
+                released_at=None,
+                placement=None,
+                tfjob_uid="",
+                leader_term=None,
+                requeue_requested_at=None,
+                position=None,
+                reason="",
+                message=note,
+                eta=None,
             )
         except IntegrityError:  # the one-active-job-per-name index: a newer job took the name
-            raise Conflict(f"an active job named {job.name!r} already exists in namespace {job.namespace.name!r}") from None
+            raise Conflict(
+                f"an active job named {job.name!r} already exists in namespace {job.namespace.name!r}"
+            ) from None
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not marked:
         if job.requeue_requested_at is not None and job.is_active:
             raise Conflict(f"job {job.pk} already has a requeue requested")
-        raise Conflict(f"job {job.pk} is {job.state}; only Released, Running and never-started Failed jobs can be requeued")
+        raise Conflict(
+            f"job {job.pk} is {job.state}; only Released, Running and never-started Failed jobs can be requeued"
+        )
     transaction.on_commit(_queue_changed)
     return job
 
@@ -233,7 +257,8 @@ class NamespaceNotManaged(Exception):
 # What a caller answering a retry needs (the rest of the row is loaded only if read), in
 # the model's field order, as Model.from_db wants them.
 _FOUND_FIELDS = tuple(
-    f.name for f in Job._meta.concrete_fields
+    f.name
+    for f in Job._meta.concrete_fields
     if f.name in {"id", "namespace", "state", "source", "submitted_by_name", "position", "message", "parsed"}
 )
 _lookup_sql: str | None = None
@@ -313,7 +338,9 @@ def job_submit_or_find(
     if dry_run:
         _, workload = manifest_check(text)
         if workload.name != name or (workload.namespace and workload.namespace != namespace):
-            raise InvalidInput.at("metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}")
+            raise InvalidInput.at(
+                "metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}"
+            )
         validate_priority(priority)
         return None, True
     try:

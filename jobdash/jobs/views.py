@@ -63,10 +63,14 @@ def namespace_jobs(request, name: str):
         if page is not None:
             _decorate(page, now)
     context = {
-        "namespace": namespace, "filters": filters, "states": dashboard.STATE_FILTERS, "now": now,
+        "namespace": namespace,
+        "filters": filters,
+        "states": dashboard.STATE_FILTERS,
+        "now": now,
         "counts": dashboard.state_counts(namespace),
         "quota_bars": display.quota_bars(dashboard.namespace_quota(namespace)),
-        "poll_seconds": POLL_SECONDS, **tables,
+        "poll_seconds": POLL_SECONDS,
+        **tables,
     }
     if request.htmx:
         return render(request, "jobs/_namespace_live.html", context)
@@ -91,11 +95,13 @@ def job_detail(request, job_id: int):
     }
     if request.htmx:
         return render(request, "jobs/_job_live.html", context)
-    context.update({
-        "demand": job.demand,
-        "pod_sets": pod_set_rows(job.workload),
-        "manifest_lines": job.manifest.splitlines(),
-    })
+    context.update(
+        {
+            "demand": job.demand,
+            "pod_sets": pod_set_rows(job.workload),
+            "manifest_lines": job.manifest.splitlines(),
+        }
+    )
     return render(request, "jobs/job_detail.html", context)
 
 

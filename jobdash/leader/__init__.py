@@ -1,8 +1,8 @@
 """Leader election: one beat replica emits admission cycles; the term fences the rest.
 
-    elector = make_elector("consul", key="jobdash/leader", ttl=10)   # JOBDASH_LEADER
-    loop = LeaderLoop(elector, on_elected=..., on_lost=..., renew_every=5, retry_every=1)
-    loop.start(); ...; loop.leadership  # Leadership(identity, term, since) or None
+elector = make_elector("consul", key="jobdash/leader", ttl=10)   # JOBDASH_LEADER
+loop = LeaderLoop(elector, on_elected=..., on_lost=..., renew_every=5, retry_every=1)
+loop.start(); ...; loop.leadership  # Leadership(identity, term, since) or None
 """
 
 from __future__ import annotations

@@ -61,7 +61,9 @@ class ConsulElector:
         self.lock_delay = lock_delay
         # Every call must end well inside the TTL, or a hung renew outlives the lease.
         self.timeout = timeout if timeout is not None else min(2.0, ttl / 3)
-        self.host, self.port, self.scheme = parse_address(address or os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500"))
+        self.host, self.port, self.scheme = parse_address(
+            address or os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500")
+        )
         self._client = self._new_client()
         self._session: str | None = None
         self._valid_until = 0.0  # monotonic time until which our session surely lives

@@ -62,7 +62,13 @@ def lock_key(name: str) -> int:
 
 class PostgresElector:
     def __init__(
-        self, identity: str, *, dsn: str | None = None, name: str = "jobdash-leader", timeout: float = 2.0, lease: int = 10
+        self,
+        identity: str,
+        *,
+        dsn: str | None = None,
+        name: str = "jobdash-leader",
+        timeout: float = 2.0,
+        lease: int = 10,
     ) -> None:
         self.identity = identity
         self.dsn = dsn or os.environ.get("DATABASE_URL", "")

@@ -24,8 +24,14 @@ def job(job_id: int, at: float, vc: str, gpus: int, duration: float) -> TraceJob
 
 
 # (id, submitted, VC, GPUs, duration)
-SIX = [job(1, 0, "a", 2, 100), job(5, 0, "b", 8, 40), job(2, 1, "a", 4, 30), job(3, 2, "a", 8, 20),
-       job(4, 3, "a", 1, 5), job(6, 4, "b", 1, 10)]
+SIX = [
+    job(1, 0, "a", 2, 100),
+    job(5, 0, "b", 8, 40),
+    job(2, 1, "a", 4, 30),
+    job(3, 2, "a", 8, 20),
+    job(4, 3, "a", 1, 5),
+    job(6, 4, "b", 1, 10),
+]
 
 
 def replay(jobs, policy, vc_nodes=TWO_VCS, **options):
@@ -34,8 +40,13 @@ def replay(jobs, policy, vc_nodes=TWO_VCS, **options):
 
 
 def outcome(result) -> dict[int, tuple]:
-    return {rec.job.id: (None if rec.started_at is None else rec.started_at - T0,
-                         None if rec.finished_at is None else rec.finished_at - T0) for rec in result.jobs}
+    return {
+        rec.job.id: (
+            None if rec.started_at is None else rec.started_at - T0,
+            None if rec.finished_at is None else rec.finished_at - T0,
+        )
+        for rec in result.jobs
+    }
 
 
 def test_seed_by_hand():
@@ -113,8 +124,16 @@ def synthetic(count: int = 30, seed: int = 3) -> list[TraceJob]:
     import random
 
     rng = random.Random(seed)
-    return [job(i, rng.randrange(0, 3600), rng.choice("ab"), rng.choice([1, 1, 1, 2, 4, 8, 16]),
-                float(rng.randrange(10, 2000))) for i in range(1, count + 1)]
+    return [
+        job(
+            i,
+            rng.randrange(0, 3600),
+            rng.choice("ab"),
+            rng.choice([1, 1, 1, 2, 4, 8, 16]),
+            float(rng.randrange(10, 2000)),
+        )
+        for i in range(1, count + 1)
+    ]
 
 
 @pytest.mark.parametrize("policy", ["seed", "fifo", "priority", "none"])
@@ -148,8 +167,18 @@ def test_the_oracle_and_the_estimate_see_what_they_should():
 def test_summary_and_json_line():
     result = replay(SIX, "fifo")
     line = json_line(summarize(result))
-    assert list(line) == ["policy", "jobs", "avg_jct_s", "avg_queue_s", "p99_queue_s", "max_queue_s", "gpu_util_pct",
-                          "deadlocked_gangs", "max_wait_1gpu_s", "runtime_s"]
+    assert list(line) == [
+        "policy",
+        "jobs",
+        "avg_jct_s",
+        "avg_queue_s",
+        "p99_queue_s",
+        "max_queue_s",
+        "gpu_util_pct",
+        "deadlocked_gangs",
+        "max_wait_1gpu_s",
+        "runtime_s",
+    ]
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert json.loads(json.dumps(line)) == line
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 100) == 4 and percentile([], 99) == 0
@@ -166,14 +195,29 @@ def test_cli_replays_a_trace_file_and_writes_the_report(tmp_path, capsys):
     trace = tmp_path / "trace.csv"
     rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
     for j in SIX:
-        stamp = "2017-10-01 00:00:%02d" % (j.submit - T0)
+        stamp = f"2017-10-01 00:00:{int(j.submit - T0):02d}"
         rows.append(f"{stamp},{j.duration},{j.gpus},{j.duration * j.gpus},{j.vc}")
     trace.write_text("\n".join(rows) + "\n")
     vcs = tmp_path / "vc.csv"
     vcs.write_text("vc,node num\na,1\nb,1\n")
     assert [j.id for j in load_trace(trace)] == [1, 2, 3, 4, 5, 6]
-    trace_replay.main(["--trace", str(trace), "--vc-nodes", str(vcs), "--policy", "seed,fifo", "--from", "2017-10-01",
-                       "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "results"), "--report"])
+    trace_replay.main(
+        [
+            "--trace",
+            str(trace),
+            "--vc-nodes",
+            str(vcs),
+            "--policy",
+            "seed,fifo",
+            "--from",
+            "2017-10-01",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--report",
+        ]
+    )
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["policy"] for line in lines] == ["seed", "fifo"]
     assert lines[1]["avg_queue_s"] == pytest.approx(44.2, abs=0.1)

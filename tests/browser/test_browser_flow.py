@@ -18,7 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from jobdash.cluster.kube import KubeGateway, api_client
-from jobdash.dispatch.cycle import DispatchSettings, Dispatcher
+from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
 from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
@@ -27,8 +27,15 @@ from tests.jobdash.dispatch_support import manifest
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,10 +43,18 @@ pytestmark = [
 ]
 
 CLUSTER = {
-    "nodes": [{"prefix": "gpu", "count": 2, "capacity": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"}}],
+    "nodes": [
+        {"prefix": "gpu", "count": 2, "capacity": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"}}
+    ],
     # room for one 2-cpu job at a time: the second one waits for quota
     "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "2", "requests.memory": "16Gi"}}],
-    "users": [{"token": "jobdash-token", "username": "system:serviceaccount:jobdash:jobdash", "groups": ["system:serviceaccounts"]}],
+    "users": [
+        {
+            "token": "jobdash-token",
+            "username": "system:serviceaccount:jobdash:jobdash",
+            "groups": ["system:serviceaccounts"],
+        }
+    ],
     "kubelet": {"start_delay_seconds": 0.5},
     "workload": {"default_duration_seconds": 4.0},
 }
@@ -55,8 +70,15 @@ def stack(transactional_db, live_server):
     """kubesim + the real gateway + the dispatcher loop (election none), ticking fast."""
     with running_kubesim(CLUSTER) as sim:
         gateway = KubeGateway(api_client("kubeconfig", sim.kubeconfig_path), retries=1, backoff=0.01)
-        config = DispatchSettings(policy="priority", release_mode="create", node_fit=True, start_timeout_s=60.0,
-                                  max_attempts=3, backoff_s=0.5, concurrency=4)
+        config = DispatchSettings(
+            policy="priority",
+            release_mode="create",
+            node_fit=True,
+            start_timeout_s=60.0,
+            max_attempts=3,
+            backoff_s=0.5,
+            concurrency=4,
+        )
         loop = DispatcherLoop(Dispatcher(gateway, config), tick_seconds=0.5, leader="none")
         gateway.start(on_event=loop.on_cluster_event, timeout=10)
         loop.start()
@@ -77,7 +99,11 @@ def page(monkeypatch, stack):
     errors: list[str] = []
     with playwright_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=ARGS, viewport={"width": 1366, "height": 900},
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1366, "height": 900},
         )
         page = context.pages[0] if context.pages else context.new_page()
         page.set_default_timeout(10_000)

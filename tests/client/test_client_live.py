@@ -29,7 +29,11 @@ def client(live_server):
 
 def test_submit_a_path_text_or_dict(client):
     from_path = client.submit(EXAMPLES / "mnist-cpu.yaml", priority=3)
-    assert (from_path.state, from_path.priority, from_path.demand) == ("Queued", 3, {"cpu": "2", "memory": "4Gi", "pods": 1})
+    assert (from_path.state, from_path.priority, from_path.demand) == (
+        "Queued",
+        3,
+        {"cpu": "2", "memory": "4Gi", "pods": 1},
+    )
     from_text = client.submit(manifest("from-text"))
     import yaml
 
@@ -55,7 +59,7 @@ def test_errors_carry_the_servers_field_paths(client):
 
 def test_filters_queue_and_cancel(client):
     jobs = [client.submit(manifest(f"q-{i}")) for i in range(3)]
-    for position, job in zip((2, 1, 3), jobs):
+    for position, job in zip((2, 1, 3), jobs, strict=False):
         Job.objects.filter(pk=job.id).update(position=position)
     assert [j.name for j in client.queue("team-a")] == ["q-1", "q-0", "q-2"]
     cancelled = client.cancel(jobs[0].id)

@@ -50,5 +50,5 @@ def test_the_example_notebook_runs_a_job_to_the_end(live_server, monkeypatch):
     assert (job.state, job.priority, job.submitted_by) == ("Succeeded", 5, user)
     output = printed.getvalue()
     assert "team-a/mnist-from-notebook Queued" in output and "finished: Succeeded" in output
-    assert "400 [\"metadata.name: must be" in output, output  # the mistake names its field
+    assert '400 ["metadata.name: must be' in output, output  # the mistake names its field
     assert Job.objects.count() == 1  # the broken manifest wrote nothing

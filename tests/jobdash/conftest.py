@@ -7,8 +7,16 @@ from jobdash.dispatch import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Namespace
 from kubesim.testing import running_kubesim
+from tests.consul_server import ConsulTestServer
 
 from .dispatch_support import cluster_config, start_gateway
+
+
+@pytest.fixture
+def consul_server():
+    """A server with Consul's HTTP semantics for sessions and KV locks (tests/consul_server.py)."""
+    with ConsulTestServer() as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
 """Shared set-up for the dispatcher tests: kubesim over HTTP, the real gateway, helpers."""
 
-from tests.waiting import eventually  # noqa: F401 (re-exported for the dispatcher tests)
-
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch.cycle import DispatchSettings
+from tests.waiting import eventually  # noqa: F401 (re-exported for the dispatcher tests)
 
 JOBDASH = "system:serviceaccount:jobdash:jobdash"
 
@@ -19,8 +18,15 @@ def cluster_config(quota_cpu: str = "6", nodes: int = 2, node_cpu: str = "16", *
 
 
 def settings(**overrides) -> DispatchSettings:
-    values = dict(policy="priority", release_mode="create", node_fit=True, start_timeout_s=300.0,
-                  max_attempts=3, backoff_s=0.0, concurrency=8)
+    values = dict(
+        policy="priority",
+        release_mode="create",
+        node_fit=True,
+        start_timeout_s=300.0,
+        max_attempts=3,
+        backoff_s=0.0,
+        concurrency=8,
+    )
     values.update(overrides)
     return DispatchSettings(**values)
 

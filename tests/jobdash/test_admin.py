@@ -2,7 +2,6 @@ import pytest
 
 from jobdash.jobs.models import Job, State
 
-
 pytestmark = pytest.mark.django_db
 
 
@@ -32,7 +31,8 @@ def test_admin_cancel_action_goes_through_the_service(admin_client, jobs):
     )
     assert b"2 job(s) cancelled" in response.content
     assert list(Job.objects.filter(state=State.CANCELLED).order_by("pk").values_list("pk", flat=True)) == [
-        jobs[0].pk, jobs[1].pk,
+        jobs[0].pk,
+        jobs[1].pk,
     ]
     assert Job.objects.get(pk=jobs[0].pk).events.get(type="Cancelled").actor == "root"
 

@@ -7,7 +7,6 @@ from rest_framework.authtoken.models import Token
 from jobdash.dispatch import transitions
 from jobdash.jobs.models import Job, Namespace, State
 
-
 pytestmark = pytest.mark.django_db
 
 
@@ -53,8 +52,13 @@ def test_job_list_shows_position_and_reason_and_filters_by_source(admin_client, 
 
 
 def namespace_form(namespace: Namespace, **changes) -> dict:
-    data = {"name": namespace.name, "weight": namespace.weight, "policy": namespace.policy,
-            "members": [u.pk for u in namespace.members.all()], "groups": [g.pk for g in namespace.groups.all()]}
+    data = {
+        "name": namespace.name,
+        "weight": namespace.weight,
+        "policy": namespace.policy,
+        "members": [u.pk for u in namespace.members.all()],
+        "groups": [g.pk for g in namespace.groups.all()],
+    }
     data.update(changes)
     return data
 

@@ -26,7 +26,17 @@ def test_submit_yaml_returns_queued_job_with_demand(api, example_text):
     assert body["state"] == "Queued" and body["priority"] == 5 and body["source"] == "api"
     assert body["demand"] == {"cpu": "2", "memory": "4Gi", "pods": 1}
     assert body["namespace"] == "team-a" and body["name"] == "mnist-cpu" and body["kind"] == "TFJob"
-    for key in ("id", "position", "reason", "message", "eta", "submitted_at", "released_at", "started_at", "finished_at"):
+    for key in (
+        "id",
+        "position",
+        "reason",
+        "message",
+        "eta",
+        "submitted_at",
+        "released_at",
+        "started_at",
+        "finished_at",
+    ):
         assert key in body
 
     fetched = api.get(f"/api/v1/jobs/{body['id']}/")
@@ -36,9 +46,7 @@ def test_submit_yaml_returns_queued_job_with_demand(api, example_text):
 
 
 def test_submit_json_body(api, example_text):
-    response = api.post(
-        "/api/v1/jobs/", {"manifest": example_text("dist-ps-worker"), "priority": 3}, format="json"
-    )
+    response = api.post("/api/v1/jobs/", {"manifest": example_text("dist-ps-worker"), "priority": 3}, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["demand"] == {"cpu": "18", "memory": "36Gi", "pods": 6}
     assert response.json()["priority"] == 3
@@ -177,7 +185,11 @@ BAD_YAML_CASES = {
     "billion laughs": (LAUGHS, 400, ""),
     "wrong kind": (mutate("kind: TFJob", "kind: Deployment"), 400, "kind"),
     "wrong apiVersion": (mutate("apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v9"), 400, "apiVersion"),
-    "missing name": (mutate("metadata: {name: ok, namespace: team-a}", "metadata: {namespace: team-a}"), 400, "metadata.name"),
+    "missing name": (
+        mutate("metadata: {name: ok, namespace: team-a}", "metadata: {namespace: team-a}"),
+        400,
+        "metadata.name",
+    ),
     "invalid name": (mutate("name: ok,", "name: Not_OK,"), 400, "metadata.name"),
     "unknown replica type": (mutate("    Worker:", "    Gardener:"), 400, "spec.tfReplicaSpecs.Gardener"),
     "negative replicas": (mutate("replicas: 2", "replicas: -1"), 400, "spec.tfReplicaSpecs.Worker.replicas"),
@@ -190,7 +202,7 @@ BAD_YAML_CASES = {
         "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu",
     ),
     "negative memory": (
-        mutate("limits: {cpu: \"2\", memory: 1Gi}", "limits: {cpu: \"2\", memory: -1Gi}"),
+        mutate('limits: {cpu: "2", memory: 1Gi}', 'limits: {cpu: "2", memory: -1Gi}'),
         400,
         "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory",
     ),
@@ -284,7 +296,7 @@ def test_bad_priority_query_is_400(api):
 
 
 def test_several_errors_are_reported_together(api):
-    text = mutate("replicas: 2", "replicas: -1").replace("cpu: \"1\"", "cpu: lots")
+    text = mutate("replicas: 2", "replicas: -1").replace('cpu: "1"', "cpu: lots")
     paths = {e["path"] for e in post_yaml(api, text).json()["errors"]}
     assert "spec.tfReplicaSpecs.Worker.replicas" in paths
     assert "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.requests.cpu" in paths
@@ -293,7 +305,7 @@ def test_several_errors_are_reported_together(api):
 def test_queue_lists_pending_jobs_in_admission_order(api, alice, team_b, example_text):
     ids = [post_yaml(api, with_name(example_text("mnist-cpu"), f"q-{i}")).json()["id"] for i in range(3)]
     # positions as a cycle would have written them: the last submitted goes first
-    for position, job_id in zip((3, 2, 1), ids):
+    for position, job_id in zip((3, 2, 1), ids, strict=False):
         Job.objects.filter(pk=job_id).update(position=position)
     api.post(f"/api/v1/jobs/{ids[1]}/cancel/")
     queue = api.get("/api/v1/namespaces/team-a/queue/").json()
@@ -306,12 +318,26 @@ def test_namespaces_show_quota_hard_used_reserved_as_quantities(api):
     from jobdash.jobs.models import ClusterState
 
     assert api.get("/api/v1/namespaces/").json()["results"][0]["quota"] is None  # no cycle yet
-    ClusterState.objects.create(quotas={"team-a": {
-        "hard": {"requests.cpu": 20000, "requests.memory": 64 * 2**30, "requests.nvidia.com/gpu": 8, "pods": 50},
-        "used": {"requests.cpu": 4500, "requests.memory": 2**30},
-        "reserved": {"requests.cpu": 2000},
-    }})
+    ClusterState.objects.create(
+        quotas={
+            "team-a": {
+                "hard": {
+                    "requests.cpu": 20000,
+                    "requests.memory": 64 * 2**30,
+                    "requests.nvidia.com/gpu": 8,
+                    "pods": 50,
+                },
+                "used": {"requests.cpu": 4500, "requests.memory": 2**30},
+                "reserved": {"requests.cpu": 2000},
+            }
+        }
+    )
     quota = api.get("/api/v1/namespaces/").json()["results"][0]["quota"]
-    assert quota["hard"] == {"pods": "50", "requests.cpu": "20", "requests.memory": "64Gi", "requests.nvidia.com/gpu": "8"}
+    assert quota["hard"] == {
+        "pods": "50",
+        "requests.cpu": "20",
+        "requests.memory": "64Gi",
+        "requests.nvidia.com/gpu": "8",
+    }
     assert quota["used"] == {"requests.cpu": "4500m", "requests.memory": "1Gi"}
     assert quota["reserved"] == {"requests.cpu": "2"}

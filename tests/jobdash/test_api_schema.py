@@ -55,8 +55,14 @@ def test_the_schema_validates_without_warnings(tmp_path):
 
 def test_the_schema_covers_the_contract():
     paths = _schema()["paths"]
-    for path in ("/api/v1/jobs/", "/api/v1/jobs/{id}/", "/api/v1/jobs/{id}/cancel/", "/api/v1/namespaces/",
-                 "/api/v1/namespaces/{name}/queue/", "/api/v1/status/"):
+    for path in (
+        "/api/v1/jobs/",
+        "/api/v1/jobs/{id}/",
+        "/api/v1/jobs/{id}/cancel/",
+        "/api/v1/namespaces/",
+        "/api/v1/namespaces/{name}/queue/",
+        "/api/v1/status/",
+    ):
         assert path in paths, path
     job = _schema()["components"]["schemas"]["JobDetail"]["properties"]
     assert {"position", "reason", "message", "eta", "events", "demand", "manifest"} <= set(job)
@@ -93,8 +99,10 @@ def token(request, world, in_process):
 
 @pytest.mark.django_db
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
 def test_api_conforms_to_its_schema(case, token):
     case.call_and_validate(headers={"Authorization": f"Token {token}"}, checks=CHECKS)

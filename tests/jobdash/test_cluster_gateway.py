@@ -1,6 +1,5 @@
 """The gateway against a real kubesim over HTTP, through the official client: no mocks."""
 
-
 import pytest
 from kubernetes.client.exceptions import ApiException
 
@@ -22,7 +21,10 @@ CONFIG = {
         },
     ],
     "namespaces": [
-        {"name": "team-a", "quota": {"requests.cpu": "12", "requests.memory": "48Gi", "count/tfjobs.kubeflow.org": "3"}},
+        {
+            "name": "team-a",
+            "quota": {"requests.cpu": "12", "requests.memory": "48Gi", "count/tfjobs.kubeflow.org": "3"},
+        },
         {"name": "team-b"},
     ],
     "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
@@ -43,7 +45,11 @@ def tfjob(name: str, workers: int = 2, cpu: str = "2", namespace: str = "team-a"
                     "template": {
                         "spec": {
                             "containers": [
-                                {"name": "tensorflow", "image": "tf:2", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+                                {
+                                    "name": "tensorflow",
+                                    "image": "tf:2",
+                                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}},
+                                }
                             ]
                         }
                     },
@@ -78,7 +84,11 @@ def gateway(sim):
 def test_reads_quotas_and_nodes_in_canonical_units(gateway):
     quotas = {q.namespace: q for q in gateway.quotas()}
     assert set(quotas) == {"team-a"}  # no ResourceQuota in team-b
-    assert quotas["team-a"].hard == {"requests.cpu": 12000, "requests.memory": 48 * 2**30, "count/tfjobs.kubeflow.org": 3}
+    assert quotas["team-a"].hard == {
+        "requests.cpu": 12000,
+        "requests.memory": 48 * 2**30,
+        "count/tfjobs.kubeflow.org": 3,
+    }
     nodes = {n.name: n for n in gateway.nodes()}
     assert len(nodes) == 3
     gpu = next(n for n in nodes.values() if n.labels.get("pool") == "gpu")
@@ -192,7 +202,7 @@ def test_watch_too_old_relists(sim, gateway):
 def test_translate_maps_statuses():
     def error(status, reason="", message=""):
         e = ApiException(status=status, reason=reason)
-        e.body = '{"reason": "%s", "message": "%s"}' % (reason, message)
+        e.body = f'{{"reason": "{reason}", "message": "{message}"}}'
         return e
 
     assert isinstance(translate(error(409, "AlreadyExists")), gw.AlreadyExists)

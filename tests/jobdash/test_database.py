@@ -13,8 +13,15 @@ def test_suite_runs_on_postgresql(db):
 
 def _job(namespace, name, state):
     return Job.objects.create(
-        namespace=namespace, name=name, kind="TFJob", api_version="kubeflow.org/v1",
-        manifest="x", parsed={}, workload={}, state=state, source="api",
+        namespace=namespace,
+        name=name,
+        kind="TFJob",
+        api_version="kubeflow.org/v1",
+        manifest="x",
+        parsed={},
+        workload={},
+        state=state,
+        source="api",
     )
 
 

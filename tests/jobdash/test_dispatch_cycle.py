@@ -30,7 +30,7 @@ def run_until(dispatcher, sim, gateway, job, wanted, term=1, steps=40):
         # give the watch cache a moment to see what kubesim did
         eventually(lambda: True)
         pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
-        eventually(lambda: len(gateway.pods()) == pods, timeout=3)
+        eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
     raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
 
 
@@ -98,10 +98,21 @@ def test_transient_create_failures_requeue_with_backoff(user, sim, gateway, term
 
 def test_a_permanent_refusal_fails_the_job_with_the_cluster_message(user, sim, gateway, term):
     job = submit(user, "refused")
-    sim.cluster.create_tfjob({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-                              "metadata": {"name": "refused", "namespace": "team-a"},
-                              "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [
-                                  {"name": "tensorflow", "image": "x"}]}}}}}})
+    sim.cluster.create_tfjob(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": "refused", "namespace": "team-a"},
+            "spec": {
+                "tfReplicaSpecs": {
+                    "Worker": {
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}},
+                    }
+                }
+            },
+        }
+    )
     Dispatcher(gateway, settings()).cycle(term)
     job.refresh_from_db()
     assert job.state == State.FAILED and "already exists" in job.message
@@ -212,13 +223,17 @@ def test_the_cluster_summary_carries_reservations_of_in_flight_jobs(user, sim, g
     dispatcher.cycle(term)  # sees the released job in flight and publishes it
     state = ClusterState.objects.get()
     assert state.quotas["team-a"]["hard"] == {"requests.cpu": 6000}
-    assert state.quotas["team-a"]["reserved"]["requests.cpu"] + state.quotas["team-a"]["used"].get("requests.cpu", 0) == 3000
+    assert (
+        state.quotas["team-a"]["reserved"]["requests.cpu"] + state.quotas["team-a"]["used"].get("requests.cpu", 0)
+        == 3000
+    )
     assert len(state.nodes) == 2 and state.nodes[0]["allocatable"]["cpu"] == 16000
 
 
 def test_queue_shifts_are_written_at_most_every_status_interval(user, gateway, term):
     """Reasons and new jobs' positions at once; the rest of the queue moving up, only
     once the interval has passed (rewriting thousands of rows each cycle is too dear)."""
+
     def positions():
         return dict(Job.objects.filter(state=State.QUEUED).values_list("name", "position"))
 

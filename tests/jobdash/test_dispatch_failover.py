@@ -20,7 +20,6 @@ from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs import services
 from jobdash.jobs.models import Fence, Job, Namespace, State
 from kubesim.testing import running_kubesim
-from tests.consul_server import consul_server  # noqa: F401 (fixture)
 
 from .dispatch_support import JOBDASH, eventually, manifest, settings, start_gateway
 
@@ -37,7 +36,9 @@ class Process:
     """A child process whose output lines are collected with the time they arrived."""
 
     def __init__(self, args: list[str], env: dict):
-        self.popen = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.popen = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.lines: list[tuple[float, str]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -69,19 +70,37 @@ TTL, LOCK_DELAY = 1.0, 0.2
 
 def test_two_celery_beats_only_the_leader_emits_and_a_killed_leader_is_replaced(consul_server, tmp_path):
     env = {
-        **os.environ, "DATABASE_URL": database_url(), "JOBDASH_LEADER": "consul",
-        "CONSUL_HTTP_ADDR": consul_server.address, "JOBDASH_LEADER_TTL_SECONDS": str(TTL),
-        "JOBDASH_LEADER_LOCK_DELAY_SECONDS": str(LOCK_DELAY), "JOBDASH_TICK_SECONDS": "0.2",
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "JOBDASH_LEADER": "consul",
+        "CONSUL_HTTP_ADDR": consul_server.address,
+        "JOBDASH_LEADER_TTL_SECONDS": str(TTL),
+        "JOBDASH_LEADER_LOCK_DELAY_SECONDS": str(LOCK_DELAY),
+        "JOBDASH_TICK_SECONDS": "0.2",
     }
     beats = [
-        Process([sys.executable, "-m", "celery", "-A", "jobdash", "beat", "--loglevel", "INFO",
-                 "-s", str(tmp_path / f"schedule-{i}")], env)
+        Process(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "jobdash",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "-s",
+                str(tmp_path / f"schedule-{i}"),
+            ],
+            env,
+        )
         for i in range(2)
     ]
     try:
         emitting = eventually(
             lambda: [b for b in beats if len(b.matching(r"beat: emit jobdash.admission_cycle")) >= 5],
-            timeout=30, message="no beat emitted cycles",
+            timeout=30,
+            message="no beat emitted cycles",
         )
         assert len(emitting) == 1, "both beats emitted"
         leader = emitting[0]
@@ -91,8 +110,11 @@ def test_two_celery_beats_only_the_leader_emits_and_a_killed_leader_is_replaced(
 
         leader.kill()
         killed_at = time.monotonic()
-        took_over = eventually(lambda: standby.matching(r"beat: emit", since=killed_at), timeout=TTL + LOCK_DELAY + 10,
-                               message=f"the standby never took over:\n{standby.output()}")
+        took_over = eventually(
+            lambda: standby.matching(r"beat: emit", since=killed_at),
+            timeout=TTL + LOCK_DELAY + 10,
+            message=f"the standby never took over:\n{standby.output()}",
+        )
         delay = took_over[0][0] - killed_at
         assert delay <= TTL + LOCK_DELAY + 2.0, f"takeover took {delay:.1f}s"
         assert Fence.objects.get(id=1).term > first_term
@@ -115,9 +137,15 @@ def test_no_job_is_created_twice_or_lost_while_leaders_are_killed(user, tmp_path
     jobs = 500
     with running_kubesim(config) as sim:
         env = {
-            **os.environ, "DATABASE_URL": database_url(), "JOBDASH_LEADER": "postgres",
-            "KUBECONFIG": sim.kubeconfig_path, "JOBDASH_CLUSTER": "kubeconfig", "JOBDASH_TICK_SECONDS": "0.2",
-            "JOBDASH_BACKOFF_SECONDS": "0.2", "JOBDASH_LEADER_TTL_SECONDS": "2", "CELERY_BROKER_URL": "",
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "JOBDASH_LEADER": "postgres",
+            "KUBECONFIG": sim.kubeconfig_path,
+            "JOBDASH_CLUSTER": "kubeconfig",
+            "JOBDASH_TICK_SECONDS": "0.2",
+            "JOBDASH_BACKOFF_SECONDS": "0.2",
+            "JOBDASH_LEADER_TTL_SECONDS": "2",
+            "CELERY_BROKER_URL": "",
         }
         command = [sys.executable, "manage.py", "run_dispatcher"]
         dispatchers = [Process(command, env), Process(command, env)]
@@ -127,7 +155,8 @@ def test_no_job_is_created_twice_or_lost_while_leaders_are_killed(user, tmp_path
         try:
             while Job.objects.filter(state__in=(State.QUEUED, State.RELEASED, State.RUNNING)).exists():
                 assert time.monotonic() < deadline, "jobs did not finish: " + str(
-                    dict(Job.objects.values_list("state").annotate(n=__import__("django").db.models.Count("id"))))
+                    dict(Job.objects.values_list("state").annotate(n=__import__("django").db.models.Count("id")))
+                )
                 time.sleep(1.0)
                 holder = Fence.objects.filter(id=1).values_list("holder", flat=True).first() or ""
                 pid = int(holder.rsplit(":", 1)[1]) if ":" in holder else None
@@ -178,8 +207,11 @@ def test_every_job_succeeds_exactly_once_on_a_faulty_cluster(user):
         loop.start()
         cutter.start()
         try:
-            eventually(lambda: Job.objects.filter(state=State.SUCCEEDED).count() == jobs, timeout=120,
-                       message="not every job succeeded")
+            eventually(
+                lambda: Job.objects.filter(state=State.SUCCEEDED).count() == jobs,
+                timeout=120,
+                message="not every job succeeded",
+            )
         finally:
             stop.set()
             loop.stop()

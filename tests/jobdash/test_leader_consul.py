@@ -9,7 +9,6 @@ import pytest
 
 from jobdash.leader import BackendError, make_elector
 from jobdash.leader.consul import parse_address
-from tests.consul_server import consul_server  # noqa: F401 (fixture)
 from tests.waiting import wait_until
 
 TTL = 1.0
@@ -26,7 +25,12 @@ def elector(consul_server):
     made = []
 
     def make(identity, **options):
-        options = {"address": consul_server.address, "key": "jobdash/leader", "ttl": TTL, "lock_delay": LOCK_DELAY} | options
+        options = {
+            "address": consul_server.address,
+            "key": "jobdash/leader",
+            "ttl": TTL,
+            "lock_delay": LOCK_DELAY,
+        } | options
         made.append(make_elector("consul", identity=identity, **options))
         return made[-1]
 

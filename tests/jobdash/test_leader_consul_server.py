@@ -8,7 +8,7 @@ import consul
 import pytest
 import requests
 
-from tests.consul_server import ConsulTestServer, consul_server  # noqa: F401 (fixture)
+from tests.consul_server import ConsulTestServer
 from tests.waiting import wait_until
 
 

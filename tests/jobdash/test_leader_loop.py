@@ -10,7 +10,6 @@ import psycopg
 import pytest
 
 from jobdash.leader import LeaderLoop, Leadership, make_elector
-from tests.consul_server import consul_server  # noqa: F401 (fixture)
 from tests.waiting import wait_until
 
 TTL = 1.0
@@ -184,9 +183,7 @@ def two_beats_fail_over(make, kill_extra=lambda identity: None, takeover_within=
 
 def test_two_consul_beats_only_one_emits_and_the_other_takes_over(consul_server):
     options = {"address": consul_server.address, "key": "beat", "ttl": TTL, "lock_delay": LOCK_DELAY}
-    two_beats_fail_over(
-        lambda identity: make_elector("consul", identity=identity, **options), takeover_within=TTL + 2
-    )
+    two_beats_fail_over(lambda identity: make_elector("consul", identity=identity, **options), takeover_within=TTL + 2)
 
 
 @pytest.mark.skipif(not DSN.startswith(("postgres://", "postgresql://")), reason="needs PostgreSQL")

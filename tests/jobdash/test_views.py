@@ -40,7 +40,13 @@ def test_submit_page_offers_examples_and_loads_one(browser, example_text):
         assert f"?example={name}".encode() in page.content
     loaded = browser.get("/submit/?example=mnist-cpu").content.decode()
     assert "tf-mnist-with-summaries" in loaded
-    assert "tensorflow" not in browser.get("/submit/?example=../../etc/passwd").content.decode().split("<textarea")[1].split("</textarea>")[0]
+    assert (
+        "tensorflow"
+        not in browser.get("/submit/?example=../../etc/passwd")
+        .content.decode()
+        .split("<textarea")[1]
+        .split("</textarea>")[0]
+    )
 
 
 def test_submit_form_creates_job_and_redirects(browser, example_text):

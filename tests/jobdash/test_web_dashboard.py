@@ -32,9 +32,15 @@ def staff_browser(client, staff, team_a):
 
 
 def publish(quotas=None, nodes=None, pods=None):
-    ClusterState.objects.update_or_create(id=1, defaults={
-        "updated_at": timezone.now(), "quotas": quotas or {}, "nodes": nodes or [], **({"pods": pods} if pods else {}),
-    })
+    ClusterState.objects.update_or_create(
+        id=1,
+        defaults={
+            "updated_at": timezone.now(),
+            "quotas": quotas or {},
+            "nodes": nodes or [],
+            **({"pods": pods} if pods else {}),
+        },
+    )
 
 
 def submit(user, text, name, **kwargs) -> Job:
@@ -43,20 +49,38 @@ def submit(user, text, name, **kwargs) -> Job:
 
 def clone_jobs(job: Job, count: int, state=State.QUEUED, prefix="bulk") -> None:
     """Many rows like `job`, cheaply (bulk insert, no events)."""
-    Job.objects.bulk_create([
-        Job(namespace=job.namespace, name=f"{prefix}-{state.lower()}-{i}", kind=job.kind, api_version=job.api_version,
-            manifest=job.manifest, parsed=job.parsed, workload=job.workload, source=job.source, state=state,
-            position=i + 2 if state == State.QUEUED else None, reason="QuotaExceeded", message="quota requests.cpu",
-            started_at=timezone.now() if state == State.RUNNING else None)
-        for i in range(count)
-    ], batch_size=500)
+    Job.objects.bulk_create(
+        [
+            Job(
+                namespace=job.namespace,
+                name=f"{prefix}-{state.lower()}-{i}",
+                kind=job.kind,
+                api_version=job.api_version,
+                manifest=job.manifest,
+                parsed=job.parsed,
+                workload=job.workload,
+                source=job.source,
+                state=state,
+                position=i + 2 if state == State.QUEUED else None,
+                reason="QuotaExceeded",
+                message="quota requests.cpu",
+                started_at=timezone.now() if state == State.RUNNING else None,
+            )
+            for i in range(count)
+        ],
+        batch_size=500,
+    )
 
 
 def test_dashboard_shows_queue_in_admission_order_with_reason_and_eta(browser, alice, example_text):
     text = example_text("mnist-cpu")
     later, first = submit(alice, text, "later"), submit(alice, text, "first")
-    Job.objects.filter(pk=first.pk).update(position=1, reason="QuotaExceeded", message="quota requests.cpu in team-a: needs 2",
-                                           eta=timezone.now() + timedelta(minutes=12))
+    Job.objects.filter(pk=first.pk).update(
+        position=1,
+        reason="QuotaExceeded",
+        message="quota requests.cpu in team-a: needs 2",
+        eta=timezone.now() + timedelta(minutes=12),
+    )
     Job.objects.filter(pk=later.pk).update(position=2, reason="BlockedByQueueHead")
     page = browser.get("/ns/team-a/").content.decode()
     assert page.index(">first<") < page.index(">later<")  # position 1 first, though submitted second
@@ -96,9 +120,15 @@ def test_filters_by_state_and_name(browser, alice, example_text):
 
 
 def test_quota_bars_come_from_the_cluster_state(browser, team_a):
-    publish({"team-a": {"hard": {"requests.cpu": 8000, "requests.memory": 32 * GIB},
-                        "used": {"requests.cpu": 4000, "requests.memory": 8 * GIB},
-                        "reserved": {"requests.cpu": 2000}}})
+    publish(
+        {
+            "team-a": {
+                "hard": {"requests.cpu": 8000, "requests.memory": 32 * GIB},
+                "used": {"requests.cpu": 4000, "requests.memory": 8 * GIB},
+                "reserved": {"requests.cpu": 2000},
+            }
+        }
+    )
     page = browser.get("/ns/team-a/").content.decode()
     assert "4 used + 2 reserved of 8 · 2 free" in page
     assert 'style="width: 50.0%"' in page and 'style="width: 25.0%"' in page
@@ -134,10 +164,15 @@ def test_history_is_one_bounded_query(alice, team_a, example_text):
     old = submit(alice, text, "old")
     queued = submit(alice, text, "queued")
     # waited: queued 5h ago, released 2h ago; old: finished a day ago (outside the window)
-    Job.objects.filter(pk=waited.pk).update(submitted_at=now - timedelta(hours=5), released_at=now - timedelta(hours=2),
-                                            state=State.RUNNING)
-    Job.objects.filter(pk=old.pk).update(submitted_at=now - timedelta(days=2), released_at=now - timedelta(days=1),
-                                         finished_at=now - timedelta(days=1), state=State.SUCCEEDED)
+    Job.objects.filter(pk=waited.pk).update(
+        submitted_at=now - timedelta(hours=5), released_at=now - timedelta(hours=2), state=State.RUNNING
+    )
+    Job.objects.filter(pk=old.pk).update(
+        submitted_at=now - timedelta(days=2),
+        released_at=now - timedelta(days=1),
+        finished_at=now - timedelta(days=1),
+        state=State.SUCCEEDED,
+    )
     Job.objects.filter(pk=queued.pk).update(submitted_at=now - timedelta(minutes=30))
     with CaptureQueriesContext(connection) as queries:
         history = dashboard.history(team_a, hours=6, buckets=6, now=now)
@@ -152,22 +187,44 @@ def test_history_is_one_bounded_query(alice, team_a, example_text):
 def test_chart_is_server_rendered_svg(browser, alice, example_text):
     submit(alice, example_text("mnist-cpu"), "one")
     page = browser.get("/ns/team-a/").content.decode()
-    assert "<svg" in page and "<polyline" in page and 'role="img"' in page and "<script" not in page.split("<svg")[1].split("</svg>")[0]
+    assert (
+        "<svg" in page
+        and "<polyline" in page
+        and 'role="img"' in page
+        and "<script" not in page.split("<svg")[1].split("</svg>")[0]
+    )
 
 
 NODES = [
-    {"name": "gpu-1", "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
-     "allocated": {"cpu": 8000, "memory": 32 * GIB, "nvidia.com/gpu": 5, "pods": 3}, "labels": {}, "unschedulable": False},
-    {"name": "gpu-2", "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
-     "allocated": {"cpu": 0, "memory": 0, "pods": 0}, "labels": {}, "unschedulable": False},
-    {"name": "gpu-3", "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
-     "allocated": {}, "labels": {}, "unschedulable": True},
+    {
+        "name": "gpu-1",
+        "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
+        "allocated": {"cpu": 8000, "memory": 32 * GIB, "nvidia.com/gpu": 5, "pods": 3},
+        "labels": {},
+        "unschedulable": False,
+    },
+    {
+        "name": "gpu-2",
+        "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
+        "allocated": {"cpu": 0, "memory": 0, "pods": 0},
+        "labels": {},
+        "unschedulable": False,
+    },
+    {
+        "name": "gpu-3",
+        "allocatable": {"cpu": 32000, "memory": 128 * GIB, "nvidia.com/gpu": 8, "pods": 110},
+        "allocated": {},
+        "labels": {},
+        "unschedulable": True,
+    },
 ]
 
 
 def test_cluster_page_is_for_staff_and_shows_fragmentation(browser, staff, client):
     publish(nodes=NODES)
-    Cycle.objects.create(started_at=timezone.now(), duration_ms=12.5, policy="priority", pending=4, admitted=2, released=2)
+    Cycle.objects.create(
+        started_at=timezone.now(), duration_ms=12.5, policy="priority", pending=4, admitted=2, released=2
+    )
     assert browser.get("/cluster/").status_code == 403
     client.force_login(staff)
     page = client.get("/cluster/").content.decode()
@@ -182,8 +239,12 @@ def test_cluster_api_matches_the_page_selector(api, staff):
     staff_api = token_client(staff)
     data = staff_api.get("/api/v1/cluster/").json()
     # free GPUs: gpu-1 has 3, gpu-2 has 8, gpu-3 is cordoned
-    assert data["gpu_fit"] == [{"gpus": 1, "nodes": 2, "pods": 11}, {"gpus": 2, "nodes": 2, "pods": 5},
-                               {"gpus": 4, "nodes": 1, "pods": 2}, {"gpus": 8, "nodes": 1, "pods": 1}]
+    assert data["gpu_fit"] == [
+        {"gpus": 1, "nodes": 2, "pods": 11},
+        {"gpus": 2, "nodes": 2, "pods": 5},
+        {"gpus": 4, "nodes": 1, "pods": 2},
+        {"gpus": 8, "nodes": 1, "pods": 1},
+    ]
     assert data["nodes"][0]["resources"]["gpu"] == {"allocatable": 8, "allocated": 5, "free": 3}
     assert data["totals"]["cpu"]["allocated"] == 8000 and data["leader"]["backend"]
     schema = staff_api.get("/api/v1/schema/").content.decode()
@@ -263,7 +324,9 @@ spec:
 
 
 def test_submit_check_previews_demand_and_quota_fit(browser, alice, team_b, example_text):
-    publish({"team-a": {"hard": {"requests.cpu": 4000}, "used": {"requests.cpu": 1000}, "reserved": {"requests.cpu": 2000}}})
+    publish(
+        {"team-a": {"hard": {"requests.cpu": 4000}, "used": {"requests.cpu": 1000}, "reserved": {"requests.cpu": 2000}}}
+    )
     text = example_text("mnist-cpu")  # needs 2 cpu; 1 free
     part = browser.post("/submit/check/", {"manifest": text}).content.decode()
     assert "Valid for team-a" in part and "cpu 2" in part

@@ -12,18 +12,34 @@ ALICE = "alice@example.com"
 BASE_CONFIG = {
     "speed": 1.0,
     "nodes": [
-        {"prefix": "cpu-node", "count": 2, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
-         "labels": {"pool": "cpu"}},
-        {"prefix": "gpu-node", "count": 2, "capacity": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8", "pods": "110"},
-         "labels": {"pool": "gpu"}, "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]},
+        {
+            "prefix": "cpu-node",
+            "count": 2,
+            "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "labels": {"pool": "cpu"},
+        },
+        {
+            "prefix": "gpu-node",
+            "count": 2,
+            "capacity": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "8", "pods": "110"},
+            "labels": {"pool": "gpu"},
+            "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
+        },
     ],
     "namespaces": [
-        {"name": "team-a", "labels": {"jobdash.io/managed": "true"},
-         "quota": {"requests.cpu": "12", "requests.memory": "48Gi", "requests.nvidia.com/gpu": "8", "pods": "20"}},
+        {
+            "name": "team-a",
+            "labels": {"jobdash.io/managed": "true"},
+            "quota": {"requests.cpu": "12", "requests.memory": "48Gi", "requests.nvidia.com/gpu": "8", "pods": "20"},
+        },
         {"name": "team-b"},
     ],
     "users": [
-        {"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts", "system:serviceaccounts:jobdash"]},
+        {
+            "token": "jobdash-token",
+            "username": JOBDASH,
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:jobdash"],
+        },
         {"token": "katib-token", "username": KATIB, "groups": ["system:serviceaccounts"]},
         {"token": "alice-token", "username": ALICE, "groups": ["ml-team"]},
     ],

@@ -32,7 +32,9 @@ class Webhook:
                 hook.reviews.append(review)
                 time.sleep(delay)
                 answer = {"uid": review["request"]["uid"], "allowed": True, **decide(review["request"])}
-                data = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}).encode()
+                data = json.dumps(
+                    {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": answer}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -68,12 +70,30 @@ def webhook():
 def register(sim, url, kind="Mutating", failure_policy="Fail", timeout=10, **extra):
     api_client = sim.api_client()
     api = client.AdmissionregistrationV1Api(api_client)
-    body = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": f"{kind}WebhookConfiguration",
-            "metadata": {"name": "jobdash"},
-            "webhooks": [{"name": HOOK, "clientConfig": {"url": url}, "failurePolicy": failure_policy,
-                          "timeoutSeconds": timeout, "sideEffects": "None", "admissionReviewVersions": ["v1"],
-                          "rules": [{"operations": ["CREATE"], "apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
-                                     "resources": ["tfjobs"]}], **extra}]}
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": f"{kind}WebhookConfiguration",
+        "metadata": {"name": "jobdash"},
+        "webhooks": [
+            {
+                "name": HOOK,
+                "clientConfig": {"url": url},
+                "failurePolicy": failure_policy,
+                "timeoutSeconds": timeout,
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "rules": [
+                    {
+                        "operations": ["CREATE"],
+                        "apiGroups": ["kubeflow.org"],
+                        "apiVersions": ["v1"],
+                        "resources": ["tfjobs"],
+                    }
+                ],
+                **extra,
+            }
+        ],
+    }
     if kind == "Mutating":
         api.create_mutating_webhook_configuration(body)
     else:
@@ -86,21 +106,30 @@ def as_user(sim, username):
 
 
 def suspend_patch(request):
-    ops = [{"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}},
-           {"op": "add", "path": "/metadata/labels", "value": {"jobdash.io/queued": "true"}}]
+    ops = [
+        {"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}},
+        {"op": "add", "path": "/metadata/labels", "value": {"jobdash.io/queued": "true"}},
+    ]
     return {"patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(ops).encode()).decode()}
 
 
 def test_mutating_webhook_patch_is_applied_and_sees_the_caller(sim, webhook):
     hook = webhook(suspend_patch)
     register(sim, hook.url)
-    created = as_user(sim, KATIB).create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("trial-1", "team-a", workers=2))
+    created = as_user(sim, KATIB).create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("trial-1", "team-a", workers=2)
+    )
     assert created["spec"]["runPolicy"] == {"suspend": True}
     assert created["metadata"]["labels"] == {"jobdash.io/queued": "true"}
     request = hook.reviews[0]["request"]
     assert hook.reviews[0]["apiVersion"] == "admission.k8s.io/v1" and hook.reviews[0]["kind"] == "AdmissionReview"
     assert request["userInfo"] == {"username": KATIB, "groups": ["system:serviceaccounts"]}
-    assert (request["operation"], request["namespace"], request["name"], request["dryRun"]) == ("CREATE", "team-a", "trial-1", False)
+    assert (request["operation"], request["namespace"], request["name"], request["dryRun"]) == (
+        "CREATE",
+        "team-a",
+        "trial-1",
+        False,
+    )
     assert request["kind"] == {"group": "kubeflow.org", "version": "v1", "kind": "TFJob"}
     assert request["resource"] == {"group": "kubeflow.org", "version": "v1", "resource": "tfjobs"}
     assert request["object"]["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2 and request["oldObject"] is None
@@ -113,7 +142,9 @@ def test_mutating_webhook_patch_is_applied_and_sees_the_caller(sim, webhook):
 def test_dry_run_reaches_the_webhook_and_stores_nothing(sim, webhook):
     hook = webhook(suspend_patch)
     register(sim, hook.url)
-    result = as_user(sim, KATIB).create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("dry", "team-a"), dry_run="All")
+    result = as_user(sim, KATIB).create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("dry", "team-a"), dry_run="All"
+    )
     assert result["spec"]["runPolicy"] == {"suspend": True}
     assert hook.reviews[0]["request"]["dryRun"] is True
     assert sim.cluster.tfjob("team-a", "dry") is None
@@ -123,7 +154,9 @@ def test_denial_becomes_the_clients_error(sim, webhook):
     hook = webhook(lambda request: {"allowed": False, "status": {"code": 403, "message": "queue is full"}})
     register(sim, hook.url, kind="Validating")
     with pytest.raises(client.ApiException) as caught:
-        as_user(sim, "alice@example.com").create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("no", "team-a"))
+        as_user(sim, "alice@example.com").create_namespaced_custom_object(
+            G, V, "team-a", P, tfjob_manifest("no", "team-a")
+        )
     body = json.loads(caught.value.body)
     assert caught.value.status == 403
     assert body["message"] == f'admission webhook "{HOOK}" denied the request: queue is full'
@@ -137,7 +170,9 @@ def test_denial_without_a_code_is_400(sim, webhook):
     with pytest.raises(client.ApiException) as caught:
         as_user(sim, KATIB).create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("no", "team-a"))
     assert caught.value.status == 400
-    assert json.loads(caught.value.body)["message"] == f'admission webhook "{HOOK}" denied the request without explanation'
+    assert (
+        json.loads(caught.value.body)["message"] == f'admission webhook "{HOOK}" denied the request without explanation'
+    )
 
 
 def test_unreachable_webhook_fails_closed_or_open_by_failure_policy(sim):
@@ -147,8 +182,17 @@ def test_unreachable_webhook_fails_closed_or_open_by_failure_policy(sim):
         api.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("closed", "team-a"))
     assert caught.value.status == 500 and f'failed calling webhook "{HOOK}"' in json.loads(caught.value.body)["message"]
     admission = client.AdmissionregistrationV1Api(sim.api_client())
-    admission.patch_mutating_webhook_configuration("jobdash", {"webhooks": [
-        {**admission.read_mutating_webhook_configuration("jobdash").to_dict(serialize=True)["webhooks"][0], "failurePolicy": "Ignore"}]})
+    admission.patch_mutating_webhook_configuration(
+        "jobdash",
+        {
+            "webhooks": [
+                {
+                    **admission.read_mutating_webhook_configuration("jobdash").to_dict(serialize=True)["webhooks"][0],
+                    "failurePolicy": "Ignore",
+                }
+            ]
+        },
+    )
     created = api.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("open", "team-a"))
     assert created["metadata"]["name"] == "open"
 
@@ -165,11 +209,17 @@ def test_timeout_seconds_is_honoured(sim, webhook):
 
 def test_namespace_and_object_selectors_choose_what_is_sent(sim, webhook):
     hook = webhook(suspend_patch)
-    register(sim, hook.url, namespaceSelector={"matchLabels": {"jobdash.io/managed": "true"}},
-             objectSelector={"matchExpressions": [{"key": "jobdash.io/bypass", "operator": "DoesNotExist"}]})
+    register(
+        sim,
+        hook.url,
+        namespaceSelector={"matchLabels": {"jobdash.io/managed": "true"}},
+        objectSelector={"matchExpressions": [{"key": "jobdash.io/bypass", "operator": "DoesNotExist"}]},
+    )
     api = as_user(sim, KATIB)
     unmanaged = api.create_namespaced_custom_object(G, V, "team-b", P, tfjob_manifest("b", "team-b"))
-    bypass = api.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("x", "team-a", labels={"jobdash.io/bypass": "1"}))
+    bypass = api.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("x", "team-a", labels={"jobdash.io/bypass": "1"})
+    )
     managed = api.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("a", "team-a"))
     assert "runPolicy" not in unmanaged["spec"] and "runPolicy" not in bypass["spec"]
     assert managed["spec"]["runPolicy"] == {"suspend": True}
@@ -178,7 +228,9 @@ def test_namespace_and_object_selectors_choose_what_is_sent(sim, webhook):
 
 def test_a_patch_that_breaks_the_object_is_422(sim, webhook):
     broken = [{"op": "remove", "path": "/spec/tfReplicaSpecs"}]
-    hook = webhook(lambda request: {"patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(broken).encode()).decode()})
+    hook = webhook(
+        lambda request: {"patchType": "JSONPatch", "patch": base64.b64encode(json.dumps(broken).encode()).decode()}
+    )
     register(sim, hook.url)
     with pytest.raises(client.ApiException) as caught:
         as_user(sim, KATIB).create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("broken", "team-a"))
@@ -193,6 +245,7 @@ def test_audit_records_every_create_with_its_outcome(sim):
     audit = sim.cluster.audit
     assert [(a["user"], a["namespace"], a["name"], a["outcome"], a["code"]) for a in audit] == [
         ("system:serviceaccount:jobdash:jobdash", "team-a", "once", "Created", 201),
-        ("system:serviceaccount:jobdash:jobdash", "team-a", "once", "AlreadyExists", 409)]
+        ("system:serviceaccount:jobdash:jobdash", "team-a", "once", "AlreadyExists", 409),
+    ]
     assert audit[0]["time"] == sim.clock.now()
     assert sum(1 for a in audit if a["outcome"] == "Created" and a["name"] == "once") == 1

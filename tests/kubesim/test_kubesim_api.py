@@ -4,7 +4,8 @@ import json
 
 import pytest
 import yaml
-from kubernetes import client, config as kube_config
+from kubernetes import client
+from kubernetes import config as kube_config
 
 from kubesim.testing import tfjob_manifest
 
@@ -72,15 +73,24 @@ def test_create_twice_is_409_already_exists(custom):
     assert body["message"] == 'tfjobs.kubeflow.org "dup" already exists'
 
 
-@pytest.mark.parametrize("mutate, field", [
-    (lambda m: m["spec"].pop("tfReplicaSpecs"), "spec.tfReplicaSpecs"),
-    (lambda m: m["spec"]["tfReplicaSpecs"]["Worker"].update(replicas=-1), "spec.tfReplicaSpecs[Worker].replicas"),
-    (lambda m: m["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(name="main"),
-     "spec.tfReplicaSpecs[Worker].template.spec.containers"),
-    (lambda m: m["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(cpu="lots"),
-     "spec.tfReplicaSpecs[Worker].template.spec.containers[0].resources.requests[cpu]"),
-    (lambda m: m["metadata"].update(name="Bad_Name"), "metadata.name"),
-])
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda m: m["spec"].pop("tfReplicaSpecs"), "spec.tfReplicaSpecs"),
+        (lambda m: m["spec"]["tfReplicaSpecs"]["Worker"].update(replicas=-1), "spec.tfReplicaSpecs[Worker].replicas"),
+        (
+            lambda m: m["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(name="main"),
+            "spec.tfReplicaSpecs[Worker].template.spec.containers",
+        ),
+        (
+            lambda m: m["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"][
+                "requests"
+            ].update(cpu="lots"),
+            "spec.tfReplicaSpecs[Worker].template.spec.containers[0].resources.requests[cpu]",
+        ),
+        (lambda m: m["metadata"].update(name="Bad_Name"), "metadata.name"),
+    ],
+)
 def test_invalid_tfjob_is_422_with_the_field(custom, mutate, field):
     manifest = tfjob_manifest("bad", "team-a")
     mutate(manifest)
@@ -123,13 +133,25 @@ def test_merge_patch_and_json_patch(custom, sim):
     assert merged["spec"]["runPolicy"]["suspend"] is False and merged["metadata"]["generation"] == 2
     assert merged["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 1  # merge keeps what the patch omits
     patched = custom.patch_namespaced_custom_object(
-        G, V, "team-a", P, "p", [{"op": "add", "path": "/metadata/labels", "value": {"queue": "jobdash"}}],
-        _content_type="application/json-patch+json")
+        G,
+        V,
+        "team-a",
+        P,
+        "p",
+        [{"op": "add", "path": "/metadata/labels", "value": {"queue": "jobdash"}}],
+        _content_type="application/json-patch+json",
+    )
     assert patched["metadata"]["labels"] == {"queue": "jobdash"} and patched["metadata"]["generation"] == 2
     with pytest.raises(client.ApiException) as caught:  # a failed JSON-patch test op
         custom.patch_namespaced_custom_object(
-            G, V, "team-a", P, "p", [{"op": "test", "path": "/metadata/labels/queue", "value": "other"}],
-            _content_type="application/json-patch+json")
+            G,
+            V,
+            "team-a",
+            P,
+            "p",
+            [{"op": "test", "path": "/metadata/labels/queue", "value": "other"}],
+            _content_type="application/json-patch+json",
+        )
     assert caught.value.status == 422
 
 
@@ -138,7 +160,9 @@ def test_a_list_body_sent_as_merge_patch_is_refused(custom):
     # needs _content_type="application/json-patch+json", or the API server refuses it.
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("lp", "team-a", suspend=True))
     with pytest.raises(client.ApiException) as caught:
-        custom.patch_namespaced_custom_object(G, V, "team-a", P, "lp", [{"op": "add", "path": "/metadata/labels", "value": {}}])
+        custom.patch_namespaced_custom_object(
+            G, V, "team-a", P, "lp", [{"op": "add", "path": "/metadata/labels", "value": {}}]
+        )
     assert caught.value.status == 400
 
 
@@ -147,7 +171,13 @@ def test_patch_with_a_stale_resource_version_is_409(custom):
     custom.patch_namespaced_custom_object(G, V, "team-a", P, "prv", {"metadata": {"labels": {"a": "1"}}})
     with pytest.raises(client.ApiException) as caught:
         custom.patch_namespaced_custom_object(
-            G, V, "team-a", P, "prv", {"metadata": {"resourceVersion": job["metadata"]["resourceVersion"], "labels": {"a": "2"}}})
+            G,
+            V,
+            "team-a",
+            P,
+            "prv",
+            {"metadata": {"resourceVersion": job["metadata"]["resourceVersion"], "labels": {"a": "2"}}},
+        )
     assert caught.value.status == 409
 
 
@@ -169,7 +199,12 @@ def test_dry_run_create_stores_nothing(custom):
 def test_selectors_and_paging_through_the_client(custom, sim):
     for i in range(7):
         custom.create_namespaced_custom_object(
-            G, V, "team-b", P, tfjob_manifest(f"job-{i}", "team-b", suspend=True, labels={"parity": "even" if i % 2 == 0 else "odd"}))
+            G,
+            V,
+            "team-b",
+            P,
+            tfjob_manifest(f"job-{i}", "team-b", suspend=True, labels={"parity": "even" if i % 2 == 0 else "odd"}),
+        )
     even = custom.list_namespaced_custom_object(G, V, "team-b", P, label_selector="parity=even")
     assert [i["metadata"]["name"] for i in even["items"]] == ["job-0", "job-2", "job-4", "job-6"]
     one = custom.list_namespaced_custom_object(G, V, "team-b", P, field_selector="metadata.name=job-3")
@@ -211,8 +246,10 @@ def test_deleting_a_tfjob_deletes_its_pods(custom, core, sim):
 def test_leases_with_optimistic_concurrency(sim):
     api_client = sim.api_client("system:serviceaccount:jobdash:jobdash")
     leases = client.CoordinationV1Api(api_client)
-    body = client.V1Lease(metadata=client.V1ObjectMeta(name="jobdash-leader"),
-                          spec=client.V1LeaseSpec(holder_identity="beat-0", lease_duration_seconds=15))
+    body = client.V1Lease(
+        metadata=client.V1ObjectMeta(name="jobdash-leader"),
+        spec=client.V1LeaseSpec(holder_identity="beat-0", lease_duration_seconds=15),
+    )
     created = leases.create_namespaced_lease("default", body)
     created.spec.holder_identity = "beat-1"
     taken = leases.replace_namespaced_lease("jobdash-leader", "default", created)
@@ -232,18 +269,34 @@ def test_leases_with_optimistic_concurrency(sim):
 def test_webhook_configurations_crud_and_validation(sim):
     api_client = sim.api_client()
     admission = client.AdmissionregistrationV1Api(api_client)
-    hook = {"name": "tfjobs.jobdash.example.com", "clientConfig": {"url": "http://127.0.0.1:1/hook"},
-            "rules": [{"operations": ["CREATE"], "apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["tfjobs"]}],
-            "sideEffects": "None", "admissionReviewVersions": ["v1"]}
+    hook = {
+        "name": "tfjobs.jobdash.example.com",
+        "clientConfig": {"url": "http://127.0.0.1:1/hook"},
+        "rules": [
+            {"operations": ["CREATE"], "apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["tfjobs"]}
+        ],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
     created = admission.create_mutating_webhook_configuration(
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-         "metadata": {"name": "jobdash"}, "webhooks": [hook]})
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "jobdash"},
+            "webhooks": [hook],
+        }
+    )
     assert created.webhooks[0].failure_policy == "Fail" and created.webhooks[0].timeout_seconds == 10
     assert [c.metadata.name for c in admission.list_mutating_webhook_configuration().items] == ["jobdash"]
     with pytest.raises(client.ApiException) as caught:
         admission.create_validating_webhook_configuration(
-            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-             "metadata": {"name": "bad"}, "webhooks": [{**hook, "sideEffects": "Unknown"}]})
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": "bad"},
+                "webhooks": [{**hook, "sideEffects": "Unknown"}],
+            }
+        )
     assert caught.value.status == 422
     admission.delete_mutating_webhook_configuration("jobdash")
     assert admission.list_mutating_webhook_configuration().items == []

@@ -23,11 +23,15 @@ def test_concurrent_clients_and_controllers_stay_consistent(config):
             try:
                 for i in range(15):
                     name = f"c{t}-{i}"
-                    api.create_namespaced_custom_object(G, V, "team-b", P, tfjob_manifest(name, "team-b", workers=2, cpu="100m", duration=2))
+                    api.create_namespaced_custom_object(
+                        G, V, "team-b", P, tfjob_manifest(name, "team-b", workers=2, cpu="100m", duration=2)
+                    )
                     if i % 5 == 1:
                         api.delete_namespaced_custom_object(G, V, "team-b", P, name)
                     elif i % 5 == 2:
-                        api.patch_namespaced_custom_object(G, V, "team-b", P, name, {"metadata": {"labels": {"seen": "yes"}}})
+                        api.patch_namespaced_custom_object(
+                            G, V, "team-b", P, name, {"metadata": {"labels": {"seen": "yes"}}}
+                        )
             except Exception as exc:  # reported below
                 errors.append(exc)
             finally:
@@ -43,7 +47,10 @@ def test_concurrent_clients_and_controllers_stay_consistent(config):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             jobs = {name: sim.cluster.tfjob("team-b", name) for name in expected}
-            if all(any(c["type"] == "Succeeded" for c in (j.get("status") or {}).get("conditions", [])) for j in jobs.values()):
+            if all(
+                any(c["type"] == "Succeeded" for c in (j.get("status") or {}).get("conditions", []))
+                for j in jobs.values()
+            ):
                 break
             time.sleep(0.05)
         else:

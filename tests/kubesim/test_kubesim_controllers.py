@@ -20,7 +20,9 @@ def phases(sim, job, namespace="team-a"):
 
 
 def test_operator_creates_named_labelled_owned_pods(custom, core, sim):
-    job = custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("dist", "team-a", chief=True, ps=1, workers=2))
+    job = custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("dist", "team-a", chief=True, ps=1, workers=2)
+    )
     sim.settle()
     pods = {p.metadata.name: p for p in core.list_namespaced_pod("team-a").items}
     assert sorted(pods) == ["dist-chief-0", "dist-ps-0", "dist-worker-0", "dist-worker-1"]
@@ -47,7 +49,9 @@ def test_kubelet_starts_a_bound_pod_after_the_start_delay(custom, sim):
 
 
 def test_chief_decides_running_and_success(custom, sim):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("c", "team-a", chief=True, workers=2, duration=30))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("c", "team-a", chief=True, workers=2, duration=30)
+    )
     sim.settle()
     chief = sim.cluster.pods("team-a", "c")[0]
     assert chief["metadata"]["name"] == "c-chief-0"
@@ -57,13 +61,17 @@ def test_chief_decides_running_and_success(custom, sim):
     assert conditions(sim, "c")["Succeeded"] == ("True", "TFJobSucceeded")
     assert conditions(sim, "c")["Running"][0] == "False"
     status = sim.cluster.tfjob("team-a", "c")["status"]
-    assert status["replicaStatuses"]["Chief"]["succeeded"] == 1 and status["replicaStatuses"]["Worker"]["succeeded"] == 2
+    assert (
+        status["replicaStatuses"]["Chief"]["succeeded"] == 1 and status["replicaStatuses"]["Worker"]["succeeded"] == 2
+    )
     assert status["completionTime"] and status["startTime"]
 
 
 @pytest.mark.parametrize("policy, succeeded", [(None, True), ("AllWorkers", False)])
 def test_worker_zero_decides_success_unless_all_workers(custom, sim, policy, succeeded):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("w", "team-a", workers=3, duration=1000, success_policy=policy))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("w", "team-a", workers=3, duration=1000, success_policy=policy)
+    )
     sim.advance(3)
     assert conditions(sim, "w")["Running"] == ("True", "TFJobRunning")
     sim.cluster.kubelet.terminate(("team-a", "w-worker-0"), 0, sim.clock.now())  # worker 0 exits 0 early
@@ -72,17 +80,25 @@ def test_worker_zero_decides_success_unless_all_workers(custom, sim, policy, suc
 
 
 def test_a_failing_replica_fails_the_job_and_running_pods_are_cleaned_up(custom, sim):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("f", "team-a", workers=3, duration=5, fail=True))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("f", "team-a", workers=3, duration=5, fail=True)
+    )
     sim.advance(10)
     assert conditions(sim, "f")["Failed"] == ("True", "TFJobFailed")
-    message = next(c["message"] for c in sim.cluster.tfjob("team-a", "f")["status"]["conditions"] if c["type"] == "Failed")
+    message = next(
+        c["message"] for c in sim.cluster.tfjob("team-a", "f")["status"]["conditions"] if c["type"] == "Failed"
+    )
     assert message == "TFJob team-a/f has failed because 1 Worker replica(s) failed."
     assert phases(sim, "f") == {"f-worker-0": "Failed"}  # cleanPodPolicy Running deleted the others
 
 
 def test_parameter_servers_outlive_workers_unless_cleaned_up(custom, sim):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("ps-run", "team-a", ps=1, workers=1, duration=5))
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("ps-keep", "team-a", ps=1, workers=1, duration=5, clean_pod_policy="None"))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("ps-run", "team-a", ps=1, workers=1, duration=5)
+    )
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("ps-keep", "team-a", ps=1, workers=1, duration=5, clean_pod_policy="None")
+    )
     sim.advance(10)
     assert "Succeeded" in conditions(sim, "ps-run") and "Succeeded" in conditions(sim, "ps-keep")
     assert phases(sim, "ps-run") == {"ps-run-worker-0": "Succeeded"}
@@ -108,7 +124,9 @@ def test_suspend_deletes_pods_and_resume_recreates_them(custom, sim):
 
 
 def test_gpu_pods_need_the_toleration_and_say_why_not(custom, core, sim):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("gpu", "team-a", workers=1, gpu=4, tolerations=GPU_TOLERATION))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("gpu", "team-a", workers=1, gpu=4, tolerations=GPU_TOLERATION)
+    )
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("notol", "team-a", workers=1, gpu=4))
     sim.settle()
     assert core.read_namespaced_pod("gpu-worker-0", "team-a").spec.node_name.startswith("gpu-node-")
@@ -116,12 +134,17 @@ def test_gpu_pods_need_the_toleration_and_say_why_not(custom, core, sim):
     assert pending.spec.node_name is None and pending.status.phase == "Pending"
     scheduled = next(c for c in pending.status.conditions if c.type == "PodScheduled")
     assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
-    assert scheduled.message == "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) had untolerated taint {gpu: true}."
+    assert (
+        scheduled.message
+        == "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) had untolerated taint {gpu: true}."
+    )
 
 
 def test_node_fragmentation_leaves_a_partial_gang_holding_resources(custom, sim, core):
     # 5 pods of 3 cpu: two fit on each 8-cpu node (GPU nodes are tainted), the fifth never does.
-    custom.create_namespaced_custom_object(G, V, "team-b", P, tfjob_manifest("frag", "team-b", workers=5, cpu="3", duration=10))
+    custom.create_namespaced_custom_object(
+        G, V, "team-b", P, tfjob_manifest("frag", "team-b", workers=5, cpu="3", duration=10)
+    )
     sim.advance(600)
     states = phases(sim, "frag", "team-b")
     assert sorted(states.values()) == ["Pending", "Running", "Running", "Running", "Running"]
@@ -151,17 +174,28 @@ def test_a_deleted_pod_is_recreated_and_the_gang_clock_restarts(custom, core, si
 def test_scaling_replicas_creates_and_deletes_pods(custom, sim):
     custom.create_namespaced_custom_object(G, V, "team-b", P, tfjob_manifest("scale", "team-b", workers=3, cpu="100m"))
     sim.settle()
-    custom.patch_namespaced_custom_object(G, V, "team-b", P, "scale", {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}})
+    custom.patch_namespaced_custom_object(
+        G, V, "team-b", P, "scale", {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}}
+    )
     sim.settle()
     assert list(phases(sim, "scale", "team-b")) == ["scale-worker-0"]
-    custom.patch_namespaced_custom_object(G, V, "team-b", P, "scale", {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2}}}})
+    custom.patch_namespaced_custom_object(
+        G, V, "team-b", P, "scale", {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2}}}}
+    )
     sim.settle()
     assert list(phases(sim, "scale", "team-b")) == ["scale-worker-0", "scale-worker-1"]
 
 
 def test_on_failure_restarts_in_place_until_the_backoff_limit(custom, sim):
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest(
-        "retry", "team-a", workers=1, duration=10, fail=True, restart_policy="OnFailure", backoff_limit=2))
+    custom.create_namespaced_custom_object(
+        G,
+        V,
+        "team-a",
+        P,
+        tfjob_manifest(
+            "retry", "team-a", workers=1, duration=10, fail=True, restart_policy="OnFailure", backoff_limit=2
+        ),
+    )
     sim.advance(13)
     pod = sim.cluster.pods("team-a", "retry")[0]
     assert pod["status"]["phase"] == "Running" and pod["status"]["containerStatuses"][0]["restartCount"] == 1

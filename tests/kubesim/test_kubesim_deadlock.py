@@ -42,7 +42,9 @@ def core(sim):
 
 def submit_both(custom):
     for name in ("job-a", "job-b"):
-        custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest(name, "team-a", workers=4, cpu="1", duration=300))
+        custom.create_namespaced_custom_object(
+            G, V, "team-a", P, tfjob_manifest(name, "team-a", workers=4, cpu="1", duration=300)
+        )
 
 
 def test_two_gangs_deadlock_on_the_quota(custom, core, sim):

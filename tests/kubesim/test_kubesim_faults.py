@@ -19,7 +19,9 @@ def test_the_next_creates_get_429_then_succeed(custom, sim):
         assert caught.value.status == 429 and caught.value.headers["Retry-After"] == "3"
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("t", "team-a", suspend=True))
     assert sim.cluster.tfjob("team-a", "t") is not None
-    assert sim.cluster.audit[-1]["outcome"] == "Created" and len(sim.cluster.audit) == 1  # refused before reaching the API
+    assert (
+        sim.cluster.audit[-1]["outcome"] == "Created" and len(sim.cluster.audit) == 1
+    )  # refused before reaching the API
 
 
 def test_faults_only_hit_the_chosen_verbs_and_resources(custom, core, sim):
@@ -60,7 +62,9 @@ def test_real_clock_runs_controllers_by_itself_at_speed(config):
     fast = {**config, "speed": 50.0}
     with running_kubesim(fast) as sim:  # 2 s start delay + 20 s of work = 0.44 real seconds
         custom = client.CustomObjectsApi(sim.api_client())
-        custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("rt", "team-a", workers=2, duration=20))
+        custom.create_namespaced_custom_object(
+            G, V, "team-a", P, tfjob_manifest("rt", "team-a", workers=2, duration=20)
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             job = sim.cluster.tfjob("team-a", "rt")

@@ -29,8 +29,15 @@ def call(conn, method, path, body=None, token="jobdash-token", content_type="app
 def test_errors_are_status_objects_and_the_connection_stays_usable(conn):
     status, ctype, body = call(conn, "POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", b"{not json", token=None)
     assert status == 401 and ctype == "application/json"
-    assert json.loads(body) == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
+    assert json.loads(body) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": "Unauthorized",
+        "reason": "Unauthorized",
+        "code": 401,
+    }
     status, _, body = call(conn, "POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", b"{not json")
     assert status == 400 and json.loads(body)["reason"] == "BadRequest"
     status, _, body = call(conn, "GET", "/api/v1/namespaces/team-a/pods?limit=abc")
@@ -58,17 +65,26 @@ def test_health_version_and_discovery(conn):
     status, _, body = call(conn, "GET", "/version", token=None)
     assert status == 200 and json.loads(body)["gitVersion"].startswith("v1.")
     groups = json.loads(call(conn, "GET", "/apis")[2])
-    assert {g["name"] for g in groups["groups"]} == {"kubeflow.org", "admissionregistration.k8s.io", "coordination.k8s.io"}
+    assert {g["name"] for g in groups["groups"]} == {
+        "kubeflow.org",
+        "admissionregistration.k8s.io",
+        "coordination.k8s.io",
+    }
     resources = json.loads(call(conn, "GET", "/apis/kubeflow.org/v1")[2])
     assert [(r["name"], r["kind"], r["namespaced"]) for r in resources["resources"]] == [("tfjobs", "TFJob", True)]
 
 
 def test_watch_is_chunked_newline_delimited_json(conn, sim):
-    status, _, body = call(conn, "POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", tfjob_manifest("raw", "team-a", suspend=True))
+    status, _, body = call(
+        conn, "POST", "/apis/kubeflow.org/v1/namespaces/team-a/tfjobs", tfjob_manifest("raw", "team-a", suspend=True)
+    )
     rv = json.loads(body)["metadata"]["resourceVersion"]
     sim.settle()  # the operator writes the Created/Suspended conditions
-    conn.request("GET", f"/apis/kubeflow.org/v1/namespaces/team-a/tfjobs?watch=true&resourceVersion={int(rv) - 1}&timeoutSeconds=1",
-                 headers={"Authorization": "Bearer jobdash-token"})
+    conn.request(
+        "GET",
+        f"/apis/kubeflow.org/v1/namespaces/team-a/tfjobs?watch=true&resourceVersion={int(rv) - 1}&timeoutSeconds=1",
+        headers={"Authorization": "Bearer jobdash-token"},
+    )
     response = conn.getresponse()
     assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
     lines = response.read().splitlines()
@@ -79,8 +95,11 @@ def test_watch_is_chunked_newline_delimited_json(conn, sim):
 
 def test_watch_from_a_too_old_version_is_an_error_event(conn, sim):
     sim.model.compact()
-    conn.request("GET", "/api/v1/namespaces/team-a/pods?watch=1&resourceVersion=1",
-                 headers={"Authorization": "Bearer jobdash-token"})
+    conn.request(
+        "GET",
+        "/api/v1/namespaces/team-a/pods?watch=1&resourceVersion=1",
+        headers={"Authorization": "Bearer jobdash-token"},
+    )
     response = conn.getresponse()
     events = [json.loads(line) for line in response.read().splitlines()]
     assert response.status == 200

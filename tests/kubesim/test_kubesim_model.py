@@ -13,8 +13,12 @@ from kubesim.selectors import match_label_selector_object, parse_field_selector,
 
 
 def lease(name, holder="a", namespace="default"):
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace}, "spec": {"holderIdentity": holder}}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"holderIdentity": holder},
+    }
 
 
 @pytest.fixture
@@ -26,7 +30,11 @@ def test_every_write_gets_a_higher_resource_version(store):
     a = store.create(LEASES, lease("a"))
     b = store.create(LEASES, lease("b"))
     a2 = store.update(LEASES, evolve(a, spec={"holderIdentity": "x"}))
-    assert int(a["metadata"]["resourceVersion"]) < int(b["metadata"]["resourceVersion"]) < int(a2["metadata"]["resourceVersion"])
+    assert (
+        int(a["metadata"]["resourceVersion"])
+        < int(b["metadata"]["resourceVersion"])
+        < int(a2["metadata"]["resourceVersion"])
+    )
     assert a2["metadata"]["uid"] == a["metadata"]["uid"]
     assert a2["metadata"]["creationTimestamp"] == "2023-11-14T22:13:20Z"
 
@@ -158,7 +166,9 @@ def test_label_selectors():
     assert parse_label_selector("") is None
     with pytest.raises(ApiError):
         parse_label_selector("app=(")
-    assert match_label_selector_object({"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}, labels)
+    assert match_label_selector_object(
+        {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}, labels
+    )
     assert not match_label_selector_object({"matchLabels": {"team": "b"}}, labels)
 
 
@@ -175,8 +185,15 @@ def test_field_selectors_only_on_supported_fields():
 def test_merge_and_json_patch():
     doc = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
     assert merge_patch(doc, {"a": {"b": None, "e": 2}, "d": "y"}) == {"a": {"c": [1, 2], "e": 2}, "d": "y"}
-    patched = json_patch(doc, [{"op": "add", "path": "/a/c/-", "value": 3}, {"op": "replace", "path": "/d", "value": "z"},
-                               {"op": "remove", "path": "/a/b"}, {"op": "test", "path": "/d", "value": "z"}])
+    patched = json_patch(
+        doc,
+        [
+            {"op": "add", "path": "/a/c/-", "value": 3},
+            {"op": "replace", "path": "/d", "value": "z"},
+            {"op": "remove", "path": "/a/b"},
+            {"op": "test", "path": "/d", "value": "z"},
+        ],
+    )
     assert patched == {"a": {"c": [1, 2, 3]}, "d": "z"}
     assert doc == {"a": {"b": 1, "c": [1, 2]}, "d": "x"}  # the target is never modified
     with pytest.raises(ApiError) as caught:

@@ -21,14 +21,27 @@ def test_watch_from_a_resource_version_sees_every_change_in_order(custom):
     custom.delete_namespaced_custom_object(G, V, "team-a", P, "w")
     seen = []
     w = watch.Watch()
-    for event in w.stream(custom.list_namespaced_custom_object, G, V, "team-a", P,
-                          resource_version=since, timeout_seconds=5):
+    for event in w.stream(
+        custom.list_namespaced_custom_object, G, V, "team-a", P, resource_version=since, timeout_seconds=5
+    ):
         obj = event["object"]
         if obj["metadata"]["name"] == "w":
-            seen.append((event["type"], (obj["metadata"].get("labels") or {}).get("step"), int(obj["metadata"]["resourceVersion"])))
+            seen.append(
+                (
+                    event["type"],
+                    (obj["metadata"].get("labels") or {}).get("step"),
+                    int(obj["metadata"]["resourceVersion"]),
+                )
+            )
         if event["type"] == "DELETED":
             w.stop()
-    assert [(t, s) for t, s, _ in seen] == [("ADDED", None), ("MODIFIED", "0"), ("MODIFIED", "1"), ("MODIFIED", "2"), ("DELETED", "2")]
+    assert [(t, s) for t, s, _ in seen] == [
+        ("ADDED", None),
+        ("MODIFIED", "0"),
+        ("MODIFIED", "1"),
+        ("MODIFIED", "2"),
+        ("DELETED", "2"),
+    ]
     versions = [rv for _, _, rv in seen]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
     assert "before" not in [e for e in seen]  # the object at `since` itself is not replayed
@@ -39,7 +52,9 @@ def test_watch_without_a_version_starts_with_the_current_objects(custom, core, s
     sim.advance(5)
     events = list(watch.Watch().stream(core.list_namespaced_pod, "team-a", timeout_seconds=1))
     assert sorted((e["type"], e["object"].metadata.name, e["object"].status.phase) for e in events) == [
-        ("ADDED", "now-worker-0", "Running"), ("ADDED", "now-worker-1", "Running")]
+        ("ADDED", "now-worker-0", "Running"),
+        ("ADDED", "now-worker-1", "Running"),
+    ]
     assert isinstance(events[0]["object"], client.V1Pod)
 
 
@@ -48,21 +63,42 @@ def test_watch_from_a_compacted_version_is_410(custom, sim):
     custom.patch_namespaced_custom_object(G, V, "team-a", P, "c", {"metadata": {"labels": {"a": "b"}}})
     sim.model.compact()
     with pytest.raises(client.ApiException) as caught:
-        for _ in watch.Watch().stream(custom.list_namespaced_custom_object, G, V, "team-a", P,
-                                      resource_version=job["metadata"]["resourceVersion"], timeout_seconds=5):
+        for _ in watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            G,
+            V,
+            "team-a",
+            P,
+            resource_version=job["metadata"]["resourceVersion"],
+            timeout_seconds=5,
+        ):
             pass
     assert caught.value.status == 410
 
 
 def test_selectors_turn_modifications_into_added_and_deleted(custom):
     job = custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("sel", "team-a", suspend=True))
-    custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("other", "team-a", suspend=True, labels={"queue": "jobdash"}))
+    custom.create_namespaced_custom_object(
+        G, V, "team-a", P, tfjob_manifest("other", "team-a", suspend=True, labels={"queue": "jobdash"})
+    )
     custom.patch_namespaced_custom_object(G, V, "team-a", P, "sel", {"metadata": {"labels": {"queue": "jobdash"}}})
-    custom.patch_namespaced_custom_object(G, V, "team-a", P, "sel", {"metadata": {"labels": {"queue": "jobdash", "x": "1"}}})
+    custom.patch_namespaced_custom_object(
+        G, V, "team-a", P, "sel", {"metadata": {"labels": {"queue": "jobdash", "x": "1"}}}
+    )
     custom.patch_namespaced_custom_object(G, V, "team-a", P, "sel", {"metadata": {"labels": {"queue": None}}})
-    events = list(watch.Watch().stream(custom.list_namespaced_custom_object, G, V, "team-a", P,
-                                       resource_version=job["metadata"]["resourceVersion"], timeout_seconds=1,
-                                       label_selector="queue=jobdash", field_selector="metadata.name=sel"))
+    events = list(
+        watch.Watch().stream(
+            custom.list_namespaced_custom_object,
+            G,
+            V,
+            "team-a",
+            P,
+            resource_version=job["metadata"]["resourceVersion"],
+            timeout_seconds=1,
+            label_selector="queue=jobdash",
+            field_selector="metadata.name=sel",
+        )
+    )
     assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
 
 
@@ -76,11 +112,22 @@ def test_bookmarks_carry_the_current_resource_version(bookmark_config, custom):
         api = client.CustomObjectsApi(sim.api_client())
         api.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("b", "team-a", suspend=True))
         sim.settle()
-        events = list(watch.Watch().stream(api.list_namespaced_custom_object, G, V, "team-a", P,
-                                           resource_version=str(sim.model.resource_version),
-                                           allow_watch_bookmarks=True, timeout_seconds=1))
+        events = list(
+            watch.Watch().stream(
+                api.list_namespaced_custom_object,
+                G,
+                V,
+                "team-a",
+                P,
+                resource_version=str(sim.model.resource_version),
+                allow_watch_bookmarks=True,
+                timeout_seconds=1,
+            )
+        )
         bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-        assert bookmarks and all(e["object"]["metadata"]["resourceVersion"] == str(sim.model.resource_version) for e in bookmarks)
+        assert bookmarks and all(
+            e["object"]["metadata"]["resourceVersion"] == str(sim.model.resource_version) for e in bookmarks
+        )
         assert all(e["type"] == "BOOKMARK" for e in events)
 
 
@@ -97,8 +144,9 @@ def test_a_dropped_watch_resumes_from_the_last_version_without_gaps(custom, sim)
     start = custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("d0", "team-a", suspend=True))
     events: queue.Queue = queue.Queue()
     w = watch.Watch()
-    stream = w.stream(custom.list_namespaced_custom_object, G, V, "team-a", P,
-                      resource_version=start["metadata"]["resourceVersion"])  # no timeout: the client reconnects
+    stream = w.stream(
+        custom.list_namespaced_custom_object, G, V, "team-a", P, resource_version=start["metadata"]["resourceVersion"]
+    )  # no timeout: the client reconnects
     threading.Thread(target=_collect, args=(stream, events), daemon=True).start()
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("d1", "team-a", suspend=True))
     assert events.get(timeout=5) == ("ADDED", "d1")
@@ -114,8 +162,15 @@ def test_a_dropped_watch_resumes_from_the_last_version_without_gaps(custom, sim)
 def test_an_abruptly_cut_watch_surfaces_as_a_connection_error(custom, sim):
     start = custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("a0", "team-a", suspend=True))
     events: queue.Queue = queue.Queue()
-    stream = watch.Watch().stream(custom.list_namespaced_custom_object, G, V, "team-a", P,
-                                  resource_version=start["metadata"]["resourceVersion"], timeout_seconds=30)
+    stream = watch.Watch().stream(
+        custom.list_namespaced_custom_object,
+        G,
+        V,
+        "team-a",
+        P,
+        resource_version=start["metadata"]["resourceVersion"],
+        timeout_seconds=30,
+    )
     threading.Thread(target=_collect, args=(stream, events), daemon=True).start()
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("a1", "team-a", suspend=True))
     assert events.get(timeout=5) == ("ADDED", "a1")
@@ -129,7 +184,14 @@ def test_watching_a_single_object_by_name(core, custom, sim):
     sim.settle()
     rv = core.list_namespaced_pod("team-a").metadata.resource_version
     sim.advance(3)  # both pods start
-    events = list(watch.Watch().stream(core.list_namespaced_pod, "team-a", resource_version=rv,
-                                       field_selector="metadata.name=one-worker-1", timeout_seconds=1))
+    events = list(
+        watch.Watch().stream(
+            core.list_namespaced_pod,
+            "team-a",
+            resource_version=rv,
+            field_selector="metadata.name=one-worker-1",
+            timeout_seconds=1,
+        )
+    )
     assert {e["object"].metadata.name for e in events} == {"one-worker-1"}
     assert events[-1]["object"].status.phase == "Running"

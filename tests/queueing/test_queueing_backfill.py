@@ -8,7 +8,6 @@ its estimate says.
 import os
 import random
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,13 +16,21 @@ from queueing.backfill import INF, shadow
 
 NOW = 1_000_000.0
 GPU = "requests.nvidia.com/gpu"
-SETTINGS = settings(max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 150)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 150)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def gpus(count: int) -> Workload:
-    return Workload("TFJob", "kubeflow.org/v1", "job", None,
-                    (PodSet("Worker", 1, {"cpu": 1000, "nvidia.com/gpu": count}, {"nvidia.com/gpu": count}),))
+    return Workload(
+        "TFJob",
+        "kubeflow.org/v1",
+        "job",
+        None,
+        (PodSet("Worker", 1, {"cpu": 1000, "nvidia.com/gpu": count}, {"nvidia.com/gpu": count}),),
+    )
 
 
 def pending(job_id, count, duration, waited=60.0, namespace="team-a"):
@@ -36,8 +43,13 @@ def running(job_id, count, end, namespace="team-a"):
 
 def snapshot(jobs, runs, hard=8):
     used = sum(run.demand[GPU] for run in runs)
-    return Snapshot(NOW, tuple(jobs), running=tuple(runs), node_fit=False,
-                    quotas={"team-a": NamespaceQuota("team-a", {GPU: hard}, {GPU: used})})
+    return Snapshot(
+        NOW,
+        tuple(jobs),
+        running=tuple(runs),
+        node_fit=False,
+        quotas={"team-a": NamespaceQuota("team-a", {GPU: hard}, {GPU: used})},
+    )
 
 
 # -- the shadow, by hand -----------------------------------------------------------------------
@@ -72,20 +84,23 @@ def test_no_end_that_makes_room_means_no_start_and_no_backfill_by_duration():
 def test_short_jobs_backfill_behind_a_large_head_and_long_ones_wait_for_it():
     """Quota 8, 6 held until t+1000: the 8-GPU head starts at t+1000 at the earliest.
     A 2-GPU job of 500 s ends before then (backfilled); one of 5000 s would delay the head."""
-    result = plan(snapshot([pending(1, 8, 3600), pending(2, 2, 5000), pending(3, 2, 500)],
-                           [running(9, 6, NOW + 1000)]))
+    result = plan(snapshot([pending(1, 8, 3600), pending(2, 2, 5000), pending(3, 2, 500)], [running(9, 6, NOW + 1000)]))
     assert result.admitted == (3,)
     status = result.pending[2]
     assert status.reason is Reason.RESERVED_FOR_OLDER_JOB and status.detail["reserved_for"] == 1
     assert status.detail["shadow_start"] == NOW + 1000
-    assert status.message == ("would fit, but would still hold requests.nvidia.com/gpu when job 1, ahead in "
-                              "team-a's queue, is expected to start (t=1001000)")
+    assert status.message == (
+        "would fit, but would still hold requests.nvidia.com/gpu when job 1, ahead in "
+        "team-a's queue, is expected to start (t=1001000)"
+    )
     assert result.pending[1].reason is Reason.QUOTA_EXCEEDED and result.stats["backfilled"] == 1
 
 
 def test_without_backfill_the_old_rule_lets_the_long_job_pass_the_fresh_head():
-    result = plan(snapshot([pending(1, 8, 3600), pending(2, 2, 5000), pending(3, 2, 500)],
-                           [running(9, 6, NOW + 1000)]), get_policy("priority", backfill=False))
+    result = plan(
+        snapshot([pending(1, 8, 3600), pending(2, 2, 5000), pending(3, 2, 500)], [running(9, 6, NOW + 1000)]),
+        get_policy("priority", backfill=False),
+    )
     assert result.admitted == (2,)  # the first that fits; job 3 then finds the quota full
 
 
@@ -111,11 +126,16 @@ def test_after_the_hold_age_the_head_holds_its_quota_outright():
 def test_a_head_no_expected_end_makes_room_for_is_held_after_the_reservation_age():
     """Quota used by jobs the snapshot does not show: no shadow, the hour's rule as before."""
     head, small = pending(1, 8, 3600, waited=7200), pending(2, 2, 500)
-    world = Snapshot(NOW, (head, small), node_fit=False,
-                     quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})})
+    world = Snapshot(
+        NOW, (head, small), node_fit=False, quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})}
+    )
     assert plan(world).admitted == ()
-    fresh = Snapshot(NOW, (pending(1, 8, 3600, waited=600), small), node_fit=False,
-                     quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})})
+    fresh = Snapshot(
+        NOW,
+        (pending(1, 8, 3600, waited=600), small),
+        node_fit=False,
+        quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: 6})},
+    )
     assert plan(fresh).admitted == (2,)
 
 
@@ -151,16 +171,24 @@ def test_backfill_never_delays_the_heads_start_under_the_estimates(world):
     used = sum(count for count, _ in runs)
     assert used + sum(job.demand[GPU] for job in waiting if job.id in admitted) <= hard
     # The head: the first job in queue order (ids follow submission) that waits for quota.
-    head = next((job for job in waiting if job.id not in admitted
-                 and result.pending[job.id].reason is Reason.QUOTA_EXCEEDED), None)
+    head = next(
+        (job for job in waiting if job.id not in admitted and result.pending[job.id].reason is Reason.QUOTA_EXCEEDED),
+        None,
+    )
     if head is None:
         return
     holders = [(NOW + end, count) for count, end in runs]
     duration = {job.id: job.expected_duration for job in waiting}
-    before = [(NOW + duration[job.id] if duration[job.id] else INF, job.demand[GPU])
-              for job in waiting if job.id in admitted and job.id < head.id]
-    after = [(NOW + duration[job.id] if duration[job.id] else INF, job.demand[GPU])
-             for job in waiting if job.id in admitted and job.id > head.id]
+    before = [
+        (NOW + duration[job.id] if duration[job.id] else INF, job.demand[GPU])
+        for job in waiting
+        if job.id in admitted and job.id < head.id
+    ]
+    after = [
+        (NOW + duration[job.id] if duration[job.id] else INF, job.demand[GPU])
+        for job in waiting
+        if job.id in admitted and job.id > head.id
+    ]
     alone = earliest_fit(hard, head.demand[GPU], holders + before)
     if alone == INF:
         return  # no known end makes room: the head has no shadow to protect (until its hold)
@@ -182,14 +210,32 @@ def stream(policy, seed, error, until):
         runs = [entry for entry in runs if entry[2] > t]
         for _ in range(rng.randrange(0, 4)):
             true = rng.uniform(60, LONGEST)
-            queue.append((PendingJob(next_id, "team-a", 0, t, gpus(rng.choice([1, 2])),
-                                     expected_duration=true * rng.choice([error, 1 / error])), true))
+            queue.append(
+                (
+                    PendingJob(
+                        next_id,
+                        "team-a",
+                        0,
+                        t,
+                        gpus(rng.choice([1, 2])),
+                        expected_duration=true * rng.choice([error, 1 / error]),
+                    ),
+                    true,
+                )
+            )
             next_id += 1
-        run_jobs = [RunningJob(job_id, "team-a", gpus(count), t - 1, expected_end=end_estimate)
-                    for job_id, count, _, end_estimate in runs]
+        run_jobs = [
+            RunningJob(job_id, "team-a", gpus(count), t - 1, expected_end=end_estimate)
+            for job_id, count, _, end_estimate in runs
+        ]
         used = sum(count for _, count, _, _ in runs)
-        world = Snapshot(t, (head, *(job for job, _ in queue)), running=tuple(run_jobs), node_fit=False,
-                         quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: used})})
+        world = Snapshot(
+            t,
+            (head, *(job for job, _ in queue)),
+            running=tuple(run_jobs),
+            node_fit=False,
+            quotas={"team-a": NamespaceQuota("team-a", {GPU: 8}, {GPU: used})},
+        )
         admitted = set(plan(world, policy).admitted)
         if 0 in admitted:
             return t - NOW

@@ -3,7 +3,18 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queueing import POLICY_NAMES, NamespaceQuota, Node, PendingJob, PodSet, Policy, Snapshot, Workload, get_policy, plan
+from queueing import (
+    POLICY_NAMES,
+    NamespaceQuota,
+    Node,
+    PendingJob,
+    PodSet,
+    Policy,
+    Snapshot,
+    Workload,
+    get_policy,
+    plan,
+)
 from queueing.duration_policy import ShortestFirstPolicy
 
 HOUR = 3600.0
@@ -15,8 +26,16 @@ def tfjob(gpus: int, workers: int = 1, annotations: dict | None = None) -> Workl
     return Workload("TFJob", "kubeflow.org/v1", "j", "team-a", (worker,), annotations=annotations or {})
 
 
-def pending(job_id: int, *, gpus: int = 1, expected: float | None = None, waited: float = 60.0,
-            namespace: str = "team-a", workers: int = 1, annotations: dict | None = None) -> PendingJob:
+def pending(
+    job_id: int,
+    *,
+    gpus: int = 1,
+    expected: float | None = None,
+    waited: float = 60.0,
+    namespace: str = "team-a",
+    workers: int = 1,
+    annotations: dict | None = None,
+) -> PendingJob:
     return PendingJob(job_id, namespace, 0, NOW - waited, tfjob(gpus, workers, annotations), expected_duration=expected)
 
 
@@ -55,9 +74,14 @@ def test_without_an_estimate_the_annotation_then_the_default():
 
 
 def test_cpu_only_jobs_count_pods():
-    cpu_only = PendingJob(1, "team-a", 0, NOW - 10, Workload("TFJob", "kubeflow.org/v1", "c", "team-a",
-                                                              (PodSet("Worker", 4, {"cpu": 1000}),)),
-                          expected_duration=HOUR)
+    cpu_only = PendingJob(
+        1,
+        "team-a",
+        0,
+        NOW - 10,
+        Workload("TFJob", "kubeflow.org/v1", "c", "team-a", (PodSet("Worker", 4, {"cpu": 1000}),)),
+        expected_duration=HOUR,
+    )
     one_gpu = pending(2, gpus=1, expected=2 * HOUR, waited=5)
     assert ShortestFirstPolicy().expected_service(cpu_only) == 4 * HOUR
     assert ids(ShortestFirstPolicy().order([cpu_only, one_gpu], NOW)) == [2, 1]
@@ -79,8 +103,11 @@ def test_plan_admits_the_short_job_the_quota_has_room_for():
     """8 GPUs of quota free: shortest admits the two short 4-GPU jobs, priority the long one first."""
     quota = {"team-a": NamespaceQuota("team-a", {"requests.nvidia.com/gpu": 8})}
     nodes = [Node("n0", {"cpu": 96000, "memory": 768 * 2**30, "nvidia.com/gpu": 8, "pods": 110})]
-    jobs = [pending(1, gpus=8, expected=20 * HOUR, waited=300), pending(2, gpus=4, expected=600, waited=200),
-            pending(3, gpus=4, expected=900, waited=100)]
+    jobs = [
+        pending(1, gpus=8, expected=20 * HOUR, waited=300),
+        pending(2, gpus=4, expected=600, waited=200),
+        pending(3, gpus=4, expected=900, waited=100),
+    ]
     snapshot = Snapshot(NOW, jobs, quotas=quota, nodes=nodes)
     assert plan(snapshot, "shortest").admitted == (2, 3)
     assert plan(snapshot, "priority").admitted == (1,)
@@ -90,7 +117,8 @@ def test_plan_admits_the_short_job_the_quota_has_room_for():
 
 jobs_strategy = st.lists(
     st.tuples(st.integers(1, 32), st.one_of(st.none(), st.floats(1, 1e6)), st.floats(0, 1e5)),
-    min_size=0, max_size=25,
+    min_size=0,
+    max_size=25,
 )
 
 
@@ -105,8 +133,8 @@ def test_order_is_a_deterministic_permutation_promoted_first(rows, promote_after
     rng.shuffle(shuffled)
     assert ids(policy.order(shuffled, NOW)) == ids(ordered)
     promoted = [job for job in ordered if NOW - job.submitted_at >= promote_after]
-    assert ordered[:len(promoted)] == promoted
+    assert ordered[: len(promoted)] == promoted
     assert [(j.submitted_at, j.id) for j in promoted] == sorted((j.submitted_at, j.id) for j in promoted)
-    rest = ordered[len(promoted):]
+    rest = ordered[len(promoted) :]
     keys = [(policy.expected_service(j), j.submitted_at, j.id) for j in rest]
     assert keys == sorted(keys)

@@ -13,15 +13,20 @@ def gang(workers=1, gpu=0, cpu=1000, selector=None, tolerations=(), memory=GI):
     requests = {"cpu": cpu, "memory": memory}
     if gpu:
         requests["nvidia.com/gpu"] = gpu
-    workload = Workload("TFJob", "kubeflow.org/v1", "j", None,
-                        (PodSet("Worker", workers, requests, {}, selector or {}, tolerations),))
+    workload = Workload(
+        "TFJob", "kubeflow.org/v1", "j", None, (PodSet("Worker", workers, requests, {}, selector or {}, tolerations),)
+    )
     groups = gang_of(workload)
     return groups, node_totals(groups)
 
 
 def gpu_node(name, gpus=8, used=0, **kwargs):
-    return Node(name, {"cpu": 64_000, "memory": 512 * GI, "nvidia.com/gpu": gpus, "pods": 110},
-                {"nvidia.com/gpu": used}, **kwargs)
+    return Node(
+        name,
+        {"cpu": 64_000, "memory": 512 * GI, "nvidia.com/gpu": gpus, "pods": 110},
+        {"nvidia.com/gpu": used},
+        **kwargs,
+    )
 
 
 def placed_nodes(pool, result):

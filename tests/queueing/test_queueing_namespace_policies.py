@@ -72,8 +72,11 @@ def test_an_override_does_not_touch_other_namespaces_that_share_no_capacity(snap
 
     def others(result):
         admitted = {a for a in result.admissions if a.namespace != namespace}
-        waiting = {(s.job_id, s.position, s.reason, tuple(sorted(map(str, s.detail.items()))))
-                   for s in result.pending.values() if s.namespace != namespace}
+        waiting = {
+            (s.job_id, s.position, s.reason, tuple(sorted(map(str, s.detail.items()))))
+            for s in result.pending.values()
+            if s.namespace != namespace
+        }
         return admitted, waiting
 
     assert others(after) == others(before)
@@ -90,9 +93,11 @@ def test_same_plan_whatever_the_order_of_pending_jobs(snapshot, policy, policies
 
 # -- scenarios --------------------------------------------------------------------------
 
+
 def job(job_id, namespace, cpu, submitted, priority=0):
-    workload = Workload("TFJob", "kubeflow.org/v1", f"j{job_id}", namespace,
-                        (PodSet("Worker", 1, {"cpu": cpu * 1000}, {}),))
+    workload = Workload(
+        "TFJob", "kubeflow.org/v1", f"j{job_id}", namespace, (PodSet("Worker", 1, {"cpu": cpu * 1000}, {}),)
+    )
     return PendingJob(job_id, namespace, priority, NOW - submitted, workload)
 
 

@@ -29,12 +29,23 @@ from queueing import (
 GI = 2**30
 NOW = 1_000_000.0
 NAMESPACES = ("team-a", "team-b", "team-c")
-QUOTA_KEYS = ("requests.cpu", "cpu", "requests.memory", "limits.cpu", "limits.memory", "requests.nvidia.com/gpu",
-              "pods", "count/tfjobs.kubeflow.org")
+QUOTA_KEYS = (
+    "requests.cpu",
+    "cpu",
+    "requests.memory",
+    "limits.cpu",
+    "limits.memory",
+    "requests.nvidia.com/gpu",
+    "pods",
+    "count/tfjobs.kubeflow.org",
+)
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
 # QUEUEING_EXAMPLES=2000 for a long hunt; the default keeps the suite fast.
-SETTINGS = settings(max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 120)), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 120)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
@@ -51,8 +62,9 @@ def pod_sets(draw):
             limits["memory"] = requests["memory"]
         selector = draw(st.sampled_from([{}, {}, {"pool": "a"}, {"pool": "b"}]))
         tolerations = (TOLERATION,) if draw(st.booleans()) else ()
-        sets.append(PodSet(role, draw(st.integers(1, 1 if role == "Chief" else 4)), requests, limits, selector,
-                           tolerations))
+        sets.append(
+            PodSet(role, draw(st.integers(1, 1 if role == "Chief" else 4)), requests, limits, selector, tolerations)
+        )
     return tuple(sets)
 
 
@@ -65,14 +77,24 @@ def workloads(draw):
 def nodes(draw):
     result = []
     for index in range(draw(st.integers(0, 5))):
-        allocatable = {"cpu": draw(st.integers(1, 8)) * 1000, "memory": draw(st.integers(1, 16)) * GI,
-                       "pods": draw(st.integers(1, 8))}
+        allocatable = {
+            "cpu": draw(st.integers(1, 8)) * 1000,
+            "memory": draw(st.integers(1, 16)) * GI,
+            "pods": draw(st.integers(1, 8)),
+        }
         if draw(st.booleans()):
             allocatable["nvidia.com/gpu"] = draw(st.integers(1, 8))
         allocated = {name: draw(st.integers(0, amount)) for name, amount in allocatable.items()}
-        result.append(Node(f"n{index}", allocatable, allocated, {"pool": draw(st.sampled_from("ab"))},
-                           (Taint("gpu", "true"),) if draw(st.booleans()) else (),
-                           unschedulable=draw(st.integers(0, 5)) == 0))
+        result.append(
+            Node(
+                f"n{index}",
+                allocatable,
+                allocated,
+                {"pool": draw(st.sampled_from("ab"))},
+                (Taint("gpu", "true"),) if draw(st.booleans()) else (),
+                unschedulable=draw(st.integers(0, 5)) == 0,
+            )
+        )
     return tuple(result)
 
 
@@ -96,9 +118,17 @@ def snapshots(draw):
     pending = []
     for job_id in range(1, draw(st.integers(0, 14)) + 1):
         backoff = NOW + 100 if draw(st.integers(0, 6)) == 0 else None
-        pending.append(PendingJob(job_id, draw(st.sampled_from(NAMESPACES)), draw(st.integers(0, 2)),
-                                  NOW - draw(st.integers(0, 4)) * 1800.0, draw(workloads()), backoff_until=backoff,
-                                  expected_duration=draw(st.none() | st.floats(60, 7200))))
+        pending.append(
+            PendingJob(
+                job_id,
+                draw(st.sampled_from(NAMESPACES)),
+                draw(st.integers(0, 2)),
+                NOW - draw(st.integers(0, 4)) * 1800.0,
+                draw(workloads()),
+                backoff_until=backoff,
+                expected_duration=draw(st.none() | st.floats(60, 7200)),
+            )
+        )
     in_flight = []
     for job_id in range(100, 100 + draw(st.integers(0, 2))):
         workload = draw(workloads())
@@ -106,13 +136,35 @@ def snapshots(draw):
         if node_list and draw(st.booleans()):
             pod_set = workload.pod_sets[0]
             placements = tuple((pod_set.role, i, draw(st.sampled_from(node_list)).name) for i in range(pod_set.count))
-        in_flight.append(InFlightJob(job_id, draw(st.sampled_from(NAMESPACES)), workload, placements,
-                                     {"pods": draw(st.integers(0, 3)), "requests.cpu": draw(st.integers(0, 2)) * 1000},
-                                     NOW - 30))
-    running = [RunningJob(200 + i, draw(st.sampled_from(NAMESPACES)), draw(workloads()), NOW - 600,
-                          draw(st.none() | st.floats(NOW, NOW + 7200))) for i in range(draw(st.integers(0, 3)))]
-    return Snapshot(NOW, tuple(pending), tuple(in_flight), tuple(running), draw(quotas()), node_list,
-                    node_fit=draw(st.integers(0, 4)) > 0)
+        in_flight.append(
+            InFlightJob(
+                job_id,
+                draw(st.sampled_from(NAMESPACES)),
+                workload,
+                placements,
+                {"pods": draw(st.integers(0, 3)), "requests.cpu": draw(st.integers(0, 2)) * 1000},
+                NOW - 30,
+            )
+        )
+    running = [
+        RunningJob(
+            200 + i,
+            draw(st.sampled_from(NAMESPACES)),
+            draw(workloads()),
+            NOW - 600,
+            draw(st.none() | st.floats(NOW, NOW + 7200)),
+        )
+        for i in range(draw(st.integers(0, 3)))
+    ]
+    return Snapshot(
+        NOW,
+        tuple(pending),
+        tuple(in_flight),
+        tuple(running),
+        draw(quotas()),
+        node_list,
+        node_fit=draw(st.integers(0, 4)) > 0,
+    )
 
 
 def reserved(snapshot, namespace):
@@ -241,8 +293,15 @@ def test_same_snapshot_same_plan_whatever_the_order_of_pending_jobs(snapshot, po
     assert plan(snapshot, policy) == first
     shuffled = list(snapshot.pending)
     rng.shuffle(shuffled)
-    again = Snapshot(snapshot.now, tuple(shuffled), snapshot.in_flight, snapshot.running, snapshot.quotas,
-                     snapshot.nodes, snapshot.node_fit)
+    again = Snapshot(
+        snapshot.now,
+        tuple(shuffled),
+        snapshot.in_flight,
+        snapshot.running,
+        snapshot.quotas,
+        snapshot.nodes,
+        snapshot.node_fit,
+    )
     assert plan(again, policy) == first
 
 
@@ -259,8 +318,9 @@ def article(snapshot):
                 continue
             demand = job.workload.quota_demand()
             # As Kubernetes does, a key constrains only jobs that request some of it.
-            if quota is None or all(quota.used.get(k, 0) + demand[k] <= h
-                                    for k, h in quota.hard.items() if demand.get(k)):
+            if quota is None or all(
+                quota.used.get(k, 0) + demand[k] <= h for k, h in quota.hard.items() if demand.get(k)
+            ):
                 candidates.append(job)
         if candidates:
             best = max(candidates, key=lambda j: (j.workload.requests.get("cpu", 0), -j.submitted_at, -j.id))

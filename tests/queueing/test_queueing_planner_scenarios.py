@@ -92,9 +92,16 @@ def _small_stream_world(t, running, queue, large):
     allocated = {"n1": 0, "n2": 0}
     for _, node_name, _ in running:
         allocated[node_name] += 1
-    nodes = [node(name, cpu=64_000, memory=256 * GI, gpu=8, allocated={"nvidia.com/gpu": gpus, "cpu": 1000 * gpus,
-                                                                          "memory": GI * gpus, "pods": gpus})
-             for name, gpus in allocated.items()]
+    nodes = [
+        node(
+            name,
+            cpu=64_000,
+            memory=256 * GI,
+            gpu=8,
+            allocated={"nvidia.com/gpu": gpus, "cpu": 1000 * gpus, "memory": GI * gpus, "pods": gpus},
+        )
+        for name, gpus in allocated.items()
+    ]
     pending = ([large] if large is not None else []) + queue
     return Snapshot(t, tuple(pending), nodes=tuple(nodes))
 
@@ -139,8 +146,14 @@ def test_every_constrained_key_counts_and_in_flight_outstanding_is_reserved():
     workload = tfjob(2, cpu=1000, memory=2 * GI, gpu=1)  # demand: 2 cpu, 4Gi, 2 GPUs, 2 pods, 1 TFJob
     in_flight = InFlightJob(99, "team-a", tfjob(1, gpu=1), outstanding={"requests.nvidia.com/gpu": 1})
     cases = {
-        "requests.cpu": 1_999, "cpu": 1_999, "requests.memory": 4 * GI - 1, "memory": 4 * GI - 1,
-        "limits.memory": 4 * GI - 1, "requests.nvidia.com/gpu": 2 + 1 - 1, "pods": 1, "count/tfjobs.kubeflow.org": 0,
+        "requests.cpu": 1_999,
+        "cpu": 1_999,
+        "requests.memory": 4 * GI - 1,
+        "memory": 4 * GI - 1,
+        "limits.memory": 4 * GI - 1,
+        "requests.nvidia.com/gpu": 2 + 1 - 1,
+        "pods": 1,
+        "count/tfjobs.kubeflow.org": 0,
     }
     for key, hard in cases.items():
         tight = NamespaceQuota("team-a", {key: hard + 100}, {key: 100})
@@ -148,8 +161,9 @@ def test_every_constrained_key_counts_and_in_flight_outstanding_is_reserved():
         assert result.pending[1].reason is Reason.QUOTA_EXCEEDED, key
         assert result.pending[1].detail["resource"] == key
         roomy = NamespaceQuota("team-a", {key: hard + 101 + (key == "requests.nvidia.com/gpu")}, {key: 100})
-        assert plan(Snapshot(NOW, (job(1, workload),), (in_flight,), quotas={"team-a": roomy},
-                             node_fit=False)).admitted == (1,), key
+        assert plan(
+            Snapshot(NOW, (job(1, workload),), (in_flight,), quotas={"team-a": roomy}, node_fit=False)
+        ).admitted == (1,), key
 
 
 def test_limits_cpu_without_limits_counts_as_zero_and_an_absent_quota_constrains_nothing():
@@ -168,10 +182,12 @@ def test_a_job_over_hard_outright_never_fits_and_says_so():
 
 
 def test_several_quotas_combine_to_the_tightest():
-    combined = NamespaceQuota.combine([
-        NamespaceQuota("team-a", {"pods": 10, "requests.cpu": 4000}, {"pods": 2, "requests.cpu": 1000}),
-        NamespaceQuota("team-a", {"pods": 5}, {"pods": 2}),
-    ])
+    combined = NamespaceQuota.combine(
+        [
+            NamespaceQuota("team-a", {"pods": 10, "requests.cpu": 4000}, {"pods": 2, "requests.cpu": 1000}),
+            NamespaceQuota("team-a", {"pods": 5}, {"pods": 2}),
+        ]
+    )
     assert dict(combined.hard) == {"pods": 5, "requests.cpu": 4000}
     result = plan(world([job(1, tfjob(4)), job(2, tfjob(3))], quotas=[combined], node_fit=False))
     assert result.admitted == (2,)  # 2 used + 4 > 5, but 2 + 3 fits
@@ -181,8 +197,13 @@ def test_several_quotas_combine_to_the_tightest():
 
 def test_a_pod_bigger_than_every_node_never_fits_even_while_quota_is_short():
     nodes = [node("n1", gpu=8)]
-    result = plan(world([job(1, tfjob(1, gpu=9))], nodes=nodes, quotas=[quota({"requests.nvidia.com/gpu": 16},
-                                                                               {"requests.nvidia.com/gpu": 16})]))
+    result = plan(
+        world(
+            [job(1, tfjob(1, gpu=9))],
+            nodes=nodes,
+            quotas=[quota({"requests.nvidia.com/gpu": 16}, {"requests.nvidia.com/gpu": 16})],
+        )
+    )
     assert result.pending[1].reason is Reason.NEVER_FITS_NODES
     assert result.pending[1].detail == {"resource": "nvidia.com/gpu", "needed": 9, "free": 8, "role": "Worker"}
 
@@ -191,9 +212,11 @@ def test_a_pod_bigger_than_every_node_never_fits_even_while_quota_is_short():
 
 
 def test_node_selector_taints_and_unschedulable_nodes_are_honoured():
-    gpu_nodes = [node("tainted", gpu=8, taints=(GPU_TAINT,), labels={"pool": "gpu"}),
-                 node("cordoned", gpu=8, labels={"pool": "gpu"}, unschedulable=True),
-                 node("plain", gpu=8, labels={"pool": "cpu"})]
+    gpu_nodes = [
+        node("tainted", gpu=8, taints=(GPU_TAINT,), labels={"pool": "gpu"}),
+        node("cordoned", gpu=8, labels={"pool": "gpu"}, unschedulable=True),
+        node("plain", gpu=8, labels={"pool": "cpu"}),
+    ]
     tolerant = tfjob(1, gpu=1, selector={"pool": "gpu"}, tolerations=(GPU_TOLERATION,))
     intolerant = tfjob(1, gpu=1, selector={"pool": "gpu"})
     result = plan(world([job(1, tolerant), job(2, intolerant)], nodes=gpu_nodes))
@@ -233,8 +256,13 @@ def test_best_fit_keeps_a_whole_node_free_for_the_next_big_job():
 
 
 def test_seed_releases_the_largest_cpu_job_that_fits_per_namespace_without_in_flight():
-    pending = [job(1, tfjob(1, cpu=2000)), job(2, tfjob(1, cpu=8000)), job(3, tfjob(1, cpu=4000)),
-               job(4, tfjob(1, cpu=1000), namespace="team-b"), job(5, tfjob(1, cpu=9000), namespace="team-b")]
+    pending = [
+        job(1, tfjob(1, cpu=2000)),
+        job(2, tfjob(1, cpu=8000)),
+        job(3, tfjob(1, cpu=4000)),
+        job(4, tfjob(1, cpu=1000), namespace="team-b"),
+        job(5, tfjob(1, cpu=9000), namespace="team-b"),
+    ]
     in_flight = InFlightJob(9, "team-b", tfjob(1))
     quotas = {"team-a": quota({"requests.cpu": 9000}, {"requests.cpu": 1500})}
     result = plan(Snapshot(NOW, tuple(pending), (in_flight,), quotas=quotas, nodes=(node("tiny", cpu=1),)), "seed")
@@ -270,8 +298,9 @@ def test_a_reservation_holds_quota_for_the_old_head():
     assert result.admitted == ()
     assert result.pending[2].reason is Reason.RESERVED_FOR_OLDER_JOB
     assert result.pending[2].detail["reserved_for"] == 1
-    assert plan(world([big_old, small], quotas=quotas, node_fit=False),
-                get_policy("priority", reservation_after_s=None)).admitted == (2,)
+    assert plan(
+        world([big_old, small], quotas=quotas, node_fit=False), get_policy("priority", reservation_after_s=None)
+    ).admitted == (2,)
 
 
 def test_fair_share_gives_scarce_capacity_to_the_namespace_using_least():
@@ -292,8 +321,17 @@ def test_backing_off_jobs_wait_with_their_reason_and_eta_at_the_earliest_the_bac
 
 def test_an_example_manifest_from_the_repo_is_planned_onto_the_gpu_pool(example_text):
     _, workload = parse_job(example_text("resnet-multi-gpu"))
-    nodes = [node(f"gpu{i}", cpu=64_000, memory=512 * GI, gpu=8, labels={"pool": "gpu"},
-                  taints=(Taint("gpu", "true", "NoSchedule"),)) for i in range(2)]
+    nodes = [
+        node(
+            f"gpu{i}",
+            cpu=64_000,
+            memory=512 * GI,
+            gpu=8,
+            labels={"pool": "gpu"},
+            taints=(Taint("gpu", "true", "NoSchedule"),),
+        )
+        for i in range(2)
+    ]
     result = plan(world([job(1, workload, namespace="team-b")], nodes=nodes))
     assert result.admitted == (1,)
     assert len(result.admissions[0].placement) == workload.pods

@@ -7,8 +7,15 @@ from queueing import DEFAULT_POLICY, POLICY_NAMES, PendingStatus, Policy, Reason
 GI = 2**30
 DETAILS = {
     Reason.QUOTA_EXCEEDED: {"resource": "requests.memory", "needed": 3 * GI, "free": GI, "hard": 8 * GI},
-    Reason.NO_NODE_FITS: {"resource": "nvidia.com/gpu", "needed": 2, "free": 1, "scope": "node", "role": "Worker",
-                          "pods": 4, "placed": 1},
+    Reason.NO_NODE_FITS: {
+        "resource": "nvidia.com/gpu",
+        "needed": 2,
+        "free": 1,
+        "scope": "node",
+        "role": "Worker",
+        "pods": 4,
+        "placed": 1,
+    },
     Reason.WAITING_FOR_IN_FLIGHT: {"in_flight": 7},
     Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
     Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},
@@ -36,8 +43,9 @@ def test_messages_show_amounts_as_kubectl_would():
     never = PendingStatus(1, "team-a", 1, Reason.NEVER_FITS_QUOTA, DETAILS[Reason.NEVER_FITS_QUOTA]).message
     assert "12500m requests.cpu" in never and "is 8" in never
     nodes = PendingStatus(1, "team-a", 1, Reason.NO_NODE_FITS, DETAILS[Reason.NO_NODE_FITS]).message
-    assert nodes == ("no node fits: 1 of 4 pods placed; a Worker pod needs 2 nvidia.com/gpu, "
-                     "the most free on one node is 1")
+    assert nodes == (
+        "no node fits: 1 of 4 pods placed; a Worker pod needs 2 nvidia.com/gpu, the most free on one node is 1"
+    )
 
 
 def test_policies_by_name():

@@ -203,9 +203,7 @@ def test_non_text_input_is_refused():
     assert only_error(12345).message == "expected text, got int"
 
 
-JSON_SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)
-)
+JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
     lambda children: st.one_of(

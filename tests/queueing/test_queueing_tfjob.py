@@ -159,7 +159,10 @@ def test_single_worker_cpu_job():
     manifest, workload = parse_job(SINGLE_WORKER_CPU)
     assert manifest["metadata"]["name"] == "mnist-cpu"
     assert (workload.kind, workload.api_version, workload.name, workload.namespace) == (
-        "TFJob", "kubeflow.org/v1", "mnist-cpu", "team-a"
+        "TFJob",
+        "kubeflow.org/v1",
+        "mnist-cpu",
+        "team-a",
     )
     assert workload.labels == {"team": "vision"}
     assert workload.annotations == {"jobdash.io/expected-duration": "10m"}

@@ -127,8 +127,16 @@ def test_manifest_error_survives_pickling():
 
 def test_public_names_are_exported():
     for name in (
-        "load_document", "workload_from_manifest", "Workload", "PodSet", "FieldError", "ManifestError",
-        "parse_quantity", "canonical", "format_quantity", "parse_job",
+        "load_document",
+        "workload_from_manifest",
+        "Workload",
+        "PodSet",
+        "FieldError",
+        "ManifestError",
+        "parse_quantity",
+        "canonical",
+        "format_quantity",
+        "parse_job",
     ):
         assert name in queueing.__all__
         assert getattr(queueing, name) is not None

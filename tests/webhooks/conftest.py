@@ -30,14 +30,28 @@ def trial_tfjob(name: str = "random-exp-trial-1", namespace: str = "team-a", **k
     body = tfjob_manifest(name, namespace, workers=2, cpu="1", memory="1Gi", duration=5, **kwargs)
     meta = body["metadata"]
     meta["ownerReferences"] = [dict(TRIAL_OWNER, name=name)]
-    meta["labels"] = {**meta.get("labels", {}), "katib.kubeflow.org/trial": name, "katib.kubeflow.org/experiment": "random-exp"}
+    meta["labels"] = {
+        **meta.get("labels", {}),
+        "katib.kubeflow.org/trial": name,
+        "katib.kubeflow.org/experiment": "random-exp",
+    }
     meta["annotations"] = {**meta.get("annotations", {}), "sidecar.istio.io/inject": "false"}
     return body
 
 
-def admission_review(obj: dict | None, *, user: str = KATIB, operation: str = "CREATE", dry_run: bool = False,
-                     group: str = "kubeflow.org", kind: str = "TFJob", resource: str = "tfjobs",
-                     namespace: str | None = None, name: str | None = None, uid: str | None = None) -> dict:
+def admission_review(
+    obj: dict | None,
+    *,
+    user: str = KATIB,
+    operation: str = "CREATE",
+    dry_run: bool = False,
+    group: str = "kubeflow.org",
+    kind: str = "TFJob",
+    resource: str = "tfjobs",
+    namespace: str | None = None,
+    name: str | None = None,
+    uid: str | None = None,
+) -> dict:
     meta = (obj or {}).get("metadata") or {}
     gvk = {"group": group, "version": "v1", "kind": kind}
     gvr = {"group": group, "version": "v1", "resource": resource}
@@ -46,7 +60,10 @@ def admission_review(obj: dict | None, *, user: str = KATIB, operation: str = "C
         "kind": "AdmissionReview",
         "request": {
             "uid": uid or str(uuid.uuid4()),
-            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "kind": gvk,
+            "resource": gvr,
+            "requestKind": gvk,
+            "requestResource": gvr,
             "name": name if name is not None else meta.get("name", ""),
             "namespace": namespace if namespace is not None else meta.get("namespace", ""),
             "operation": operation,

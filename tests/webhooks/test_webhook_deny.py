@@ -14,8 +14,13 @@ pytestmark = pytest.mark.usefixtures("deny_mode")
 
 
 def with_server_fields(body: dict) -> dict:
-    body["metadata"].update(uid="0d1e", resourceVersion="12", creationTimestamp="2025-01-01T00:00:00Z",
-                            generation=1, managedFields=[{"manager": "katib"}])
+    body["metadata"].update(
+        uid="0d1e",
+        resourceVersion="12",
+        creationTimestamp="2025-01-01T00:00:00Z",
+        generation=1,
+        managedFields=[{"manager": "katib"}],
+    )
     body["status"] = {"conditions": []}
     return body
 
@@ -142,7 +147,10 @@ def test_an_invalid_tfjob_is_refused_with_the_field_and_not_stored(webhook, team
     body["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = -1
     response = webhook(body)
     assert response["allowed"] is False and response["status"]["code"] == 422
-    assert "jobdash cannot queue TFJob team-a/trial-1: spec.tfReplicaSpecs.Worker.replicas" in response["status"]["message"]
+    assert (
+        "jobdash cannot queue TFJob team-a/trial-1: spec.tfReplicaSpecs.Worker.replicas"
+        in response["status"]["message"]
+    )
     assert Job.objects.count() == 0
 
 

@@ -56,6 +56,7 @@ def find(resources, kind: str, name: str | None = None) -> dict:
 
 # --- docker-compose.yml ---
 
+
 def test_compose_file_is_valid_compose_spec():
     result = run(tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", "docker-compose.yml")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -85,12 +86,19 @@ def test_compose_is_the_whole_platform():
     assert services["redis"]["image"].startswith("redis:")
     assert services["consul"]["image"].startswith("hashicorp/consul:")
     assert services["beat"]["deploy"]["replicas"] == 2
-    assert [services[s]["command"] for s in ("web", "worker", "beat", "kubesim")] == [["web"], ["worker"], ["beat"], ["kubesim"]]
+    assert [services[s]["command"] for s in ("web", "worker", "beat", "kubesim")] == [
+        ["web"],
+        ["worker"],
+        ["beat"],
+        ["kubesim"],
+    ]
     # migrations before the web starts, and the webhook's CA registered once the web is up
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert "migrate --noinput" in " ".join(services["migrate"]["command"])
-    assert services["webhook-ca"]["depends_on"] == {"web": {"condition": "service_healthy"},
-                                                    "kubesim": {"condition": "service_healthy"}}
+    assert services["webhook-ca"]["depends_on"] == {
+        "web": {"condition": "service_healthy"},
+        "kubesim": {"condition": "service_healthy"},
+    }
     web = services["web"]["environment"]
     assert web["JOBDASH_TLS_SELF_SIGNED"] == "true" and "DNS:web" in web["JOBDASH_TLS_SANS"]
     for name in ("web", "worker", "beat"):
@@ -116,6 +124,7 @@ def test_compose_cluster_files_agree():
 
 
 # --- deploy/ (Kubernetes) ---
+
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_manifests_are_valid_kubernetes(version):
@@ -153,8 +162,12 @@ def test_kustomize_builds_and_the_result_is_valid(overlay):
     config = find(built, "ConfigMap", "jobdash")["data"]
     modes = (config["JOBDASH_WEBHOOK_MODE"], config["JOBDASH_RELEASE_MODE"])
     assert modes == (("suspend", "unsuspend") if overlay.endswith("suspend") else ("deny", "create"))
-    images = {c["image"] for d in built if d["kind"] == "Deployment"
-              for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])}
+    images = {
+        c["image"]
+        for d in built
+        if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])
+    }
     assert len(images) == 1 and images != {"jobdash"}
 
 
@@ -172,8 +185,11 @@ def test_rbac_is_least_privilege():
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
     assert not [r for r in resources if r["kind"] in ("Role", "RoleBinding")]
     # only the worker carries a token
-    mounts = {d["metadata"]["name"]: d["spec"]["template"]["spec"]["automountServiceAccountToken"]
-              for d in resources if d["kind"] == "Deployment"}
+    mounts = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["automountServiceAccountToken"]
+        for d in resources
+        if d["kind"] == "Deployment"
+    }
     assert mounts == {"jobdash-web": False, "jobdash-worker": True, "jobdash-beat": False}
     assert find(resources, "ServiceAccount", "jobdash")["automountServiceAccountToken"] is False
 
@@ -186,9 +202,18 @@ def test_webhook_configuration():
     (hook,) = configuration["webhooks"]
     assert (hook["failurePolicy"], hook["timeoutSeconds"], hook["sideEffects"]) == ("Fail", 5, "NoneOnDryRun")
     assert hook["admissionReviewVersions"] == ["v1"]
-    assert hook["rules"] == [{"operations": ["CREATE"], "apiGroups": ["kubeflow.org"], "apiVersions": ["v1"],
-                              "resources": ["tfjobs"], "scope": "Namespaced"}]
-    (excluded,) = [e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"]
+    assert hook["rules"] == [
+        {
+            "operations": ["CREATE"],
+            "apiGroups": ["kubeflow.org"],
+            "apiVersions": ["v1"],
+            "resources": ["tfjobs"],
+            "scope": "Namespaced",
+        }
+    ]
+    (excluded,) = [
+        e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"
+    ]
     assert excluded["operator"] == "NotIn"
     assert {"kube-system", "kube-public", "kube-node-lease", "jobdash"} <= set(excluded["values"])
     service = hook["clientConfig"]["service"]
@@ -223,7 +248,10 @@ def test_workloads():
     resources = base_resources()
     deployments = {d["metadata"]["name"]: d for d in resources if d["kind"] == "Deployment"}
     assert {name: d["spec"]["replicas"] for name, d in deployments.items()} == {
-        "jobdash-web": 2, "jobdash-worker": 1, "jobdash-beat": 2}
+        "jobdash-web": 2,
+        "jobdash-worker": 1,
+        "jobdash-beat": 2,
+    }
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"] for name, d in deployments.items()}
     assert args == {"jobdash-web": ["web"], "jobdash-worker": ["worker"], "jobdash-beat": ["beat"]}
     web = deployments["jobdash-web"]["spec"]["template"]["spec"]
@@ -240,10 +268,13 @@ def test_workloads():
             assert c["securityContext"]["allowPrivilegeEscalation"] is False
             assert c["securityContext"]["readOnlyRootFilesystem"] is True
             assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-            assert {"configMapRef": {"name": "jobdash"}} in c["envFrom"] and {"secretRef": {"name": "jobdash"}} in c["envFrom"]
+            assert {"configMapRef": {"name": "jobdash"}} in c["envFrom"] and {"secretRef": {"name": "jobdash"}} in c[
+                "envFrom"
+            ]
 
 
 # --- the image ---
+
 
 def test_dockerfile_passes_hadolint():
     result = run(tool("hadolint"), "--failure-threshold", "style", "Dockerfile")
@@ -290,6 +321,7 @@ def test_entrypoint_runs_the_processes_named_in_the_brief():
 
 # --- documentation ---
 
+
 def documented() -> set[str]:
     """The variables named in the first column of docs/operations.md's tables."""
     names = set()
@@ -319,15 +351,20 @@ def test_the_access_log_skips_probes_and_answered_reviews(monkeypatch):
     spec.loader.exec_module(conf)
     assert conf.logger_class is conf.AccessLogger and issubclass(conf.AccessLogger, Logger)
     logged = []
-    monkeypatch.setattr(Logger, "access", lambda self, resp, req, environ, t: logged.append(
-        (environ["PATH_INFO"], resp.status_code)))
+    monkeypatch.setattr(
+        Logger, "access", lambda self, resp, req, environ, t: logged.append((environ["PATH_INFO"], resp.status_code))
+    )
     logger = conf.AccessLogger.__new__(conf.AccessLogger)  # no gunicorn config needed
 
     class Response:
         def __init__(self, code):
             self.status_code = code
 
-    for path, code in [("/healthz", 200), ("/webhooks/admission/tfjobs", 200),
-                       ("/webhooks/admission/tfjobs", 400), ("/api/v1/jobs/", 200)]:
+    for path, code in [
+        ("/healthz", 200),
+        ("/webhooks/admission/tfjobs", 200),
+        ("/webhooks/admission/tfjobs", 400),
+        ("/api/v1/jobs/", 200),
+    ]:
         logger.access(Response(code), None, {"PATH_INFO": path}, None)
     assert logged == [("/webhooks/admission/tfjobs", 400), ("/api/v1/jobs/", 200)]

@@ -79,8 +79,18 @@ def katib(sim):
 
 def dispatcher(gateway, release_mode: str) -> Dispatcher:
     transitions.take_term(1, "test")
-    return Dispatcher(gateway, DispatchSettings(policy="priority", release_mode=release_mode, node_fit=True,
-                                                start_timeout_s=300.0, max_attempts=3, backoff_s=0.0, concurrency=4))
+    return Dispatcher(
+        gateway,
+        DispatchSettings(
+            policy="priority",
+            release_mode=release_mode,
+            node_fit=True,
+            start_timeout_s=300.0,
+            max_attempts=3,
+            backoff_s=0.0,
+            concurrency=4,
+        ),
+    )
 
 
 def create(api, body: dict, **kwargs) -> dict:
@@ -97,7 +107,9 @@ def refused(api, body: dict, **kwargs) -> str:
 
 
 def job(name: str) -> Job:
-    return Job.objects.select_related("namespace").get(name=name, state__in=(State.QUEUED, State.RELEASED, State.RUNNING, State.SUCCEEDED))
+    return Job.objects.select_related("namespace").get(
+        name=name, state__in=(State.QUEUED, State.RELEASED, State.RUNNING, State.SUCCEEDED)
+    )
 
 
 def run_until(dispatcher, sim, gateway, name: str, wanted: str, steps: int = 40) -> None:

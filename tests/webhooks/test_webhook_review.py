@@ -25,10 +25,14 @@ MALFORMED = {
     "a list": b"[]",
     "empty": b"",
     "deeply nested": b"[" * 100_000 + b"]" * 100_000,
-    "wrong apiVersion": json.dumps({**admission_review(trial_tfjob()), "apiVersion": "admission.k8s.io/v1beta1"}).encode(),
+    "wrong apiVersion": json.dumps(
+        {**admission_review(trial_tfjob()), "apiVersion": "admission.k8s.io/v1beta1"}
+    ).encode(),
     "wrong kind": json.dumps({**admission_review(trial_tfjob()), "kind": "TokenReview"}).encode(),
     "no request": json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
-    "request not an object": json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": "x"}).encode(),
+    "request not an object": json.dumps(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": "x"}
+    ).encode(),
     "no uid": json.dumps(review_with(uid=...)).encode(),
     "empty uid": json.dumps(review_with(uid="")).encode(),
     "uid not a string": json.dumps(review_with(uid=42)).encode(),

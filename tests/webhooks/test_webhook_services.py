@@ -15,8 +15,9 @@ from .conftest import KATIB, trial_tfjob
 
 def submit(name="trial-1", namespace="team-a", **kwargs):
     text = kwargs.pop("text", None) or yaml.safe_dump(trial_tfjob(name, namespace))
-    return services.job_submit_or_find(namespace=namespace, name=name, manifest=text, source="webhook",
-                                       submitted_by_name=KATIB, **kwargs)
+    return services.job_submit_or_find(
+        namespace=namespace, name=name, manifest=text, source="webhook", submitted_by_name=KATIB, **kwargs
+    )
 
 
 @pytest.mark.django_db
@@ -35,8 +36,9 @@ def test_a_retry_that_finds_its_job_costs_one_query_and_never_builds_the_text(te
         raise AssertionError("built the manifest for a retry")
 
     with django_assert_num_queries(1):
-        job, created = services.job_submit_or_find(namespace="team-a", name="trial-1", manifest=text,
-                                                   source="webhook", submitted_by_name=KATIB)
+        job, created = services.job_submit_or_find(
+            namespace="team-a", name="trial-1", manifest=text, source="webhook", submitted_by_name=KATIB
+        )
     assert not created and job.namespace.name == "team-a"  # namespace came with the same query
 
 
@@ -93,9 +95,12 @@ def test_racing_retries_make_one_job(monkeypatch):
 
     def retry():
         try:
-            results.append(services.job_submit_or_find(namespace="team-a", name="trial-1", manifest=text,
-                                                       source="webhook", submitted_by_name=KATIB))
-        except Exception as error:  # noqa: BLE001 - reported below
+            results.append(
+                services.job_submit_or_find(
+                    namespace="team-a", name="trial-1", manifest=text, source="webhook", submitted_by_name=KATIB
+                )
+            )
+        except Exception as error:
             errors.append(error)
         finally:
             connection.close()
@@ -115,7 +120,11 @@ def test_a_found_job_is_a_whole_job(team_a):
     job, _ = submit()
     found, created = submit()
     assert not created and (found.pk, found.state, found.parsed, found.namespace.name) == (
-        job.pk, State.QUEUED, job.parsed, "team-a")
+        job.pk,
+        State.QUEUED,
+        job.parsed,
+        "team-a",
+    )
     # fields the lookup did not fetch are loaded when read
     assert found.manifest == job.manifest and found.workload == job.workload
 

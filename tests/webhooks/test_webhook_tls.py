@@ -69,8 +69,13 @@ def gunicorn(tmp_path):
         "JOBDASH_OWN_IDENTITIES": JOBDASH,
     }
     log = (tmp_path / "gunicorn.log").open("w+")
-    process = subprocess.Popen(["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "web"], cwd=ROOT, env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        ["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "web"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"https://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -93,8 +98,12 @@ def gunicorn(tmp_path):
 
 
 def post_review(url: str, cert: Path, review: dict) -> dict:
-    request = urllib.request.Request(f"{url}/webhooks/admission/tfjobs", data=json.dumps(review).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/webhooks/admission/tfjobs",
+        data=json.dumps(review).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     context = ssl.create_default_context(cafile=str(cert))
     with urllib.request.urlopen(request, timeout=10, context=context) as reply:
         return json.loads(reply.read())
@@ -125,9 +134,20 @@ def test_kubesim_calls_the_webhook_over_tls_after_ca_injection(gunicorn):
     config["services"] = {key: url for key in config["services"]}  # web:8443 is here 127.0.0.1:PORT
     with running_kubesim(config, manual_clock=True) as sim:
         injected = subprocess.run(
-            [sys.executable, str(ROOT / "deploy/compose/inject_ca.py"), "--ca", str(cert),
-             "--kubeconfig", sim.kubeconfig_path, "--wait", "10"],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                str(ROOT / "deploy/compose/inject_ca.py"),
+                "--ca",
+                str(cert),
+                "--kubeconfig",
+                sim.kubeconfig_path,
+                "--wait",
+                "10",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert injected.returncode == 0, injected.stderr
         assert "MutatingWebhookConfiguration jobdash created" in injected.stdout
@@ -145,8 +165,19 @@ def test_kubesim_calls_the_webhook_over_tls_after_ca_injection(gunicorn):
         assert calls == [(KATIB, False, None), (JOBDASH, True, None)]
         # running it again (compose restarts) replaces the configuration
         again = subprocess.run(
-            [sys.executable, str(ROOT / "deploy/compose/inject_ca.py"), "--ca", str(cert),
-             "--kubeconfig", sim.kubeconfig_path, "--wait", "10"],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                str(ROOT / "deploy/compose/inject_ca.py"),
+                "--ca",
+                str(cert),
+                "--kubeconfig",
+                sim.kubeconfig_path,
+                "--wait",
+                "10",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert again.returncode == 0 and "replaced" in again.stdout, again.stderr

@@ -72,7 +72,9 @@ class ClusterSerializer(serializers.Serializer):
     cycles = CycleSerializer(many=True, help_text="the most recent first")
 
 
-@extend_schema(responses={200: ClusterSerializer}, description="Nodes, GPU fragmentation, leader and recent cycles (staff).")
+@extend_schema(
+    responses={200: ClusterSerializer}, description="Nodes, GPU fragmentation, leader and recent cycles (staff)."
+)
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsStaff])
 def cluster_view(request):

@@ -8,7 +8,9 @@ from rest_framework import serializers
 
 
 class ErrorItemSerializer(serializers.Serializer):
-    path = serializers.CharField(help_text='The field at fault, e.g. "spec.tfReplicaSpecs.Worker.replicas"; "" for the request as a whole.')
+    path = serializers.CharField(
+        help_text='The field at fault, e.g. "spec.tfReplicaSpecs.Worker.replicas"; "" for the request as a whole.'
+    )
     message = serializers.CharField()
 
 
@@ -25,7 +27,11 @@ COMMON = {
     404: "Not found, or not visible to you; also a page number out of range.",
 }
 # Writes add these where they apply (views declare them with extend_schema responses).
-CONFLICT = {409: OpenApiResponse(ErrorSerializer, "An active job of that name exists, or the job is not in a state that allows this.")}
+CONFLICT = {
+    409: OpenApiResponse(
+        ErrorSerializer, "An active job of that name exists, or the job is not in a state that allows this."
+    )
+}
 SUBMIT = {
     **CONFLICT,
     413: OpenApiResponse(ErrorSerializer, "The manifest or the request body is too large."),
@@ -39,5 +45,7 @@ class JobdashAutoSchema(AutoSchema):
         if direction != "response":
             return responses
         for code, description in COMMON.items():
-            responses.setdefault(str(code), self._get_response_for_code(OpenApiResponse(ErrorSerializer, description), str(code)))
+            responses.setdefault(
+                str(code), self._get_response_for_code(OpenApiResponse(ErrorSerializer, description), str(code))
+            )
         return responses

@@ -34,9 +34,26 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "namespace", "name", "kind", "api_version", "state", "priority",
-            "position", "reason", "message", "eta", "demand", "source", "submitted_by",
-            "submitted_at", "released_at", "started_at", "finished_at", "attempts", "manifest",
+            "id",
+            "namespace",
+            "name",
+            "kind",
+            "api_version",
+            "state",
+            "priority",
+            "position",
+            "reason",
+            "message",
+            "eta",
+            "demand",
+            "source",
+            "submitted_by",
+            "submitted_at",
+            "released_at",
+            "started_at",
+            "finished_at",
+            "attempts",
+            "manifest",
         ]
 
     @extend_schema_field(serializers.DictField())

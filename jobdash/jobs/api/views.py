@@ -9,8 +9,8 @@ from rest_framework.response import Response
 
 from .. import selectors, services
 from ..models import JobEvent, Source, State
-from .schema import CONFLICT, SUBMIT
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
+from .schema import CONFLICT, SUBMIT
 from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, NamespaceSerializer
 
 
@@ -63,8 +63,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
         ],
         responses={201: JobSerializer, **SUBMIT},
-        examples=[OpenApiExample("a two-worker TFJob", value={"manifest": EXAMPLE_MANIFEST, "priority": 5},
-                                 request_only=True, media_type="application/json")],
+        examples=[
+            OpenApiExample(
+                "a two-worker TFJob",
+                value={"manifest": EXAMPLE_MANIFEST, "priority": 5},
+                request_only=True,
+                media_type="application/json",
+            )
+        ],
     )
     def create(self, request):
         if isinstance(request.data, bytes):  # raw YAML body
@@ -100,9 +106,16 @@ class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     @extend_schema(
         responses={200: JobSerializer(many=True)},
-        parameters=[OpenApiParameter("name", str, OpenApiParameter.PATH, description="The namespace.",
-                                     pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                                     examples=[OpenApiExample("a namespace", value="team-a")])],
+        parameters=[
+            OpenApiParameter(
+                "name",
+                str,
+                OpenApiParameter.PATH,
+                description="The namespace.",
+                pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                examples=[OpenApiExample("a namespace", value="team-a")],
+            )
+        ],
     )
     @action(detail=True, methods=["get"])
     def queue(self, request, name=None):

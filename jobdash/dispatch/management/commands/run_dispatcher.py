@@ -15,8 +15,10 @@ from jobdash.dispatch.loop import DispatcherLoop
 def elector_options() -> dict:
     if settings.JOBDASH_LEADER == "consul":
         return {
-            "address": settings.CONSUL_HTTP_ADDR, "key": settings.JOBDASH_LEADER_KEY,
-            "ttl": settings.JOBDASH_LEADER_TTL_SECONDS, "lock_delay": settings.JOBDASH_LEADER_LOCK_DELAY_SECONDS,
+            "address": settings.CONSUL_HTTP_ADDR,
+            "key": settings.JOBDASH_LEADER_KEY,
+            "ttl": settings.JOBDASH_LEADER_TTL_SECONDS,
+            "lock_delay": settings.JOBDASH_LEADER_LOCK_DELAY_SECONDS,
         }
     return {}
 
@@ -27,8 +29,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         gateway = gateway_from_settings()
         loop = DispatcherLoop(
-            Dispatcher(gateway), tick_seconds=settings.JOBDASH_TICK_SECONDS,
-            leader=settings.JOBDASH_LEADER, **elector_options(),
+            Dispatcher(gateway),
+            tick_seconds=settings.JOBDASH_TICK_SECONDS,
+            leader=settings.JOBDASH_LEADER,
+            **elector_options(),
         )
         gateway.start(on_event=loop.on_cluster_event, timeout=60)
         stop = threading.Event()
@@ -38,7 +42,9 @@ class Command(BaseCommand):
         # Submissions in other processes (web) kick this loop with a PostgreSQL NOTIFY.
         listener = Listener(loop.wake)
         listener.start()
-        self.stdout.write(f"dispatcher running: leader election {settings.JOBDASH_LEADER}, tick {settings.JOBDASH_TICK_SECONDS}s")
+        self.stdout.write(
+            f"dispatcher running: leader election {settings.JOBDASH_LEADER}, tick {settings.JOBDASH_TICK_SECONDS}s"
+        )
         stop.wait()
         listener.stop()
         loop.stop()

@@ -40,7 +40,9 @@ class Command(BaseCommand):
         loop = DispatcherLoop(Dispatcher(gateway), tick_seconds=settings.JOBDASH_TICK_SECONDS, leader="none")
         gateway.start(on_event=loop.on_cluster_event, timeout=30)
         loop.start()
-        self.stdout.write(f"kubesim cluster at {server.url}; dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)")
+        self.stdout.write(
+            f"kubesim cluster at {server.url}; dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)"
+        )
         try:
             call_command("runserver", addrport, use_reloader=False)
         finally:
