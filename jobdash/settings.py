@@ -2,23 +2,53 @@
 
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JOBDASH_VAR_DIR", BASE_DIR / "var"))
 
 
+N = TypeVar("N", int, float)
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off"}
+
+
 def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
+    """A yes/no setting. A word we do not know is refused, not read as "no": a typo
+    (JOBDASH_NODE_FIT=ture) must not silently turn a safety check off."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if value in TRUE_WORDS:
+        return True
+    if value in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r}: use one of {sorted(TRUE_WORDS | FALSE_WORDS)}")
 
 
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return default if value in (None, "") else int(value)
+def env_number(name: str, default: N, *, minimum: N | None = None) -> N:
+    """Every numeric setting: the type of `default` (int or float), at least `minimum`."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    kind = type(default)
+    try:
+        number = kind(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r}: not {'an integer' if kind is int else 'a number'}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r}: must be at least {minimum}")
+    return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, "").strip() or default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r}: use one of {', '.join(choices)}")
+    return value
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -81,7 +111,7 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'jobdash.sqlite3'}",
-        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+        conn_max_age=env_number("DATABASE_CONN_MAX_AGE", 60, minimum=0),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -115,34 +145,34 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 # Untrusted manifests: limit before parsing (queueing.safe_yaml enforces the same number).
-JOBDASH_MAX_MANIFEST_BYTES = env_int("JOBDASH_MAX_MANIFEST_BYTES", 256 * 1024)
+JOBDASH_MAX_MANIFEST_BYTES = env_number("JOBDASH_MAX_MANIFEST_BYTES", 256 * 1024, minimum=1024)
 JOBDASH_EXAMPLES_DIR = BASE_DIR / "examples"
 
 # --- the cluster and the dispatcher (docs/operations.md) ---
-JOBDASH_CLUSTER = os.environ.get("JOBDASH_CLUSTER", "sim")  # sim | kubeconfig | incluster
+JOBDASH_CLUSTER = env_choice("JOBDASH_CLUSTER", "sim", ("sim", "kubeconfig", "incluster"))
 KUBECONFIG = os.environ.get("KUBECONFIG") or str(VAR_DIR / "kubeconfig")
-JOBDASH_LEADER = os.environ.get("JOBDASH_LEADER", "none")  # consul | postgres | none
+JOBDASH_LEADER = env_choice("JOBDASH_LEADER", "none", ("consul", "postgres", "none"))
 JOBDASH_LEADER_KEY = os.environ.get("JOBDASH_LEADER_KEY", "jobdash/leader")
-JOBDASH_LEADER_TTL_SECONDS = float(os.environ.get("JOBDASH_LEADER_TTL_SECONDS", "10"))
-JOBDASH_LEADER_LOCK_DELAY_SECONDS = float(os.environ.get("JOBDASH_LEADER_LOCK_DELAY_SECONDS", "1"))
+JOBDASH_LEADER_TTL_SECONDS = env_number("JOBDASH_LEADER_TTL_SECONDS", 10.0, minimum=1.0)
+JOBDASH_LEADER_LOCK_DELAY_SECONDS = env_number("JOBDASH_LEADER_LOCK_DELAY_SECONDS", 1.0, minimum=0.0)
 CONSUL_HTTP_ADDR = os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500")
-JOBDASH_TICK_SECONDS = float(os.environ.get("JOBDASH_TICK_SECONDS", "2"))
-JOBDASH_STATUS_INTERVAL_SECONDS = float(os.environ.get("JOBDASH_STATUS_INTERVAL_SECONDS", "3"))
+JOBDASH_TICK_SECONDS = env_number("JOBDASH_TICK_SECONDS", 2.0, minimum=0.05)
+JOBDASH_STATUS_INTERVAL_SECONDS = env_number("JOBDASH_STATUS_INTERVAL_SECONDS", 3.0, minimum=0.0)
 JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
-JOBDASH_RELEASE_MODE = os.environ.get("JOBDASH_RELEASE_MODE", "create")  # create | unsuspend
-JOBDASH_WEBHOOK_MODE = os.environ.get("JOBDASH_WEBHOOK_MODE", "deny")  # deny | suspend
+JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))
+JOBDASH_WEBHOOK_MODE = env_choice("JOBDASH_WEBHOOK_MODE", "deny", ("deny", "suspend"))
 # Cluster identities whose TFJob creations pass the webhook untouched (jobdash's own releases).
 JOBDASH_OWN_IDENTITIES = [
     name.strip()
     for name in os.environ.get("JOBDASH_OWN_IDENTITIES", "system:serviceaccount:jobdash:jobdash").split(",")
     if name.strip()
 ]
-JOBDASH_START_TIMEOUT_SECONDS = float(os.environ.get("JOBDASH_START_TIMEOUT_SECONDS", "300"))
-JOBDASH_MAX_ATTEMPTS = env_int("JOBDASH_MAX_ATTEMPTS", 5)
-JOBDASH_BACKOFF_SECONDS = float(os.environ.get("JOBDASH_BACKOFF_SECONDS", "10"))
-JOBDASH_RELEASE_CONCURRENCY = env_int("JOBDASH_RELEASE_CONCURRENCY", 16)
-JOBDASH_KICK_DEBOUNCE_SECONDS = float(os.environ.get("JOBDASH_KICK_DEBOUNCE_SECONDS", "0.2"))
+JOBDASH_START_TIMEOUT_SECONDS = env_number("JOBDASH_START_TIMEOUT_SECONDS", 300.0, minimum=1.0)
+JOBDASH_MAX_ATTEMPTS = env_number("JOBDASH_MAX_ATTEMPTS", 5, minimum=1)
+JOBDASH_BACKOFF_SECONDS = env_number("JOBDASH_BACKOFF_SECONDS", 10.0, minimum=0.0)
+JOBDASH_RELEASE_CONCURRENCY = env_number("JOBDASH_RELEASE_CONCURRENCY", 16, minimum=1)
+JOBDASH_KICK_DEBOUNCE_SECONDS = env_number("JOBDASH_KICK_DEBOUNCE_SECONDS", 0.2, minimum=0.0)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_IGNORE_RESULT = True
