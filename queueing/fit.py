@@ -48,6 +48,29 @@ def quota_check(
     return None, short
 
 
+class QuotaLine(NamedTuple):
+    key: str
+    needed: int
+    free: int  # hard - used - reserved: negative when a lowered quota is over-used
+    hard: int
+    short: bool  # this key stops the job now (also when never)
+    never: bool  # the demand exceeds hard outright
+
+
+def quota_lines(
+    demand: Mapping[str, int], hard: Mapping[str, int], used: Mapping[str, int], reserved: Mapping[str, int]
+) -> list[QuotaLine]:
+    """``quota_check`` key by key, for people to read: per key ``hard`` constrains, what the
+    job needs, what is free, and whether that key stops it.  No line is short exactly when
+    the planner's ``quota_check`` finds the job fits."""
+    lines = []
+    for key in sorted(hard):
+        needed, free = demand.get(key, 0), hard[key] - used.get(key, 0) - reserved.get(key, 0)
+        never, short = quota_check({key: needed}, {key: hard[key]}, {key: free})
+        lines.append(QuotaLine(key, needed, free, hard[key], short is not None, never is not None))
+    return lines
+
+
 @dataclass(frozen=True)
 class NodeFailure:
     """Why a gang did not fit.  ``kind``: "never" (no eligible node could hold

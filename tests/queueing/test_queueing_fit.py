@@ -3,7 +3,7 @@
 import pytest
 
 from queueing import InFlightJob, Node, PodSet, Taint, Workload
-from queueing.fit import NodeFailure, NodePool, quota_check
+from queueing.fit import NodeFailure, NodePool, QuotaLine, quota_check, quota_lines
 from queueing.snapshot import gang_of, node_totals
 
 GI = 2**30
@@ -42,6 +42,28 @@ def test_quota_check_reports_never_before_short_and_ignores_unrequested_keys():
     assert quota_check({"pods": 2, "requests.cpu": 1500}, hard, over_gpu) == (None, "requests.cpu")
     assert quota_check({"pods": 2, "requests.cpu": 500}, hard, over_gpu) == (None, None)
     assert quota_check({"pods": 2, "requests.nvidia.com/gpu": 0}, hard, over_gpu) == (None, None)
+
+
+def test_quota_lines_say_per_key_what_quota_check_says_of_the_whole_demand():
+    hard = {"pods": 4, "requests.cpu": 2000, "requests.nvidia.com/gpu": 2}
+    used = {"pods": 1, "requests.cpu": 500, "requests.nvidia.com/gpu": 3}  # quota lowered below usage
+    reserved = {"requests.cpu": 500}
+    cpu_only = quota_lines({"pods": 2, "requests.cpu": 1000}, hard, used, reserved)
+    assert cpu_only == [
+        QuotaLine("pods", 2, 3, 4, short=False, never=False),
+        QuotaLine("requests.cpu", 1000, 1000, 2000, short=False, never=False),
+        QuotaLine("requests.nvidia.com/gpu", 0, -1, 2, short=False, never=False),
+    ]
+    gpu = quota_lines({"pods": 5, "requests.nvidia.com/gpu": 1}, hard, used, reserved)
+    assert [(line.key, line.short, line.never) for line in gpu] == [
+        ("pods", True, True),
+        ("requests.cpu", False, False),
+        ("requests.nvidia.com/gpu", True, False),
+    ]
+    for demand in ({"pods": 2, "requests.cpu": 1000}, {"requests.cpu": 1001}, {"pods": 5}, {"pods": 1}):
+        free = {line.key: line.free for line in quota_lines({}, hard, used, reserved)}
+        fits = quota_check(demand, hard, free) == (None, None)
+        assert fits == (not any(line.short for line in quota_lines(demand, hard, used, reserved)))
 
 
 @pytest.mark.parametrize(
