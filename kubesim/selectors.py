@@ -22,7 +22,9 @@ _EXISTS_TERM = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
 
 
 def _split_terms(text: str) -> list[str]:
-    terms, depth, current = [], 0, []
+    terms: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1
@@ -37,33 +39,40 @@ def _split_terms(text: str) -> list[str]:
     return [t for t in terms if t.strip()]
 
 
-def parse_label_selector(text: str | None) -> Callable[[dict], bool] | None:
+def parse_label_selector(text: str | None) -> Predicate | None:
     """Return a predicate over a labels dict, or None for 'everything'."""
     if not text or not text.strip():
         return None
-    checks: list[Callable[[dict], bool]] = []
+    checks: list[Predicate] = []
     for term in _split_terms(text):
         if m := _SET_TERM.match(term):
-            key, op, values = m.group(1), m.group(3), {v.strip() for v in m.group(4).split(",") if v.strip()}
-            if op == "in":
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                checks.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            values = {v.strip() for v in m.group(4).split(",") if v.strip()}
+            checks.append(_set_check(m.group(1), m.group(3), values))
         elif m := _EQ_TERM.match(term):
-            key, op, value = m.group(1), m.group(3), m.group(4)
-            if op == "!=":
-                checks.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                checks.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            checks.append(_equality_check(m.group(1), m.group(3), m.group(4)))
         elif m := _EXISTS_TERM.match(term):
-            negate, key = m.group(1) == "!", m.group(2)
-            if negate:
-                checks.append(lambda labels, k=key: k not in labels)
-            else:
-                checks.append(lambda labels, k=key: k in labels)
+            checks.append(_exists_check(m.group(2), negate=m.group(1) == "!"))
         else:
             raise bad_request(f"unable to parse requirement: invalid label selector term {term.strip()!r}")
     return lambda labels: all(check(labels) for check in checks)
+
+
+def _set_check(key: str, op: str, values: set[str]) -> Predicate:
+    if op == "in":
+        return lambda labels: labels.get(key) in values
+    return lambda labels: labels.get(key) not in values
+
+
+def _equality_check(key: str, op: str, value: str) -> Predicate:
+    if op == "!=":
+        return lambda labels: labels.get(key) != value
+    return lambda labels: labels.get(key) == value
+
+
+def _exists_check(key: str, negate: bool) -> Predicate:
+    if negate:
+        return lambda labels: key not in labels
+    return lambda labels: key in labels
 
 
 def match_label_selector_object(selector: dict | None, labels: dict) -> bool:
@@ -119,9 +128,11 @@ def parse_field_selector(text: str | None, supported: frozenset[str]) -> Predica
         field, op, value = m.group(1), m.group(2), m.group(3)
         if field not in supported:
             raise bad_request(f"field label not supported: {field}")
-        getter = _path_getter(field)
-        if op == "!=":
-            checks.append(lambda obj, g=getter, v=value: g(obj) != v)
-        else:
-            checks.append(lambda obj, g=getter, v=value: g(obj) == v)
+        checks.append(_field_check(_path_getter(field), op, value))
     return lambda obj: all(check(obj) for check in checks)
+
+
+def _field_check(getter: Callable[[dict], str], op: str, value: str) -> Predicate:
+    if op == "!=":
+        return lambda obj: getter(obj) != value
+    return lambda obj: getter(obj) == value
