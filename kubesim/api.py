@@ -25,6 +25,8 @@ from .resources import ALL, BY_API_VERSION_KIND, EVENTS, LEASES, NAMESPACES, POD
 from .selectors import parse_field_selector, parse_label_selector
 
 SYSTEM = UserInfo("system:kube-controller-manager", ("system:authenticated",))
+# Texts for the reply's Warning headers. (An alias because ``Api.list`` hides the builtin inside the class.)
+Warnings = list[str]
 _SERVER_SET = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
 
 
@@ -106,7 +108,7 @@ class Api:
         user: UserInfo = SYSTEM,
         dry_run: bool = False,
         internal: bool = False,
-    ) -> tuple[dict, list[str]]:
+    ) -> tuple[dict, Warnings]:
         obj = self._check_body(rt, namespace, body)
         try:
             return self._create(rt, namespace, obj, user, dry_run, internal)
@@ -114,7 +116,7 @@ class Api:
             self._record(rt, user, obj, exc.reason or "Failure", exc.code, dry_run)
             raise
 
-    def _create(self, rt, namespace, obj, user, dry_run, internal) -> tuple[dict, list[str]]:
+    def _create(self, rt, namespace, obj, user, dry_run, internal) -> tuple[dict, Warnings]:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
@@ -126,7 +128,7 @@ class Api:
             obj.pop("status", None)  # status is written by controllers, never on create
         self._validate(rt, obj)
         self._require_namespace(rt, namespace)
-        warnings: list[str] = []
+        warnings: Warnings = []
         if not internal:
             obj, warnings = self.admission.admit(
                 "CREATE", rt, obj, None, user, dry_run, validate=lambda o: self._validate(rt, o)
@@ -186,7 +188,7 @@ class Api:
         user: UserInfo = SYSTEM,
         dry_run: bool = False,
         subresource: str = "",
-    ) -> tuple[dict, list[str]]:
+    ) -> tuple[dict, Warnings]:
         obj = self._check_body(rt, namespace, body)
         if obj["metadata"].get("name") != name:
             raise bad_request(
@@ -220,7 +222,7 @@ class Api:
         user: UserInfo = SYSTEM,
         dry_run: bool = False,
         subresource: str = "",
-    ) -> tuple[dict, list[str]]:
+    ) -> tuple[dict, Warnings]:
         def mutate(current: dict) -> dict:
             patched = apply_patch(current, content_type, body)
             wanted = (patched.get("metadata") or {}).get("resourceVersion")
@@ -230,7 +232,7 @@ class Api:
 
         return self._update(rt, namespace, name, mutate, user, dry_run, subresource, precondition=None)
 
-    def _update(self, rt, namespace, name, mutate, user, dry_run, subresource, precondition) -> tuple[dict, list[str]]:
+    def _update(self, rt, namespace, name, mutate, user, dry_run, subresource, precondition) -> tuple[dict, Warnings]:
         # Admission webhooks run without the store lock; the write then only succeeds if
         # nothing changed meanwhile. Without a client precondition we retry like
         # GuaranteedUpdate does; with one the client gets its 409.
@@ -413,6 +415,7 @@ def _event_line(event: Event, predicate) -> bytes:
                 etype = "ADDED"
             else:
                 # Left the selection: a DELETED of the last matching state, at the new version.
+                assert event.prev is not None  # it matched before, so there is a before
                 gone_obj = {**event.prev, "metadata": {**event.prev["metadata"], "resourceVersion": str(event.rv)}}
                 return _line("DELETED", gone_obj)
         elif not now_matches:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import json
 import queue
 import random
@@ -282,7 +283,9 @@ class Store:
 
     # --- watches -------------------------------------------------------------------------
 
-    def watch(self, rt: ResourceType, namespace: str | None, since: int | None) -> tuple[Watcher, list[Event]]:
+    def watch(
+        self, rt: ResourceType, namespace: str | None, since: int | None
+    ) -> tuple[Watcher, builtins.list[Event]]:  # Store.list hides the builtin
         """Subscribe; returns the watcher and the backlog to send first.
 
         ``since`` None means 'from now, after a synthetic ADDED for every current object'
