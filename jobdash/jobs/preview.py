@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from queueing.fit import quota_lines
+
 from . import selectors, services
 from .exceptions import InvalidInput
 from .presenters import demand_summary, quota_quantity
@@ -92,19 +94,15 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
     quota = selectors.cluster_quotas().get(name)
     if not quota or not quota.get("hard"):
         return preview
-    demand = workload.quota_demand()
-    hard, used, reserved = quota["hard"], quota.get("used", {}), quota.get("reserved", {})
-    for key in sorted(hard):
-        needed = demand.get(key, 0)
-        free = hard[key] - used.get(key, 0) - reserved.get(key, 0)
+    for line in quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {})):
         preview.fit.append(
             {
-                "key": key,
-                "needed": quota_quantity(key, needed),
-                "free": quota_quantity(key, max(free, 0)),
-                "hard": quota_quantity(key, hard[key]),
-                "ok": needed <= free,
-                "never": needed > hard[key],
+                "key": line.key,
+                "needed": quota_quantity(line.key, line.needed),
+                "free": quota_quantity(line.key, max(line.free, 0)),
+                "hard": quota_quantity(line.key, line.hard),
+                "ok": not line.short,
+                "never": line.never,
             }
         )
     preview.fits = all(row["ok"] for row in preview.fit)

@@ -9,7 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from jobdash.jobs import dashboard, services
+import queueing
+from jobdash.dispatch.publish import cluster_summary
+from jobdash.jobs import dashboard, preview, services
 from jobdash.jobs.models import ClusterState, Cycle, Job, JobEvent, State
 
 from .conftest import token_client, with_name
@@ -337,6 +339,33 @@ def test_submit_check_previews_demand_and_quota_fit(browser, alice, team_b, exam
     other = browser.post("/submit/check/", {"manifest": text.replace("namespace: team-a", "namespace: team-b")})
     assert "not a member of namespace" in other.content.decode()
     assert browser.get("/submit/check/").status_code == 405
+
+
+@pytest.mark.parametrize("gpus_used", [16, 20], ids=["gpu-quota-full", "gpu-quota-over-full"])
+@pytest.mark.parametrize(
+    ("example", "admitted"), [("mnist-cpu", True), ("resnet-multi-gpu", False)], ids=["cpu-only", "gpu"]
+)
+def test_submit_check_verdict_is_the_planners(browser, alice, example_text, gpus_used, example, admitted):
+    """The submit page and the planner decide quota fit by one rule: a namespace whose GPU
+    quota is full (or over-full, after the quota was lowered) still admits a CPU-only job."""
+    text = example_text(example).replace("namespace: team-b", "namespace: team-a")
+    hard = {"requests.cpu": 100_000, "requests.memory": 512 * GIB, "requests.nvidia.com/gpu": 16, "pods": 10}
+    used = {"requests.cpu": 10_000, "requests.memory": 40 * GIB, "requests.nvidia.com/gpu": gpus_used, "pods": 2}
+    _, workload = services.manifest_check(text)
+    snapshot = queueing.Snapshot(
+        now=0.0,
+        pending=(queueing.PendingJob(id=1, namespace="team-a", priority=0, submitted_at=0.0, workload=workload),),
+        quotas={"team-a": queueing.NamespaceQuota("team-a", hard, used)},
+        node_fit=False,
+    )
+    planner_admits = queueing.plan(snapshot).admitted == (1,)
+    assert planner_admits is admitted
+    publish(cluster_summary(snapshot)[0])  # what the dispatcher writes for the pages
+
+    assert preview.manifest_preview(alice, text).fits is planner_admits
+    part = browser.post("/submit/check/", {"manifest": text}).content.decode()
+    verdict = "Fits the free quota of team-a now" if planner_admits else "Does not fit the free quota of team-a now"
+    assert verdict in part
 
 
 def test_htmx_is_shipped_as_a_static_file():
