@@ -12,10 +12,10 @@ from celery.beat import Scheduler
 from django.conf import settings
 from django.db import close_old_connections
 
-from jobdash.leader import LeaderLoop, make_elector
+from jobdash.leader import LeaderLoop
+from jobdash.leader.factory import elector_from_settings, renew_every
 
 from . import transitions
-from .management.commands.run_dispatcher import elector_options
 
 log = logging.getLogger(__name__)
 CYCLE_ENTRY = "jobdash-admission-cycle"
@@ -31,10 +31,10 @@ class LeaderGatedScheduler(Scheduler):
         # just to print its banner, and that one must not take part in the election.
         if self.leader is None:
             self.leader = LeaderLoop(
-                make_elector(settings.JOBDASH_LEADER, **elector_options()),
+                elector_from_settings(),
                 on_elected=self._elected,
                 on_lost=lambda: log.warning("beat: leadership lost; emitting nothing"),
-                renew_every=max(0.5, settings.JOBDASH_LEADER_TTL_SECONDS / 2),
+                renew_every=renew_every(),
                 retry_every=1.0,
             )
             self.leader.start()

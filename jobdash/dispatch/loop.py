@@ -6,7 +6,8 @@ import threading
 
 from django.db import close_old_connections, connections
 
-from jobdash.leader import LeaderLoop, make_elector
+from jobdash.leader import Elector, LeaderLoop
+from jobdash.leader.factory import elector_from_settings, renew_every
 
 from . import kick, transitions
 from .cycle import Dispatcher
@@ -15,7 +16,10 @@ log = logging.getLogger(__name__)
 
 
 class DispatcherLoop:
-    def __init__(self, dispatcher: Dispatcher, *, tick_seconds: float, leader: str = "none", **elector_options):
+    """`leader`: an Elector, or the name of a backend configured from settings ("none" for
+    embedded mode and tests: always the leader, term 1)."""
+
+    def __init__(self, dispatcher: Dispatcher, *, tick_seconds: float, leader: str | Elector = "none"):
         self.dispatcher = dispatcher
         self.tick_seconds = tick_seconds
         self.wake = threading.Event()
@@ -23,10 +27,10 @@ class DispatcherLoop:
         self._elected = threading.Event()
         self._term: int | None = None
         self.leader = LeaderLoop(
-            make_elector(leader, **elector_options),
+            elector_from_settings(leader) if isinstance(leader, str) else leader,
             on_elected=self._on_elected,
             on_lost=self._on_lost,
-            renew_every=max(0.5, elector_options.get("ttl", 10) / 2),
+            renew_every=renew_every(),
             retry_every=1.0,
         )
         self.thread = threading.Thread(target=self._run, name="dispatcher", daemon=True)

@@ -3,7 +3,8 @@
 from django.conf import settings
 
 from jobdash.jobs.models import Cycle, Fence
-from jobdash.leader import BackendError, make_elector
+from jobdash.leader import BackendError
+from jobdash.leader.factory import elector_from_settings
 
 
 def leader() -> dict:
@@ -23,17 +24,11 @@ def leader() -> dict:
         status["alive"] = True
         return status
     try:
-        holder = make_elector(settings.JOBDASH_LEADER, **_options()).holder()
+        holder = elector_from_settings().holder()
         status["alive"] = holder is not None and holder.term == fence.term
     except BackendError:
         status["alive"] = None  # unknown, not "no leader"
     return status
-
-
-def _options() -> dict:
-    from .management.commands.run_dispatcher import elector_options
-
-    return elector_options()
 
 
 def recent_cycles(limit: int = 20):

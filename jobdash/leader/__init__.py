@@ -1,8 +1,11 @@
 """Leader election: one beat replica emits admission cycles; the term fences the rest.
 
-elector = make_elector("consul", key="jobdash/leader", ttl=10)   # JOBDASH_LEADER
+elector = make_elector("consul", key="jobdash/leader", ttl=10)
 loop = LeaderLoop(elector, on_elected=..., on_lost=..., renew_every=5, retry_every=1)
 loop.start(); ...; loop.leadership  # Leadership(identity, term, since) or None
+
+From settings (JOBDASH_LEADER, JOBDASH_LEADER_TTL_SECONDS, ...), as the processes do:
+loop = LeaderLoop(elector_from_settings(), renew_every=renew_every(), ...)  # leader.factory
 """
 
 from __future__ import annotations

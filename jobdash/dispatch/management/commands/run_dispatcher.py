@@ -12,17 +12,6 @@ from jobdash.dispatch.kick import Listener
 from jobdash.dispatch.loop import DispatcherLoop
 
 
-def elector_options() -> dict:
-    if settings.JOBDASH_LEADER == "consul":
-        return {
-            "address": settings.CONSUL_HTTP_ADDR,
-            "key": settings.JOBDASH_LEADER_KEY,
-            "ttl": settings.JOBDASH_LEADER_TTL_SECONDS,
-            "lock_delay": settings.JOBDASH_LEADER_LOCK_DELAY_SECONDS,
-        }
-    return {}
-
-
 class Command(BaseCommand):
     help = "Run admission cycles and the tracker in a loop (election from JOBDASH_LEADER)."
 
@@ -32,7 +21,6 @@ class Command(BaseCommand):
             Dispatcher(gateway),
             tick_seconds=settings.JOBDASH_TICK_SECONDS,
             leader=settings.JOBDASH_LEADER,
-            **elector_options(),
         )
         gateway.start(on_event=loop.on_cluster_event, timeout=60)
         stop = threading.Event()
