@@ -13,7 +13,7 @@ import heapq
 import threading
 
 from . import tfjob
-from .clock import Clock, rfc3339
+from .clock import Clock, ManualClock, rfc3339
 from .model import Event, Store, evolve, key_of
 from .operator import JobPods, job_key_of_event
 from .resources import PODS, TFJOBS, ResourceType
@@ -244,18 +244,21 @@ class Controllers:
 
     def advance(self, seconds: float) -> None:
         """Move a ManualClock forward, stopping at every controller deadline on the way."""
-        target = self.clock.now() + seconds
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise RuntimeError("advance() needs a manual clock; a real clock moves by itself")
+        target = clock.now() + seconds
         self.settle()
         stuck = 0
         while (deadline := self.next_deadline()) is not None and deadline <= target:
             # A deadline that stays in the past after settling is a controller bug; fail loudly
             # instead of spinning forever.
-            stuck = stuck + 1 if deadline <= self.clock.now() else 0
+            stuck = stuck + 1 if deadline <= clock.now() else 0
             if stuck > 100:
                 raise RuntimeError(f"a controller keeps a deadline it never consumes ({deadline})")
-            self.clock.set(max(deadline, self.clock.now()))
+            clock.set(max(deadline, clock.now()))
             self.settle()
-        self.clock.set(target)
+        clock.set(target)
         self.settle()
 
     def start(self) -> None:
