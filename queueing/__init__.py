@@ -17,7 +17,8 @@ from . import tfjob as _tfjob  # noqa: F401  (registers the TFJob adapter)
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
 from .planner import DEFAULT_ETA_HORIZON_S, Admission, Plan, plan
-from .policies import DEFAULT_POLICY, POLICY_NAMES, Policy, get_policy
+from .policies import DEFAULT_POLICY, POLICY_NAMES, get_policy
+from .policy import Policy
 from .quantity import canonical, format_quantity, parse_quantity
 from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, load_document

@@ -22,28 +22,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .eta import duration_of
-from .policies import by_submission
+from .policy import Policy, by_submission
 from .snapshot import PendingJob
 
 
-@dataclass(frozen=True)
-class ShortestFirstPolicy:
+@dataclass(frozen=True, kw_only=True)
+class ShortestFirstPolicy(Policy):
     name: str = "shortest"
     promote_after_s: float = 6 * 3600.0
     unknown_duration_s: float = 3600.0
     by_service: bool = True
     reservation_after_s: float | None = 3600.0
     max_reservations: int = 8
-    node_fit: bool = True
-    strict: bool = False
-    one_at_a_time: bool = False
-    fair_share: bool = False
-    # Tells the caller that ordering reads PendingJob.expected_duration.
-    uses_duration_estimate: bool = True
+    uses_duration_estimate: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.promote_after_s < 0 or self.unknown_duration_s <= 0:
             raise ValueError("promote_after_s must be >= 0 and unknown_duration_s > 0")
 

@@ -17,7 +17,8 @@ from typing import Any
 from .backfill import CycleBackfill
 from .eta import forecast
 from .fit import NodeFailure, NodePool, quota_check
-from .policies import DEFAULT_POLICY, Policy, get_policy
+from .policies import DEFAULT_POLICY, get_policy
+from .policy import Policy
 from .reasons import PendingStatus, Reason
 from .snapshot import PendingJob, Snapshot
 
@@ -296,7 +297,7 @@ class _Cycle:
         shadow = self.backfill.shadows.get(job.namespace) if self.backfill.shadows else None
         if shadow is not None:  # behind a head's shadow: only if it does not delay the head
             backfill = shadow.allows(
-                self.now, self.backfill.duration(job, _unknown_duration(namespace.policy)), job.demand
+                self.now, self.backfill.duration(job, namespace.policy.unknown_duration_s), job.demand
             )
             if backfill is None:
                 key = next(
@@ -384,12 +385,12 @@ class _Cycle:
             namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
         waited = self.now - job.submitted_at
         hold = False  # past hold_after_s: the shadow gives way to an outright hold
-        if not nodes and namespace.free is not None and getattr(policy, "backfill", False):
-            hold_after = getattr(policy, "hold_after_s", None)
+        if not nodes and namespace.free is not None and policy.backfill:
+            hold_after = policy.hold_after_s
             if hold_after is None or waited < hold_after:
                 # Short of quota: a shadow reservation that later jobs may backfill around.
                 if (
-                    self.backfill.reserve(job, namespace.free, namespace.admitted, _unknown_duration(policy))
+                    self.backfill.reserve(job, namespace.free, namespace.admitted, policy.unknown_duration_s)
                     is not None
                 ):
                     namespace.reserved_for = job.id
@@ -505,10 +506,6 @@ def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[st
         if policy is not default:
             resolved[namespace] = policy
     return resolved
-
-
-def _unknown_duration(policy: Policy) -> float | None:
-    return getattr(policy, "unknown_duration_s", None)
 
 
 def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:

@@ -1,7 +1,8 @@
 """Admission policies: in which order jobs are considered, and the rules around that order.
 
-A policy is data plus one ordering method; the planner implements the
-mechanics (quota, nodes, reasons) once for all of them:
+A policy is data (the features declared in policy.py, each with its default)
+plus one ordering method; the planner implements the mechanics (quota,
+nodes, reasons) once for all of them:
 
 - ``seed``: the source article's algorithm, kept as the baseline.  Per
   namespace, and only when it has no in-flight job: of the jobs that fit
@@ -20,6 +21,7 @@ mechanics (quota, nodes, reasons) once for all of them:
 - ``fair``: ``priority`` within a namespace; across namespaces the next
   admission goes to the lowest weighted dominant share (DRF), which only
   matters when the cluster, not the quota, is what runs out.
+- ``shortest`` (duration_policy.py): expected service first, from history.
 """
 
 from __future__ import annotations
@@ -27,46 +29,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Protocol, runtime_checkable
+from typing import Any
 
+from .duration_policy import ShortestFirstPolicy
+from .policy import Policy, by_submission
 from .snapshot import PendingJob
 
 DEFAULT_POLICY = "priority"
 
 
-@runtime_checkable
-class Policy(Protocol):
-    name: str
-    node_fit: bool  # False: check quota only, like the article
-    strict: bool  # a namespace's head that cannot start blocks the jobs behind it
-    one_at_a_time: bool  # a namespace with an in-flight job releases nothing (at most one per cycle)
-    reservation_after_s: float | None  # a head waiting longer reserves what it needs; None: never
-    max_reservations: int  # node reservations per cycle (each holds capacity cluster-wide)
-    fair_share: bool  # interleave namespaces by weighted dominant share
-    # Optional (read with getattr, default off): ``backfill`` (bool), ``hold_after_s``
-    # and ``unknown_duration_s`` (float | None), see PriorityPolicy.
-
-    def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
-        """Jobs in queue order: each namespace's queue is this order restricted to it."""
-        ...
-
-
-def by_submission(jobs: Sequence[PendingJob]) -> list[PendingJob]:
-    # Stable passes on single keys are faster than one sort on tuples, and give the same order.
-    ordered = sorted(jobs, key=attrgetter("id"))
-    ordered.sort(key=attrgetter("submitted_at"))
-    return ordered
-
-
-@dataclass(frozen=True)
-class SeedPolicy:
+@dataclass(frozen=True, kw_only=True)
+class SeedPolicy(Policy):
     name: str = "seed"
     node_fit: bool = False
-    strict: bool = False
     one_at_a_time: bool = True
-    reservation_after_s: float | None = None
-    max_reservations: int = 0
-    fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         ordered = by_submission(jobs)
@@ -74,22 +50,23 @@ class SeedPolicy:
         return ordered
 
 
-@dataclass(frozen=True)
-class FifoPolicy:
+@dataclass(frozen=True, kw_only=True)
+class FifoPolicy(Policy):
     name: str = "fifo"
-    node_fit: bool = True
     strict: bool = True
-    one_at_a_time: bool = False
-    reservation_after_s: float | None = None
-    max_reservations: int = 0
-    fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         return by_submission(jobs)
 
 
-@dataclass(frozen=True)
-class PriorityPolicy:
+@dataclass(frozen=True, kw_only=True)
+class FifoBestEffortPolicy(FifoPolicy):
+    name: str = "fifo-besteffort"
+    strict: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PriorityPolicy(Policy):
     """``aging_per_hour``: priority points a job gains per hour of waiting.
 
     Linear aging never reorders two waiting jobs against each other, but a
@@ -116,17 +93,8 @@ class PriorityPolicy:
     aging_per_hour: float = 1.0
     reservation_after_s: float | None = 3600.0
     max_reservations: int = 8
-    fair_share: bool = False
-    node_fit: bool = True
-    strict: bool = False
-    one_at_a_time: bool = False
     backfill: bool = True
     hold_after_s: float | None = 12 * 3600.0
-    unknown_duration_s: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.hold_after_s is not None and self.hold_after_s < 0:
-            raise ValueError("hold_after_s must be >= 0 or None")
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         ordered = by_submission(jobs)
@@ -135,26 +103,28 @@ class PriorityPolicy:
         return ordered
 
 
-def get_policy(name: str = DEFAULT_POLICY, **options) -> Policy:
-    """``seed``, ``fifo`` (strict), ``fifo-besteffort``, ``priority`` (options
-    aging_per_hour, reservation_after_s, max_reservations, backfill,
-    hold_after_s, unknown_duration_s), ``fair`` (same options)
-    or ``shortest`` (see duration_policy.py)."""
-    if name == "seed":
-        return SeedPolicy(**options)
-    if name == "fifo":
-        return FifoPolicy(**options)
-    if name == "fifo-besteffort":
-        return FifoPolicy(name=name, strict=False, **options)
-    if name == "priority":
-        return PriorityPolicy(**options)
-    if name == "fair":
-        return PriorityPolicy(name=name, fair_share=True, **options)
-    if name == "shortest":  # duration_policy.py: shortest expected service first, from history
-        from .duration_policy import ShortestFirstPolicy
-
-        return ShortestFirstPolicy(**options)
-    raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
+@dataclass(frozen=True, kw_only=True)
+class FairPolicy(PriorityPolicy):
+    name: str = "fair"
+    fair_share: bool = True
 
 
-POLICY_NAMES = ("seed", "fifo", "fifo-besteffort", "priority", "fair", "shortest")
+_POLICIES: dict[str, type[Policy]] = {
+    "seed": SeedPolicy,
+    "fifo": FifoPolicy,
+    "fifo-besteffort": FifoBestEffortPolicy,
+    "priority": PriorityPolicy,
+    "fair": FairPolicy,
+    "shortest": ShortestFirstPolicy,  # duration_policy.py: shortest expected service first, from history
+}
+POLICY_NAMES = tuple(_POLICIES)
+
+
+def get_policy(name: str = DEFAULT_POLICY, **options: Any) -> Policy:
+    """The policy called ``name`` (one of POLICY_NAMES).  ``options`` are its fields:
+    the features in policy.py, plus ``aging_per_hour`` for priority and fair, and
+    ``by_service`` for shortest."""
+    policy = _POLICIES.get(name)
+    if policy is None:
+        raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
+    return policy(**options)

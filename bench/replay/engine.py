@@ -36,6 +36,7 @@ from kubesim.cluster import Cluster
 from kubesim.resources import NODES, TFJOBS
 from queueing import NamespaceQuota, Node, PendingJob, RunningJob
 from queueing.policies import get_policy
+from queueing.policy import Policy
 from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
@@ -59,7 +60,7 @@ from .trace import TraceJob
 from .watch_cache import WatchCache
 
 
-def make_policy(name: str, **options: Any):
+def make_policy(name: str, **options: Any) -> Policy | None:
     if name == NO_QUEUE:
         return None
     if name == "sjf-oracle":
@@ -94,15 +95,16 @@ class Replay(WatchCache, AdmissionCycles):
             self.clock,
         )
         self.cluster.store.hooks.append(self._on_event)
-        # What the policy reads from the caller.
-        self.oracle = isinstance(self.policy, OracleSjfPolicy)
+        # What the policy reads from the caller (with no queue, nothing: every job is created at submission).
+        policy = self.policy
+        self.oracle = isinstance(policy, OracleSjfPolicy)
         # Backfill reads every waiting job's estimate and the running jobs' expected ends.
-        self.backfill = bool(getattr(self.policy, "backfill", False))
-        self.uses_estimate = bool(getattr(self.policy, "uses_duration_estimate", False)) or self.backfill
-        self.reservation_after = getattr(self.policy, "reservation_after_s", None)
-        self.hold_after = getattr(self.policy, "hold_after_s", None) if self.backfill else None
-        self.promote_after = getattr(self.policy, "promote_after_s", None)
-        self.needs_running = bool(getattr(self.policy, "fair_share", False)) or self.backfill
+        self.backfill = policy is not None and policy.backfill
+        self.uses_estimate = (policy is not None and policy.uses_duration_estimate) or self.backfill
+        self.reservation_after = None if policy is None else policy.reservation_after_s
+        self.hold_after = policy.hold_after_s if policy is not None and self.backfill else None
+        self.promote_after = None if policy is None else policy.promote_after_s
+        self.needs_running = (policy is not None and policy.fair_share) or self.backfill
 
         self.records: dict[int, JobRecord] = {}
         self.all_records: list[JobRecord] = []

@@ -12,19 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from queueing.policies import by_submission
+from queueing.policy import Policy, by_submission
 from queueing.snapshot import PendingJob
 
 
-@dataclass(frozen=True)
-class OracleSjfPolicy:
+@dataclass(frozen=True, kw_only=True)
+class OracleSjfPolicy(Policy):
     name: str = "sjf-oracle"
-    node_fit: bool = True
-    strict: bool = False
-    one_at_a_time: bool = False
-    reservation_after_s: float | None = None
-    max_reservations: int = 0
-    fair_share: bool = False
 
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:
         ordered = by_submission(jobs)
