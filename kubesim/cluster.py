@@ -85,7 +85,7 @@ class Cluster:
             for node in node_objects(group):
                 create(NODES, "", node, internal=True)
         for manifest in self.config.objects:
-            rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion"), manifest.get("kind")))
+            rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion", ""), manifest.get("kind", "")))
             if rt is None:
                 raise ValueError(f"objects: kubesim does not serve {manifest.get('apiVersion')}/{manifest.get('kind')}")
             create(

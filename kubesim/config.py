@@ -152,7 +152,7 @@ def node_objects(group: dict) -> list[dict]:
     capacity = {k: str(v) for k, v in group["capacity"].items()}
     capacity.setdefault("pods", "110")
     allocatable = {k: str(v) for k, v in (group.get("allocatable") or capacity).items()}
-    nodes = []
+    nodes: list[dict] = []
     for i, name in enumerate(names):
         labels = {
             "kubernetes.io/hostname": name,
