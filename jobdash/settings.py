@@ -101,7 +101,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "jobdash.dispatch.context.dispatcher",
+                "jobdash.jobs.context.leader",
             ],
         },
     },

@@ -81,6 +81,7 @@ def cluster_quotas() -> dict:
     return ClusterState.objects.filter(id=1).values_list("quotas", flat=True).first() or {}
 
 
-def state_counts() -> dict[str, int]:
+def job_counts_by_state() -> dict[str, int]:
+    """All jobs, every state (zero included)."""
     counts = dict(Job.objects.values_list("state").annotate(n=Count("id")).order_by())
     return {state: counts.get(state, 0) for state in State.values}

@@ -8,9 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from jobdash.dispatch import overview
-
-from . import charts, dashboard, display, examples, preview, selectors, services
+from . import charts, cluster_selectors, dashboard, display, examples, preview, selectors, services
 from .display import cluster_page
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import CancelForm, PriorityForm, SubmitForm
@@ -204,4 +202,4 @@ def submit_check(request):
 def cluster(request):
     if not selectors.sees_all_namespaces(request.user):
         raise PermissionDenied("the cluster page is for staff")
-    return render(request, "jobs/cluster.html", {"cluster": cluster_page(overview.cluster_overview())})
+    return render(request, "jobs/cluster.html", {"cluster": cluster_page(cluster_selectors.cluster_overview())})

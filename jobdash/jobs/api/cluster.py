@@ -5,8 +5,7 @@ from rest_framework import permissions, serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
 
-from jobdash.dispatch.overview import cluster_overview
-
+from ..cluster_selectors import cluster_overview
 from ..selectors import sees_all_namespaces
 
 AMOUNTS = "Canonical integers: cpu in millicores, memory in bytes, gpu (nvidia.com/gpu) and pods as counts."

@@ -2,10 +2,9 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from jobdash.dispatch.api import status_view
-
 from . import views
 from .cluster import cluster_view
+from .status import status_view
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")

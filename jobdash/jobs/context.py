@@ -1,8 +1,8 @@
 from django.utils.functional import SimpleLazyObject
 
-from . import status
+from . import cluster_selectors
 
 
-def dispatcher(request) -> dict:
+def leader(request) -> dict:
     """The leader for the page header; queried only by pages that show it."""
-    return {"leader": SimpleLazyObject(status.leader)}
+    return {"leader": SimpleLazyObject(cluster_selectors.leader)}

@@ -1,19 +1,72 @@
-"""The cluster as the last cycle saw it, for the staff cluster page and GET /api/v1/cluster/
-(one selector, so the page and the API cannot disagree).
+"""Reads of what the dispatcher records (Fence, Cycle, ClusterState): who leads, the last
+cycles, and the cluster as the last cycle saw it. The status API, the page header, the
+staff cluster page and GET /api/v1/cluster/ all read through here, so they cannot disagree.
 
 Numbers stay canonical integers (cpu in millicores, memory in bytes, GPUs and pods as
 counts); the page formats them.
 """
 
-from jobdash.jobs.models import ClusterState
+from django.conf import settings
 
-from . import status
+from jobdash.leader import BackendError
+from jobdash.leader.factory import elector_from_settings
+
+from .models import ClusterState, Cycle, Fence
 
 # Plain names for the Kubernetes resources shown (a dotted name cannot be a serializer
 # field or a template lookup): gpu is nvidia.com/gpu.
 RESOURCES = {"cpu": "cpu", "memory": "memory", "gpu": "nvidia.com/gpu", "pods": "pods"}
 GPU_SIZES = (1, 2, 4, 8)
 RECENT_CYCLES = 20
+
+
+def leader() -> dict:
+    """The recorded leadership (the fence), checked against the election backend when there
+    is one: a leader whose lock is gone is reported as not alive, not as leading."""
+    fence = Fence.objects.filter(id=1).first()
+    status = {
+        "backend": settings.JOBDASH_LEADER,
+        "identity": fence.holder if fence else None,
+        "term": fence.term if fence else None,
+        "since": fence.since if fence else None,
+        "alive": None,
+    }
+    if fence is None:
+        return status
+    if settings.JOBDASH_LEADER == "none":
+        status["alive"] = True
+        return status
+    try:
+        holder = elector_from_settings().holder()
+        status["alive"] = holder is not None and holder.term == fence.term
+    except BackendError:
+        status["alive"] = None  # unknown, not "no leader"
+    return status
+
+
+def _cycle_row(cycle: Cycle) -> dict:
+    return {
+        "started_at": cycle.started_at,
+        "duration_ms": cycle.duration_ms,
+        "policy": cycle.policy,
+        "pending": cycle.pending,
+        "admitted": cycle.admitted,
+        "released": cycle.released,
+        "term": cycle.term,
+    }
+
+
+def recent_cycles(limit: int = RECENT_CYCLES) -> list[dict]:
+    """The most recent first."""
+    return [_cycle_row(cycle) for cycle in Cycle.objects.order_by("-started_at")[:limit]]
+
+
+def last_cycle() -> dict | None:
+    """The most recent cycle with its phase timings (phase -> milliseconds)."""
+    cycle = Cycle.objects.order_by("-started_at").first()
+    if cycle is None:
+        return None
+    return {**_cycle_row(cycle), "phases": cycle.phases}
 
 
 def node_rows(nodes: list[dict]) -> list[dict]:
@@ -46,30 +99,18 @@ def gpu_fit(rows: list[dict]) -> list[dict]:
 def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
     """Nodes with allocatable/allocated/free, the GPU fit table, totals, the leader and
     the last cycles. Three queries (cluster state, fence, cycles) plus the election
-    backend's holder check made by status.leader()."""
+    backend's holder check made by leader()."""
     state = ClusterState.objects.filter(id=1).values("updated_at", "nodes").first() or {"updated_at": None, "nodes": []}
     rows = node_rows(state["nodes"] or [])
     totals = {
         r: {part: sum(row["resources"][r][part] for row in rows) for part in ("allocatable", "allocated", "free")}
         for r in RESOURCES
     }
-    recent = [
-        {
-            "started_at": c.started_at,
-            "duration_ms": c.duration_ms,
-            "policy": c.policy,
-            "pending": c.pending,
-            "admitted": c.admitted,
-            "released": c.released,
-            "term": c.term,
-        }
-        for c in status.recent_cycles(cycles)
-    ]
     return {
         "updated_at": state["updated_at"],
         "nodes": rows,
         "totals": totals,
         "gpu_fit": gpu_fit(rows),
-        "leader": status.leader(),
-        "cycles": recent,
+        "leader": leader(),
+        "cycles": recent_cycles(cycles),
     }

@@ -1,14 +1,16 @@
+"""GET /api/v1/status/: the leader, the last cycle, and job counts per state."""
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
-# the same leader and cycle objects as GET /api/v1/cluster/
-from jobdash.jobs.api.cluster import CycleSerializer, LeaderSerializer
-from jobdash.jobs.selectors import state_counts
+from .. import cluster_selectors
+from ..selectors import job_counts_by_state
 
-from . import status
+# the same leader and cycle objects as GET /api/v1/cluster/
+from .cluster import CycleSerializer, LeaderSerializer
 
 
 class LastCycleSerializer(CycleSerializer):
@@ -16,7 +18,7 @@ class LastCycleSerializer(CycleSerializer):
 
 
 class StatusSerializer(serializers.Serializer):
-    """Only documents the response (the view builds it from dispatch.status)."""
+    """Only documents the response (the view builds it from jobs.cluster_selectors)."""
 
     leader = LeaderSerializer()
     last_cycle = LastCycleSerializer(allow_null=True)
@@ -31,10 +33,10 @@ def status_view(request):
     """The leader (identity, term, since, alive), the last cycle, and job counts per state."""
     return Response(
         {
-            "leader": status.leader(),
-            "last_cycle": status.last_cycle(),
+            "leader": cluster_selectors.leader(),
+            "last_cycle": cluster_selectors.last_cycle(),
             "tick_seconds": settings.JOBDASH_TICK_SECONDS,
             "policy": settings.JOBDASH_POLICY,
-            "jobs": state_counts(),
+            "jobs": job_counts_by_state(),
         }
     )
