@@ -214,7 +214,12 @@ def validate(job: dict) -> list[dict]:
         pod_spec = (rspec.get("template") or {}).get("spec")
         pod_causes = validate_pod_spec(f"{where}.template.spec", pod_spec)
         causes.extend(pod_causes)
-        if not pod_causes and not any(c.get("name") == "tensorflow" for c in pod_spec["containers"]):
+        # Without causes the spec is a dict of containers (the isinstance tells mypy so).
+        if (
+            not pod_causes
+            and isinstance(pod_spec, dict)
+            and not any(c.get("name") == "tensorflow" for c in pod_spec["containers"])
+        ):
             causes.append(
                 cause(f"{where}.template.spec.containers", f"There is no container named tensorflow in {rtype}")
             )
@@ -291,7 +296,7 @@ def replica_statuses(job: dict, pods: list[dict]) -> dict[str, dict]:
             counts[rtype]["failed"] += 1
     result = {}
     for rtype, c in counts.items():
-        entry = {k: v for k, v in c.items() if v}
+        entry: dict[str, object] = {k: v for k, v in c.items() if v}
         entry["labelSelector"] = {
             "matchLabels": {
                 JOB_NAME_LABEL: name,
