@@ -49,7 +49,7 @@ class AdmissionCycles:
     _outstanding_cache: dict[tuple[int, int], dict[str, int]] = {}
 
     def _outstanding(self, gpus: int, missing: int) -> dict[str, int]:
-        """world._outstanding: the quota demand of the pods not created yet (the TFJob exists)."""
+        """snapshot_phase._outstanding: the quota demand of the pods not created yet (the TFJob exists)."""
         key = (gpus, missing)
         found = self._outstanding_cache.get(key)
         if found is None:

@@ -6,7 +6,7 @@ scheduler binds them one at a time (not gang-aware, LeastAllocated), its kubelet
 them after ``kubelet_delay_s`` and its work clock runs the job for the trace's duration
 once the whole gang runs.  The replay reads the cluster the way the dispatcher's watch
 cache does, from store events (a hook: an informer without lag), and builds each
-cycle's ``Snapshot`` incrementally from that (see ``jobdash/dispatch/world.py`` for the
+cycle's ``Snapshot`` incrementally from that (see ``jobdash/dispatch/snapshot_phase.py`` for the
 production version); it keeps ``PendingJob`` objects from arrival to release.
 
 Time moves only by ``Cluster.advance``, from one event to the next: an arrival, a

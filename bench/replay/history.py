@@ -1,4 +1,4 @@
-"""Finished jobs' run times by (namespace, shape): what the dispatcher's world.history()
+"""Finished jobs' run times by (namespace, shape): what the dispatcher's snapshot_phase.history()
 gives the planner, and the no-oracle duration estimate made from it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .mapping import workload_of
 
 class DurationHistory:
     """The last ``size`` runs per (namespace, shape), among the last ``window`` finished jobs
-    (world.history() reads the latest 2000 finished jobs and keeps 20 per key)."""
+    (snapshot_phase.history() reads the latest 2000 finished jobs and keeps 20 per key)."""
 
     def __init__(self, size: int, window: int):
         self.size = size

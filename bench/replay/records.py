@@ -34,8 +34,8 @@ class ReplayConfig:
     eta_every_s: float | None = HOUR  # the first cycle of each such period also computes ETAs
     eta_horizon_s: float = DEFAULT_ETA_HORIZON_S
     eta_sample: int = 100  # ETAs kept per sampled cycle (spread over the queue)
-    history_size: int = 20  # dispatch.world.HISTORY_SIZE
-    history_window: int = 2000  # world.history() reads the last 2000 finished jobs
+    history_size: int = 20  # dispatch.snapshot_phase.HISTORY_SIZE
+    history_window: int = 2000  # snapshot_phase.history() reads the last 2000 finished jobs
     pin: bool = False  # experiment: Workers restricted to the planned nodes (node affinity)
     drain_idle_s: float = 6 * HOUR  # no queue: stop once nothing ran or changed this long after the last arrival
     util_bucket_s: float = HOUR

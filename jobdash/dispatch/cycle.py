@@ -1,11 +1,12 @@
 """The admission cycle, in numbered phases, each timed (after Kueue's schedule()):
 
-1. snapshot  - database + watch cache -> queueing.Snapshot (world.build)
+1. snapshot  - database + watch cache -> queueing.Snapshot (snapshot_phase.build)
 2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term, create or unsuspend (release.release)
 4. statuses  - write position/reason/message/ETA back, only rows that changed
-5. record    - one Cycle row for the status page; the quotas and nodes seen (ClusterState)
-The tracker runs after every cycle: the cluster's news moves jobs on.
+5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track)
+6. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
+Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
 import contextlib
@@ -23,7 +24,7 @@ import queueing
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 
-from . import bulk, publish, tracker, world
+from . import bulk, publish, snapshot_phase, tracker
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 
@@ -64,7 +65,6 @@ class CycleResult:
     pending: int = 0
     admitted: int = 0
     released: dict = field(default_factory=dict)
-    tracked: dict = field(default_factory=dict)
     phases: dict = field(default_factory=dict)
     skipped: bool = False
 
@@ -100,13 +100,13 @@ def cycle_lock():
 
 
 class Dispatcher:
-    """Everything one leader does, on one gateway. Holds the cross-cycle PendingJob cache."""
+    """Everything one leader does, on one gateway. Holds what cycles keep for the next (CycleCache)."""
 
     def __init__(self, gateway: ClusterGateway, config: DispatchSettings | None = None):
         self.gateway = gateway
         self.config = config or DispatchSettings.from_django()
         self.policy = queueing.get_policy(self.config.policy)
-        self.cache = world.PendingCache()
+        self.cache = snapshot_phase.CycleCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
@@ -146,13 +146,13 @@ class Dispatcher:
             clock = now
 
         # 1. snapshot
-        snapshot, rows = world.build(
+        observed = snapshot_phase.build(
             self.gateway, self.cache, release_mode=self.config.release_mode, node_fit=self.config.node_fit
         )
-        result.pending = len(rows)
+        result.pending = len(observed.pending)
         lap("snapshot")
         # 2. plan
-        plan = queueing.plan(snapshot, self.policy)
+        plan = queueing.plan(observed.snapshot, self.policy)
         result.admitted = len(plan.admissions)
         lap("plan")
         # 3. release
@@ -168,15 +168,15 @@ class Dispatcher:
         lap("release")
         # 4. statuses
         everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s
-        write_statuses(rows, plan, shifts=everything)
+        write_statuses(observed.pending, plan, shifts=everything)
         if everything:
             self._all_statuses_at = time.monotonic()
         lap("statuses")
-        # 5. record
-        result.tracked = self.track()
+        # 5. track
+        self.track()
         lap("track")
-        # quotas with reservations, nodes and our pods' phases, for the web pages
-        publish.publish(snapshot, publish.active_pod_phases(self.gateway, self.cache.active_pods))
+        # 6. publish: quotas with reservations, nodes and our pods' phases
+        publish.publish(observed.snapshot, publish.active_pod_phases(self.gateway, observed.active_pods))
         lap("publish")
         Cycle.objects.create(
             started_at=started,
@@ -202,7 +202,7 @@ class Dispatcher:
         return result
 
 
-def write_statuses(rows: list[world.PendingRow], plan, *, shifts: bool = True) -> int:
+def write_statuses(rows: list[snapshot_phase.PendingRow], plan, *, shifts: bool = True) -> int:
     """Position, reason, message and ETA of every job still waiting; only changed rows are
     written, and a changed reason leaves an event on the job's timeline.
 

@@ -1,4 +1,5 @@
-"""Phase 1 of a cycle: the database and the cluster's watch cache -> one queueing.Snapshot.
+"""Phase 1 of a cycle, the snapshot: the database and the cluster's watch cache -> an
+Observation (the queueing.Snapshot the planner decides from, and what later phases need).
 
 Reads only. Pending jobs come from one query; quotas, nodes and pods from the gateway's
 cache, never from the API server, so building a snapshot costs no round trips.
@@ -36,18 +37,33 @@ class PendingRow:
     eta: float | None
 
 
-class PendingCache:
-    """PendingJob objects survive between cycles: building one parses the stored workload
-    and derives its pod groups, which is most of the per-job cost of a snapshot."""
+@dataclass(frozen=True)
+class Observation:
+    """What phase 1 hands to the rest of the cycle."""
 
-    def __init__(self):
+    snapshot: Snapshot  # what plan() decides from
+    pending: list[PendingRow]  # the queued jobs with their last written status (phase 4 writes changes only)
+    # The pods of the Released/Running jobs by (namespace, TFJob name), as the snapshot saw
+    # them: publish counts their phases without asking the watch cache again.
+    active_pods: dict[tuple[str, str], list[PodInfo]]
+
+
+class CycleCache:
+    """What one snapshot keeps for the next, because it never changes once built and
+    building it is most of a snapshot's per-job cost:
+
+    - the PendingJob of each queued job (its parsed workload and pod groups), rebuilt only
+      when the row's priority, attempts or backoff change;
+    - the parsed workloads of the active (Released/Running) jobs;
+    - the namespace, shape and run time of recently finished jobs (the duration history).
+    """
+
+    def __init__(self) -> None:
         self._jobs: dict[int, tuple[tuple, PendingJob]] = {}
         # A job's workload never changes after submission: parsed once while it is active,
         # and its duration-history shape once it has finished.
         self.workloads: dict[int, Workload] = {}
         self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
-        self.active_keys: set[tuple[str, str]] = set()  # (namespace, name) of Released/Running jobs
-        self.active_pods: dict[tuple[str, str], list[PodInfo]] = {}  # their pods, as the snapshot saw them
 
     @staticmethod
     def _version(row: dict, drop_count: bool) -> tuple:
@@ -89,7 +105,7 @@ class PendingCache:
         self._jobs = {i: entry for i, entry in self._jobs.items() if i in keep}
 
 
-def pending_rows(cache: PendingCache, *, release_mode: str) -> list[PendingRow]:
+def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
     rows = list(
         Job.objects.filter(state=State.QUEUED).values(
             "id",
@@ -189,11 +205,11 @@ def _workloads(ids: Iterable[int], known: Mapping[int, object]) -> dict[int, Wor
     return {job_id: Workload.from_json(data) for job_id, data in rows}
 
 
-def history(cache: PendingCache | None = None) -> dict[tuple[str, str], tuple[float, ...]]:
+def history(cache: CycleCache | None = None) -> dict[tuple[str, str], tuple[float, ...]]:
     """Recent run durations of succeeded jobs, by namespace and shape."""
     from queueing.eta import shape_key
 
-    cache = cache if cache is not None else PendingCache()
+    cache = cache if cache is not None else CycleCache()
     # Which jobs are the recent ones is asked every time; what they were (namespace, shape,
     # run time) never changes once they finished, so it is read once per job.
     recent = list(
@@ -238,9 +254,7 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     return policies
 
 
-def build(
-    gateway: ClusterGateway, cache: PendingCache, *, release_mode: str, node_fit: bool
-) -> tuple[Snapshot, list[PendingRow]]:
+def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool) -> Observation:
     now = timezone.now().timestamp()
     namespaces = list(Namespace.objects.values_list("name", "weight", "policy"))
     managed = {name: weight for name, weight, _ in namespaces}
@@ -255,10 +269,9 @@ def build(
             "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
         )
     )
-    cache.active_keys = {(row["namespace__name"], row["name"]) for row in active}
+    active_keys = {(row["namespace__name"], row["name"]) for row in active}
     released = {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
-    by_job = gateway.pods_of_jobs(cache.active_keys)  # the released jobs' for the snapshot, all for publish
-    cache.active_pods = by_job
+    by_job = gateway.pods_of_jobs(active_keys)  # the released jobs' for the snapshot, all for publish
     tfjobs = {key for key in released if gateway.tfjob(*key) is not None}
     recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
     workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
@@ -293,4 +306,4 @@ def build(
         history=recent_runs,
         policies=namespace_policies((name, policy) for name, _, policy in namespaces),
     )
-    return snapshot, rows
+    return Observation(snapshot, rows, by_job)
