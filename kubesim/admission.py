@@ -47,7 +47,9 @@ class WebhookCallError(Exception):
 
 def _rule_matches(rule: dict, operation: str, rt: ResourceType, subresource: str) -> bool:
     def has(values: list | None, value: str) -> bool:
-        return bool(values) and ("*" in values or value in values)
+        if not values:
+            return False
+        return "*" in values or value in values
 
     resource = f"{rt.plural}/{subresource}" if subresource else rt.plural
     resources = rule.get("resources") or []
@@ -55,7 +57,7 @@ def _rule_matches(rule: dict, operation: str, rt: ResourceType, subresource: str
         resource in resources
         or "*/*" in resources
         or (not subresource and "*" in resources)
-        or (subresource and f"*/{subresource}" in resources)
+        or (bool(subresource) and f"*/{subresource}" in resources)
     )
     scope = rule.get("scope", "*")
     scope_ok = scope == "*" or scope == ("Namespaced" if rt.namespaced else "Cluster")
@@ -160,7 +162,7 @@ class Admission:
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
         gvr = {"group": rt.group, "version": rt.version, "resource": rt.plural}
         options_kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]
-        review = {
+        review: dict = {
             "apiVersion": "admission.k8s.io/v1",
             "kind": "AdmissionReview",
             "request": {
