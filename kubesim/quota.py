@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
+from typing import Any
 
 from queueing.quantity import canonical as _canonical
 from queueing.quantity import format_quantity
@@ -29,12 +30,15 @@ TFJOB_COUNT = "count/tfjobs.kubeflow.org"
 
 
 @lru_cache(maxsize=65536)
-def _canonical_cached(resource_name: str, value: object) -> int:
+def _canonical_cached(resource_name: str, value: Any) -> int:
     return _canonical(resource_name, value)
 
 
-def canonical(resource_name: str, value: object) -> int:
-    """queueing.quantity.canonical, memoized: exact parsing is costly and manifests repeat a few values."""
+def canonical(resource_name: str, value: Any) -> int:
+    """queueing.quantity.canonical, memoized: exact parsing is costly and manifests repeat a few values.
+
+    ``value`` is whatever JSON the manifest holds; the parser refuses what is not a quantity.
+    """
     try:
         return _canonical_cached(resource_name, value)
     except TypeError:  # unhashable value: not a quantity, let the parser say so
@@ -191,9 +195,9 @@ class QuotaTracker:
             elif is_terminal(event.obj):
                 new = {"count/pods": 1}
             else:  # a pod's requests never change: compute its charge once
-                new = self._live.get(uid)
-                if new is None:
-                    new = self._live[uid] = pod_usage(event.obj)
+                if uid not in self._live:
+                    self._live[uid] = pod_usage(event.obj)
+                new = self._live[uid]
             old = self._charges.pop(key, {})
             if new:
                 self._charges[key] = new
