@@ -40,6 +40,23 @@ def _postgresql() -> bool:
     return connection.vendor == "postgresql"
 
 
+def _field(model: type[models.Model], name: str) -> Field:
+    """A field of `model` stored in a column of its table (get_field also finds reverse
+    relations, which have none)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.column:
+        raise TypeError(f"bulk: {model.__name__}.{name} is not a column")
+    return field
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    """The quoted column of a field; "pk" is the primary key's."""
+    field = model._meta.pk if name == "pk" else _field(model, name)
+    if field is None or not field.column:
+        raise TypeError(f"bulk: {model.__name__}.{name} is not a column")
+    return connection.ops.quote_name(field.column)
+
+
 def _record_type(field: Field) -> str:
     kind = field.get_internal_type()
     if kind not in _RECORD_TYPES:
@@ -58,9 +75,8 @@ def _json_default(value):
 def _constants(model: type[models.Model], constants: Mapping[str, object]) -> tuple[list[str], list]:
     sql, params = [], []
     for name, value in constants.items():
-        field = model._meta.get_field(name)
-        sql.append(f"{connection.ops.quote_name(field.column)} = %s")
-        params.append(field.get_db_prep_save(value, connection))
+        sql.append(f"{_column(model, name)} = %s")
+        params.append(_field(model, name).get_db_prep_save(value, connection))
     return sql, params
 
 
@@ -72,8 +88,7 @@ def _id_array(ids: Iterable[int]) -> str:
 def _state_filter(model, only_states: Sequence[str] | None) -> tuple[str, list]:
     if only_states is None:
         return "", []
-    column = connection.ops.quote_name(model._meta.get_field("state").column)
-    return f" AND t.{column} = ANY(%s)", [[str(s) for s in only_states]]
+    return f" AND t.{_column(model, 'state')} = ANY(%s)", [[str(s) for s in only_states]]
 
 
 def update_rows(
@@ -95,17 +110,17 @@ def update_rows(
     if not _postgresql():
         return _update_rows_orm(model, rows, fields, constants, only_states)
     q = connection.ops.quote_name
-    table, pk = q(meta.db_table), q(meta.pk.column)
+    table, pk = q(meta.db_table), _column(model, "pk")
     constant_sql, constant_params = _constants(model, constants)
     state_sql, state_params = _state_filter(model, only_states)
     if fields:
-        field_objs = [meta.get_field(name) for name in fields]
+        field_objs = [_field(model, name) for name in fields]
         names = [f"v{i}" for i in range(len(field_objs))]
         document = json.dumps([dict(zip(["pk_", *names], row, strict=False)) for row in rows], default=_json_default)
         record = ", ".join(
             ["pk_ bigint"] + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs, strict=False)]
         )
-        sets = [f"{q(f.column)} = v.{name}" for f, name in zip(field_objs, names, strict=False)]
+        sets = [f"{_column(model, f.name)} = v.{name}" for f, name in zip(field_objs, names, strict=False)]
         sql = (
             f"UPDATE {table} AS t SET {', '.join(sets + constant_sql)} "
             f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.{pk} = v.pk_{state_sql}"
@@ -144,9 +159,8 @@ def lock_in_states(model: type[models.Model], ids: Iterable[int], states: Sequen
             .order_by("pk")
             .values_list("pk", flat=True)
         )
-    meta = model._meta
-    table, pk = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
-    state = connection.ops.quote_name(meta.get_field("state").column)
+    table, pk = connection.ops.quote_name(model._meta.db_table), _column(model, "pk")
+    state = _column(model, "state")
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {pk} FROM {table} WHERE {pk} = ANY(%s::bigint[]) AND {state} = ANY(%s) ORDER BY {pk} FOR UPDATE",
@@ -173,7 +187,7 @@ def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
         return len(events)
     q = connection.ops.quote_name
     meta = JobEvent._meta
-    columns = [q(meta.get_field(name).column) for name in ("job", "type", "message", "actor", "created_at")]
+    columns = [_column(JobEvent, name) for name in ("job", "type", "message", "actor", "created_at")]
     document = json.dumps([[j, t, m, a] for j, t, m, a in events])
     sql = (
         f"INSERT INTO {q(meta.db_table)} ({', '.join(columns)}) "

@@ -238,8 +238,7 @@ def write_statuses(rows: list[snapshot_phase.PendingRow], plan, *, shifts: bool 
 def prune_cycles(keep: int | None = None) -> int:
     """Cycles are telemetry, not history: keep the most recent ones (KEEP_CYCLES)."""
     keep = KEEP_CYCLES if keep is None else keep
-    boundary = Cycle.objects.order_by("-started_at").values_list("started_at", flat=True)[keep : keep + 1]
-    boundary = list(boundary)
+    boundary = list(Cycle.objects.order_by("-started_at").values_list("started_at", flat=True)[keep : keep + 1])
     if not boundary:
         return 0
     return Cycle.objects.filter(started_at__lte=boundary[0]).delete()[0]

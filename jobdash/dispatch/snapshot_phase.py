@@ -9,6 +9,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils import timezone
 
@@ -66,20 +67,21 @@ class CycleCache:
         self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
 
     @staticmethod
-    def _version(row: dict, drop_count: bool) -> tuple:
+    def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:
         return (row["priority"], row["attempts"], row["backoff_until"], drop_count)
 
-    def fresh(self, row: dict, *, drop_count: bool) -> bool:
+    def fresh(self, row: Mapping[str, Any], *, drop_count: bool) -> bool:
         """Whether get(row) can answer without the row's workload."""
         cached = self._jobs.get(row["id"])
         return cached is not None and cached[0] == self._version(row, drop_count)
 
-    def get(self, row: dict, *, drop_count: bool) -> PendingJob:
+    def get(self, row: Mapping[str, Any], workload_json: Any, *, drop_count: bool) -> PendingJob:
+        """`workload_json`: the row's stored workload; only read when the row is not fresh()."""
         version = self._version(row, drop_count)
         cached = self._jobs.get(row["id"])
         if cached is not None and cached[0] == version:
             return cached[1]
-        workload = Workload.from_json(row["workload"])
+        workload = Workload.from_json(workload_json)
         demand = workload.quota_demand()
         if drop_count:
             demand.pop(COUNT_TFJOBS, None)
@@ -124,14 +126,14 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
     drop_count = release_mode == "unsuspend"
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
     stale = [row["id"] for row in rows if not cache.fresh(row, drop_count=drop_count)]
-    if stale:
-        workloads = dict(Job.objects.filter(pk__in=stale).values_list("id", "workload"))
-        for row in rows:
-            if row["id"] in workloads:
-                row["workload"] = workloads[row["id"]]
+    workloads = dict(Job.objects.filter(pk__in=stale).values_list("id", "workload")) if stale else {}
     result = [
         PendingRow(
-            cache.get(row, drop_count=drop_count), row["position"], row["reason"], row["message"], epoch(row["eta"])
+            cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
+            row["position"],
+            row["reason"],
+            row["message"],
+            epoch(row["eta"]),
         )
         for row in rows
     ]
@@ -142,7 +144,7 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
 def _outstanding(workload: Workload, created: list[PodInfo], tfjob_exists: bool) -> dict[str, int]:
     """Quota still to be charged for a released job: the pods not created yet (created pods
     are in ResourceQuota used already), and the TFJob itself until it exists."""
-    made = defaultdict(int)
+    made: dict[str, int] = defaultdict(int)
     for pod in created:
         made[(pod.replica_type or "").lower()] += 1
     remaining = tuple(
@@ -228,6 +230,7 @@ def history(cache: CycleCache | None = None) -> dict[tuple[str, str], tuple[floa
         unparsed = _workloads((row[0] for row in rows), parsed)
         for job_id, namespace, started_at, finished_at in rows:
             workload = parsed.get(job_id) or unparsed[job_id]
+            assert started_at is not None and finished_at is not None  # `recent` are finished jobs that ran
             known[job_id] = (namespace, shape_key(workload), (finished_at - started_at).total_seconds())
     cache.finished = known
     runs: dict[tuple[str, str], list[float]] = defaultdict(list)

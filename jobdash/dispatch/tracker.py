@@ -15,7 +15,10 @@
 
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from django.db.models.fields.json import KT
 from django.utils import timezone
@@ -100,7 +103,16 @@ class _Moves:
         transitions.finish_many(self.finished)
 
 
-def _follow(gateway, config: TrackerSettings, job: dict, key, info, pods_running: int, now, moves: _Moves) -> str:
+def _follow(
+    gateway: gw.ClusterGateway,
+    config: TrackerSettings,
+    job: Mapping[str, Any],
+    key: tuple[str, str],
+    info: gw.TFJobInfo | None,
+    pods_running: int,
+    now: datetime,
+    moves: _Moves,
+) -> str:
     job_id, state = job["id"], job["state"]
     if info is None or info.job_id != job_id:
         if not job["tfjob_uid"]:

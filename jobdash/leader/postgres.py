@@ -60,6 +60,14 @@ def lock_key(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
+def one_row(cursor: psycopg.Cursor) -> tuple:
+    """The row of a statement that always returns one (a function's SELECT, INSERT ... RETURNING)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise psycopg.ProgrammingError("expected a row, got none")
+    return row
+
+
 class PostgresElector:
     def __init__(
         self,
@@ -120,10 +128,10 @@ class PostgresElector:
         try:
             if self._conn is None:
                 self._conn = self._connect()
-            if not self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()[0]:
+            if not one_row(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)))[0]:
                 return None
             self._conn.execute(SCHEMA)
-            term, since = self._conn.execute(RECORD, {"name": self.name, "identity": self.identity}).fetchone()
+            term, since = one_row(self._conn.execute(RECORD, {"name": self.name, "identity": self.identity}))
         except psycopg.Error as error:
             log.info("postgres acquire failed: %s", error)
             self._drop()
