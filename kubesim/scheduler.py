@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
+from collections.abc import Mapping
 
 from .clock import rfc3339
 from .model import Event, Store, evolve, key_of
@@ -61,14 +62,18 @@ def _affinity_matches(terms: list[dict], labels: dict) -> bool:
     def expr_ok(expr: dict) -> bool:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
         value = labels.get(key)
-        return {
-            "In": value in values,
-            "NotIn": value not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-            "Gt": value is not None and value.isdigit() and values and int(value) > int(values[0]),
-            "Lt": value is not None and value.isdigit() and values and int(value) < int(values[0]),
-        }.get(op, False)
+        if op == "In":
+            return value in values
+        if op == "NotIn":
+            return value not in values
+        if op == "Exists":
+            return key in labels
+        if op == "DoesNotExist":
+            return key not in labels
+        if op in ("Gt", "Lt") and value is not None and value.isdigit() and values:
+            # Only for Gt/Lt: In's values need not be numbers.
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        return False
 
     return any(all(expr_ok(e) for e in term.get("matchExpressions") or []) for term in terms)
 
@@ -223,7 +228,7 @@ class Scheduler:
         best, best_score = None, -1.0
         short_of: Counter = Counter()
         for name, allocatable in eligible:
-            used = self.allocated.get(name) or {}
+            used: Mapping[str, int] = self.allocated.get(name) or {}
             short = [r for r, amount in requests if allocatable.get(r, 0) - used.get(r, 0) < amount]
             if short:
                 short_of.update(short)

@@ -222,3 +222,27 @@ def test_tfjob_status_is_visible_through_the_client(custom, sim):
     assert [c["type"] for c in status["conditions"]] == ["Created", "Running"]
     with pytest.raises(client.ApiException):
         custom.get_namespaced_custom_object(G, V, "team-a", P, "missing")
+
+
+def test_node_affinity_in_accepts_values_that_are_not_numbers(core, sim):
+    # A numeric node label once made every operator parse the first value as a number.
+    core.patch_node("cpu-node-1", {"metadata": {"labels": {"rack": "7"}}})
+    affinity = {"key": "rack", "operator": "In", "values": ["seven", "7"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "racked", "namespace": "team-b"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [affinity]}]
+                    }
+                }
+            },
+        },
+    }
+    core.create_namespaced_pod("team-b", pod)
+    sim.settle()
+    assert core.read_namespaced_pod("racked", "team-b").spec.node_name == "cpu-node-1"
