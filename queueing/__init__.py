@@ -1,12 +1,16 @@
-"""Pure manifest intake for the job-admission queue.
+"""The pure admission core of the job-admission queue.
 
-Untrusted text -> one validated Kubernetes object -> a ``Workload`` saying
-how many pods the job runs and what they request.  No Django, no cluster
-access, no I/O: everything here is deterministic and safe to call on
-arbitrary user input.
+- Intake: untrusted text -> one validated Kubernetes object -> a ``Workload``
+  saying how many pods the job runs and what they request (safe_yaml,
+  quantity, workload, podspec, validation, kubeflow, tfjob; errors).
+- Admission: from a ``Snapshot`` (snapshot), ``plan`` (planner) decides which
+  queued jobs to release and why the others wait: quota and gang fit on nodes
+  (fit), the policies' orders and head-of-line rules (policy, policies,
+  duration_policy, backfill), a reason (reasons) and an estimated start (eta)
+  for every job that waits.
 
-The admission core (``plan`` and the snapshot types) decides from a
-``Snapshot`` which queued jobs to release and why the others wait.
+No Django, no cluster access, no I/O: everything here is deterministic and
+safe to call on arbitrary user input.
 """
 
 from __future__ import annotations

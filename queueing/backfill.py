@@ -15,7 +15,7 @@ an error from starving the head:
 
 - a running job past its expected end is taken to end now: the head looks about to
   fit, so nothing needing its quota is backfilled until the job really ends;
-- once the head has waited the policy's ``reservation_after_s`` the planner holds
+- once the head has waited the policy's ``hold_after_s`` the planner holds
   its quota outright instead (``policies.PriorityPolicy``): from then on nothing
   else in the namespace takes quota the head needs, and running jobs all end some
   day.  If no expected end makes room for the head (jobs with no estimate, usage
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .eta import duration_of
-from .snapshot import PendingJob, Snapshot
+from .snapshot import InFlightJob, PendingJob, Snapshot
+from .workload import Workload
 
 INF = float("inf")
 ENDS_FIRST, EXTRA = "ends-first", "extra"
@@ -116,7 +116,7 @@ class CycleBackfill:
         # Jobs of one shape and namespace share their estimate (unless declared per job).
         self._durations: dict[tuple[int, str], float | None] = {}
 
-    def estimate(self, workload: Any, namespace: str, declared: float | None = None) -> float | None:
+    def estimate(self, workload: Workload, namespace: str, declared: float | None = None) -> float | None:
         """``eta.duration_of``'s seconds, cached per shape and namespace for the cycle (the
         start-time forecast asks the same questions: it shares this cache)."""
         if declared is not None and declared > 0:
@@ -126,7 +126,7 @@ class CycleBackfill:
             self._durations[key], _ = duration_of(workload, namespace, None, self.snapshot.history)
         return self._durations[key]
 
-    def duration(self, job: Any, unknown: float | None) -> float | None:
+    def duration(self, job: PendingJob | InFlightJob, unknown: float | None) -> float | None:
         """The job's expected run time in seconds, or ``unknown`` if nothing says."""
         seconds = self.estimate(job.workload, job.namespace, job.expected_duration)
         return unknown if seconds is None else seconds
@@ -147,9 +147,9 @@ class CycleBackfill:
                 if end is None:
                     end = self._expected_end(job.started_at, self.estimate(job.workload, job.namespace))
                 self._holders.setdefault(job.namespace, []).append((max(end, self.now), job.demand))
-            for job in self.snapshot.in_flight:
-                end = self._expected_end(self.now, self.duration(job, None))
-                self._holders.setdefault(job.namespace, []).append((end, job.demand))
+            for flight in self.snapshot.in_flight:
+                end = self._expected_end(self.now, self.duration(flight, None))
+                self._holders.setdefault(flight.namespace, []).append((end, flight.demand))
         return self._holders.get(namespace, [])
 
     def reserve(

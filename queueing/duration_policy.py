@@ -63,8 +63,8 @@ class ShortestFirstPolicy(Policy):
         promoted = [job for job in ordered if now - job.submitted_at >= after]
         rest = [job for job in ordered if now - job.submitted_at < after]
         # Jobs of one shape and namespace share the estimate: compute it once per (shape, estimate).
-        services: dict[tuple, float] = {}
-        keys = []
+        services: dict[tuple[int, str, float | None], float] = {}
+        keys: list[float] = []
         for job in rest:
             key = (id(job.workload), job.namespace, job.expected_duration)
             service = services.get(key)
@@ -77,5 +77,5 @@ class ShortestFirstPolicy(Policy):
         return promoted + ranked
 
 
-def _first(pair: tuple) -> float:
+def _first(pair: tuple[float, PendingJob]) -> float:
     return pair[0]

@@ -24,9 +24,9 @@ import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, MutableSequence, Sequence
 from operator import add, le, sub
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from .snapshot import PendingJob, Snapshot
+from .snapshot import InFlightJob, PendingJob, Snapshot
 from .workload import Workload
 
 DURATION_ANNOTATION = "jobdash.io/expected-duration"
@@ -101,6 +101,16 @@ Waiter = tuple[int, int, "tuple[int, ...] | None", "tuple[int, ...]", "float | N
 Prepare = Callable[[str, Any], Waiter]
 
 
+class Estimate(Protocol):
+    """Expected seconds of a job of ``workload`` in ``namespace`` (``declared``: the job's own figure)."""
+
+    def __call__(self, workload: Workload, namespace: str, declared: float | None = None) -> float | None: ...
+
+
+def _as_is(namespace: str, entry: Waiter) -> Waiter:
+    return entry
+
+
 def estimate_starts(
     now: float,
     queues: Mapping[str, MutableSequence[Any]],
@@ -133,8 +143,9 @@ def estimate_starts(
                 qlast[occupant.namespace][:] = map(add, qlast[occupant.namespace], occupant.quota)
             clast[:] = map(add, clast, occupant.cluster)
     ready = dict.fromkeys(queues, 0)  # per queue, how many entries are Waiters already
-    if prepare is None:
+    if prepare is None:  # every entry is a Waiter already
         ready = {ns: len(queue) for ns, queue in queues.items()}
+        prepare = _as_is
     woken: set[str] = set()  # namespaces with a wake-up queued for their head's backoff
     for ns, queue in queues.items():
         if queue and not ready[ns]:
@@ -161,7 +172,7 @@ def estimate_starts(
         nonlocal sequence
         queue = queues[ns]
         free = qfree.get(ns)
-        last = qlast.get(ns)
+        last = qlast[ns] if free is not None else []  # (the same namespaces have both)
         head, end, prepared = heads[ns], len(queue), ready[ns]
         while head < end:
             if head == prepared:
@@ -193,7 +204,7 @@ def estimate_starts(
                 free[:] = map(sub, free, quota)
             cfree[:] = map(sub, cfree, cluster)
             if duration is None:
-                if last is not None:
+                if free is not None:
                     last[:] = map(sub, last, quota)
                 clast[:] = map(sub, clast, cluster)
             elif t + duration <= last_start:
@@ -255,7 +266,7 @@ def forecast(
     quota_free: Mapping[str, Mapping[str, int]],
     cluster_free: Mapping[str, int],
     horizon: float | None,
-    estimate: Callable[..., float | None] | None = None,
+    estimate: Estimate | None = None,
 ) -> tuple[dict[int, float], dict[int, str], str]:
     """``estimate_starts`` for a planned cycle.  ``queues``: per namespace, the
     waiting jobs as (rank, job) in queue order (converted in place as the
@@ -264,18 +275,20 @@ def forecast(
     this plan leaves; ``estimate(workload, namespace, declared=None)``: expected
     seconds (the planner passes its cycle's cache; default ``duration_of``)."""
     now, history = snapshot.now, snapshot.history
-    if estimate is None:
 
-        def estimate(workload, namespace, declared=None):
-            return duration_of(workload, namespace, declared, history)[0]
+    def from_history(workload: Workload, namespace: str, declared: float | None = None) -> float | None:
+        return duration_of(workload, namespace, declared, history)[0]
 
+    expected: Estimate = from_history if estimate is None else estimate
     resources = sorted(cluster_free)
     quota_keys = {name: tuple(free) for name, free in quota_free.items()}
     # Jobs of one shape share their demand and totals objects: convert each once.
     cluster_vectors: dict[int, tuple[int, ...]] = {}
     quota_vectors: dict[str, dict[int, tuple[int, ...]]] = {name: {} for name in quota_keys}
 
-    def vectors(namespace: str, demand: Mapping[str, int], totals: Mapping[str, int]):
+    def vectors(
+        namespace: str, demand: Mapping[str, int], totals: Mapping[str, int]
+    ) -> tuple[tuple[int, ...] | None, tuple[int, ...]]:
         cluster = cluster_vectors.get(id(totals))
         if cluster is None:
             cluster = cluster_vectors[id(totals)] = tuple([totals.get(name, 0) for name in resources])
@@ -291,7 +304,7 @@ def forecast(
         rank, job = entry
         duration = job.expected_duration
         if duration is None:
-            duration = estimate(job.workload, namespace)
+            duration = expected(job.workload, namespace)
         # vectors(), inlined for the common case: both already converted.
         cluster = cluster_vectors.get(id(job.totals))
         cache = quota_vectors.get(namespace)
@@ -304,15 +317,16 @@ def forecast(
     for job in snapshot.running:
         end = job.expected_end
         if end is None:
-            duration = estimate(job.workload, job.namespace)
+            duration = expected(job.workload, job.namespace)
             end = None if duration is None else job.started_at + duration
         occupants.append(Occupant(job.namespace, *vectors(job.namespace, job.demand, job.totals), end))
-    for job in (*snapshot.in_flight, *admitted):
-        duration = estimate(job.workload, job.namespace, job.expected_duration)
+    starting: list[InFlightJob | PendingJob] = [*snapshot.in_flight, *admitted]
+    for started in starting:
+        duration = expected(started.workload, started.namespace, started.expected_duration)
         occupants.append(
             Occupant(
-                job.namespace,
-                *vectors(job.namespace, job.demand, job.totals),
+                started.namespace,
+                *vectors(started.namespace, started.demand, started.totals),
                 None if duration is None else now + duration,
             )
         )

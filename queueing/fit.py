@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
-from .snapshot import PODS, InFlightJob, Node, PodGroup
+from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
 # A node that reports no pod limit is not limited by it.
 UNLIMITED = 10**18
@@ -114,7 +114,7 @@ class _NodeView(NamedTuple):
 # large, which only costs recomputing.
 _VIEWS: dict[int, tuple[Node, _NodeView]] = {}
 _VIEWS_LIMIT = 50_000
-_CAPACITIES: dict[tuple, Mapping[str, int]] = {}
+_CAPACITIES: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
 _UNCONSTRAINED = ((), ())
 
 
@@ -183,7 +183,7 @@ class NodePool:
         self.free: list[Mapping[str, int]] = []
         self.eventual: list[Mapping[str, int]] = []  # free once running pods end: for reservations
         self.capacity: list[Mapping[str, int]] = []  # an empty node: for "never fits"
-        self._owned = bytearray(len(self.nodes))
+        self._owned: list[tuple[dict[str, int], dict[str, int]] | None] = [None] * len(self.nodes)
         self.schedulable: list[int] = []
         self._plain: list[int] = []  # schedulable nodes without blocking taints
         self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
@@ -207,23 +207,22 @@ class NodePool:
                         self.cluster_max[name] = amount
             for name, amount in view.positive:
                 totals[name] = totals.get(name, 0) + amount
-        by_name = None
+        by_name: dict[str, int] | None = None
         for job in in_flight:
             if by_name is None:
                 by_name = {name: number for number, name in enumerate(self.names)}
             roles = {group.role: group.requests for group in job.gang}
             for role, _, node_name in job.placements:
-                number = by_name.get(node_name)
-                if number is not None and role in roles:
-                    self._own(number)
-                    free, eventual = self.free[number], self.eventual[number]
+                on = by_name.get(node_name)
+                if on is not None and role in roles:
+                    free, eventual = self._own(on)
                     for name, amount in roles[role]:
                         old = free.get(name, 0)
                         free[name] = old - amount
                         eventual[name] = eventual.get(name, 0) - amount
-                        if not self.nodes[number].unschedulable:
+                        if not self.nodes[on].unschedulable:
                             totals[name] = totals.get(name, 0) + max(old - amount, 0) - max(old, 0)
-        self._eligible: dict[tuple, _Eligible] = {}
+        self._eligible: dict[Constraints, _Eligible] = {}
         self._member_of: list[list[_Eligible]] = [[] for _ in self.nodes]
         # Failures by id() of the (interned) gang or pod group, holding the key
         # object so its id cannot be reused while the entry lives.
@@ -231,16 +230,18 @@ class NodePool:
         self.reservations: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []  # (job id, node, requests)
         self.stats = {"place_calls": 0, "memo_hits": 0, "cluster_rejects": 0, "pods_placed": 0}
 
-    def _own(self, number: int) -> None:
-        """Copy a node's shared views before its first change in this cycle."""
-        if not self._owned[number]:
-            self._owned[number] = 1
-            self.free[number] = dict(self.free[number])
-            self.eventual[number] = dict(self.eventual[number])
+    def _own(self, number: int) -> tuple[dict[str, int], dict[str, int]]:
+        """A node's free and eventual amounts as this cycle's own dicts: the shared
+        views are copied before the node's first change in this cycle."""
+        owned = self._owned[number]
+        if owned is None:
+            owned = self._owned[number] = (dict(self.free[number]), dict(self.eventual[number]))
+            self.free[number], self.eventual[number] = owned
+        return owned
 
     # -- eligibility and indices ---------------------------------------------------------
 
-    def eligible(self, constraints: tuple) -> _Eligible:
+    def eligible(self, constraints: Constraints) -> _Eligible:
         found = self._eligible.get(constraints)
         if found is None:
             if constraints == _UNCONSTRAINED:  # the common pod: any untainted schedulable node
@@ -261,10 +262,8 @@ class NodePool:
         return index
 
     def _charge(self, number: int, requests: tuple[tuple[str, int], ...], sign: int = 1) -> None:
-        if not self._owned[number]:
-            self._own(number)
-        free = self.free[number]
-        eventual = self.eventual[number]
+        owned = self._owned[number]
+        free, eventual = owned if owned is not None else self._own(number)
         totals = self.totals
         member_of = self._member_of[number]
         for name, amount in requests:
@@ -397,13 +396,14 @@ class NodePool:
                     reserved_by=job_id,
                 )
         # The scarcest resource: highest need relative to the largest free amount on one node.
-        best = None
+        best: tuple[float, str, int, int] | None = None
         for name, amount in requests:
             index = self._index(eligible, name)
             largest = max(index[-1][0], 0)
             ratio = amount / largest if largest else float("inf")
             if best is None or ratio > best[0]:
                 best = (ratio, name, amount, largest)
+        assert best is not None  # every pod requests at least its "pods" slot
         _, name, amount, largest = best
         return NodeFailure("nofit", name, amount, largest, group.role, pods, placed)
 

@@ -20,8 +20,10 @@ from .fit import NodeFailure, NodePool, quota_check
 from .policies import DEFAULT_POLICY, get_policy
 from .policy import Policy
 from .reasons import PendingStatus, Reason
-from .snapshot import PendingJob, Snapshot
+from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
 
+# Why a job waits: the reason and its detail (rendered by reasons.PendingStatus).
+Outcome = tuple[Reason, dict[str, Any]]
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
 _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
@@ -97,10 +99,10 @@ class _Namespace:
         self.admitted: list[PendingJob] = []  # admitted this cycle, in order
         self.head_seen = False  # the first job that could not start has been met
         self.blocked_by: int | None = None  # strict order: the head that blocks the rest
-        self.held_back: tuple[Reason, dict[str, Any]] | None = None  # the outcome of a policy hold
+        self.held_back: Outcome | None = None  # the outcome of a policy hold
         self.usage: dict[str, int] = {}  # node resources of its running, in-flight and admitted jobs
         self.weight = weight
-        self.failed: dict[tuple[int, int], tuple[Reason, dict[str, Any]]] = {}  # capacity outcome by job shape
+        self.failed: dict[tuple[int, int], Outcome] = {}  # capacity outcome by job shape
 
 
 # Like Slurm's backfill window (bf_window, one day by default): a start
@@ -144,12 +146,12 @@ class _Cycle:
         self.strategy = strategy
         # Filled by _record, in each namespace's queue order: every job not admitted with its
         # position and outcome, and per namespace the (rank, job) of those that can wait.
-        self.waiting: list[tuple[PendingJob, int, tuple[Reason, dict[str, Any]]]] = []
+        self.waiting: list[tuple[PendingJob, int, Outcome]] = []
         self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
         self.positions: dict[str, int] = {}
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
-        self.node_outcomes: dict[int, tuple[NodeFailure, tuple[Reason, dict[str, Any]]]] = {}
+        self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
         self.keep_alive: list[object] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
         self.stats = {
@@ -239,7 +241,7 @@ class _Cycle:
 
     # -- 3. admission --------------------------------------------------------------------
 
-    def _record(self, rank: int, job: PendingJob, outcome: tuple[Reason, dict[str, Any]]) -> None:
+    def _record(self, rank: int, job: PendingJob, outcome: Outcome) -> None:
         """A job that waits: its position in its namespace's queue (called in queue order)."""
         namespace = job.namespace
         position = self.positions[namespace] = self.positions.get(namespace, 0) + 1
@@ -251,7 +253,7 @@ class _Cycle:
             else:
                 queue.append((rank, job))
 
-    def _consider(self, job: PendingJob) -> tuple[Reason, dict[str, Any]] | None:
+    def _consider(self, job: PendingJob) -> Outcome | None:
         """Admit ``job`` (return None) or say why not; checks run cheapest first."""
         namespace = self.namespaces[job.namespace]
         # Capacity only shrinks during a cycle, so a job shaped like one that
@@ -275,16 +277,17 @@ class _Cycle:
             self.keep_alive.append((job.demand, job.gang))
         return outcome
 
-    def _try(self, job: PendingJob, namespace: _Namespace) -> tuple[Reason, dict[str, Any]] | None:
+    def _try(self, job: PendingJob, namespace: _Namespace) -> Outcome | None:
         # 3b. Quota.
         short = None
-        if namespace.hard is not None:
-            never, short = quota_check(job.demand, namespace.hard, namespace.free)
+        hard, free = namespace.hard, namespace.free
+        if hard is not None and free is not None:  # (both or neither: whether it has a ResourceQuota)
+            never, short = quota_check(job.demand, hard, free)
             if never is not None:
                 return Reason.NEVER_FITS_QUOTA, {
                     "resource": never,
                     "needed": job.demand[never],
-                    "hard": namespace.hard[never],
+                    "hard": hard[never],
                 }
         if self.node_fit:
             never_nodes = self._never_fits_nodes(job)
@@ -319,11 +322,11 @@ class _Cycle:
             placed = self.pool.place(job.gang, job.totals)
             if isinstance(placed, NodeFailure):
                 # Memoised failures repeat for many jobs: build each outcome once.
-                outcome = self.node_outcomes.get(id(placed))
-                if outcome is None or outcome[0] is not placed:
-                    outcome = (placed, _node_outcome(placed))
-                    self.node_outcomes[id(placed)] = outcome
-                outcome = outcome[1]
+                built = self.node_outcomes.get(id(placed))
+                if built is None or built[0] is not placed:
+                    built = (placed, _node_outcome(placed))
+                    self.node_outcomes[id(placed)] = built
+                outcome = built[1]
                 if outcome[0] is not _NEVER_NODES:
                     self._head_waits(job, namespace, nodes=True)
                 return outcome
@@ -336,7 +339,7 @@ class _Cycle:
                 pods.append((job.gang[group_number].role, index, names[node]))
             placement = tuple(sorted(pods))
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
-        if shadow is not None:
+        if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)
             self.stats["backfilled"] += 1
         if namespace.free is not None:
@@ -348,18 +351,19 @@ class _Cycle:
         self.admitted_jobs.append(job)
         return None
 
-    def _quota_outcome(self, job: PendingJob, namespace: _Namespace, short: str) -> tuple[Reason, dict[str, Any]]:
-        demand, free, held = job.demand, namespace.free, namespace.held
-        if held and not quota_check(demand, namespace.hard, {key: free[key] + held.get(key, 0) for key in free})[1]:
+    def _quota_outcome(self, job: PendingJob, namespace: _Namespace, short: str) -> Outcome:
+        demand, hard, free, held = job.demand, namespace.hard, namespace.free, namespace.held
+        assert hard is not None and free is not None  # short of quota: the namespace has one
+        if held and not quota_check(demand, hard, {key: free[key] + held.get(key, 0) for key in free})[1]:
             return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": namespace.reserved_for, "resource": short}
         return Reason.QUOTA_EXCEEDED, {
             "resource": short,
             "needed": demand[short],
             "free": free[short],
-            "hard": namespace.hard[short],
+            "hard": hard[short],
         }
 
-    def _never_fits_nodes(self, job: PendingJob) -> tuple[Reason, dict[str, Any]] | None:
+    def _never_fits_nodes(self, job: PendingJob) -> Outcome | None:
         """Cheap screen for a pod larger than every node (checked even while quota is short)."""
         cluster_max = self.cluster_max
         for group in job.gang:
@@ -418,9 +422,10 @@ class _Cycle:
     def _admit_fair(self, ordered: list[PendingJob]) -> None:
         """DRF: the namespace with the lowest weighted dominant share admits next."""
         capacity = {name: amount for name, amount in self._cluster_capacity().items() if amount > 0}
-        for job in (*self.snapshot.running, *self.snapshot.in_flight):
-            if job.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
-                _add_usage(self.namespaces[job.namespace], job.totals)
+        holding: list[RunningJob | InFlightJob] = [*self.snapshot.running, *self.snapshot.in_flight]
+        for held in holding:
+            if held.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
+                _add_usage(self.namespaces[held.namespace], held.totals)
         queues: dict[str, list[tuple[int, PendingJob]]] = {}
         for rank, job in enumerate(ordered):
             queue = queues.get(job.namespace)
@@ -514,7 +519,7 @@ def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:
         usage[name] = usage.get(name, 0) + amount
 
 
-def _node_outcome(failure: NodeFailure) -> tuple[Reason, dict[str, Any]]:
+def _node_outcome(failure: NodeFailure) -> Outcome:
     if failure.kind == "never":
         return Reason.NEVER_FITS_NODES, {
             "resource": failure.resource,

@@ -9,15 +9,32 @@ Whatever the input, the only exception that escapes is ``ManifestError``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent, MappingEndEvent, ScalarEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent
-from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.error import Mark
+from yaml.events import (
+    AliasEvent,
+    CollectionStartEvent,
+    Event,
+    MappingEndEvent,
+    MappingStartEvent,
+    NodeEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from .errors import FieldError, ManifestError
+
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as LibyamlMark
+
+E = TypeVar("E", bound=Event)
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32
@@ -26,7 +43,7 @@ DEFAULT_MAX_DEPTH = 32
 MAX_EXPANDED_NODES = 1_000_000
 
 try:  # libyaml is much faster; the pure-Python parser is a drop-in fallback
-    from yaml.cyaml import CParser as _EventParser
+    from yaml._yaml import CParser as _EventParser
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml.parser import Parser
     from yaml.reader import Reader
@@ -69,7 +86,7 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         self.allow_aliases = allow_aliases
         # Only used with allow_aliases: anchor -> (node, expanded size, height),
         # so an alias is charged for everything it stands for.
-        self.anchored: dict[str, tuple[Any, int, int]] = {}
+        self.anchored: dict[str, tuple[Node, int, int]] = {}
         self.expanded_nodes = 0
         self.deepest = 0
 
@@ -87,7 +104,7 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
             raise _Rejected("", "empty document")
         return self.construct_document(root)
 
-    def _compose_document(self) -> Any:
+    def _compose_document(self) -> Node:
         self.get_event()  # DocumentStartEvent
         node = self._compose_node("", 1)
         self.get_event()  # DocumentEndEvent
@@ -104,12 +121,20 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         self.get_event()  # DocumentEndEvent
         return True
 
-    def _compose_node(self, path: str, depth: int) -> Any:
+    def _next(self, kind: type[E]) -> E:
+        """The next event, of the kind the YAML grammar guarantees at this point."""
+        event = self.get_event()
+        assert isinstance(event, kind), event
+        return event
+
+    def _compose_node(self, path: str, depth: int) -> Node:
         if self.check_event(AliasEvent):
             if not self.allow_aliases:
                 raise _Rejected(path, "YAML aliases are not allowed")
             return self._expand_alias(path, depth)
-        anchor = self.peek_event().anchor
+        event = self.peek_event()
+        assert isinstance(event, NodeEvent), event
+        anchor = event.anchor
         if anchor is None:
             return self._compose_unanchored(path, depth)
         if not self.allow_aliases:
@@ -123,8 +148,8 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         self.deepest = max(outer_deepest, self.deepest)
         return node
 
-    def _expand_alias(self, path: str, depth: int) -> Any:
-        event = self.get_event()
+    def _expand_alias(self, path: str, depth: int) -> Node:
+        event = self._next(AliasEvent)
         if event.anchor not in self.anchored:
             raise _Rejected(path, f"undefined YAML alias {event.anchor!r}")
         node, size, height = self.anchored[event.anchor]
@@ -136,7 +161,7 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
             raise _Rejected(path, f"document expands to more than {MAX_EXPANDED_NODES} values")
         return node
 
-    def _compose_unanchored(self, path: str, depth: int) -> Any:
+    def _compose_unanchored(self, path: str, depth: int) -> Node:
         self.expanded_nodes += 1
         event = self.peek_event()
         if isinstance(event, ScalarEvent):
@@ -149,23 +174,23 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         return self._compose_mapping(path, depth)
 
     def _compose_scalar(self, path: str) -> ScalarNode:
-        event = self.get_event()
+        event = self._next(ScalarEvent)
         tag = self._tag_for(ScalarNode, event, path, event.value, event.implicit)
-        return ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+        return ScalarNode(tag, event.value, _mark(event.start_mark), _mark(event.end_mark), style=event.style)
 
     def _compose_sequence(self, path: str, depth: int) -> SequenceNode:
-        start = self.get_event()
+        start = self._next(SequenceStartEvent)
         tag = self._tag_for(SequenceNode, start, path, None, start.implicit)
-        node = SequenceNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+        node = SequenceNode(tag, [], _mark(start.start_mark), None, flow_style=start.flow_style)
         while not self.check_event(SequenceEndEvent):
             node.value.append(self._compose_node(f"{path}[{len(node.value)}]", depth + 1))
-        node.end_mark = self.get_event().end_mark
+        node.end_mark = _mark(self._next(SequenceEndEvent).end_mark)
         return node
 
     def _compose_mapping(self, path: str, depth: int) -> MappingNode:
-        start = self.get_event()
+        start = self._next(MappingStartEvent)
         tag = self._tag_for(MappingNode, start, path, None, start.implicit)
-        node = MappingNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+        node = MappingNode(tag, [], _mark(start.start_mark), None, flow_style=start.flow_style)
         seen: set[Any] = set()
         while not self.check_event(MappingEndEvent):
             key_node = self._compose_node(path, depth + 1)
@@ -181,21 +206,32 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
                 raise _Rejected(child_path, f"duplicate key {str(key)!r}")
             seen.add(key)
             node.value.append((key_node, self._compose_node(child_path, depth + 1)))
-        node.end_mark = self.get_event().end_mark
+        node.end_mark = _mark(self._next(MappingEndEvent).end_mark)
         return node
 
-    def _tag_for(self, kind: type, event: Any, path: str, value: Any, implicit: Any) -> str:
+    def _tag_for(
+        self,
+        kind: type[Node],
+        event: ScalarEvent | CollectionStartEvent,
+        path: str,
+        value: str | None,
+        implicit: tuple[bool, bool] | bool,
+    ) -> str:
         if event.tag is None or event.tag == "!":
-            return self.resolve(kind, value, implicit)
+            return self._resolve(kind, value, implicit)
         if event.tag not in _ALLOWED_EXPLICIT_TAGS:
             raise _Rejected(path, f"YAML tag {event.tag!r} is not allowed")
         if kind is ScalarNode and event.tag != _TAG + "str":
             # SafeConstructor trusts explicit tags and crashes on "!!int foo";
             # accept a tag only where the plain value would mean the same.
-            natural = self.resolve(ScalarNode, value, (True, False))
+            natural = self._resolve(ScalarNode, value, (True, False))
             if natural != event.tag and not (event.tag == _TAG + "float" and natural == _TAG + "int"):
                 raise _Rejected(path, f"{value!r} is not a valid {event.tag.replace(_TAG, '!!')}")
         return event.tag
+
+    def _resolve(self, kind: type[Node], value: str | None, implicit: tuple[bool, bool] | bool) -> str:
+        tag: str = self.resolve(kind, value, implicit)  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
+        return tag
 
     def construct_undefined(self, node: Any) -> Any:
         raise _Rejected("", f"YAML tag {node.tag!r} is not allowed")
@@ -204,10 +240,11 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
 # Go's YAML decoder (used by kubectl and the API server) hands unquoted dates
 # to JSON as strings; keeping them as text means "2024-01-01" in a label or
 # annotation stays a string here too instead of becoming datetime.date.
-_StrictLoader.add_constructor(_TAG + "timestamp", SafeConstructor.construct_yaml_str)
+# (types-PyYAML bounds add_constructor to PyYAML's own loader classes, hence the ignores.)
+_StrictLoader.add_constructor(_TAG + "timestamp", SafeConstructor.construct_yaml_str)  # type: ignore[type-var]
 # PyYAML resolves a bare "=" to the YAML 1.1 "value" type it cannot build;
 # to Go (and to users) it is just the string "=".
-_StrictLoader.add_constructor(_TAG + "value", SafeConstructor.construct_yaml_str)
+_StrictLoader.add_constructor(_TAG + "value", SafeConstructor.construct_yaml_str)  # type: ignore[type-var]
 
 
 def load_document(
@@ -280,7 +317,12 @@ def _check_size(size: int, max_bytes: int) -> None:
         )
 
 
-def _is_empty(node: Any) -> bool:
+def _mark(mark: Mark | LibyamlMark | None) -> Mark | None:
+    """types-PyYAML types node marks as PyYAML's Mark; libyaml's events carry its own, with the same fields."""
+    return mark  # type: ignore[return-value]
+
+
+def _is_empty(node: Node) -> bool:
     return isinstance(node, ScalarNode) and node.tag == _TAG + "null" and node.value == "" and not node.style
 
 

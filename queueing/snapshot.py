@@ -13,12 +13,19 @@ node allocatable (``cpu``, ``nvidia.com/gpu``, ``pods``, ...).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .workload import Workload
+
+if TYPE_CHECKING:  # policy.py imports this module
+    from .policy import Policy
+
+K = TypeVar("K")
+V = TypeVar("V")
+H = TypeVar("H", bound=Hashable)
 
 # A pod consumes one of the node's "pods" slots whatever else it asks for.
 PODS = "pods"
@@ -26,7 +33,7 @@ PODS = "pods"
 _BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
 
-def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+def _frozen(value: Mapping[K, V] | None) -> Mapping[K, V]:
     return MappingProxyType(dict(value or {}))
 
 
@@ -35,22 +42,31 @@ def _frozen(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
 # several-fold and lets a cycle cache per-shape work by identity.  The
 # table only ever maps a value to an equal value, so clearing it when it
 # grows large changes nothing but memory.
-_INTERNED: dict[Any, Any] = {}
+_INTERNED: dict[Hashable, Any] = {}
 _INTERN_LIMIT = 100_000
 
 
-def _intern(key: Any, make: Any = None) -> Any:
-    found = _INTERNED.get(key)
-    if found is None:
-        if len(_INTERNED) >= _INTERN_LIMIT:
-            _INTERNED.clear()
-        found = _INTERNED[key] = key if make is None else make()
-    return found
+def _intern(value: H) -> H:
+    """The shared object equal to ``value`` (``value`` itself the first time)."""
+    found: H | None = _INTERNED.get(value)
+    return _remember(value, value) if found is None else found
 
 
 def _interned_map(amounts: Mapping[str, int]) -> Mapping[str, int]:
-    items = ("map",) + tuple(sorted(amounts.items()))
-    return _intern(items, lambda: MappingProxyType(dict(amounts)))
+    key = ("map",) + tuple(sorted(amounts.items()))
+    found: Mapping[str, int] | None = _INTERNED.get(key)
+    return _remember(key, MappingProxyType(dict(amounts))) if found is None else found
+
+
+def _remember(key: Hashable, value: V) -> V:
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = value
+    return value
+
+
+# A pod's (nodeSelector, tolerations) as sorted tuples: equal constraints compare and hash equal.
+Constraints = tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, Any], ...], ...]]
 
 
 @dataclass(frozen=True)
@@ -90,7 +106,7 @@ class PodGroup:
     role: str
     count: int
     requests: tuple[tuple[str, int], ...]
-    constraints: tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, Any], ...], ...]]
+    constraints: Constraints
 
     @property
     def selector(self) -> dict[str, str]:
@@ -125,7 +141,7 @@ def node_totals(gang: tuple[PodGroup, ...]) -> Mapping[str, int]:
     return _interned_map(totals)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PendingJob:
     """A queued job.  ``demand`` defaults to ``workload.quota_demand()``.
 
@@ -150,20 +166,40 @@ class PendingJob:
     attempts: int = 0
     backoff_until: float | None = None
     expected_duration: float | None = None
-    demand: Mapping[str, int] | None = None
+    demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
     cpu: int = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        demand = self.workload.quota_demand() if self.demand is None else self.demand
-        object.__setattr__(self, "demand", _interned_map(demand))
-        gang = gang_of(self.workload)
+    # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
+    def __init__(
+        self,
+        id: int,
+        namespace: str,
+        priority: int,
+        submitted_at: float,
+        workload: Workload,
+        attempts: int = 0,
+        backoff_until: float | None = None,
+        expected_duration: float | None = None,
+        demand: Mapping[str, int] | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "id", id)
+        set_(self, "namespace", namespace)
+        set_(self, "priority", priority)
+        set_(self, "submitted_at", submitted_at)
+        set_(self, "workload", workload)
+        set_(self, "attempts", attempts)
+        set_(self, "backoff_until", backoff_until)
+        set_(self, "expected_duration", expected_duration)
+        set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
+        gang = gang_of(workload)
         totals = node_totals(gang)
-        object.__setattr__(self, "gang", gang)
-        object.__setattr__(self, "totals", totals)
-        object.__setattr__(self, "cpu", totals.get("cpu", 0))
+        set_(self, "gang", gang)
+        set_(self, "totals", totals)
+        set_(self, "cpu", totals.get("cpu", 0))
 
 
 def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:
@@ -287,7 +323,7 @@ class Node:
         object.__setattr__(self, "labels", _frozen(self.labels))
         object.__setattr__(self, "taints", tuple(self.taints))
 
-    def admits(self, constraints: PodGroup | tuple) -> bool:
+    def admits(self, constraints: PodGroup | Constraints) -> bool:
         """Whether a pod with these (nodeSelector, tolerations) may run here at all."""
         selector, tolerations = constraints.constraints if isinstance(constraints, PodGroup) else constraints
         if self.unschedulable:
@@ -323,7 +359,7 @@ class Snapshot:
     nodes: tuple[Node, ...] = ()
     node_fit: bool = True
     history: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
-    policies: Mapping[str, Any] = field(default_factory=dict)
+    policies: Mapping[str, Policy | str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

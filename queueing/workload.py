@@ -172,9 +172,14 @@ class Workload:
 class JobAdapter(Protocol):
     """Validates one job kind and reduces it to a Workload."""
 
-    api_version: str  # e.g. "kubeflow.org/v1"
-    kind: str  # e.g. "TFJob"
-    plural: str  # e.g. "tfjobs", used for the count/<plural>.<group> quota key
+    @property
+    def api_version(self) -> str: ...  # e.g. "kubeflow.org/v1"
+
+    @property
+    def kind(self) -> str: ...  # e.g. "TFJob"
+
+    @property
+    def plural(self) -> str: ...  # e.g. "tfjobs", used for the count/<plural>.<group> quota key
 
     def validate_and_build(self, manifest: Mapping[str, Any]) -> Workload:
         """Return the Workload or raise ManifestError listing every problem."""
