@@ -142,6 +142,13 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             raise bad_request("the body of the request could not be decoded as JSON") from None
 
+    def _body_object(self) -> dict:
+        """A body that must be a JSON object (DeleteOptions, control requests); none is {}."""
+        body = self._body() or {}
+        if not isinstance(body, dict):
+            raise bad_request(f"the body of the request must be a JSON object, not {type(body).__name__}")
+        return body
+
     def _send(self, code: int, payload: object, headers: dict | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
         head = [
@@ -211,11 +218,13 @@ class Handler(BaseHTTPRequestHandler):
                     query.get("continue") or None,
                 ),
             )
-        if verb == "get":
-            return self._send(200, api.get(rt, namespace or "", name))
         if verb == "create":
             obj, warnings = api.create(rt, namespace or "", self._body(), user, dry_run)
             return self._send(201, obj, _warning_headers(warnings))
+        # _verb gives the verbs below only to a named object.
+        assert name is not None
+        if verb == "get":
+            return self._send(200, api.get(rt, namespace or "", name))
         if verb == "update":
             obj, warnings = api.replace(rt, namespace or "", name, self._body(), user, dry_run, subresource)
             return self._send(200, obj, _warning_headers(warnings))
@@ -224,7 +233,7 @@ class Handler(BaseHTTPRequestHandler):
             obj, warnings = api.patch(rt, namespace or "", name, content_type, self._body(), user, dry_run, subresource)
             return self._send(200, obj, _warning_headers(warnings))
         if verb == "delete":
-            options = self._body() or {}
+            options = self._body_object()
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
             return self._send(200, api.delete(rt, namespace or "", name, options, dry_run))
@@ -275,23 +284,23 @@ class Handler(BaseHTTPRequestHandler):
 
     def _control(self, method: str, path: str, query: dict) -> None:
         cluster = self.server.cluster
-        body = self._body() if method in ("POST", "PUT") else None
+        body = self._body_object() if method in ("POST", "PUT") else {}
         if path == "/kubesim/audit" and method == "GET":
             return self._send(200, {"items": list(cluster.audit)})
         if path == "/kubesim/faults" and method == "POST":
-            cluster.faults.add(**(body or {}))
+            cluster.faults.add(**body)
             return self._send(200, {"rules": len(cluster.faults.rules)})
         if path == "/kubesim/faults" and method == "DELETE":
             cluster.faults.clear()
             return self._send(200, {"rules": 0})
         if path == "/kubesim/drop-watches" and method == "POST":
-            return self._send(200, {"dropped": cluster.drop_watches(bool((body or {}).get("abrupt")))})
+            return self._send(200, {"dropped": cluster.drop_watches(bool(body.get("abrupt")))})
         if path == "/kubesim/compact" and method == "POST":
             return self._send(200, {"compacted": cluster.store.compact()})
         if path == "/kubesim/advance" and method == "POST":
             if not cluster.clock.manual:
                 raise bad_request("advance needs `clock: manual`; a real clock moves by itself")
-            cluster.advance(float((body or {}).get("seconds", 0)))
+            cluster.advance(float(body.get("seconds", 0)))
             return self._send(200, {"now": cluster.clock.now()})
         if path == "/kubesim/state" and method == "GET":
             return self._send(
@@ -342,7 +351,8 @@ class KubesimServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        # The stub types the address one may bind to (str or bytes); once bound it is getsockname()'s str.
+        return f"http://{host}:{port}"  # type: ignore[str-bytes-safe]
 
     def start_background(self) -> None:
         self._thread = threading.Thread(

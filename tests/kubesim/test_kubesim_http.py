@@ -115,3 +115,9 @@ def test_control_plane_advances_a_manual_clock_and_compacts(conn, sim):
     state = json.loads(call(conn, "GET", "/kubesim/state", token=None)[2])
     assert state["resourceVersion"] == sim.model.resource_version and state["errors"] == []
     assert call(conn, "GET", "/kubesim/nothing-here", token=None)[0] == 404
+
+
+def test_delete_options_that_are_not_an_object_are_400(conn):
+    status, _, body = call(conn, "DELETE", "/api/v1/namespaces/team-a/pods/nothing", ["Foreground"])
+    assert status == 400
+    assert json.loads(body)["message"] == "the body of the request must be a JSON object, not list"
