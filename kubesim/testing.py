@@ -160,7 +160,7 @@ def tfjob_manifest(
     if fail:
         annotations["kubesim.io/fail"] = "true"
     spec: dict = {"tfReplicaSpecs": specs}
-    run_policy = {}
+    run_policy: dict[str, object] = {}
     if suspend is not None:
         run_policy["suspend"] = suspend
     if clean_pod_policy is not None:
