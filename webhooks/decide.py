@@ -52,7 +52,8 @@ SERVER_SET_METADATA = (
 try:  # libyaml's emitter is several times faster; the pure-Python one is the fallback
     _BaseDumper = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _BaseDumper = yaml.SafeDumper
+    # types-PyYAML aliases CSafeDumper to CDumper; really both are SafeRepresenter dumpers.
+    _BaseDumper = yaml.SafeDumper  # type: ignore[assignment, misc]
 
 
 class _Dumper(_BaseDumper):
@@ -147,13 +148,14 @@ def _position(job: Job, created: bool) -> str:
     return f"waiting in {namespace}'s queue for its first admission cycle"
 
 
+_SUBMITTED_THROUGH: dict[str, str] = {Source.WEB: "web form", Source.API: "REST API", Source.ADMIN: "admin console"}
+
+
 def _describe(job: Job, created: bool) -> str:
     """`jobdash job #12 (Queued, position 2 in team-a's queue: <why it waits>)`."""
     label = f"jobdash job #{job.pk}"
     if job.source != Source.WEBHOOK:
-        through = {Source.WEB: "web form", Source.API: "REST API", Source.ADMIN: "admin console"}.get(
-            job.source, job.source
-        )
+        through = _SUBMITTED_THROUGH.get(job.source, job.source)
         label += f" (submitted through the {through} by {job.submitted_by_name or 'jobdash'})"
     if job.state == State.QUEUED:
         why = f": {job.message}" if job.message else ""
@@ -179,7 +181,9 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
         # Suspended by its creator: the creator decides when it runs. (Queued in deny mode,
         # it would be released suspended and never start.)
         return ALLOW
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
     name = metadata.get("name") or request.name
     namespace = request.namespace or metadata.get("namespace") or ""
     if not isinstance(name, str) or not name or not namespace:
