@@ -89,14 +89,6 @@ def method_not_allowed(message: str = "the server does not allow this method on 
     return ApiError(405, "MethodNotAllowed", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(
-        415,
-        "UnsupportedMediaType",
-        f'the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/json-patch+json, application/strategic-merge-patch+json (got "{content_type}")',
-    )
-
-
 def too_many_requests(retry_after: int = 1) -> ApiError:
     return ApiError(
         429,
