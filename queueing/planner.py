@@ -12,18 +12,15 @@ import gc
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .backfill import CycleBackfill
 from .eta import forecast
 from .fit import NodeFailure, NodePool, quota_check
-from .policies import DEFAULT_POLICY, get_policy
+from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
-from .reasons import PendingStatus, Reason
+from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
 from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
 
-# Why a job waits: the reason and its detail (rendered by reasons.PendingStatus).
-Outcome = tuple[Reason, dict[str, Any]]
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
 _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
@@ -66,43 +63,24 @@ class Plan:
         return tuple(admission.job_id for admission in self.admissions)
 
 
+@dataclass(slots=True, eq=False)
 class _Namespace:
     """One namespace's state during the cycle."""
 
-    __slots__ = (
-        "name",
-        "hard",
-        "free",
-        "held",
-        "reserved_for",
-        "in_flight",
-        "admitted",
-        "head_seen",
-        "blocked_by",
-        "held_back",
-        "usage",
-        "weight",
-        "failed",
-        "policy",
-    )
-
-    def __init__(
-        self, name: str, hard: dict[str, int] | None, free: dict[str, int] | None, weight: int, policy: Policy
-    ):
-        self.name = name
-        self.policy = policy  # its queue's rules: the global policy or the namespace's override
-        self.hard = hard  # None: no ResourceQuota, nothing constrained
-        self.free = free  # per constrained key: hard - used - reserved - admitted - held
-        self.held: dict[str, int] = {}  # quota held for reserved_for, a head that waited too long
-        self.reserved_for: int | None = None
-        self.in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
-        self.admitted: list[PendingJob] = []  # admitted this cycle, in order
-        self.head_seen = False  # the first job that could not start has been met
-        self.blocked_by: int | None = None  # strict order: the head that blocks the rest
-        self.held_back: Outcome | None = None  # the outcome of a policy hold
-        self.usage: dict[str, int] = {}  # node resources of its running, in-flight and admitted jobs
-        self.weight = weight
-        self.failed: dict[tuple[int, int], Outcome] = {}  # capacity outcome by job shape
+    name: str
+    hard: dict[str, int] | None  # None: no ResourceQuota, nothing constrained
+    free: dict[str, int] | None  # per constrained key: hard - used - reserved - admitted - held
+    weight: int
+    policy: Policy  # its queue's rules: the global policy or the namespace's override
+    held: dict[str, int] = field(default_factory=dict)  # quota held for reserved_for, a head that waited too long
+    reserved_for: int | None = None
+    in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
+    admitted: list[PendingJob] = field(default_factory=list)  # admitted this cycle, in order
+    head_seen: bool = False  # the first job that could not start has been met
+    blocked_by: int | None = None  # strict order: the head that blocks the rest
+    held_back: Outcome | None = None  # the outcome of a policy hold
+    usage: dict[str, int] = field(default_factory=dict)  # node resources of its running, in-flight and admitted jobs
+    failed: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # capacity outcome by job shape
 
 
 # Like Slurm's backfill window (bf_window, one day by default): a start
@@ -140,7 +118,7 @@ class _Cycle:
         self.eta_horizon_s = eta_horizon_s
         self.snapshot = snapshot
         self.policy = policy
-        self.overrides = _overrides(snapshot.policies, policy)
+        self.overrides = namespace_overrides(snapshot.policies, policy)
         self.now = snapshot.now
         self.node_fit = snapshot.node_fit and policy.node_fit
         self.strategy = strategy
@@ -324,7 +302,7 @@ class _Cycle:
                 # Memoised failures repeat for many jobs: build each outcome once.
                 built = self.node_outcomes.get(id(placed))
                 if built is None or built[0] is not placed:
-                    built = (placed, _node_outcome(placed))
+                    built = (placed, node_failure_outcome(placed))
                     self.node_outcomes[id(placed)] = built
                 outcome = built[1]
                 if outcome[0] is not _NEVER_NODES:
@@ -502,39 +480,7 @@ class _Cycle:
         )
 
 
-def _overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[str, Policy]:
-    """Snapshot.policies resolved; an override naming the global policy is no override."""
-    resolved = {}
-    for namespace, policy in policies.items():
-        if isinstance(policy, str):
-            policy = default if policy == default.name else get_policy(policy)
-        if policy is not default:
-            resolved[namespace] = policy
-    return resolved
-
-
 def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:
     usage = namespace.usage
     for name, amount in totals.items():
         usage[name] = usage.get(name, 0) + amount
-
-
-def _node_outcome(failure: NodeFailure) -> Outcome:
-    if failure.kind == "never":
-        return Reason.NEVER_FITS_NODES, {
-            "resource": failure.resource,
-            "needed": failure.needed,
-            "free": failure.free,
-            "role": failure.role,
-        }
-    if failure.kind == "reserved":
-        return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
-    return Reason.NO_NODE_FITS, {
-        "resource": failure.resource,
-        "needed": failure.needed,
-        "free": failure.free,
-        "scope": failure.scope,
-        "role": failure.role,
-        "pods": failure.pods,
-        "placed": failure.placed,
-    }

@@ -26,7 +26,7 @@ nodes, reasons) once for all of them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -128,3 +128,14 @@ def get_policy(name: str = DEFAULT_POLICY, **options: Any) -> Policy:
     if policy is None:
         raise ValueError(f"unknown policy {name!r}; expected one of {', '.join(POLICY_NAMES)}")
     return policy(**options)
+
+
+def namespace_overrides(policies: Mapping[str, Policy | str], default: Policy) -> dict[str, Policy]:
+    """Snapshot.policies resolved; an override naming the global policy is no override."""
+    resolved = {}
+    for namespace, policy in policies.items():
+        if isinstance(policy, str):
+            policy = default if policy == default.name else get_policy(policy)
+        if policy is not default:
+            resolved[namespace] = policy
+    return resolved

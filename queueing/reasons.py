@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from .fit import NodeFailure
 from .quantity import format_quantity
 
 
@@ -30,6 +31,32 @@ class Reason(StrEnum):
     @property
     def never(self) -> bool:
         return self in (Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES)
+
+
+# Why a job waits: the reason and its detail (rendered by PendingStatus).
+Outcome = tuple[Reason, dict[str, Any]]
+
+
+def node_failure_outcome(failure: NodeFailure) -> Outcome:
+    """A gang that did not fit the nodes, as the reason it waits."""
+    if failure.kind == "never":
+        return Reason.NEVER_FITS_NODES, {
+            "resource": failure.resource,
+            "needed": failure.needed,
+            "free": failure.free,
+            "role": failure.role,
+        }
+    if failure.kind == "reserved":
+        return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
+    return Reason.NO_NODE_FITS, {
+        "resource": failure.resource,
+        "needed": failure.needed,
+        "free": failure.free,
+        "scope": failure.scope,
+        "role": failure.role,
+        "pods": failure.pods,
+        "placed": failure.placed,
+    }
 
 
 def amount(resource: str, value: int) -> str:
