@@ -1,6 +1,14 @@
-"""How stored numbers read to people: the API and the pages show the same words."""
+"""How stored numbers and states read to people, for the pages and the API alike:
+quantities, plain words for reasons, durations, quota bars, pod and node rows.
+
+The API returns the canonical numbers and these quantities; only the pages need the
+percentages and phrases.
+"""
+
+from datetime import datetime
 
 from queueing import format_quantity
+from queueing.fit import quota_lines
 
 
 def _quantities(amounts: dict) -> dict:
@@ -43,3 +51,137 @@ def quota_summary(quota: dict | None) -> dict | None:
     if not quota:
         return None
     return {part: quota_amounts(quota.get(part, {})) for part in ("hard", "used", "reserved")}
+
+
+# queueing.reasons.Reason -> what a person reads first; the row's message has the numbers.
+REASON_WORDS = {
+    "QuotaExceeded": "Waiting for quota",
+    "NoNodeFits": "Waiting for room on the nodes",
+    "WaitingForInFlight": "Waiting for a job being started",
+    "ReservedForOlderJob": "Capacity held for an older job",
+    "BlockedByQueueHead": "Behind the head of the queue",
+    "BackingOff": "Retrying after a pause",
+    "NeverFitsQuota": "Never fits the quota",
+    "NeverFitsNodes": "Never fits any node",
+}
+
+
+def reason_words(reason: str) -> str:
+    if not reason:
+        return "Waiting for the next cycle"
+    return REASON_WORDS.get(reason, reason)
+
+
+def duration(seconds: float | None) -> str:
+    """Compact and exact enough for a table: 45s, 12m, 3h 05m, 2d 4h."""
+    if seconds is None:
+        return ""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s" if s < 600 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def since(moment: datetime | None, now: datetime) -> str:
+    return duration((now - moment).total_seconds()) if moment else ""
+
+
+def until(moment: datetime | None, now: datetime) -> str:
+    if moment is None:
+        return ""
+    seconds = (moment - now).total_seconds()
+    return "any moment" if seconds < 5 else f"in {duration(seconds)}"
+
+
+def quota_bars(quota: dict | None) -> list[dict]:
+    """One bar per resource the quota constrains: used and reserved as shares of hard, and
+    free as the planner counts it (queueing.fit.quota_lines).
+
+    Over 100% is possible (a quota lowered under running jobs): the bar is capped, the
+    numbers are not."""
+    if not quota:
+        return []
+    hard, used, reserved = quota.get("hard", {}), quota.get("used", {}), quota.get("reserved", {})
+    shown = {part: quota_amounts(values) for part, values in (("hard", hard), ("used", used), ("reserved", reserved))}
+    bars = []
+    for line in quota_lines({}, hard, used, reserved):
+        key, limit, free = line.key, line.hard, line.free
+        u, r = used.get(key, 0), reserved.get(key, 0)
+        used_pct = min(100.0, 100.0 * u / limit) if limit else (100.0 if u else 0.0)
+        reserved_pct = min(100.0 - used_pct, 100.0 * r / limit) if limit else 0.0
+        bars.append(
+            {
+                "key": key,
+                "hard": shown["hard"].get(key, "0"),
+                "used": shown["used"].get(key, "0"),
+                "reserved": shown["reserved"].get(key, "0"),
+                "free": quota_quantity(key, max(free, 0)),
+                "used_pct": round(used_pct, 1),
+                "reserved_pct": round(reserved_pct, 1),
+                "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
+                "full": free <= 0,
+            }
+        )
+    return bars
+
+
+POD_PHASES = ("Pending", "Running", "Terminating", "Succeeded", "Failed", "Unknown")
+
+
+def pod_rows(counts: dict, workload: dict) -> list[dict]:
+    """One row per replica type: how many pods the job wants and how many the cluster has
+    in each phase (as the last cycle saw them). None at all: no rows (not released yet)."""
+    if not counts:
+        return []
+    wanted = {ps["role"]: ps["count"] for ps in workload.get("pod_sets", [])}
+    # The operator labels pods with the replica type in lower case ("worker" for Worker).
+    by_role = {role: counts.get(role.lower(), counts.get(role, {})) for role in wanted}
+    known = {role.lower() for role in wanted} | set(wanted)
+    by_role.update({label: phases for label, phases in sorted(counts.items()) if label not in known})
+    rows = []
+    for role, phases in by_role.items():
+        rows.append(
+            {
+                "role": role,
+                "wanted": wanted.get(role, 0),
+                "total": sum(phases.values()),
+                "phases": [(phase, phases.get(phase, 0)) for phase in POD_PHASES],
+            }
+        )
+    return rows
+
+
+def _share(part: int, whole: int) -> float:
+    return round(min(100.0, 100.0 * part / whole), 1) if whole else 0.0
+
+
+def cluster_page(overview: dict) -> dict:
+    """The cluster overview with quantities formatted and shares for the bars."""
+    nodes = []
+    for node in overview["nodes"]:
+        res = node["resources"]
+        cells = {
+            name: {
+                "used": format_quantity(name, r["allocated"]),
+                "total": format_quantity(name, r["allocatable"]),
+                "free": format_quantity(name, r["free"]),
+                "pct": _share(r["allocated"], r["allocatable"]),
+            }
+            for name, r in res.items()
+        }
+        gpu = res["gpu"]
+        slots = ["used"] * min(gpu["allocated"], gpu["allocatable"]) + ["free"] * gpu["free"]
+        nodes.append({**node, **cells, "gpu_slots": slots})
+    totals = {
+        name: {
+            "used": format_quantity(name, t["allocated"]),
+            "total": format_quantity(name, t["allocatable"]),
+            "free": format_quantity(name, t["free"]),
+        }
+        for name, t in overview["totals"].items()
+    }
+    return {**overview, "nodes": nodes, "totals": totals}

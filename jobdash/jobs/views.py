@@ -8,12 +8,11 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import charts, cluster_selectors, dashboard, display, examples, preview, selectors, services
-from .display import cluster_page
+from . import charts, cluster_selectors, dashboard, examples, presenters, preview, selectors, services
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import CancelForm, PriorityForm, SubmitForm
 from .models import Job, Source
-from .presenters import demand_summary, pod_set_rows
+from .presenters import cluster_page
 
 # How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
 POLL_SECONDS = 3
@@ -34,13 +33,13 @@ def home(request):
 def _decorate(jobs, now) -> None:
     """What a table row shows, computed from the row alone (no extra queries)."""
     for job in jobs:
-        job.demand = demand_summary(job.workload)
-        job.waiting = display.since(job.submitted_at, now)
-        job.reason_words = display.reason_words(job.reason)
-        job.eta_words = display.until(job.eta, now)
-        job.elapsed = display.since(job.started_at or job.released_at, now)
+        job.demand = presenters.demand_summary(job.workload)
+        job.waiting = presenters.since(job.submitted_at, now)
+        job.reason_words = presenters.reason_words(job.reason)
+        job.eta_words = presenters.until(job.eta, now)
+        job.elapsed = presenters.since(job.started_at or job.released_at, now)
         if job.finished_at and job.started_at:
-            job.ran = display.duration((job.finished_at - job.started_at).total_seconds())
+            job.ran = presenters.duration((job.finished_at - job.started_at).total_seconds())
 
 
 @login_required
@@ -66,7 +65,7 @@ def namespace_jobs(request, name: str):
         "states": dashboard.STATE_FILTERS,
         "now": now,
         "counts": dashboard.state_counts(namespace),
-        "quota_bars": display.quota_bars(dashboard.namespace_quota(namespace)),
+        "quota_bars": presenters.quota_bars(dashboard.namespace_quota(namespace)),
         "poll_seconds": POLL_SECONDS,
         **tables,
     }
@@ -86,7 +85,7 @@ def job_detail(request, job_id: int):
         "job": job,
         "now": now,
         "events": selectors.job_events(job),
-        "pods": display.pod_rows(dashboard.job_pods(job), job.workload),
+        "pods": presenters.pod_rows(dashboard.job_pods(job), job.workload),
         "staff": selectors.sees_all_namespaces(request.user),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
@@ -96,7 +95,7 @@ def job_detail(request, job_id: int):
     context.update(
         {
             "demand": job.demand,
-            "pod_sets": pod_set_rows(job.workload),
+            "pod_sets": presenters.pod_set_rows(job.workload),
             "manifest_lines": job.manifest.splitlines(),
         }
     )
