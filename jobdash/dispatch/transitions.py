@@ -1,5 +1,5 @@
 """The dispatcher's state changes. Each is a compare-and-set in one transaction with its
-JobEvent (jobs.services.transition), so a second leader, a retry or a cancel racing with
+JobEvent (jobs.services.compare_and_set), so a second leader, a retry or a cancel racing with
 the cycle can never move a job twice."""
 
 from collections.abc import Iterable
@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobdash.jobs.models import Fence, Job, State
-from jobdash.jobs.services import transition
+from jobdash.jobs.services import compare_and_set
 
 from . import bulk
 
@@ -80,7 +80,7 @@ def created_many(uids: dict[int, str]) -> None:
 
 
 def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, event: str, **fields) -> list[int]:
-    """jobs.services.transition for many jobs at once: each (job id, note) moves only if it
+    """jobs.services.compare_and_set for many jobs at once: each (job id, note) moves only if it
     is still in one of `from_states`, and each job that moves gets its JobEvent, in the same
     transaction. Three statements instead of four per job: the rows still in `from_states`
     are locked (in id order, so two batches cannot deadlock), updated, and their events
@@ -98,7 +98,7 @@ def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, e
 
 def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool) -> bool:
     counted = {"attempts": F("attempts") + 1} if count_attempt else {}
-    return transition(
+    return compare_and_set(
         job_id,
         from_states=(State.RELEASED,),
         to_state=State.QUEUED,
@@ -119,7 +119,7 @@ def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: b
 def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime) -> bool:
     """An operator's requeue (jobs.services.job_requeue) once the TFJob has been taken back:
     Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
-    return transition(
+    return compare_and_set(
         job_id,
         from_states=(State.RELEASED, State.RUNNING),
         to_state=State.QUEUED,
@@ -165,7 +165,7 @@ def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
 
 
 def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING)) -> bool:
-    return transition(
+    return compare_and_set(
         job_id,
         from_states=from_states,
         to_state=State.FAILED,
@@ -183,7 +183,7 @@ def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, Stat
 def mark_released(job_id: int, term: int | None, note: str) -> bool:
     """A TFJob of ours exists while the row says Queued (the release committed in the
     cluster but not here): make the database agree with the cluster."""
-    return transition(
+    return compare_and_set(
         job_id,
         from_states=(State.QUEUED,),
         to_state=State.RELEASED,

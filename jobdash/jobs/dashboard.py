@@ -86,7 +86,7 @@ def finished_page(namespace: Namespace, filters: Filters, page: str | None) -> P
     return Paginator(jobs, PAGE_SIZE).get_page(page)
 
 
-def state_counts(namespace: Namespace) -> dict[str, int]:
+def namespace_state_counts(namespace: Namespace) -> dict[str, int]:
     """Active jobs of the namespace per state, in one query."""
     counts = Job.objects.filter(namespace=namespace, state__in=ACTIVE_STATES).aggregate(
         **{str(s).lower(): Count("id", filter=Q(state=s)) for s in ACTIVE_STATES}
@@ -96,6 +96,40 @@ def state_counts(namespace: Namespace) -> dict[str, int]:
 
 def namespace_quota(namespace: Namespace) -> dict | None:
     return cluster_quotas().get(namespace.name)
+
+
+@dataclass(frozen=True)
+class NamespacePage:
+    """Everything the namespace dashboard shows; `history` only for the full page (the
+    live part polled by htmx does not redraw the chart)."""
+
+    counts: dict[str, int]
+    quota: dict | None
+    queue: Page | None
+    running: Page | None
+    finished: Page | None
+    history: "History | None"
+
+
+def namespace_page(
+    namespace: Namespace,
+    filters: Filters,
+    *,
+    page: str | None,
+    running_page_number: str | None,
+    live: bool,
+    now: datetime,
+) -> NamespacePage:
+    """The namespace dashboard's one selector: a page query and a count per table shown,
+    the counts per state, the quota as the last cycle saw it, and (full page) the history."""
+    return NamespacePage(
+        counts=namespace_state_counts(namespace),
+        quota=namespace_quota(namespace),
+        queue=queue_page(namespace, filters, page),
+        running=running_page(namespace, filters, running_page_number),
+        finished=finished_page(namespace, filters, page),
+        history=None if live else history(namespace, now=now),
+    )
 
 
 @dataclass(frozen=True)

@@ -1,3 +1,5 @@
+from typing import cast
+
 from django import forms
 
 from . import services
@@ -16,7 +18,9 @@ class SubmitForm(forms.Form):
 
     def __init__(self, *args, namespaces=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["namespace"].choices = [("", "— from the manifest —")] + [(n, n) for n in namespaces]
+        cast(forms.ChoiceField, self.fields["namespace"]).choices = [("", "— from the manifest —")] + [
+            (n, n) for n in namespaces
+        ]
         self.manifest_problems = []
 
     def submit(self, *, user, source: str):
@@ -37,7 +41,9 @@ class SubmitForm(forms.Form):
         return None
 
 
-class CancelForm(forms.Form):
+class ReasonForm(forms.Form):
+    """An optional reason, for the timeline: cancel and requeue ask for one."""
+
     reason = forms.CharField(required=False, max_length=500)
 
 

@@ -1,7 +1,7 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 import queueing
@@ -116,8 +116,10 @@ def job_submit(
     return job
 
 
-def transition(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
-    """Compare-and-set: move the job only if it is still in one of `from_states`."""
+def compare_and_set(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
+    """The low-level step under every state change (the services here and the dispatcher's
+    transitions): move the job only if it is still in one of `from_states`, and record its
+    JobEvent in the same transaction. Returns whether it moved."""
     with transaction.atomic():
         moved = Job.objects.filter(pk=job_id, state__in=from_states).update(state=to_state, **fields)
         if moved:
@@ -129,7 +131,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     job = selectors.job_get_visible(user, job_id)
     actor = actor_name(user)
     note = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-    cancelled = transition(
+    cancelled = compare_and_set(
         job.pk,
         from_states=ACTIVE_STATES,
         to_state=State.CANCELLED,
@@ -189,7 +191,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
     job = selectors.job_get_visible(user, job_id)
     actor = actor_name(user)
     why = f": {reason}" if reason else ""
-    marked = False
+    marked = 0
     if job.state in (State.RELEASED, State.RUNNING):
         with transaction.atomic():
             marked = Job.objects.filter(
@@ -205,7 +207,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
     elif job.state == State.FAILED and job.started_at is None:
         note = f"requeued by {actor}{why}"
         try:
-            marked = transition(
+            marked = compare_and_set(
                 job.pk,
                 from_states=(State.FAILED,),
                 to_state=State.QUEUED,
@@ -264,11 +266,23 @@ _FOUND_FIELDS = tuple(
 _lookup_sql: str | None = None
 
 
+def _concrete(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field), f"{model.__name__}.{name} is a relation's reverse side"
+    return field
+
+
+def _column(model: type[models.Model], name: str) -> str:
+    column = _concrete(model, name).column
+    assert column is not None, f"{model.__name__}.{name} has no column"
+    return column
+
+
 def _lookup_query() -> str:
     global _lookup_sql
     if _lookup_sql is None:
         job, namespace = Job._meta, Namespace._meta
-        columns = ", ".join(f"j.{job.get_field(name).column}" for name in _FOUND_FIELDS)
+        columns = ", ".join(f"j.{_column(Job, name)}" for name in _FOUND_FIELDS)
         states = ", ".join(["%s"] * len(ACTIVE_STATES))
         _lookup_sql = (
             f"SELECT n.{namespace.pk.column}, n.{namespace.get_field('name').column}, {columns} "
@@ -295,8 +309,9 @@ def _lookup(namespace: str, name: str) -> tuple[Namespace | None, Job | None]:
         return ns, None
     values = list(row[2:])
     parsed = _FOUND_FIELDS.index("parsed")
-    values[parsed] = Job._meta.get_field("parsed").from_db_value(values[parsed], None, connection)
-    job = Job.from_db(connection.alias, [Job._meta.get_field(f).attname for f in _FOUND_FIELDS], values)
+    # from_db_value ignores its expression argument; raw rows have none.
+    values[parsed] = Job._meta.get_field("parsed").from_db_value(values[parsed], None, connection)  # type: ignore[arg-type]
+    job = Job.from_db(connection.alias, [_concrete(Job, f).attname for f in _FOUND_FIELDS], values)
     job.namespace = ns
     return ns, job
 

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from . import charts, cluster_selectors, dashboard, examples, presenters, preview, selectors, services
 from .exceptions import InvalidInput, JobdashError, NotFound
-from .forms import CancelForm, PriorityForm, SubmitForm
+from .forms import PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source
 from .presenters import cluster_page
 
@@ -51,27 +51,31 @@ def namespace_jobs(request, name: str):
         raise Http404("namespace not found") from None
     filters = dashboard.Filters.parse(request.GET)
     now = timezone.now()
-    tables = {
-        "queue": dashboard.queue_page(namespace, filters, request.GET.get("page")),
-        "running": dashboard.running_page(namespace, filters, request.GET.get("rpage")),
-        "finished": dashboard.finished_page(namespace, filters, request.GET.get("page")),
-    }
-    for page in tables.values():
-        if page is not None:
-            _decorate(page, now)
+    shown = dashboard.namespace_page(
+        namespace,
+        filters,
+        page=request.GET.get("page"),
+        running_page_number=request.GET.get("rpage"),
+        live=bool(request.htmx),
+        now=now,
+    )
+    tables = {"queue": shown.queue, "running": shown.running, "finished": shown.finished}
+    for table in tables.values():
+        if table is not None:
+            _decorate(table, now)
     context = {
         "namespace": namespace,
         "filters": filters,
         "states": dashboard.STATE_FILTERS,
         "now": now,
-        "counts": dashboard.state_counts(namespace),
-        "quota_bars": presenters.quota_bars(dashboard.namespace_quota(namespace)),
+        "counts": shown.counts,
+        "quota_bars": presenters.quota_bars(shown.quota),
         "poll_seconds": POLL_SECONDS,
         **tables,
     }
-    if request.htmx:
+    if shown.history is None:
         return render(request, "jobs/_namespace_live.html", context)
-    context["chart"] = charts.queue_chart(dashboard.history(namespace, now=now))
+    context["chart"] = charts.queue_chart(shown.history)
     return render(request, "jobs/namespace.html", context)
 
 
@@ -136,7 +140,7 @@ def job_requeue(request, job_id: int):
     job = _visible_job(request.user, job_id)
     if not selectors.sees_all_namespaces(request.user):
         raise PermissionDenied("only staff may requeue a job")
-    form = CancelForm(request.POST if request.method == "POST" else None)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
     if request.method == "GET" or not form.is_valid():
         return render(request, "jobs/job_requeue.html", {"job": job, "form": form})
 
@@ -151,7 +155,7 @@ def job_requeue(request, job_id: int):
 @require_http_methods(["GET", "POST"])
 def job_cancel(request, job_id: int):
     job = _visible_job(request.user, job_id)
-    form = CancelForm(request.POST if request.method == "POST" else None)
+    form = ReasonForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:
             services.job_cancel(job_id=job.pk, user=request.user, reason=form.cleaned_data["reason"])
