@@ -1,5 +1,7 @@
 """The operators' console. Every change to a job goes through jobdash.jobs.services."""
 
+from typing import cast
+
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
@@ -27,7 +29,7 @@ class NamespaceForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["policy"].choices = [("", f"(global: {settings.JOBDASH_POLICY})")] + [
+        cast(forms.ChoiceField, self.fields["policy"]).choices = [("", f"(global: {settings.JOBDASH_POLICY})")] + [
             (name, name) for name in POLICY_NAMES
         ]
 
@@ -68,8 +70,7 @@ class NamespaceAdmin(admin.ModelAdmin):
 
 class JobEventInline(admin.TabularInline):
     model = JobEvent
-    fields = ["created_at", "type", "message", "actor"]
-    readonly_fields = fields
+    fields = readonly_fields = ("created_at", "type", "message", "actor")
     extra = 0
     can_delete = False
 
@@ -104,7 +105,7 @@ class JobAdmin(admin.ModelAdmin):
     action_form = JobActionForm
     actions = ["cancel_jobs", "requeue_jobs", "set_priority"]
     inlines = [JobEventInline]
-    fields = [
+    fields = readonly_fields = (
         "namespace",
         "name",
         "kind",
@@ -124,8 +125,7 @@ class JobAdmin(admin.ModelAdmin):
         "attempts",
         "requeue_requested_at",
         "manifest",
-    ]
-    readonly_fields = fields
+    )
 
     def has_delete_permission(self, request, obj=None):
         return False  # jobs are cancelled, never silently deleted

@@ -94,15 +94,15 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
     quota = selectors.cluster_quotas().get(name)
     if not quota or not quota.get("hard"):
         return preview
-    for line in quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {})):
+    for fit in quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {})):
         preview.fit.append(
             {
-                "key": line.key,
-                "needed": quota_quantity(line.key, line.needed),
-                "free": quota_quantity(line.key, max(line.free, 0)),
-                "hard": quota_quantity(line.key, line.hard),
-                "ok": not line.short,
-                "never": line.never,
+                "key": fit.key,
+                "needed": quota_quantity(fit.key, fit.needed),
+                "free": quota_quantity(fit.key, max(fit.free, 0)),
+                "hard": quota_quantity(fit.key, fit.hard),
+                "ok": not fit.short,
+                "never": fit.never,
             }
         )
     preview.fits = all(row["ok"] for row in preview.fit)

@@ -31,7 +31,8 @@ class RawYAMLParser(BaseParser):
 
     media_type = "application/yaml"
 
-    def parse(self, stream, media_type=None, parser_context=None) -> bytes:
+    # The raw body is the data on purpose (DRF hands parse()'s result on as request.data).
+    def parse(self, stream, media_type=None, parser_context=None) -> bytes:  # type: ignore[override]
         return read_limited(stream, settings.JOBDASH_MAX_MANIFEST_BYTES)
 
 

@@ -15,7 +15,9 @@ class ErrorItemSerializer(serializers.Serializer):
 
 
 class ErrorSerializer(serializers.Serializer):
-    errors = ErrorItemSerializer(many=True)
+    # Named like Serializer.errors: this serializer only documents the error shape for
+    # OpenAPI and never validates anything.
+    errors = ErrorItemSerializer(many=True)  # type: ignore[assignment]
 
 
 # Every operation: bad query parameters or filters, no or bad credentials, not allowed
