@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 INSTALLED := $(VENV)/.installed
 
-.PHONY: install run test bench clean
+.PHONY: install run test lint bench clean
 
 $(INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,8 +22,14 @@ run: install
 	$(BIN)/python manage.py embedded_setup
 	$(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
 
-# The whole suite against a real PostgreSQL started (and removed) by the harness.
-test: install
+# Lint and types first (seconds), then the whole suite against a real PostgreSQL and Redis
+# started (and removed) by the harness.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python tests/harness.py -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
