@@ -10,6 +10,7 @@ from . import selectors
 from .exceptions import Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .signals import queue_changed
+from .storable import tree_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
 SYSTEM_ACTOR = "jobdash"
@@ -36,10 +37,15 @@ def validate_priority(value) -> int:
 def manifest_check(manifest: str | bytes) -> tuple[dict, queueing.Workload]:
     """Parse and validate an untrusted manifest; no database access."""
     try:
-        return queueing.parse_job(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
+        document, workload = queueing.parse_job(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
     except queueing.ManifestError as error:
         problems = [FieldProblem(e.path, e.message) for e in error.errors]
         raise InvalidInput(problems, too_large=error.too_large) from None
+    # Valid for the cluster, but the database must store it too (jsonb refuses NUL).
+    found = tree_problem(document)
+    if found is not None:
+        raise InvalidInput.at(*found)
+    return document, workload
 
 
 def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None) -> Namespace:

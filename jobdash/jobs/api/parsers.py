@@ -4,8 +4,10 @@ import json
 
 from django.conf import settings
 from rest_framework import status
-from rest_framework.exceptions import APIException, ParseError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
+
+from ..storable import tree_problem
 
 # Room for the JSON envelope and escaping around the manifest.
 JSON_ENVELOPE_BYTES = 64 * 1024
@@ -50,6 +52,12 @@ class LimitedJSONParser(BaseParser):
     def parse(self, stream, media_type=None, parser_context=None):
         data = read_limited(stream, settings.JOBDASH_MAX_MANIFEST_BYTES + JSON_ENVELOPE_BYTES)
         try:
-            return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            document = json.loads(data.decode("utf-8"))
+        except RecursionError:
+            raise ParseError("JSON parse error: nested too deeply") from None
+        except ValueError as error:  # not UTF-8, not JSON, or an integer of thousands of digits
             raise ParseError(f"JSON parse error: {error}") from None
+        found = tree_problem(document)
+        if found is not None:
+            raise ValidationError({found[0]: [found[1]]})
+        return document
