@@ -8,10 +8,33 @@ from dataclasses import dataclass, field
 import yaml
 
 from queueing.fit import quota_lines
+from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
 from . import selectors, services
 from .exceptions import InvalidInput
 from .presenters import demand_summary, quota_quantity
+
+
+class _ShallowLoader(yaml.SafeLoader):
+    """compose() recurses once per nesting level: past the depth the strict loader allows,
+    stop instead of exhausting the stack (the text may be the very document refused for
+    its depth)."""
+
+    max_depth = DEFAULT_MAX_DEPTH + 1
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise yaml.YAMLError("nested too deeply to map lines")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
 
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _LINE_IN_MESSAGE = re.compile(r"\bline (\d+)\b")
@@ -21,10 +44,11 @@ def path_lines(text: str, paths: list[str]) -> dict[str, int]:
     """1-based line of each dotted path (`a.b[0].c`) in the YAML text, as far as the
     path exists; a missing key points at its parent, the place to add it.
 
-    Only called on text the strict loader has already read (size and depth checked,
-    no aliases), and compose builds nodes without constructing any Python object."""
+    Also called on the text of a refused manifest, to place its errors: the size was
+    checked, compose builds nodes without constructing any Python object (an alias is a
+    reference to a node, not a copy) and _ShallowLoader bounds the nesting."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_ShallowLoader)
     except yaml.YAMLError:
         return {}
     lines = {}
