@@ -22,9 +22,9 @@ from .validation import (
     dns1123_subdomain_problem,
     index,
     join,
+    label_map,
     optional_list,
     optional_mapping,
-    string_map,
 )
 
 _STANDARD_CONTAINER_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
@@ -92,7 +92,7 @@ def pod_shape(
     return PodShape(
         requests=requests,
         limits=limits,
-        node_selector=string_map(pod_spec, "nodeSelector", path, problems),
+        node_selector=label_map(pod_spec, "nodeSelector", path, problems),
         tolerations=_tolerations(pod_spec, path, problems),
     )
 

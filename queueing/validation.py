@@ -97,6 +97,63 @@ def _label_problem(value: str, pattern: re.Pattern[str], rule: str) -> str | Non
     return None
 
 
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # the API server's TotalAnnotationSizeLimitB
+
+
+def qualified_name_problem(key: str) -> str | None:
+    """A label or annotation key as the API server checks it: an optional DNS-1123
+    subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_', '.'."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and not prefix:
+        return "the prefix before '/' must not be empty"
+    if prefix and (problem := dns1123_subdomain_problem(prefix)):
+        return f"prefix {problem}"
+    if not name:
+        return "the name part must not be empty"
+    if len(name) > MAX_LABEL_LENGTH:
+        return f"the name part must be at most {MAX_LABEL_LENGTH} characters"
+    if not _QUALIFIED_NAME.fullmatch(name):
+        return "the name part must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if len(value) > MAX_LABEL_LENGTH:
+        return f"must be at most {MAX_LABEL_LENGTH} characters"
+    if not _LABEL_VALUE.fullmatch(value):
+        return (
+            f"must be empty or alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric, got {value!r}"
+        )
+    return None
+
+
+def label_map(parent: Mapping[Any, Any], key: str, path: str, problems: Problems) -> dict[str, str]:
+    """Labels or a nodeSelector: keys are qualified names, values label values."""
+    labels = string_map(parent, key, path, problems)
+    here = join(path, key)
+    for name, value in labels.items():
+        problem = qualified_name_problem(name)
+        if problem:
+            problems.add(join(here, name), f"key {problem}")
+        elif problem := label_value_problem(value):
+            problems.add(join(here, name), problem)
+    return labels
+
+
+def annotation_map(parent: Mapping[Any, Any], key: str, path: str, problems: Problems) -> dict[str, str]:
+    annotations = string_map(parent, key, path, problems)
+    here = join(path, key)
+    for name in annotations:
+        if problem := qualified_name_problem(name):
+            problems.add(join(here, name), f"key {problem}")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        problems.add(here, f"may hold at most {MAX_ANNOTATIONS_BYTES} bytes in all, got {size}")
+    return annotations
+
+
 def optional_mapping(parent: Mapping[Any, Any], key: str, path: str, problems: Problems) -> Mapping[Any, Any] | None:
     """The mapping at ``parent[key]``, ``None`` if absent; records an error if it is something else."""
     value = parent.get(key)
@@ -184,8 +241,8 @@ def object_meta(manifest: Mapping[Any, Any], problems: Problems) -> ObjectMeta:
     return ObjectMeta(
         name=name if isinstance(name, str) else "",
         namespace=namespace,
-        labels=string_map(metadata, "labels", "metadata", problems),
-        annotations=string_map(metadata, "annotations", "metadata", problems),
+        labels=label_map(metadata, "labels", "metadata", problems),
+        annotations=annotation_map(metadata, "annotations", "metadata", problems),
     )
 
 
