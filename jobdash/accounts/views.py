@@ -1,10 +1,15 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_http_methods
 from rest_framework.authtoken.models import Token
 
 from . import services
+
+# The new key travels from the POST to the next GET in the (server-side) session and is
+# shown on that one page only: afterwards the page shows its first characters.
+NEW_KEY = "jobdash-new-api-key"
 
 
 @login_required
@@ -13,11 +18,17 @@ def api_token(request):
     """One token per user: create (or replace) it, or revoke it."""
     if request.method == "POST":
         if request.POST.get("action") == "create":
-            services.token_issue(request.user)
+            request.session[NEW_KEY] = services.token_issue(request.user).key
             messages.success(request, "New API token created. The old one, if any, no longer works.")
         else:
             services.token_revoke(request.user)
+            request.session.pop(NEW_KEY, None)
             messages.success(request, "API token revoked.")
         return redirect("api-token")
     token = Token.objects.filter(user=request.user).first()
-    return render(request, "accounts/token.html", {"token": token})
+    new_key = request.session.pop(NEW_KEY, None)
+    shown = new_key if token is not None and new_key == token.key else None
+    response = render(request, "accounts/token.html", {"token": token, "new_key": shown})
+    # Neither the browser nor a proxy keeps a page that held a key.
+    patch_cache_control(response, no_store=True, private=True)
+    return response

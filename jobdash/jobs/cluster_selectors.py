@@ -20,13 +20,14 @@ GPU_SIZES = (1, 2, 4, 8)
 RECENT_CYCLES = 20
 
 
-def leader() -> dict:
+def leader(*, reveal_identity: bool) -> dict:
     """The recorded leadership (the fence), checked against the election backend when there
-    is one: a leader whose lock is gone is reported as not alive, not as leading."""
+    is one: a leader whose lock is gone is reported as not alive, not as leading. Its
+    identity (host:pid) is for staff: `reveal_identity` False reports it as None."""
     fence = Fence.objects.filter(id=1).first()
     status = {
         "backend": settings.JOBDASH_LEADER,
-        "identity": fence.holder if fence else None,
+        "identity": fence.holder if fence and reveal_identity else None,
         "term": fence.term if fence else None,
         "since": fence.since if fence else None,
         "alive": None,
@@ -111,6 +112,6 @@ def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
         "nodes": rows,
         "totals": totals,
         "gpu_fit": gpu_fit(rows),
-        "leader": leader(),
+        "leader": leader(reveal_identity=True),
         "cycles": recent_cycles(cycles),
     }

@@ -81,7 +81,12 @@ def cluster_quotas() -> dict:
     return ClusterState.objects.filter(id=1).values_list("quotas", flat=True).first() or {}
 
 
-def job_counts_by_state() -> dict[str, int]:
-    """All jobs, every state (zero included)."""
-    counts = dict(Job.objects.values_list("state").annotate(n=Count("id")).order_by())
+def job_counts_by_state(user) -> dict[str, int]:
+    """The jobs `user` may see (all, for staff), every state (zero included)."""
+    jobs = (
+        Job.objects.all()
+        if sees_all_namespaces(user)
+        else Job.objects.filter(namespace__in=namespaces_visible_to(user))
+    )
+    counts = dict(jobs.values_list("state").annotate(n=Count("id")).order_by())
     return {state: counts.get(state, 0) for state in State.values}

@@ -112,7 +112,12 @@ def test_token_page_creates_replaces_and_revokes(browser, alice):
     assert b"Create token" in browser.get("/account/token/").content
     browser.post("/account/token/", {"action": "create"})
     first = Token.objects.get(user=alice).key
-    assert first.encode() in browser.get("/account/token/").content
+    shown = browser.get("/account/token/")
+    assert first.encode() in shown.content  # once, right after it is created
+    assert "no-store" in shown["Cache-Control"]
+    again = browser.get("/account/token/")
+    assert first.encode() not in again.content and f"{first[:4]}…".encode() in again.content
+    assert "no-store" in again["Cache-Control"]
     browser.post("/account/token/", {"action": "create"})
     assert Token.objects.get(user=alice).key != first
     browser.post("/account/token/", {"action": "revoke"})

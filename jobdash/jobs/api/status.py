@@ -7,7 +7,7 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from .. import cluster_selectors
-from ..selectors import job_counts_by_state
+from ..selectors import job_counts_by_state, sees_all_namespaces
 
 # the same leader and cycle objects as GET /api/v1/cluster/
 from .cluster import CycleSerializer, LeaderSerializer
@@ -30,13 +30,14 @@ class StatusSerializer(serializers.Serializer):
 @extend_schema(responses={200: StatusSerializer})
 @api_view(["GET"])
 def status_view(request):
-    """The leader (identity, term, since, alive), the last cycle, and job counts per state."""
+    """The leader (term, since, alive; its host and process for staff only), the last cycle,
+    and job counts per state of the namespaces the caller may see."""
     return Response(
         {
-            "leader": cluster_selectors.leader(),
+            "leader": cluster_selectors.leader(reveal_identity=sees_all_namespaces(request.user)),
             "last_cycle": cluster_selectors.last_cycle(),
             "tick_seconds": settings.JOBDASH_TICK_SECONDS,
             "policy": settings.JOBDASH_POLICY,
-            "jobs": job_counts_by_state(),
+            "jobs": job_counts_by_state(request.user),
         }
     )
