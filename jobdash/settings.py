@@ -124,6 +124,26 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A dead peer is noticed in seconds, not when the OS gives up (hours): keepalives on
+    # the client, and server-side limits so that no statement, lock wait or forgotten
+    # transaction (a paused process's) holds anything for long.
+    _ms = 1000
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": env_number("JOBDASH_DB_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
+        "keepalives": 1,
+        "keepalives_idle": env_number("JOBDASH_DB_KEEPALIVE_SECONDS", 10, minimum=1),
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+        "options": " ".join(
+            [
+                f"-c statement_timeout={int(env_number('JOBDASH_DB_STATEMENT_TIMEOUT_SECONDS', 30.0, minimum=0.0) * _ms)}",
+                f"-c lock_timeout={int(env_number('JOBDASH_DB_LOCK_TIMEOUT_SECONDS', 10.0, minimum=0.0) * _ms)}",
+                "-c idle_in_transaction_session_timeout="
+                f"{int(env_number('JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS', 60.0, minimum=0.0) * _ms)}",
+            ]
+        ),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -141,6 +161,9 @@ STATIC_ROOT = os.environ.get("STATIC_ROOT") or None
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Serve files from the finders too, so `make run` needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
+
+# Messages (the admin shows a newly issued API key in one) stay on the server, not in a cookie.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

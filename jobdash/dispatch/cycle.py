@@ -9,27 +9,24 @@
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
-import contextlib
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 import queueing
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 
-from . import bulk, publish, snapshot_phase, tracker
+from . import bulk, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 
 log = logging.getLogger(__name__)
-CYCLE_LOCK_KEY = 0x6A6F6264  # "jobd": one cycle at a time across workers
 KEEP_CYCLES = 2000
 PRUNE_EVERY = 100  # cycles between two prunings of the Cycle table
 
@@ -66,37 +63,11 @@ class CycleResult:
     admitted: int = 0
     released: dict = field(default_factory=dict)
     phases: dict = field(default_factory=dict)
-    skipped: bool = False
+    skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
 
 
 def _as_datetime(seconds: float | None) -> datetime | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
-
-
-_local_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def cycle_lock():
-    """One cycle at a time: kicks and ticks may reach several workers at once, and two
-    concurrent plans would each spend the same free quota."""
-    if connection.vendor != "postgresql":
-        acquired = _local_lock.acquire(blocking=False)
-        try:
-            yield acquired
-        finally:
-            if acquired:
-                _local_lock.release()
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CYCLE_LOCK_KEY])
-        acquired = cursor.fetchone()[0]
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [CYCLE_LOCK_KEY])
 
 
 class Dispatcher:
@@ -129,12 +100,9 @@ class Dispatcher:
         return tracker.track(self.gateway, self.tracker_settings, self.settled)
 
     def cycle(self, term: int) -> CycleResult:
-        with cycle_lock() as acquired:
-            if not acquired:
-                return CycleResult(skipped=True)
-            return self._cycle(term)
-
-    def _cycle(self, term: int) -> CycleResult:
+        """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
+        two workers); the claim refuses the one whose snapshot is stale (StaleSnapshot),
+        and the term refuses a deposed leader's (StaleTerm)."""
         result = CycleResult()
         started = timezone.now()
         clock = time.perf_counter()
@@ -146,6 +114,7 @@ class Dispatcher:
             clock = now
 
         # 1. snapshot
+        seen = transitions.claims_seen()
         observed = snapshot_phase.build(
             self.gateway, self.cache, release_mode=self.config.release_mode, node_fit=self.config.node_fit
         )
@@ -157,14 +126,19 @@ class Dispatcher:
         lap("plan")
         # 3. release
         admissions = [(a.job_id, [list(p) for p in a.placement] if a.placement else None) for a in plan.admissions]
-        result.released = release_phase.release(
-            self.gateway,
-            admissions,
-            term=term,
-            mode=self.config.release_mode,
-            concurrency=self.config.concurrency,
-            backoff_seconds=self.config.backoff_s,
-        )
+        try:
+            result.released = release_phase.release(
+                self.gateway,
+                admissions,
+                term=term,
+                mode=self.config.release_mode,
+                concurrency=self.config.concurrency,
+                backoff_seconds=self.config.backoff_s,
+                seen=seen,
+            )
+        except transitions.StaleSnapshot as error:
+            log.info("cycle: released nothing, %s", error)
+            result.skipped = True
         lap("release")
         # 4. statuses
         everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s

@@ -76,8 +76,9 @@ def release(
     mode: str,
     concurrency: int,
     backoff_seconds: float,
+    seen: int | None = None,
 ) -> dict[str, int]:
-    claimed = transitions.claim(admissions, term)
+    claimed = transitions.claim(admissions, term, seen=seen)
     return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
 
 

@@ -21,6 +21,16 @@ class StaleTerm(Exception):
     """A newer leader has taken over: this one must not release anything."""
 
 
+class StaleSnapshot(Exception):
+    """Another cycle claimed jobs after this one's snapshot: its plan may spend quota that
+    is gone. It releases nothing; the next cycle plans again."""
+
+
+def claims_seen() -> int:
+    """The fence's claim counter, read before a cycle's snapshot (see claim)."""
+    return Fence.objects.filter(id=1).values_list("claims", flat=True).first() or 0
+
+
 def take_term(term: int, holder: str) -> None:
     """Record a new leadership. Terms only grow; a smaller one means we were deposed."""
     with transaction.atomic():
@@ -35,19 +45,25 @@ def current_term() -> int | None:
     return Fence.objects.filter(id=1).values_list("term", flat=True).first()
 
 
-def claim(admissions: Iterable[tuple[int, list | None]], term: int) -> list[int]:
+def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int | None = None) -> list[int]:
     """Queued -> Released for each (job id, placement), under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
-    The rows still Queued are locked and moved together (bulk.update_rows), in the order
-    of `admissions`."""
+    With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
+    claim happened since (StaleSnapshot). The rows still Queued are locked and moved
+    together (bulk.update_rows), in the order of `admissions`."""
     now = timezone.now()
     wanted = dict(admissions)
     with transaction.atomic():
-        recorded = Fence.objects.select_for_update().filter(id=1).values_list("term", flat=True).first()
+        fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
+        recorded, claims = fence if fence else (None, 0)
         if recorded != term:
             raise StaleTerm(f"term {term} is not the recorded term {recorded}")
+        if seen is not None and claims != seen:
+            raise StaleSnapshot(f"{claims - seen} claim(s) since this cycle's snapshot")
         queued = set(bulk.lock_in_states(Job, wanted, (State.QUEUED,)))
         claimed = [job_id for job_id in wanted if job_id in queued]
+        if claimed:
+            Fence.objects.filter(id=1).update(claims=F("claims") + 1)
         bulk.update_rows(
             Job,
             [(job_id, wanted[job_id]) for job_id in claimed],

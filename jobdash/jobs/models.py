@@ -149,6 +149,10 @@ class Fence(models.Model):
     term = models.BigIntegerField(default=0)
     holder = models.CharField(max_length=255, blank=True)
     since = models.DateTimeField(null=True, blank=True)
+    # Bumped by every claim: a cycle claims only if no other claim happened since its
+    # snapshot, so two cycles of one term (kicks reaching two workers) never spend the
+    # same free quota twice, without a lock a paused process could hold.
+    claims = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(id=1), name="fence_single_row")]

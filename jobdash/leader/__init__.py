@@ -19,7 +19,7 @@ def make_elector(kind: str, *, identity: str | None = None, **options) -> Electo
     """Build the backend named by JOBDASH_LEADER: "consul", "postgres" or "none".
 
     consul:   address (CONSUL_HTTP_ADDR), key, ttl (s), lock_delay (s), timeout (s)
-    postgres: dsn (DATABASE_URL), name, timeout (s), lease (s)
+    postgres: dsn (DATABASE_URL), name, ttl (s, the lease), timeout (s)
     """
     identity = identity or default_identity()
     kind = (kind or "none").strip().lower()

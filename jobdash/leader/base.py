@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -45,6 +46,10 @@ class Elector(Protocol):
 
     def holder(self) -> Leadership | None:
         """Who leads now, read from the backend; any process may ask. Raises BackendError."""
+
+    def valid_until(self) -> float:
+        """Monotonic time (time.monotonic()) up to which this process may act as leader
+        without hearing from the backend again: the lease it last took or renewed."""
 
     # Optional: `wait_for_change(timeout) -> bool` lets a follower block until the lock
     # may have changed hands (Consul blocking query) instead of sleeping; False means
@@ -88,8 +93,14 @@ class LeaderLoop:
 
     @property
     def leadership(self) -> Leadership | None:
+        """The current leadership, or None: also None once the lease may have lapsed by this
+        process's own monotonic clock, even if the renewing thread has not noticed yet (a
+        process that was paused must not act on what it believed before the pause)."""
         with self._lock:
-            return self._leadership
+            leadership = self._leadership
+        if leadership is not None and time.monotonic() >= self.elector.valid_until():
+            return None
+        return leadership
 
     def is_leader(self) -> bool:
         return self.leadership is not None

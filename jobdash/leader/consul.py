@@ -107,6 +107,11 @@ class ConsulElector:
 
     # --- the Elector protocol ---
 
+    def valid_until(self) -> float:
+        """The monotonic time up to which this process may act as leader: its session
+        surely lives until the last renew it sent plus the TTL."""
+        return self._valid_until if self._leadership is not None else float("-inf")
+
     def try_acquire(self) -> Leadership | None:
         if self._leadership is not None:
             return self._leadership

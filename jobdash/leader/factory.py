@@ -17,6 +17,8 @@ def elector_options(kind: str) -> dict:
             "ttl": settings.JOBDASH_LEADER_TTL_SECONDS,
             "lock_delay": settings.JOBDASH_LEADER_LOCK_DELAY_SECONDS,
         }
+    if kind == "postgres":
+        return {"ttl": settings.JOBDASH_LEADER_TTL_SECONDS}
     return {}
 
 

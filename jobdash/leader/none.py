@@ -13,6 +13,9 @@ class NoneElector:
     def try_acquire(self) -> Leadership:
         return self._leadership
 
+    def valid_until(self) -> float:
+        return float("inf")
+
     def renew(self) -> bool:
         return True
 

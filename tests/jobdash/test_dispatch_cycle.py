@@ -1,6 +1,7 @@
 """The admission cycle end to end: PostgreSQL, the real gateway, kubesim over HTTP."""
 
 import pytest
+from django.contrib.auth.models import User
 
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
@@ -206,10 +207,20 @@ def test_status_reports_the_leader_and_the_last_cycle(user, gateway, term, clien
     api = APIClient()
     api.force_login(user)
     body = api.get("/api/v1/status/").json()
-    assert body["leader"]["term"] == 1 and body["leader"]["identity"] == "test"
+    # a member sees the term, not the leader's host and process, and only its own jobs
+    assert body["leader"]["term"] == 1 and body["leader"]["identity"] is None
     assert body["last_cycle"]["admitted"] == 1 and set(body["last_cycle"]["phases"]) >= {"snapshot", "plan", "release"}
     assert body["jobs"]["Released"] == 1
+    outsider = User.objects.create_user("outsider")
+    api.force_login(outsider)
+    assert api.get("/api/v1/status/").json()["jobs"]["Released"] == 0
+    staff = User.objects.create_user("boss", is_staff=True)
+    api.force_login(staff)
+    staff_view = api.get("/api/v1/status/").json()
+    assert staff_view["leader"]["identity"] == "test" and staff_view["jobs"]["Released"] == 1
     client.force_login(user)
+    assert "leader term 1" in client.get("/").content.decode()
+    client.force_login(staff)
     assert "leader test · term 1" in client.get("/").content.decode()
 
 
@@ -263,3 +274,20 @@ def test_the_cycle_table_keeps_only_the_latest_cycles(user, gateway, term, monke
     assert Cycle.objects.count() == 4
     dispatcher.cycle(term)
     assert Cycle.objects.count() == 3
+
+
+def test_two_cycles_planned_on_one_snapshot_claim_once(user, term, gateway):
+    """No lock keeps two cycles of one term apart (a paused process could hold it): the
+    claim counter does. The cycle whose snapshot predates another's claim releases nothing."""
+    first, second = submit(user, "first"), submit(user, "second")
+    seen = transitions.claims_seen()  # both cycles took their snapshot here
+    assert transitions.claim([(first.pk, None)], term, seen=seen) == [first.pk]
+    with pytest.raises(transitions.StaleSnapshot):
+        transitions.claim([(second.pk, None)], term, seen=seen)
+    assert state(second) == "Queued"
+    # planned again on a fresh snapshot, it goes through
+    assert transitions.claim([(second.pk, None)], term, seen=transitions.claims_seen()) == [second.pk]
+    # a claim of nothing (everything already taken) does not make others replan
+    before = transitions.claims_seen()
+    assert transitions.claim([(first.pk, None)], term, seen=before) == []
+    assert transitions.claims_seen() == before

@@ -1,19 +1,23 @@
-"""PostgreSQL advisory-lock election against the real server the harness starts."""
+"""PostgreSQL lease election against the real server the harness starts.
+
+Leadership is a row with an expiry, never a connection: a paused leader (here: an
+elector nobody calls) holds nothing once its lease has run out."""
 
 import os
+import time
 import uuid
 
 import psycopg
 import pytest
 
-from jobdash.leader import make_elector
-from jobdash.leader.postgres import lock_key
+from jobdash.leader import LeaderLoop, make_elector
 from tests.waiting import wait_until
 
 DSN = os.environ.get("DATABASE_URL", "")
 needs_postgres = pytest.mark.skipif(
     not DSN.startswith(("postgres://", "postgresql://")), reason="needs PostgreSQL (run through tests/harness.py)"
 )
+TTL = 1.0
 
 
 @pytest.fixture
@@ -21,8 +25,8 @@ def elector():
     name = f"test-{uuid.uuid4()}"  # an election of its own per test
     made = []
 
-    def make(identity):
-        made.append(make_elector("postgres", identity=identity, dsn=DSN, name=name))
+    def make(identity, ttl=TTL):
+        made.append(make_elector("postgres", identity=identity, dsn=DSN, name=name, ttl=ttl))
         return made[-1]
 
     yield make
@@ -30,18 +34,9 @@ def elector():
         each.resign()
 
 
-def terminate_leader(name: str) -> None:
-    """Kill the leader's backend from a third connection, as a crash or a DBA would."""
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        killed = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM jobdash_leader WHERE name = %s", (name,)
-        ).fetchone()[0]
-    assert killed
-
-
 @needs_postgres
 def test_one_wins_and_any_process_sees_it(elector):
-    a, b, onlooker = elector("A"), elector("B"), elector("onlooker")
+    a, b, onlooker = elector("A", ttl=30), elector("B", ttl=30), elector("onlooker")
     assert onlooker.holder() is None  # nobody elected yet in this election
     won = a.try_acquire()
     assert won is not None and won.identity == "A" and won.term > 0
@@ -52,35 +47,72 @@ def test_one_wins_and_any_process_sees_it(elector):
 
 
 @needs_postgres
-def test_a_terminated_leader_loses_and_the_other_takes_over_with_a_larger_term(elector):
+def test_a_paused_leader_holds_nothing_once_its_lease_runs_out(elector):
+    """A keeps its connection open and simply stops renewing, as a SIGSTOPped process
+    would: B takes over within the TTL, with a larger term, and A's late renew fails."""
     a, b = elector("A"), elector("B")
     first = a.try_acquire()
-    assert b.try_acquire() is None
-    terminate_leader(a.name)
-    assert a.renew() is False
-    # The row still names A, but its backend no longer holds the lock: no dead leader shown.
-    assert wait_until(lambda: b.holder() is None, 2)
-    second = wait_until(b.try_acquire, 2)
-    assert second is not None and second.identity == "B" and second.term > first.term
+    assert first is not None and b.try_acquire() is None
+    started = time.monotonic()
+    second = wait_until(b.try_acquire, 3, interval=0.05)
+    assert second is not None and second.term > first.term
+    assert time.monotonic() - started <= TTL + 0.5
+    assert a.valid_until() < time.monotonic()  # A's own clock said stop before B took over
+    assert a.renew() is False  # the woken leader learns it is deposed
     assert a.holder() == second
 
 
 @needs_postgres
-def test_resign_hands_over_at_once(elector):
+def test_renewing_in_time_keeps_the_lease_and_the_term(elector):
     a, b = elector("A"), elector("B")
+    first = a.try_acquire()
+    for _ in range(6):  # three TTLs, renewed at TTL/2
+        time.sleep(TTL / 2)
+        assert a.renew() is True
+        assert b.try_acquire() is None
+    assert a.holder() == first
+
+
+@needs_postgres
+def test_resign_hands_over_at_once(elector):
+    a, b = elector("A", ttl=30), elector("B", ttl=30)
     first = a.try_acquire()
     a.resign()
     assert a.renew() is False
-    second = wait_until(b.try_acquire, 1)  # the server drops the lock as the connection closes
+    second = b.try_acquire()  # no waiting for the 30 s lease
     assert second is not None and second.term > first.term
     b.resign()
-    again = wait_until(a.try_acquire, 1)  # and back: terms keep rising
+    again = a.try_acquire()  # and back: terms keep rising
     assert again is not None and again.term > second.term
 
 
-def test_lock_key_is_a_stable_signed_64_bit_integer():
-    assert lock_key("jobdash-leader") == lock_key("jobdash-leader") != lock_key("other")
-    assert all(-(2**63) <= lock_key(name) < 2**63 for name in ("a", "b", "jobdash-leader"))
+@needs_postgres
+def test_a_lost_connection_is_not_lost_leadership(elector):
+    """The lease outlives the connection it was taken on: a connection killed by the server
+    is opened again and the lease renewed under the same term."""
+    a = elector("A", ttl=30)
+    first = a.try_acquire()
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (a._conn.info.backend_pid,))
+    assert wait_until(a.renew, 3, interval=0.05)
+    assert a.try_acquire() == first and a.holder() == first
+
+
+@needs_postgres
+def test_the_loop_stops_acting_when_its_lease_may_have_lapsed(elector):
+    """The renewing thread is stuck (renew_every far beyond the TTL, as in a pause): the
+    loop's leadership turns None by the monotonic clock, though the thread never noticed."""
+    lost = []
+    loop = LeaderLoop(elector("A"), renew_every=60, retry_every=60, on_lost=lambda: lost.append(True))
+    loop.start()
+    try:
+        assert wait_until(lambda: loop.leadership is not None, 3)
+        elected_at = time.monotonic()
+        assert wait_until(lambda: loop.leadership is None, 3, interval=0.01)
+        assert time.monotonic() - elected_at <= TTL
+        assert lost == []  # nothing told the loop: its own clock did
+    finally:
+        loop.stop(resign=True)
 
 
 def test_postgres_election_needs_a_postgres_dsn():
