@@ -197,6 +197,9 @@ JOBDASH_START_TIMEOUT_SECONDS = env_number("JOBDASH_START_TIMEOUT_SECONDS", 300.
 JOBDASH_MAX_ATTEMPTS = env_number("JOBDASH_MAX_ATTEMPTS", 5, minimum=1)
 JOBDASH_BACKOFF_SECONDS = env_number("JOBDASH_BACKOFF_SECONDS", 10.0, minimum=0.0)
 JOBDASH_RELEASE_CONCURRENCY = env_number("JOBDASH_RELEASE_CONCURRENCY", 16, minimum=1)
+# The whole reconcile (adopting objects whose jobs still say Queued) every this many cycles;
+# claims stranded without their object are re-sent every cycle.
+JOBDASH_RECONCILE_EVERY_CYCLES = env_number("JOBDASH_RECONCILE_EVERY_CYCLES", 5, minimum=1)
 JOBDASH_KICK_DEBOUNCE_SECONDS = env_number("JOBDASH_KICK_DEBOUNCE_SECONDS", 0.2, minimum=0.0)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

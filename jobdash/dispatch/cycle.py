@@ -4,7 +4,9 @@
 2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term, create or unsuspend (release.release)
 4. statuses  - write position/reason/message/ETA back, only rows that changed
-5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track)
+5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track);
+               claims stranded without their object are re-sent (reconcile.resend_stranded,
+               and the whole reconcile every few cycles)
 6. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
@@ -42,6 +44,10 @@ class DispatchSettings:
     concurrency: int
     # Position/ETA-only changes are written at most this often; reasons and new jobs at once.
     status_interval_s: float = 0.0
+    # A claim this old without its object is re-sent (every cycle); the whole of reconcile
+    # (adopt objects of Queued jobs) runs every `reconcile_every` cycles.
+    repair_after_s: float = 3.0
+    reconcile_every: int = 5
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -54,6 +60,8 @@ class DispatchSettings:
             backoff_s=settings.JOBDASH_BACKOFF_SECONDS,
             concurrency=settings.JOBDASH_RELEASE_CONCURRENCY,
             status_interval_s=settings.JOBDASH_STATUS_INTERVAL_SECONDS,
+            repair_after_s=max(3.0, 2 * settings.JOBDASH_TICK_SECONDS),
+            reconcile_every=settings.JOBDASH_RECONCILE_EVERY_CYCLES,
         )
 
 
@@ -64,6 +72,7 @@ class CycleResult:
     released: dict = field(default_factory=dict)
     phases: dict = field(default_factory=dict)
     skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
+    repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
 
 
 def _as_datetime(seconds: float | None) -> datetime | None:
@@ -94,6 +103,28 @@ class Dispatcher:
             mode=self.config.release_mode,
             backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
+        )
+
+    def repair(self, term: int) -> dict:
+        """Continuous repair, not only at leadership start: stranded claims every cycle
+        (cheap: the Released rows without an object's uid), the whole reconcile every
+        `reconcile_every` cycles."""
+        # (leadership start runs the whole reconcile already: not again on the first cycle)
+        if (self._cycles + 1) % max(1, self.config.reconcile_every) == 0:
+            return reconcile_pass.reconcile(
+                self.gateway,
+                term=term,
+                mode=self.config.release_mode,
+                backoff_seconds=self.config.backoff_s,
+                concurrency=self.config.concurrency,
+                min_age_s=self.config.repair_after_s,
+            )
+        return reconcile_pass.resend_stranded(
+            self.gateway,
+            mode=self.config.release_mode,
+            backoff_seconds=self.config.backoff_s,
+            concurrency=self.config.concurrency,
+            min_age_s=self.config.repair_after_s,
         )
 
     def track(self) -> dict:
@@ -146,8 +177,9 @@ class Dispatcher:
         if everything:
             self._all_statuses_at = time.monotonic()
         lap("statuses")
-        # 5. track
+        # 5. track, and repair what an interrupted release left behind
         self.track()
+        result.repaired = self.repair(term)
         lap("track")
         # 6. publish: quotas with reservations, nodes and our pods' phases
         publish.publish(observed.snapshot, publish.active_pod_phases(self.gateway, observed.active_pods))

@@ -1,11 +1,19 @@
-"""On every leadership start: make the database and the cluster agree before the first cycle.
+"""Make the database and the cluster agree: at every leadership start, and continuously.
 
-- Released in the database, no TFJob of ours in the cluster: the release was interrupted
-  (crash after the claim) -> send it again (idempotent);
-- a running (not suspended) TFJob labelled with a job id whose job is still Queued: the create happened but the
-  claim did not stick -> mark it Released, so it is never created twice.
+- Released in the database, no object of ours in the cluster: the release was interrupted
+  (a crash or a database error after the claim) -> send it again (idempotent), without a
+  start timeout and without counting an attempt. Every cycle does this for claims older
+  than a few seconds (resend_stranded: one query on the Released rows without a uid).
+- a running (not suspended) TFJob labelled with a job id whose job is still Queued: the
+  create happened but the claim did not stick -> mark it Released, so it is never created
+  twice (every few cycles and at leadership start: it reads every object of ours).
+- objects of Cancelled jobs are removed by the tracker on every pass.
 Nothing is created twice: the TFJob's name is the job's and create is idempotent for it.
 """
+
+from datetime import timedelta
+
+from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
 from jobdash.jobs.models import Job, State
@@ -13,23 +21,57 @@ from jobdash.jobs.models import Job, State
 from . import release, transitions
 
 
+def _stranded(min_age_s: float) -> list[int]:
+    """Released jobs without a recorded object, claimed at least `min_age_s` ago."""
+    cutoff = timezone.now() - timedelta(seconds=min_age_s)
+    return list(
+        Job.objects.filter(state=State.RELEASED, tfjob_uid="", released_at__lte=cutoff).values_list("id", flat=True)
+    )
+
+
+def resend_stranded(
+    gateway: gw.ClusterGateway, *, mode: str, backoff_seconds: float, concurrency: int = 8, min_age_s: float = 0.0
+) -> dict[str, int]:
+    stranded = _stranded(min_age_s)
+    if not stranded:
+        return {}
+    # An object that exists (the create landed, its uid was never recorded) is recorded;
+    # the others are sent again.
+    found = {}
+    for job_id, name, namespace in Job.objects.filter(pk__in=stranded).values_list("id", "name", "namespace__name"):
+        info = gateway.tfjob(namespace, name)
+        if info is not None and info.job_id == job_id and not info.deleting:
+            found[job_id] = info.uid
+    transitions.created_many(found)
+    resend = [job_id for job_id in stranded if job_id not in found]
+    counts = release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+    return {"recorded": len(found), "resent": len(resend), **counts}
+
+
 def reconcile(
-    gateway: gw.ClusterGateway, *, term: int, mode: str, backoff_seconds: float, concurrency: int = 8
+    gateway: gw.ClusterGateway,
+    *,
+    term: int,
+    mode: str,
+    backoff_seconds: float,
+    concurrency: int = 8,
+    min_age_s: float = 0.0,
 ) -> dict[str, int]:
     # Suspended TFJobs do not run: in unsuspend mode a taken-back job keeps its labelled,
     # suspended TFJob while it waits in the queue again.
     ours = {t.job_id: t for t in gateway.tfjobs() if t.job_id is not None and not t.deleting and not t.suspended}
     counts = {"resent": 0, "adopted": 0}
 
-    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "tfjob_uid"))
-    transitions.created_many({job_id: ours[job_id].uid for job_id, uid in released if job_id in ours and not uid})
-    resend = [job_id for job_id, _ in released if job_id not in ours]
+    cutoff = timezone.now() - timedelta(seconds=min_age_s)
+    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "tfjob_uid", "released_at"))
+    transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
+    resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
     release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
     counts["resent"] = len(resend)
 
     queued = Job.objects.filter(pk__in=ours, state=State.QUEUED).values_list("id", flat=True)
     for job_id in queued:
-        if transitions.mark_released(job_id, term, "found its TFJob in the cluster at leadership start"):
+        if transitions.mark_released(job_id, term, "found its TFJob in the cluster, its job still Queued"):
             transitions.created(job_id, ours[job_id].uid)
             counts["adopted"] += 1
     return counts

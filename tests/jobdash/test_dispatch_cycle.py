@@ -3,6 +3,7 @@
 import pytest
 from django.contrib.auth.models import User
 
+from jobdash.cluster.gateway import NotFound
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
@@ -291,3 +292,22 @@ def test_two_cycles_planned_on_one_snapshot_claim_once(user, term, gateway):
     before = transitions.claims_seen()
     assert transitions.claim([(first.pk, None)], term, seen=before) == []
     assert transitions.claims_seen() == before
+
+
+def test_a_claim_stranded_without_its_tfjob_is_resent_by_the_next_cycles(user, term, sim, gateway):
+    """A database error right after the claim left the job Released with no TFJob: the
+    next cycles re-send it once the claim is old enough, with no start timeout and no
+    attempt counted (it used to wait for the 300 s start timeout, at the cost of an attempt)."""
+    job = submit(user, "stranded")
+    assert transitions.claim([(job.pk, None)], term) == [job.pk]  # ... and then nothing was sent
+    patient = Dispatcher(gateway, settings(repair_after_s=60.0))
+    patient.cycle(term)
+    with pytest.raises(NotFound):  # too young to be called stranded: not sent yet
+        gateway.read_tfjob("team-a", "stranded")
+    assert Job.objects.get(pk=job.pk).tfjob_uid == ""
+    dispatcher = Dispatcher(gateway, settings(repair_after_s=0.0, reconcile_every=1000))  # the cheap path
+    dispatcher.cycle(term)
+    stored = Job.objects.get(pk=job.pk)
+    assert stored.state == State.RELEASED and stored.tfjob_uid and stored.attempts == 0
+    eventually(lambda: gateway.tfjob("team-a", "stranded") is not None, timeout=5)
+    assert gateway.tfjob("team-a", "stranded").job_id == job.pk
