@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from jobdash.cluster.gateway import QUEUED_LABEL
+from jobdash.cluster.gateway import QUEUED_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import services
 from jobdash.jobs.exceptions import InvalidInput
-from jobdash.jobs.models import Job, Source, State
+from jobdash.jobs.models import Fence, Job, Source, State
 
 from .review import AdmissionRequest
 
@@ -169,13 +169,41 @@ def _same_spec(job: Job, obj: dict[str, Any]) -> bool:
     return (job.parsed or {}).get("spec") == obj.get("spec")
 
 
+def fence(request: AdmissionRequest) -> Decision:
+    """A write of jobdash's own (create, unsuspend, take-back, the stamp before a delete)
+    passes only under the leader term that leads now: the object carries the term it was
+    written under (TERM_ANNOTATION), and one older than the Fence row's is refused before
+    the API server stores anything. A deposed leader that wakes from a pause writes nothing.
+    An object without the annotation is a write from outside the dispatcher (an operator's
+    tool running as jobdash): it passes, as before the fence existed."""
+    obj = request.object or {}
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    written = annotations.get(TERM_ANNOTATION) if isinstance(annotations, dict) else None
+    if written is None:
+        return ALLOW
+    leading = Fence.objects.filter(id=1).values_list("term", flat=True).first() or 0
+    try:
+        term = int(written)
+    except (TypeError, ValueError):
+        term = -1
+    if term >= leading:
+        return ALLOW
+    return Decision(
+        allowed=False,
+        code=403,
+        reason=STALE_TERM_REASON,
+        message=f"written under leader term {written}, but term {leading} leads now: a deposed leader writes nothing",
+    )
+
+
 def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str]) -> Decision:
     if mode not in MODES:
         raise ValueError(f"JOBDASH_WEBHOOK_MODE is {mode!r}; expected one of {', '.join(MODES)}")
+    if request.username in own_identities and request.is_tfjob_write:
+        return fence(request)  # jobdash's own write: only under the current term
     if not request.is_tfjob_create:
         return ALLOW
-    if request.username in own_identities:
-        return ALLOW  # jobdash's own release
     obj = request.object or {}
     if _suspended_by_creator(obj):
         # Suspended by its creator: the creator decides when it runs. (Queued in deny mode,

@@ -38,6 +38,16 @@ class AdmissionRequest:
     object: dict[str, Any] | None = field(repr=False)
 
     @property
+    def is_tfjob_write(self) -> bool:
+        """A CREATE or UPDATE of a TFJob itself (not a subresource such as status)."""
+        return (
+            self.operation in ("CREATE", "UPDATE")
+            and self.group == "kubeflow.org"
+            and self.kind == "TFJob"
+            and not self.sub_resource
+        )
+
+    @property
     def is_tfjob_create(self) -> bool:
         return (
             self.operation == "CREATE"

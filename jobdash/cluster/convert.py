@@ -16,6 +16,7 @@ from .gateway import (
     MANAGED_LABEL,
     REPLICA_INDEX_LABEL,
     REPLICA_TYPE_LABEL,
+    TERM_ANNOTATION,
     NodeInfo,
     PodInfo,
     Quota,
@@ -126,11 +127,19 @@ def tfjob(obj: Mapping[str, Any]) -> TFJobInfo:
 SERVER_SET_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields", "selfLink")
 
 
-def release_body(job_id: int, manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The TFJob to create for a released job: the stored manifest, labelled as ours."""
+def release_body(job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> dict[str, Any]:
+    """The TFJob to create for a released job: the stored manifest, labelled as ours, and
+    annotated with the leader term it is created under."""
     body = copy.deepcopy(dict(manifest))
     metadata = body.setdefault("metadata", {})
     for key in SERVER_SET_METADATA:
         metadata.pop(key, None)
     metadata["labels"] = {**(metadata.get("labels") or {}), JOB_ID_LABEL: str(job_id), MANAGED_LABEL: "true"}
+    if term is not None:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), TERM_ANNOTATION: str(term)}
     return body
+
+
+def term_patch(term: int | None) -> dict[str, Any]:
+    """The merge-patch part that stamps a write with its leader term (nothing without one)."""
+    return {} if term is None else {"metadata": {"annotations": {TERM_ANNOTATION: str(term)}}}

@@ -12,6 +12,11 @@ from typing import Any, Protocol
 JOB_ID_LABEL = "jobdash.io/job-id"
 MANAGED_LABEL = "jobdash.io/managed"
 QUEUED_LABEL = "jobdash.io/queued"
+# The leader term a write of jobdash's was made under: its own admission webhook refuses an
+# object written under a term older than the fence's (a deposed leader writes nothing).
+TERM_ANNOTATION = "jobdash.io/term"
+# The reason the webhook gives for such a refusal, so the writer knows it was deposed.
+STALE_TERM_REASON = "StaleLeaderTerm"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
@@ -38,6 +43,11 @@ class NotFound(GatewayError):
 
 class Conflict(GatewayError):
     """Stale resourceVersion on an update."""
+
+
+class Fenced(GatewayError):
+    """jobdash's webhook refused a write made under a leader term older than the fence's:
+    this process was deposed and must write nothing more."""
 
 
 class AlreadyExists(GatewayError):
@@ -123,10 +133,12 @@ class ClusterGateway(Protocol):
     def read_tfjob(self, namespace: str, name: str) -> TFJobInfo: ...
 
     # writes, straight to the API server
-    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any]) -> TFJobInfo: ...
-    def label_tfjob(self, namespace: str, name: str, job_id: int) -> None: ...
-    def set_suspended(self, namespace: str, name: str, suspended: bool) -> None: ...
-    def delete_tfjob(self, namespace: str, name: str) -> None: ...
+    # (`term`: the leader term the write is made under, carried as TERM_ANNOTATION so the
+    # webhook can refuse a deposed leader's; None only for writes outside the dispatcher)
+    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> TFJobInfo: ...
+    def label_tfjob(self, namespace: str, name: str, job_id: int, term: int | None = None) -> None: ...
+    def set_suspended(self, namespace: str, name: str, suspended: bool, term: int | None = None) -> None: ...
+    def delete_tfjob(self, namespace: str, name: str, term: int | None = None) -> None: ...
 
     # lifecycle of the watch cache
     def start(self, on_event: Callable[[WatchEvent], None] | None = None, timeout: float = 30.0) -> None: ...

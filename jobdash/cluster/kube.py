@@ -13,9 +13,12 @@ from kubernetes.client.exceptions import ApiException
 from . import convert
 from .gateway import (
     JOB_ID_LABEL,
+    STALE_TERM_REASON,
+    TERM_ANNOTATION,
     AlreadyExists,
     Conflict,
     Fatal,
+    Fenced,
     GatewayError,
     NodeInfo,
     NotFound,
@@ -60,6 +63,8 @@ def translate(error: ApiException) -> GatewayError:
         return NotFound(message)
     if status == 409:
         return AlreadyExists(message) if body.get("reason") == "AlreadyExists" else Conflict(message)
+    if status == 403 and body.get("reason") == STALE_TERM_REASON:
+        return Fenced(message)
     if status == 403 and "exceeded quota" in message:
         return QuotaExceeded(message)
     return Fatal(f"{status}: {message}")
@@ -171,10 +176,10 @@ class KubeGateway:
             self._call(self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
         )
 
-    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any]) -> TFJobInfo:
+    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> TFJobInfo:
         """Create the TFJob of a released job. Idempotent: a TFJob of that name that
         carries this job's id is the one we created before (a retry, or a crash after create)."""
-        body = convert.release_body(job_id, manifest)
+        body = convert.release_body(job_id, manifest, term)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
             created = self._call(self._custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, body)
@@ -191,9 +196,8 @@ class KubeGateway:
                 + (f" (it belongs to job {existing.job_id})" if existing.job_id else "")
             ) from None
 
-    def set_suspended(self, namespace: str, name: str, suspended: bool) -> None:
-        patch = {"spec": {"runPolicy": {"suspend": suspended}}}
-        self._call(
+    def _patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self._call(
             self._custom.patch_namespaced_custom_object,
             GROUP,
             VERSION,
@@ -204,30 +208,29 @@ class KubeGateway:
             _content_type="application/merge-patch+json",
         )
 
-    def label_tfjob(self, namespace: str, name: str, job_id: int) -> None:
+    def set_suspended(self, namespace: str, name: str, suspended: bool, term: int | None = None) -> None:
+        patch = {"spec": {"runPolicy": {"suspend": suspended}}, **convert.term_patch(term)}
+        self._patch(namespace, name, patch)
+
+    def label_tfjob(self, namespace: str, name: str, job_id: int, term: int | None = None) -> None:
         """Bind an existing TFJob (created by someone else, suspended) to a jobdash job."""
-        patch = {"metadata": {"labels": {JOB_ID_LABEL: str(job_id)}}}
-        self._call(
-            self._custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            patch,
-            _content_type="application/merge-patch+json",
-        )
+        patch: dict[str, Any] = {"metadata": {"labels": {JOB_ID_LABEL: str(job_id)}}}
+        if term is not None:
+            patch["metadata"]["annotations"] = {TERM_ANNOTATION: str(term)}
+        self._patch(namespace, name, patch)
 
-    def delete_tfjob(self, namespace: str, name: str) -> None:
+    def delete_tfjob(self, namespace: str, name: str, term: int | None = None) -> None:
+        """Delete a TFJob. With a term, fenced: first stamp it with the term (an update the
+        webhook refuses from a deposed leader), then delete exactly that version (a
+        resourceVersion precondition), so a deposed leader can neither delete directly
+        nor delete an object a newer leader has touched since."""
         try:
+            options: dict[str, Any] = {"propagationPolicy": "Background"}
+            if term is not None:
+                stamped = self._patch(namespace, name, convert.term_patch(term))
+                options["preconditions"] = {"resourceVersion": stamped["metadata"]["resourceVersion"]}
             self._call(
-                self._custom.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                propagation_policy="Background",
+                self._custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, body=options
             )
         except NotFound:
             pass  # already gone is what we wanted

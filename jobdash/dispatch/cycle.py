@@ -121,14 +121,15 @@ class Dispatcher:
             )
         return reconcile_pass.resend_stranded(
             self.gateway,
+            term=term,
             mode=self.config.release_mode,
             backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
             min_age_s=self.config.repair_after_s,
         )
 
-    def track(self) -> dict:
-        return tracker.track(self.gateway, self.tracker_settings, self.settled)
+    def track(self, term: int | None = None) -> dict:
+        return tracker.track(self.gateway, self.tracker_settings, self.settled, term=term)
 
     def cycle(self, term: int) -> CycleResult:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
@@ -178,7 +179,7 @@ class Dispatcher:
             self._all_statuses_at = time.monotonic()
         lap("statuses")
         # 5. track, and repair what an interrupted release left behind
-        self.track()
+        self.track(term)
         result.repaired = self.repair(term)
         lap("track")
         # 6. publish: quotas with reservations, nodes and our pods' phases

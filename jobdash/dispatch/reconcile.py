@@ -30,7 +30,13 @@ def _stranded(min_age_s: float) -> list[int]:
 
 
 def resend_stranded(
-    gateway: gw.ClusterGateway, *, mode: str, backoff_seconds: float, concurrency: int = 8, min_age_s: float = 0.0
+    gateway: gw.ClusterGateway,
+    *,
+    term: int | None,
+    mode: str,
+    backoff_seconds: float,
+    concurrency: int = 8,
+    min_age_s: float = 0.0,
 ) -> dict[str, int]:
     stranded = _stranded(min_age_s)
     if not stranded:
@@ -44,7 +50,9 @@ def resend_stranded(
             found[job_id] = info.uid
     transitions.created_many(found)
     resend = [job_id for job_id in stranded if job_id not in found]
-    counts = release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+    counts = release.send_all(
+        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+    )
     return {"recorded": len(found), "resent": len(resend), **counts}
 
 
@@ -66,7 +74,7 @@ def reconcile(
     released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "tfjob_uid", "released_at"))
     transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
-    release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+    release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
     counts["resent"] = len(resend)
 
     queued = Job.objects.filter(pk__in=ours, state=State.QUEUED).values_list("id", flat=True)

@@ -36,35 +36,43 @@ def tfjob_manifest(parsed: dict, namespace: str) -> dict:
     return manifest
 
 
-def send(gateway: gw.ClusterGateway, job_id: int, manifest: dict, mode: str) -> Outcome:
-    """One job to the cluster. Runs in a worker thread: no database access here."""
+def send(gateway: gw.ClusterGateway, job_id: int, manifest: dict, mode: str, term: int | None = None) -> Outcome:
+    """One job to the cluster, stamped with the leader's term (the webhook refuses a
+    deposed leader's). Runs in a worker thread: no database access here."""
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     try:
         if mode == "unsuspend":
             try:
-                gateway.label_tfjob(namespace, name, job_id)
-                gateway.set_suspended(namespace, name, False)
+                gateway.label_tfjob(namespace, name, job_id, term)
+                gateway.set_suspended(namespace, name, False, term)
                 return Outcome(job_id, gateway.read_tfjob(namespace, name).uid)
             except gw.NotFound:
                 pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
-        return Outcome(job_id, gateway.create_tfjob(job_id=job_id, manifest=manifest).uid)
+        return Outcome(job_id, gateway.create_tfjob(job_id=job_id, manifest=manifest, term=term).uid)
     except gw.GatewayError as error:
         return Outcome(job_id, error=error)
 
 
-def record(outcome: Outcome, *, backoff_seconds: float) -> str:
-    """Write one outcome; returns what happened: created | requeued | failed."""
+def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None) -> str:
+    """Write one outcome; returns what happened: created | requeued | failed | fenced."""
     error = outcome.error
     if error is None:
         transitions.created(outcome.job_id, outcome.uid)
         return "created"
+    if isinstance(error, gw.Fenced):
+        return "fenced"  # deposed: the newer leader owns this job now; write nothing
     if isinstance(error, (gw.Transient, gw.QuotaExceeded, gw.Conflict)):
         note = f"the cluster refused for now ({error.__class__.__name__}: {error}); retrying after a backoff"
         transitions.requeue(
-            outcome.job_id, note=note, backoff_until=transitions.backoff(backoff_seconds, 0), count_attempt=False
+            outcome.job_id,
+            note=note,
+            backoff_until=transitions.backoff(backoff_seconds, 0),
+            count_attempt=False,
+            term=term,
         )
         return "requeued"
-    transitions.fail(outcome.job_id, f"the cluster refused the TFJob: {error}", from_states=(State.RELEASED,))
+    message = f"the cluster refused the TFJob: {error}"
+    transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term)
     return "failed"
 
 
@@ -79,11 +87,17 @@ def release(
     seen: int | None = None,
 ) -> dict[str, int]:
     claimed = transitions.claim(admissions, term, seen=seen)
-    return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds)
+    return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
 
 
 def send_all(
-    gateway: gw.ClusterGateway, job_ids: list[int], *, mode: str, concurrency: int, backoff_seconds: float
+    gateway: gw.ClusterGateway,
+    job_ids: list[int],
+    *,
+    mode: str,
+    concurrency: int,
+    backoff_seconds: float,
+    term: int | None = None,
 ) -> dict[str, int]:
     """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
     if not job_ids:
@@ -91,7 +105,7 @@ def send_all(
     rows = Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name")
     manifests = {job_id: tfjob_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
-        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode), job_ids))
+        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode, term), job_ids))
     counts: dict[str, int] = {}
     # The usual outcome, a created TFJob, is recorded for all jobs in one statement.
     uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}
@@ -101,7 +115,7 @@ def send_all(
     for outcome in outcomes:
         if outcome.error is None:
             continue
-        result = record(outcome, backoff_seconds=backoff_seconds)
+        result = record(outcome, backoff_seconds=backoff_seconds, term=term)
         counts[result] = counts.get(result, 0) + 1
         log.warning("release of job %s: %s", outcome.job_id, outcome.error)
     return counts

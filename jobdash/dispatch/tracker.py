@@ -39,11 +39,14 @@ class TrackerSettings:
     backoff_s: float
 
 
-def _take_back(gateway: gw.ClusterGateway, namespace: str, name: str, mode: str) -> None:
+def _take_back(gateway: gw.ClusterGateway, namespace: str, name: str, mode: str, term: int | None) -> None:
+    """Fenced by the term like every write of ours (the webhook refuses a deposed leader's
+    update; a delete removes only the version it stamped). Called after the job's own
+    transition committed under the term, so a deposed leader stops at that step."""
     if mode == "unsuspend":
-        gateway.set_suspended(namespace, name, True)
+        gateway.set_suspended(namespace, name, True, term)
     else:
-        gateway.delete_tfjob(namespace, name)
+        gateway.delete_tfjob(namespace, name, term)
 
 
 def _gone(gateway: gw.ClusterGateway, namespace: str, name: str, job_id: int) -> bool:
@@ -53,7 +56,9 @@ def _gone(gateway: gw.ClusterGateway, namespace: str, name: str, job_id: int) ->
         return True
 
 
-def track(gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int] | None = None) -> dict[str, int]:
+def track(
+    gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int] | None = None, *, term: int | None = None
+) -> dict[str, int]:
     """One pass. `settled`, kept by the caller between passes, remembers the jobs whose
     TFJobs need no look any more (their jobs finished other than cancelled: for good)."""
     now = timezone.now()
@@ -75,17 +80,17 @@ def track(gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int]
         "requeue_requested_at",
         gang=KT("workload__pods"),
     )
-    moves = _Moves()
+    moves = _Moves(term)
     for job in jobs:
         key = (job["namespace__name"], job["name"])
         info = tfjobs.get(key)
         try:
-            counts[_follow(gateway, config, job, key, info, running_pods[key], now, moves)] += 1
+            counts[_follow(gateway, config, job, key, info, running_pods[key], now, moves, term)] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
             log.warning("tracking job %s: %s", job["id"], error)
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, tfjobs.values(), settled)
+    counts["cleaned"] = _delete_cancelled(gateway, tfjobs.values(), settled, term)
     return dict(counts)
 
 
@@ -94,13 +99,14 @@ class _Moves:
     each is still a compare-and-set with its event, but one batch costs a few statements
     instead of a transaction per job."""
 
-    def __init__(self):
+    def __init__(self, term: int | None):
+        self.term = term
         self.running: list[tuple[int, str]] = []
         self.finished: list[tuple[int, str, str, bool]] = []
 
     def apply(self) -> None:
-        transitions.running_many(self.running)
-        transitions.finish_many(self.finished)
+        transitions.running_many(self.running, self.term)
+        transitions.finish_many(self.finished, self.term)
 
 
 def _follow(
@@ -112,6 +118,7 @@ def _follow(
     pods_running: int,
     now: datetime,
     moves: _Moves,
+    term: int | None = None,
 ) -> str:
     job_id, state = job["id"], job["state"]
     if info is None or info.job_id != job_id:
@@ -119,7 +126,9 @@ def _follow(
             return "creating"  # release in progress, or interrupted: reconcile finishes it
         if not _gone(gateway, key[0], key[1], job_id):
             return "cache-lag"
-        transitions.fail(job_id, "the TFJob was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING))
+        transitions.fail(
+            job_id, "the TFJob was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING), term=term
+        )
         return "deleted"
     if info.condition == "Succeeded":
         moves.finished.append((job_id, State.SUCCEEDED, "the TFJob succeeded", state == State.RELEASED))
@@ -130,13 +139,16 @@ def _follow(
         )
         return "failed"
     if job["requeue_requested_at"] is not None:
-        _take_back(gateway, key[0], key[1], config.release_mode)
-        # A short backoff, as after a start timeout: a deleted TFJob may still be going away.
-        transitions.requeue_on_request(
+        # The job's transition first, under the term (a deposed leader stops here), then
+        # the object. A short backoff, as after a start timeout: a deleted TFJob may still
+        # be going away.
+        if transitions.requeue_on_request(
             job_id,
             note="taken back from the cluster and queued again, as requested",
             backoff_until=transitions.backoff(config.backoff_s, 0),
-        )
+            term=term,
+        ):
+            _take_back(gateway, key[0], key[1], config.release_mode, term)
         return "requeued"
     if state == State.RUNNING:
         return "running"
@@ -147,24 +159,29 @@ def _follow(
     waited = (now - job["released_at"]).total_seconds() if job["released_at"] else 0.0
     if waited < config.start_timeout_s:
         return "starting"
-    _take_back(gateway, key[0], key[1], config.release_mode)
     attempts = job["attempts"] + 1
     note = (
         f"only {pods_running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
     )
+    # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
-        transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,))
+        if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term):
+            _take_back(gateway, key[0], key[1], config.release_mode, term)
         return "gave-up"
-    transitions.requeue(
+    if transitions.requeue(
         job_id,
         note=f"taken back: {note}",
         backoff_until=transitions.backoff(config.backoff_s, attempts - 1),
         count_attempt=True,
-    )
+        term=term,
+    ):
+        _take_back(gateway, key[0], key[1], config.release_mode, term)
     return "timed-out"
 
 
-def _delete_cancelled(gateway: gw.ClusterGateway, tfjobs, settled: set[int] | None = None) -> int:
+def _delete_cancelled(
+    gateway: gw.ClusterGateway, tfjobs, settled: set[int] | None = None, term: int | None = None
+) -> int:
     ours = {t.job_id: t for t in tfjobs if t.job_id is not None and not t.deleting}
     if settled is None:
         settled = set()
@@ -185,5 +202,5 @@ def _delete_cancelled(gateway: gw.ClusterGateway, tfjobs, settled: set[int] | No
         else:
             settled.add(job_id)  # Succeeded and Failed are final
     for job_id in cancelled:
-        gateway.delete_tfjob(ours[job_id].namespace, ours[job_id].name)
+        gateway.delete_tfjob(ours[job_id].namespace, ours[job_id].name, term)
     return len(cancelled)

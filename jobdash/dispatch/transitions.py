@@ -26,6 +26,17 @@ class StaleSnapshot(Exception):
     is gone. It releases nothing; the next cycle plans again."""
 
 
+def hold_term(term: int | None) -> None:
+    """Inside a transaction: lock the fence row and check that `term` still leads, so the
+    write that follows commits only under it (a newer leader's take_term waits for this
+    transaction or has already won, and then this raises). None: no check (tests)."""
+    if term is None:
+        return
+    recorded = Fence.objects.select_for_update().filter(id=1).values_list("term", flat=True).first()
+    if recorded != term:
+        raise StaleTerm(f"term {term} is not the recorded term {recorded}")
+
+
 def claims_seen() -> int:
     """The fence's claim counter, read before a cycle's snapshot (see claim)."""
     return Fence.objects.filter(id=1).values_list("claims", flat=True).first() or 0
@@ -95,7 +106,9 @@ def created_many(uids: dict[int, str]) -> None:
     bulk.update_rows(Job, uids.items(), ["tfjob_uid"], only_states=(State.RELEASED, State.RUNNING))
 
 
-def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, event: str, **fields) -> list[int]:
+def move_many(
+    moves: Iterable[tuple[int, str]], *, from_states, to_state: str, event: str, term: int | None = None, **fields
+) -> list[int]:
     """jobs.services.compare_and_set for many jobs at once: each (job id, note) moves only if it
     is still in one of `from_states`, and each job that moves gets its JobEvent, in the same
     transaction. Three statements instead of four per job: the rows still in `from_states`
@@ -105,6 +118,7 @@ def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, e
     if not notes:
         return []
     with transaction.atomic(savepoint=False):
+        hold_term(term)
         ids = bulk.lock_in_states(Job, notes, from_states)
         if ids:
             bulk.update_rows(Job, [(job_id,) for job_id in ids], constants={"state": to_state, **fields})
@@ -112,16 +126,21 @@ def move_many(moves: Iterable[tuple[int, str]], *, from_states, to_state: str, e
     return ids
 
 
-def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool) -> bool:
-    counted = {"attempts": F("attempts") + 1} if count_attempt else {}
-    return compare_and_set(
+def _fenced_compare_and_set(job_id: int, term: int | None, **change) -> bool:
+    with transaction.atomic():
+        hold_term(term)
+        return compare_and_set(job_id, **change)
+
+
+def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, backoff_until: datetime, **more) -> bool:
+    return _fenced_compare_and_set(
         job_id,
-        from_states=(State.RELEASED,),
+        term,
+        from_states=from_states,
         to_state=State.QUEUED,
         event="Requeued",
         note=note,
         actor=DISPATCHER,
-        **counted,
         backoff_until=backoff_until,
         released_at=None,
         placement=None,
@@ -129,38 +148,43 @@ def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: b
         reason="BackingOff",
         message=note,
         requeue_requested_at=None,
+        **more,
     )
 
 
-def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime) -> bool:
+def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool, term: int | None = None) -> bool:
+    counted = {"attempts": F("attempts") + 1} if count_attempt else {}
+    return _back_to_queue(
+        job_id, term, from_states=(State.RELEASED,), note=note, backoff_until=backoff_until, **counted
+    )
+
+
+def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term: int | None = None) -> bool:
     """An operator's requeue (jobs.services.job_requeue) once the TFJob has been taken back:
     Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
-    return compare_and_set(
+    return _back_to_queue(
         job_id,
+        term,
         from_states=(State.RELEASED, State.RUNNING),
-        to_state=State.QUEUED,
-        event="Requeued",
         note=note,
-        actor=DISPATCHER,
         backoff_until=backoff_until,
-        released_at=None,
         started_at=None,
-        placement=None,
-        tfjob_uid="",
-        reason="BackingOff",
-        message=note,
-        requeue_requested_at=None,
     )
 
 
-def running_many(moves: Iterable[tuple[int, str]]) -> list[int]:
+def running_many(moves: Iterable[tuple[int, str]], term: int | None = None) -> list[int]:
     """Released -> Running for many (job id, note) at once."""
     return move_many(
-        moves, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running", started_at=timezone.now()
+        moves,
+        from_states=(State.RELEASED,),
+        to_state=State.RUNNING,
+        event="Running",
+        term=term,
+        started_at=timezone.now(),
     )
 
 
-def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
+def finish_many(finishes: Iterable[tuple[int, str, str, bool]], term: int | None = None) -> list[int]:
     """Released/Running -> Succeeded/Failed for many (job id, state, note, started) at
     once: one batch per kind of change (a failure's note is also its row's message;
     `started`: it was never seen Running, so it started when it finished)."""
@@ -175,14 +199,17 @@ def finish_many(finishes: Iterable[tuple[int, str, str, bool]]) -> list[int]:
             if started:
                 fields["started_at"] = now
             moved += move_many(
-                moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, **fields
+                moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, term=term, **fields
             )
     return moved
 
 
-def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING)) -> bool:
-    return compare_and_set(
+def fail(
+    job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING), term: int | None = None
+) -> bool:
+    return _fenced_compare_and_set(
         job_id,
+        term,
         from_states=from_states,
         to_state=State.FAILED,
         event="Failed",
@@ -199,8 +226,9 @@ def fail(job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, Stat
 def mark_released(job_id: int, term: int | None, note: str) -> bool:
     """A TFJob of ours exists while the row says Queued (the release committed in the
     cluster but not here): make the database agree with the cluster."""
-    return compare_and_set(
+    return _fenced_compare_and_set(
         job_id,
+        term,
         from_states=(State.QUEUED,),
         to_state=State.RELEASED,
         event="Released",

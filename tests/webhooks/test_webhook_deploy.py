@@ -204,7 +204,7 @@ def test_webhook_configuration():
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["rules"] == [
         {
-            "operations": ["CREATE"],
+            "operations": ["CREATE", "UPDATE"],
             "apiGroups": ["kubeflow.org"],
             "apiVersions": ["v1"],
             "resources": ["tfjobs"],
@@ -231,7 +231,7 @@ def test_webhook_configuration():
     # jobdash's own identity, in the configuration and in the matchCondition, agree
     own = find(resources, "ConfigMap", "jobdash")["data"]["JOBDASH_OWN_IDENTITIES"]
     (condition,) = hook["matchConditions"]
-    assert f"request.userInfo.username != '{own}'" == condition["expression"]
+    assert condition["expression"] == f"request.operation == 'CREATE' || request.userInfo.username == '{own}'"
 
 
 def test_cert_manager_resources():

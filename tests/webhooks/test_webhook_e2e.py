@@ -207,3 +207,31 @@ def test_suspend_mode_katib_trials_are_suspended_queued_and_resumed(settings, si
     # jobdash never created anything in this mode: it resumed the creator's objects
     assert creates_by(sim, JOBDASH) == []
     assert sim.cluster.tfjob("team-a", "manual")["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_a_deposed_leaders_writes_are_refused_by_the_webhook_and_nothing_is_stored(settings, sim, gateway):
+    """The fence on the cluster side: every write of jobdash's carries its leader term, and
+    the webhook refuses one written under a term older than the fence's before the API
+    server stores anything: a create, an unsuspend or take-back, the stamp before a delete."""
+    from jobdash.cluster.gateway import Fenced, NotFound
+
+    settings.JOBDASH_WEBHOOK_MODE = "deny"
+    transitions.take_term(5, "old-leader")
+    gateway.create_tfjob(job_id=1, manifest=trial_tfjob("under-five"), term=5)
+    transitions.take_term(6, "new-leader")  # the old leader was paused; a new one took over
+    with pytest.raises(Fenced, match="term 6 leads now"):
+        gateway.create_tfjob(job_id=2, manifest=trial_tfjob("late-create"), term=5)
+    with pytest.raises(NotFound):
+        gateway.read_tfjob("team-a", "late-create")  # nothing stored
+    with pytest.raises(Fenced):
+        gateway.set_suspended("team-a", "under-five", True, term=5)
+    assert not sim.cluster.tfjob("team-a", "under-five")["spec"].get("runPolicy", {}).get("suspend")
+    with pytest.raises(Fenced):
+        gateway.delete_tfjob("team-a", "under-five", term=5)
+    assert gateway.read_tfjob("team-a", "under-five").job_id == 1  # still there
+    # the current leader's writes pass: the stamp, then the delete of exactly that version
+    gateway.set_suspended("team-a", "under-five", True, term=6)
+    gateway.delete_tfjob("team-a", "under-five", term=6)
+    with pytest.raises(NotFound):
+        gateway.read_tfjob("team-a", "under-five")
+    assert gateway.create_tfjob(job_id=2, manifest=trial_tfjob("late-create"), term=6).job_id == 2
