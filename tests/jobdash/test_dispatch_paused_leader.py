@@ -10,6 +10,7 @@ import time
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 
 from jobdash.jobs import services
 from jobdash.jobs.models import Cycle, Fence, Job, JobEvent, Namespace
@@ -26,6 +27,17 @@ CONFIG = {
     "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
     "kubelet": {"start_delay_seconds": 0.05},
 }
+
+
+def live_tfjobs(sim) -> set[str]:
+    """Names of the TFJobs in team-a that are not being deleted."""
+    from kubesim.resources import TFJOBS
+
+    return {
+        t["metadata"]["name"]
+        for t in sim.cluster.store.items(TFJOBS)
+        if t["metadata"].get("namespace") == "team-a" and not t["metadata"].get("deletionTimestamp")
+    }
 
 
 def leader_pid() -> int | None:
@@ -104,3 +116,90 @@ def test_a_paused_consul_leader_is_replaced_within_ttl_plus_2_seconds(consul_ser
             "CELERY_BROKER_URL": "",
         }
         pause_the_leader_and_time_the_takeover(env)
+
+
+@pytest.mark.parametrize("drop_connections", [False, True], ids=["connections-kept", "connections-dropped"])
+@pytest.mark.parametrize("backend", ["postgres", "consul"])
+def test_a_leader_paused_mid_release_creates_nothing_twice_when_it_wakes(
+    live_server, request, backend, drop_connections
+):
+    """The scenario of #12: the leader is paused after its claim with only some TFJobs
+    created; a new leader re-sends the claimed jobs, the user cancels some and the new
+    leader deletes their TFJobs; the old leader wakes with creates still to send. Its
+    creates carry its old term and jobdash's webhook (the live server here) refuses them:
+    no name is created twice, the cancelled jobs' TFJobs stay deleted."""
+    from tests.webhooks.test_webhook_e2e import webhook_configuration
+
+    user = User.objects.create_user("ops")
+    Namespace.objects.create(name="team-a").members.add(user)
+    config = {
+        **CONFIG,
+        "services": {"jobdash/jobdash-web": live_server.url},
+        "objects": [webhook_configuration()],
+    }
+    with running_kubesim(config) as sim:
+        # Slow creates: the release of a batch takes seconds, so the pause lands inside it.
+        sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], latency_ms=400)
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "JOBDASH_LEADER": backend,
+            "JOBDASH_LEADER_TTL_SECONDS": str(TTL),
+            "JOBDASH_LEADER_LOCK_DELAY_SECONDS": "0.2",
+            "KUBECONFIG": sim.kubeconfig_path,
+            "JOBDASH_CLUSTER": "kubeconfig",
+            "JOBDASH_TICK_SECONDS": "0.2",
+            "JOBDASH_RELEASE_CONCURRENCY": "1",
+            "CELERY_BROKER_URL": "",
+        }
+        if backend == "consul":
+            env["CONSUL_HTTP_ADDR"] = request.getfixturevalue("consul_server").address
+        jobs = [
+            services.job_submit(user=user, manifest=manifest(f"job-{i}", cpu="1", duration=60), source="api")
+            for i in range(10)
+        ]
+        command = [sys.executable, "manage.py", "run_dispatcher"]
+        # The first leader's database sessions are named, so they can be cut while it sleeps.
+        dispatchers = [Process(command, {**env, "PGAPPNAME": "paused-leader"})]
+        try:
+            # Claimed (all Released) but only some created.
+            eventually(lambda: Job.objects.filter(state="Released").count() == len(jobs), 30)
+            eventually(lambda: len(live_tfjobs(sim)) >= 2, 30)
+            old_term, pid = Fence.objects.get(id=1).term, leader_pid()
+            old = dispatchers[0]
+            assert old.popen.pid == pid
+            old.popen.send_signal(signal.SIGSTOP)
+            created_before_pause = len(live_tfjobs(sim))
+            if drop_connections:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                        ["paused-leader"],
+                    )
+                    assert cursor.fetchone()[0] >= 1
+            assert created_before_pause < len(jobs), "the pause came too late to mean anything"
+            dispatchers.append(Process(command, env))
+            eventually(lambda: Fence.objects.get(id=1).term > old_term, 15)
+            # The new leader re-sends the stranded claims; then the user cancels three jobs.
+            eventually(lambda: len(live_tfjobs(sim)) == len(jobs), 30)
+            cancelled = jobs[-3:]
+            for job in cancelled:
+                services.job_cancel(job_id=job.pk, user=user)
+            names = {job.name for job in cancelled}
+            eventually(lambda: not names & live_tfjobs(sim), 15)
+            old.popen.send_signal(signal.SIGCONT)
+            time.sleep(TTL + 3)
+            alive = live_tfjobs(sim)
+            created = [a["name"] for a in sim.cluster.audit if a["code"] == 201 and not a["dry_run"]]
+            refused = [a for a in sim.cluster.audit if a["code"] == 403 and "StaleLeaderTerm" in a["outcome"]]
+        finally:
+            for d in dispatchers:
+                d.popen.send_signal(signal.SIGCONT)
+                d.kill()
+    print(
+        f"{backend}, {request.node.callspec.id}: {created_before_pause} created before the pause, "
+        f"{len(refused)} stale creates refused after it"
+    )
+    assert len(created) == len(set(created)), "a TFJob was created twice"
+    assert not names & alive, "a cancelled job's TFJob came back"
+    assert alive == {job.name for job in jobs[:-3]}
