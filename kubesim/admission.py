@@ -7,8 +7,12 @@ error the client sees ('admission webhook "x" denied the request: ...'). A webho
 cannot be called (refused, timed out after timeoutSeconds, bad answer) is skipped under
 ``failurePolicy: Ignore`` and fails the request with 500 under ``Fail``.
 
+Over https kubesim verifies the webhook against its ``caBundle`` and presents the client
+certificate its AdmissionConfiguration names for that host (``webhook_clients.py``), as
+kube-apiserver does with ``--admission-control-config-file``.
+
 Deviations, on purpose: plain http:// URLs are accepted (the API server demands https)
-so that tests need no certificates; ``service`` references resolve through the
+so that tests can do without certificates; ``service`` references resolve through the
 ``services`` map of the config; matchConditions and reinvocation are not evaluated.
 """
 
@@ -21,11 +25,13 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from .errors import ApiError, internal
 from .patch import PatchError, json_patch
 from .resources import MUTATING, NAMESPACES, VALIDATING, ResourceType
 from .selectors import match_label_selector_object
+from .webhook_clients import ClientCredentials, tls_context
 
 
 @dataclass(frozen=True)
@@ -71,9 +77,11 @@ def _rule_matches(rule: dict, operation: str, rt: ResourceType, subresource: str
 
 
 class Admission:
-    def __init__(self, store, services: dict[str, str] | None = None):
+    def __init__(self, store, services: dict[str, str] | None = None, credentials: ClientCredentials | None = None):
         self.store = store
         self.services = dict(services or {})
+        self.credentials = credentials or ClientCredentials()
+        self._contexts: dict[tuple, ssl.SSLContext] = {}
         self.calls: list[dict] = []  # every webhook call made, for tests to inspect
 
     def _webhooks(self, rt: ResourceType) -> list[tuple[dict, str]]:
@@ -146,16 +154,29 @@ class Admission:
             raise internal(f'admission webhook "{hook["name"]}" patched the object into a non-object')
         return patched
 
-    def _url(self, hook: dict) -> str:
+    def _url(self, hook: dict) -> tuple[str, str]:
+        """The URL to post to and the host:port the API server knows the webhook by (the
+        key of its client credentials)."""
         client = hook.get("clientConfig") or {}
         if client.get("url"):
-            return client["url"]
+            parts = urlsplit(client["url"])
+            default = 443 if parts.scheme == "https" else 80
+            return client["url"], f"{parts.hostname}:{parts.port or default}"
         service = client["service"]
         key = f"{service.get('namespace')}/{service.get('name')}"
         base = self.services.get(key)
         if base is None:
             raise WebhookCallError(f'service "{key}" not found (add it to the kubesim config\'s services map)')
-        return base.rstrip("/") + (service.get("path") or "")
+        host = f"{service.get('name')}.{service.get('namespace')}.svc:{service.get('port') or 443}"
+        return base.rstrip("/") + (service.get("path") or ""), host
+
+    def _tls(self, hook: dict, host: str) -> ssl.SSLContext:
+        bundle = (hook.get("clientConfig") or {}).get("caBundle")
+        certificate = self.credentials.for_host(host)
+        key = (bundle, certificate)
+        if key not in self._contexts:
+            self._contexts[key] = tls_context(bundle, certificate)
+        return self._contexts[key]
 
     def _call(self, hook, operation, rt, subresource, obj, old, user: UserInfo, dry_run) -> dict | None:
         uid = str(uuid.uuid4())
@@ -196,8 +217,9 @@ class Admission:
             "namespace": review["request"]["namespace"],
         }
         try:
-            url = self._url(hook)
-            response = self._post(url, review, hook)
+            url, host = self._url(hook)
+            context = self._tls(hook, host) if url.startswith("https://") else None
+            response = self._post(url, review, hook, context)
             if response.get("uid") != uid:
                 raise WebhookCallError(f"expected response.uid={uid!r}, got {response.get('uid')!r}")
             record["allowed"] = bool(response.get("allowed"))
@@ -212,16 +234,11 @@ class Admission:
                 f'failed calling webhook "{hook["name"]}": failed to call webhook: Post "{url}": {exc}'
             ) from None
 
-    def _post(self, url: str, review: dict, hook: dict) -> dict:
+    def _post(self, url: str, review: dict, hook: dict, context: ssl.SSLContext | None) -> dict:
         data = json.dumps(review).encode()
         request = urllib.request.Request(
             url, data=data, method="POST", headers={"Content-Type": "application/json", "Accept": "application/json"}
         )
-        context = None
-        if url.startswith("https://"):
-            bundle = (hook.get("clientConfig") or {}).get("caBundle")
-            cadata = base64.b64decode(bundle).decode() if bundle else None
-            context = ssl.create_default_context(cadata=cadata)
         timeout = hook.get("timeoutSeconds", 10)
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=context) as reply:

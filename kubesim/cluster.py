@@ -22,6 +22,7 @@ from .operator import JobPods, TrainingOperator
 from .quota import QuotaTracker
 from .resources import BY_API_VERSION_KIND, NAMESPACES, NODES, PODS, RESOURCEQUOTAS, TFJOBS
 from .scheduler import Scheduler
+from .webhook_clients import ClientCredentials
 
 
 class Cluster:
@@ -37,7 +38,8 @@ class Cluster:
         self.clock = clock
         self.store = Store(clock, history=cfg.watch_history)
         self.quota = QuotaTracker(self.store)
-        self.admission = Admission(self.store, cfg.services)
+        credentials = ClientCredentials.from_admission_config(cfg.admission_config) if cfg.admission_config else None
+        self.admission = Admission(self.store, cfg.services, credentials)
         self.audit: list[dict] = []
         self.api = Api(self.store, self.quota, self.admission, self.audit)
         self.faults = Faults(cfg.faults)

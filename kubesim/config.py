@@ -20,6 +20,8 @@ users:
     username: system:serviceaccount:jobdash:jobdash
     groups: [system:serviceaccounts]
 services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook service refs
+admission_config: admission.yaml  # kube-apiserver's --admission-control-config-file: the
+                           # client certificates presented to webhooks (relative to this file)
 kubelet: {start_delay_seconds: 1.0}
 operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
 workload: {default_duration_seconds: 60.0}
@@ -45,6 +47,7 @@ _TOP_KEYS = {
     "namespaces",
     "users",
     "services",
+    "admission_config",
     "kubelet",
     "operator",
     "workload",
@@ -64,6 +67,7 @@ class Config:
     namespaces: list[dict] = field(default_factory=list)
     users: list[dict] = field(default_factory=lambda: [dict(u) for u in DEFAULT_USERS])
     services: dict[str, str] = field(default_factory=dict)
+    admission_config: str | None = None
     start_delay_seconds: float = 1.0
     backoff_seconds: float = 1.0
     max_backoff_seconds: float = 30.0
@@ -121,6 +125,8 @@ def from_dict(data: dict | None) -> Config:
                 }
             )
     config.services = dict(data.get("services") or {})
+    if data.get("admission_config") is not None:
+        config.admission_config = str(data["admission_config"])
     config.start_delay_seconds = float(
         _section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0)
     )
@@ -138,7 +144,10 @@ def from_dict(data: dict | None) -> Config:
 
 
 def load(path: str | Path) -> Config:
-    return from_dict(yaml.safe_load(Path(path).read_text()) or {})
+    config = from_dict(yaml.safe_load(Path(path).read_text()) or {})
+    if config.admission_config:
+        config.admission_config = str(Path(path).parent / config.admission_config)
+    return config
 
 
 def node_objects(group: dict) -> list[dict]:
