@@ -11,3 +11,20 @@ def example_text():
         return (EXAMPLES / f"{name}.yaml").read_text()
 
     return read
+
+
+@pytest.fixture(scope="session")
+def webhook_pki(tmp_path_factory):
+    from tests.pki import make_webhook_pki
+
+    return make_webhook_pki(tmp_path_factory.mktemp("webhook-pki"))
+
+
+@pytest.fixture
+def webhook_listener(transactional_db, webhook_pki):
+    """jobdash's webhook on its own TLS listener, which only a caller with the API server's
+    client certificate gets through (kubesim configured by tests.pki.with_webhook)."""
+    from webhooks.listener import WebhookListener
+
+    with WebhookListener(**webhook_pki.listener_files()) as listener:
+        yield listener

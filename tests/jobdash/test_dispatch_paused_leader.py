@@ -121,22 +121,19 @@ def test_a_paused_consul_leader_is_replaced_within_ttl_plus_2_seconds(consul_ser
 @pytest.mark.parametrize("drop_connections", [False, True], ids=["connections-kept", "connections-dropped"])
 @pytest.mark.parametrize("backend", ["postgres", "consul"])
 def test_a_leader_paused_mid_release_creates_nothing_twice_when_it_wakes(
-    live_server, request, backend, drop_connections
+    webhook_listener, webhook_pki, request, backend, drop_connections
 ):
     """The scenario of #12: the leader is paused after its claim with only some TFJobs
     created; a new leader re-sends the claimed jobs, the user cancels some and the new
     leader deletes their TFJobs; the old leader wakes with creates still to send. Its
-    creates carry its old term and jobdash's webhook (the live server here) refuses them:
+    creates carry its old term and jobdash's webhook (on its own TLS listener, called with
+    the API server's client certificate) refuses them:
     no name is created twice, the cancelled jobs' TFJobs stay deleted."""
-    from tests.webhooks.test_webhook_e2e import webhook_configuration
+    from tests.pki import with_webhook
 
     user = User.objects.create_user("ops")
     Namespace.objects.create(name="team-a").members.add(user)
-    config = {
-        **CONFIG,
-        "services": {"jobdash/jobdash-web": live_server.url},
-        "objects": [webhook_configuration()],
-    }
+    config = with_webhook(CONFIG, webhook_listener.url, webhook_pki)
     with running_kubesim(config) as sim:
         # Slow creates: the release of a batch takes seconds, so the pause lands inside it.
         sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], latency_ms=400)

@@ -77,7 +77,9 @@ def admission_review(
 
 
 class Webhook:
-    """Posts reviews to the webhook through Django's test client; returns the response part."""
+    """Posts reviews to the webhook through Django's test client; returns the response part.
+    (The client certificate that the listener demands is tested with the real listener:
+    test_webhook_listener.py; here the decisions.)"""
 
     def __init__(self):
         self.client = Client()
@@ -96,7 +98,8 @@ class Webhook:
 
 
 @pytest.fixture
-def webhook():
+def webhook(settings):
+    settings.ROOT_URLCONF = "webhooks.urls"  # the webhook listener's routes
     return Webhook()
 
 

@@ -3,13 +3,11 @@ as kube-apiserver would; Katib's identity creates TFJobs owned by a Trial; they 
 jobdash's queue, are released when the namespace's quota allows and exist in the cluster
 with their ownerReference; jobdash's own creates pass; retries make no duplicate."""
 
-import copy
 import json
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -18,6 +16,7 @@ from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim
+from tests.pki import with_webhook
 
 from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, trial_tfjob
 
@@ -26,16 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 G, V, P = "kubeflow.org", "v1", "tfjobs"
 
 
-def webhook_configuration() -> dict:
-    """The manifest deploy/ ships, minus cert-manager's annotation (kubesim calls http)."""
-    (document,) = [d for d in yaml.safe_load_all((ROOT / "deploy/base/webhook.yaml").read_text()) if d]
-    document = copy.deepcopy(document)
-    document["metadata"].pop("annotations", None)
-    return document
-
-
-def cluster_config(webhook_url: str) -> dict:
-    return {
+def cluster_config(listener, pki) -> dict:
+    """kubesim calling the webhook's own TLS listener with the API server's client certificate."""
+    config = {
         "nodes": [{"prefix": "node", "count": 2, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
         # Two workers of 1 cpu per trial: one trial at a time fits the quota.
         "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "3"}}, {"name": "kubeflow"}],
@@ -44,10 +36,9 @@ def cluster_config(webhook_url: str) -> dict:
             {"token": "katib-token", "username": KATIB, "groups": ["system:serviceaccounts"]},
             {"token": "alice-token", "username": ALICE, "groups": ["ml-team"]},
         ],
-        "services": {"jobdash/jobdash-web": webhook_url},
-        "objects": [webhook_configuration()],
         "kubelet": {"start_delay_seconds": 1.0},
     }
+    return with_webhook(config, listener.url, pki)
 
 
 @pytest.fixture
@@ -56,8 +47,8 @@ def team_a():
 
 
 @pytest.fixture
-def sim(live_server, team_a):
-    with running_kubesim(cluster_config(live_server.url), manual_clock=True) as sim:
+def sim(webhook_listener, webhook_pki, team_a):
+    with running_kubesim(cluster_config(webhook_listener, webhook_pki), manual_clock=True) as sim:
         yield sim
         assert sim.server.errors == []
 
