@@ -13,7 +13,8 @@
     spec.runPolicy.suspend and the jobdash.io/queued label; the job is bound to the
     object by namespace and name, and release (mode unsuspend) resumes it.
 - A TFJob its creator suspended stays under its creator's control (both modes).
-- dryRun: the same answer, nothing written. A namespace jobdash does not manage passes.
+- dryRun: the same verdict, nothing written, and nothing told about a job already stored
+  under the name. A namespace jobdash does not manage passes.
 """
 
 from __future__ import annotations
@@ -252,8 +253,21 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             ", dry run" if request.dry_run else "",
         )
     if mode == "deny":
-        return _deny_mode(job, created, namespace, name, obj)
-    return _suspend_mode(job, created, namespace, name, obj)
+        decision = _deny_mode(job, created, namespace, name, obj)
+    else:
+        decision = _suspend_mode(job, created, namespace, name, obj)
+    if request.dry_run and job is not None:
+        return _undisclosed(decision, namespace, name)
+    return decision
+
+
+def _undisclosed(decision: Decision, namespace: str, name: str) -> Decision:
+    """A dry run costs nothing and its answer is read by whoever asks: it says whether the
+    create would pass, never which job holds the name, whose it is or where it waits."""
+    said = f"TFJob {namespace}/{name}: jobdash already holds a job of this name (dry run: nothing stored)"
+    if decision.allowed:
+        return Decision(allowed=True, patch=decision.patch, warnings=[said])
+    return Decision(allowed=False, code=decision.code, reason=decision.reason, message=said)
 
 
 def _deny_mode(job: Job | None, created: bool, namespace: str, name: str, obj: dict[str, Any]) -> Decision:

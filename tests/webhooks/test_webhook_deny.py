@@ -117,9 +117,25 @@ def test_dry_run_writes_nothing(webhook, team_a):
     assert response["allowed"] is False and "would be queued" in response["status"]["message"]
     assert Job.objects.count() == 0 and JobEvent.objects.count() == 0
     webhook(trial_tfjob("trial-1"))
-    job = Job.objects.get()
+    assert Job.objects.count() == 1
     again = webhook(trial_tfjob("trial-1"), dry_run=True)
-    assert f"jobdash job #{job.pk}" in again["status"]["message"] and Job.objects.count() == 1
+    assert again["allowed"] is False and "already holds a job of this name" in again["status"]["message"]
+    assert Job.objects.count() == 1
+
+
+def test_a_dry_run_reveals_nothing_about_the_job_holding_the_name(webhook, team_a, django_user_model):
+    """Id, submitter, state, position and reason are for the real request, not a free probe."""
+    user = django_user_model.objects.create_user("ana")
+    team_a.members.add(user)
+    job = services.job_submit(user=user, manifest=yaml.safe_dump(trial_tfjob("trial-1")), source="api")
+    Job.objects.filter(pk=job.pk).update(position=3, message="waits for 2 cpu")
+    bigger = trial_tfjob("trial-1")
+    bigger["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 4
+    for body in (trial_tfjob("trial-1"), bigger):
+        message = webhook(body, dry_run=True)["status"]["message"]
+        for secret in (f"#{job.pk}", "ana", "position", "3", "cpu", "REST API", "Queued"):
+            assert secret not in message, (secret, message)
+    assert f"jobdash job #{job.pk}" in webhook(trial_tfjob("trial-1"))["status"]["message"]
 
 
 def test_dry_run_still_validates(webhook, team_a):
