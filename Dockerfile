@@ -46,6 +46,6 @@ COPY deploy ./deploy
 RUN python manage.py collectstatic --noinput --verbosity 0 \
     && chmod 0755 deploy/docker/entrypoint.sh
 USER 10001:10001
-EXPOSE 8000 8443 6443
+EXPOSE 8000 8443 9443 6443
 ENTRYPOINT ["/app/deploy/docker/entrypoint.sh"]
 CMD ["web"]

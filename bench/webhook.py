@@ -7,8 +7,9 @@
 The webhook sits on the API server's request path (timeoutSeconds 5, failurePolicy Fail),
 so what matters is its tail latency under a steady load, not its peak throughput.
 
-- The server is the image's: `deploy/docker/entrypoint.sh web`, i.e. gunicorn (gthread)
-  over TLS with a certificate generated at start, against PostgreSQL (DATABASE_URL, or a
+- The server is the image's: `deploy/docker/entrypoint.sh webhook`, i.e. gunicorn (gthread)
+  on the webhook's own listener, TLS with certificates from `entrypoint.sh certs`, every
+  connection presenting the API server's client certificate, against PostgreSQL (DATABASE_URL, or a
   throwaway cluster started like tests/harness.py does) and Redis when CELERY_BROKER_URL
   is set (each new job kicks a cycle through it).
 - The load is open-loop: request i is due at start + i/rps whatever happened before, sent
@@ -191,21 +192,23 @@ def expected_allowed(kind: str, mode: str) -> bool:
 
 
 class Server:
-    """gunicorn through the image's entrypoint, TLS with a generated certificate."""
+    """gunicorn through the image's entrypoint: the webhook's listener, mutual TLS."""
 
     def __init__(self, database_url: str, mode: str, workers: int, threads: int, workdir: Path):
         self.port = free_port()
-        self.cert = workdir / "tls" / "tls.crt"
+        self.tls = workdir / "tls"
+        entrypoint = str(ROOT / "deploy/docker/entrypoint.sh")
+        subprocess.run(["sh", entrypoint, "certs", str(self.tls)], check=True, capture_output=True)
         env = {
             **os.environ,
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "DATABASE_URL": database_url,
-            "PORT": str(self.port),
-            "WEB_CONCURRENCY": str(workers),
+            "WEBHOOK_PORT": str(self.port),
+            "WEBHOOK_CONCURRENCY": str(workers),
             "GUNICORN_THREADS": str(threads),
-            "JOBDASH_TLS_CERT": str(self.cert),
-            "JOBDASH_TLS_KEY": str(workdir / "tls" / "tls.key"),
-            "JOBDASH_TLS_SELF_SIGNED": "true",
+            "JOBDASH_WEBHOOK_TLS_CERT": str(self.tls / "webhook.crt"),
+            "JOBDASH_WEBHOOK_TLS_KEY": str(self.tls / "webhook.key"),
+            "JOBDASH_WEBHOOK_CLIENT_CA": str(self.tls / "client-ca.crt"),
             "JOBDASH_WEBHOOK_MODE": mode,
             "JOBDASH_RELEASE_MODE": "unsuspend" if mode == "suspend" else "create",
             "LOG_LEVEL": "WARNING",
@@ -214,7 +217,7 @@ class Server:
         # default), whatever tests/harness.py sets for the test suite.
         env.pop("DATABASE_CONN_MAX_AGE", None)
         self.process = subprocess.Popen(
-            ["sh", str(ROOT / "deploy/docker/entrypoint.sh"), "web"],
+            ["sh", entrypoint, "webhook"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -231,7 +234,8 @@ class Server:
                 time.sleep(0.2)
 
     def connection(self) -> http.client.HTTPSConnection:
-        context = ssl.create_default_context(cafile=str(self.cert))
+        context = ssl.create_default_context(cafile=str(self.tls / "webhook.crt"))
+        context.load_cert_chain(str(self.tls / "apiserver.crt"), str(self.tls / "apiserver.key"))
         connection = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=10, context=context)
         connection.connect()
         return connection

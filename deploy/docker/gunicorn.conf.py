@@ -1,8 +1,9 @@
 """gunicorn settings the command line does not carry (deploy/docker/entrypoint.sh passes -c).
 
-The access log skips what would drown it: the probes' /healthz and the admission webhook's
-answered reviews (the API server calls it for every TFJob create, and its audit log has
-them; the webhook logs each job it queues). Anything else, and any webhook answer that
+Used by both listeners (entrypoint.sh web and webhook). The access log skips what would
+drown it: the probes' /healthz and the admission webhook's answered reviews (the API
+server calls it for every job create, and its audit log has them; the webhook logs each
+job it queues). Anything else, and any webhook answer that
 is not a 200, is logged as usual.
 """
 
