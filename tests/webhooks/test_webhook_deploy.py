@@ -4,7 +4,9 @@
   check-jsonschema vendors), plus the platform's own rules;
 - deploy/ (kustomize) with kubernetes-validate, strict, against the oldest and newest
   Kubernetes versions we claim, built with `kubectl kustomize` when kubectl is present;
-  cert-manager's kinds (no schema offline) by their required fields;
+  cert-manager's kinds (no schema offline) by their required fields; the webhook's own
+  listener and the client-certificate chain from cert-manager to the API server's files
+  in deploy/apiserver/;
 - the Dockerfile with hadolint, the entrypoint with shellcheck, plus the image rules;
 - every environment variable they set is documented in docs/operations.md.
 """
@@ -81,24 +83,36 @@ def test_the_compose_schema_check_does_catch_mistakes(tmp_path, mistake):
 
 def test_compose_is_the_whole_platform():
     services = compose()["services"]
-    assert set(services) == {"postgres", "redis", "consul", "kubesim", "migrate", "web", "webhook-ca", "worker", "beat"}
+    assert set(services) == {
+        *("postgres", "redis", "consul", "kubesim", "migrate", "web"),
+        *("webhook-certs", "webhook", "webhook-ca", "worker", "beat"),
+    }
     assert services["postgres"]["image"].startswith("postgres:")
     assert services["redis"]["image"].startswith("redis:")
     assert services["consul"]["image"].startswith("hashicorp/consul:")
     assert services["beat"]["deploy"]["replicas"] == 2
-    assert [services[s]["command"] for s in ("web", "worker", "beat", "kubesim")] == [
+    assert [services[s]["command"] for s in ("web", "webhook", "worker", "beat", "kubesim", "webhook-certs")] == [
         ["web"],
+        ["webhook"],
         ["worker"],
         ["beat"],
         ["kubesim"],
+        ["certs", "/tls"],
     ]
-    # migrations before the web starts, and the webhook's CA registered once the web is up
+    # migrations before the web starts, and the webhook's CA registered once the webhook is up
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert "migrate --noinput" in " ".join(services["migrate"]["command"])
     assert services["webhook-ca"]["depends_on"] == {
-        "web": {"condition": "service_healthy"},
+        "webhook": {"condition": "service_healthy"},
         "kubesim": {"condition": "service_healthy"},
     }
+    # the webhook trusts the client CA whose certificate kubesim presents, and only the cluster reaches it
+    webhook = services["webhook"]
+    assert webhook["environment"]["JOBDASH_WEBHOOK_CLIENT_CA"] == "/tls/client-ca.crt" and "ports" not in webhook
+    for name in ("webhook", "kubesim"):
+        assert "webhook-tls:/tls:ro" in services[name]["volumes"]
+        assert services[name]["depends_on"]["webhook-certs"] == {"condition": "service_completed_successfully"}
+    assert "webhook-tls:/tls" not in services["web"]["volumes"]
     web = services["web"]["environment"]
     assert web["JOBDASH_TLS_SELF_SIGNED"] == "true" and "DNS:web" in web["JOBDASH_TLS_SANS"]
     for name in ("web", "worker", "beat"):
@@ -120,7 +134,14 @@ def test_compose_cluster_files_agree():
     assert tokens[user["user"]["token"]] == own == "system:serviceaccount:jobdash:jobdash"
     (webhook,) = find(documents(ROOT / "deploy/base/webhook.yaml"), "MutatingWebhookConfiguration")["webhooks"]
     service = webhook["clientConfig"]["service"]
-    assert kubesim["services"] == {f"{service['namespace']}/{service['name']}": "https://web:8443"}
+    assert kubesim["services"] == {f"{service['namespace']}/{service['name']}": "https://webhook:9443"}
+    # kubesim presents the client certificate `webhook-certs` makes, under the name kube-apiserver
+    # looks up for the Service on port 443
+    from kubesim.webhook_clients import ClientCredentials
+
+    credentials = ClientCredentials.from_admission_config(ROOT / "deploy/compose" / kubesim["admission_config"])
+    found = credentials.for_host(f"{service['name']}.{service['namespace']}.svc:{service['port']}")
+    assert found is not None and (found.certfile, found.keyfile) == ("/tls/apiserver.crt", "/tls/apiserver.key")
 
 
 # --- deploy/ (Kubernetes) ---
@@ -184,14 +205,39 @@ def test_rbac_is_least_privilege():
     binding = find(resources, "ClusterRoleBinding", "jobdash")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
     assert not [r for r in resources if r["kind"] in ("Role", "RoleBinding")]
-    # only the worker carries a token
+    # only the worker carries a token: the webhook reads and writes the database alone
     mounts = {
         d["metadata"]["name"]: d["spec"]["template"]["spec"]["automountServiceAccountToken"]
         for d in resources
         if d["kind"] == "Deployment"
     }
-    assert mounts == {"jobdash-web": False, "jobdash-worker": True, "jobdash-beat": False}
+    assert mounts == {"jobdash-web": False, "jobdash-webhook": False, "jobdash-worker": True, "jobdash-beat": False}
     assert find(resources, "ServiceAccount", "jobdash")["automountServiceAccountToken"] is False
+
+
+def pod(resources, deployment: str) -> dict:
+    return find(resources, "Deployment", deployment)["spec"]["template"]["spec"]
+
+
+def env(container: dict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", [])}
+
+
+def secret_mounted_at(pod_spec: dict, container: dict, file: str) -> dict:
+    """The secret volume whose mount holds `file`: {"secretName": ..., maybe "items": ...}."""
+    (mount,) = [m for m in container["volumeMounts"] if str(Path(file).parent) == m["mountPath"]]
+    (volume,) = [v for v in pod_spec["volumes"] if v["name"] == mount["name"]]
+    assert mount.get("readOnly") is True
+    return volume["secret"]
+
+
+def webhook_service(resources) -> tuple[dict, dict]:
+    """The webhook configuration's service reference, and the Service it names."""
+    (hook,) = find(resources, "MutatingWebhookConfiguration")["webhooks"]
+    ref = hook["clientConfig"]["service"]
+    service = find(resources, "Service", ref["name"])
+    assert service["metadata"]["namespace"] == ref["namespace"]
+    return ref, service
 
 
 def test_webhook_configuration():
@@ -216,32 +262,153 @@ def test_webhook_configuration():
     ]
     assert excluded["operator"] == "NotIn"
     assert {"kube-system", "kube-public", "kube-node-lease", "jobdash"} <= set(excluded["values"])
-    service = hook["clientConfig"]["service"]
-    assert service["path"] == reverse("admission-tfjobs")
-    svc = find(resources, "Service", service["name"])
-    assert svc["metadata"]["namespace"] == service["namespace"] and svc["spec"]["ports"][0]["port"] == service["port"]
-    # cert-manager injects the CA of the certificate the web serves
-    certificate = find(resources, "Certificate", None)
+    # the webhook's own listener, not the web: only webhooks.urls routes the path
+    ref, service = webhook_service(resources)
+    assert ref["path"] == reverse("admission-tfjobs", urlconf="webhooks.urls")
+    assert ref["name"] == "jobdash-webhook" and ref["port"] == 443
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]
+    deployment = find(resources, "Deployment", ref["name"])
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    # no other workload behind that selector (the web's pods must not get reviews)
+    for other in resources:
+        if other["kind"] == "Deployment" and other is not deployment:
+            labels = other["spec"]["template"]["metadata"]["labels"]
+            assert not service["spec"]["selector"].items() <= labels.items(), other["metadata"]["name"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    (listening,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    assert str(listening["containerPort"]) == env(container)["WEBHOOK_PORT"]
+    # cert-manager injects the CA of the certificate the webhook serves
     namespace, name = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].split("/")
-    assert (namespace, name) == (certificate["metadata"]["namespace"], certificate["metadata"]["name"])
-    assert f"{service['name']}.{service['namespace']}.svc" in certificate["spec"]["dnsNames"]
-    web = find(resources, "Deployment", "jobdash-web")["spec"]["template"]["spec"]
-    (secret,) = [v["secret"]["secretName"] for v in web["volumes"] if "secret" in v]
-    assert secret == certificate["spec"]["secretName"]
+    certificate = find(resources, "Certificate", name)
+    assert namespace == certificate["metadata"]["namespace"]
+    assert f"{ref['name']}.{ref['namespace']}.svc" in certificate["spec"]["dnsNames"]
+    pod_spec = deployment["spec"]["template"]["spec"]
+    serving = secret_mounted_at(pod_spec, container, env(container)["JOBDASH_WEBHOOK_TLS_CERT"])
+    assert serving == secret_mounted_at(pod_spec, container, env(container)["JOBDASH_WEBHOOK_TLS_KEY"])
+    assert serving["secretName"] == certificate["spec"]["secretName"]
     # jobdash's own identity, in the configuration and in the matchCondition, agree
     own = find(resources, "ConfigMap", "jobdash")["data"]["JOBDASH_OWN_IDENTITIES"]
     (condition,) = hook["matchConditions"]
     assert condition["expression"] == f"request.operation == 'CREATE' || request.userInfo.username == '{own}'"
 
 
+def test_webhook_admits_only_the_api_servers_client_certificate():
+    resources = base_resources()
+    webhook = pod(resources, "jobdash-webhook")
+    (container,) = webhook["containers"]
+    assert container["args"] == ["webhook"]
+    # the CA that the handshake demands is the client CA Certificate's, without its key
+    client_ca = secret_mounted_at(webhook, container, env(container)["JOBDASH_WEBHOOK_CLIENT_CA"])
+    assert client_ca["items"] == [{"key": "ca.crt", "path": Path(env(container)["JOBDASH_WEBHOOK_CLIENT_CA"]).name}]
+    (ca,) = [c for c in certificates(resources) if c["spec"]["secretName"] == client_ca["secretName"]]
+    assert ca["spec"]["isCA"] is True
+    # a renewed CA keeps its key, so the copy on the control plane stays valid
+    assert ca["spec"]["privateKey"]["rotationPolicy"] == "Never"
+    # which issues the API server's client certificate
+    (issuer,) = [i for i in issuers(resources) if i["spec"].get("ca") == {"secretName": ca["spec"]["secretName"]}]
+    client = find(resources, "Certificate", "kube-apiserver-webhook-client")
+    assert client["spec"]["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
+    assert "client auth" in client["spec"]["usages"] and "server auth" not in client["spec"]["usages"]
+    assert not client["spec"].get("isCA") and not client["spec"].get("dnsNames")
+    # nothing else is issued by the client CA: each certificate it signs is an API server
+    assert [
+        c["metadata"]["name"] for c in certificates(resources) if c["spec"]["issuerRef"] == client["spec"]["issuerRef"]
+    ] == ["kube-apiserver-webhook-client"]
+    # no pod mounts the CA's key or the API server's certificate
+    for deployment in (d for d in resources if d["kind"] == "Deployment"):
+        for volume in deployment["spec"]["template"]["spec"].get("volumes", []):
+            name = volume.get("secret", {}).get("secretName")
+            assert name != client["spec"]["secretName"], deployment["metadata"]["name"]
+            if name == ca["spec"]["secretName"]:
+                assert [i["key"] for i in volume["secret"].get("items", [])] == ["ca.crt"]
+
+
+def test_the_api_server_presents_the_client_certificate():
+    ref, _ = webhook_service(base_resources())
+    kubeconfig = yaml.safe_load((ROOT / "deploy/apiserver/webhook-kubeconfig.yaml").read_text())
+    admission = yaml.safe_load((ROOT / "deploy/apiserver/admission-configuration.yaml").read_text())
+    assert (kubeconfig["apiVersion"], kubeconfig["kind"]) == ("v1", "Config")
+    # kube-apiserver looks a service reference up as <svc>.<ns>.svc:<port>, then without :443
+    (user,) = kubeconfig["users"]
+    assert ref["port"] == 443 and user["name"] == f"{ref['name']}.{ref['namespace']}.svc"
+    from kubesim.webhook_clients import ClientCertificate, ClientCredentials
+
+    credentials = ClientCredentials(
+        {user["name"]: ClientCertificate(user["user"]["client-certificate"], user["user"]["client-key"])}
+    )
+    assert credentials.for_host(f"{user['name']}:{ref['port']}") is not None
+    # both webhook plugins read that kubeconfig, where README.md puts it with the key pair
+    assert (admission["apiVersion"], admission["kind"]) == ("apiserver.config.k8s.io/v1", "AdmissionConfiguration")
+    plugins = {p["name"]: p["configuration"] for p in admission["plugins"]}
+    assert set(plugins) == {"MutatingAdmissionWebhook", "ValidatingAdmissionWebhook"}
+    (path,) = {c["kubeConfigFile"] for c in plugins.values()}
+    assert all(c["kind"] == "WebhookAdmissionConfiguration" for c in plugins.values())
+    path = Path(path)
+    assert path.is_absolute() and path.name == "webhook-kubeconfig.yaml"
+    for field in ("client-certificate", "client-key"):
+        assert Path(user["user"][field]).parent == path.parent
+    readme = (ROOT / "deploy/apiserver/README.md").read_text()
+    assert f"--admission-control-config-file={path.parent}/admission-configuration.yaml" in readme
+    assert "kube-apiserver-webhook-client" in readme and str(path.parent) in readme
+    # not cluster objects: kustomize must not apply them
+    kustomization = yaml.safe_load((ROOT / "deploy/base/kustomization.yaml").read_text())
+    assert not [r for r in kustomization["resources"] if "apiserver" in r]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_api_servers_kubeconfig_loads():
+    result = run(
+        "kubectl",
+        "config",
+        "view",
+        "--kubeconfig",
+        "deploy/apiserver/webhook-kubeconfig.yaml",
+        "-o",
+        "jsonpath={.users[0].name}",
+    )
+    assert result.returncode == 0 and result.stdout == "jobdash-webhook.jobdash.svc", result.stderr
+
+
+def certificates(resources) -> list[dict]:
+    return [r for r in resources if r["kind"] == "Certificate"]
+
+
+def issuers(resources) -> list[dict]:
+    return [r for r in resources if r["kind"] == "Issuer"]
+
+
 def test_cert_manager_resources():
     resources = base_resources()
-    issuer = find(resources, "Issuer", None)
-    certificate = find(resources, "Certificate", None)
-    assert issuer["apiVersion"] == certificate["apiVersion"] == CERT_MANAGER
-    assert issuer["spec"] == {"selfSigned": {}}
-    assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
-    assert {"secretName", "dnsNames", "issuerRef"} <= set(certificate["spec"])
+    names = {i["metadata"]["name"]: i for i in issuers(resources)}
+    assert not [r for r in resources if r["kind"] == "ClusterIssuer"]  # nothing outside jobdash's namespace
+    for resource in certificates(resources) + issuers(resources):
+        assert resource["apiVersion"] == CERT_MANAGER
+    for certificate in certificates(resources):
+        spec = certificate["spec"]
+        assert {"secretName", "issuerRef"} <= set(spec) and (spec.get("dnsNames") or spec.get("commonName"))
+        assert spec["issuerRef"]["kind"] == "Issuer" and spec["issuerRef"]["name"] in names
+    # serving certificates: self-signed, one per listener, each for its Service
+    selfsigned = find(resources, "Issuer", "jobdash-selfsigned")
+    assert selfsigned["spec"] == {"selfSigned": {}}
+    for name, service in (("jobdash-webhook-tls", "jobdash-webhook"), ("jobdash-web-tls", "jobdash-web")):
+        certificate = find(resources, "Certificate", name)
+        assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": "jobdash-selfsigned"}
+        assert set(certificate["spec"]["dnsNames"]) == {
+            f"{service}.jobdash.svc",
+            f"{service}.jobdash.svc.cluster.local",
+        }
+        find(resources, "Service", service)
+    # the web serves its own certificate, not the webhook's
+    web = pod(resources, "jobdash-web")
+    (container,) = web["containers"]
+    config = find(resources, "ConfigMap", "jobdash")["data"]
+    assert secret_mounted_at(web, container, config["JOBDASH_TLS_CERT"])["secretName"] == "jobdash-web-tls"
+    assert "jobdash-web.jobdash.svc" in config["ALLOWED_HOSTS"].split(",")
+    # the client CA: self-signed CA certificate -> CA Issuer
+    ca = find(resources, "Certificate", "jobdash-webhook-client-ca")
+    assert ca["spec"]["issuerRef"] == {"kind": "Issuer", "name": "jobdash-selfsigned"}
+    assert names["jobdash-webhook-client-ca"]["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
 
 
 def test_workloads():
@@ -249,11 +416,17 @@ def test_workloads():
     deployments = {d["metadata"]["name"]: d for d in resources if d["kind"] == "Deployment"}
     assert {name: d["spec"]["replicas"] for name, d in deployments.items()} == {
         "jobdash-web": 2,
+        "jobdash-webhook": 2,
         "jobdash-worker": 1,
         "jobdash-beat": 2,
     }
     args = {name: d["spec"]["template"]["spec"]["containers"][0]["args"] for name, d in deployments.items()}
-    assert args == {"jobdash-web": ["web"], "jobdash-worker": ["worker"], "jobdash-beat": ["beat"]}
+    assert args == {
+        "jobdash-web": ["web"],
+        "jobdash-webhook": ["webhook"],
+        "jobdash-worker": ["worker"],
+        "jobdash-beat": ["beat"],
+    }
     web = deployments["jobdash-web"]["spec"]["template"]["spec"]
     assert [c["args"] for c in web["initContainers"]] == [["migrate"]]
     container = web["containers"][0]
@@ -261,16 +434,34 @@ def test_workloads():
         get = container[probe]["httpGet"]
         assert (get["path"], get["scheme"], get["port"]) == ("/healthz", "HTTPS", "https")
         assert {"name": "Host", "value": "localhost"} in get["httpHeaders"]  # ALLOWED_HOSTS
+    # the webhook's handshake wants a client certificate the kubelet has not: TCP probes
+    webhook = deployments["jobdash-webhook"]
+    (container,) = webhook["spec"]["template"]["spec"]["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["tcpSocket"] == {"port": "webhook"}, probe
+    # with failurePolicy Fail, the webhook never goes below one ready pod
+    assert webhook["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    labels = webhook["spec"]["template"]["metadata"]["labels"]
+    budget = find(resources, "PodDisruptionBudget", "jobdash-webhook")["spec"]
+    assert budget["minAvailable"] == 1 and budget["selector"]["matchLabels"] == labels
+    (spread,) = webhook["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    term = spread["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname" and term["labelSelector"]["matchLabels"] == labels
     for deployment in deployments.values():
-        pod = deployment["spec"]["template"]["spec"]
-        assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
-        for c in pod["containers"] + pod.get("initContainers", []):
+        pod_spec = deployment["spec"]["template"]["spec"]
+        assert pod_spec["securityContext"]["runAsNonRoot"] is True and pod_spec["securityContext"]["runAsUser"] == 10001
+        assert pod_spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for c in pod_spec["containers"] + pod_spec.get("initContainers", []):
             assert c["securityContext"]["allowPrivilegeEscalation"] is False
             assert c["securityContext"]["readOnlyRootFilesystem"] is True
             assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
             assert {"configMapRef": {"name": "jobdash"}} in c["envFrom"] and {"secretRef": {"name": "jobdash"}} in c[
                 "envFrom"
             ]
+            # gunicorn's heartbeat files under the read-only root
+            assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}
 
 
 # --- the image ---
@@ -313,6 +504,8 @@ def test_entrypoint_passes_shellcheck():
 def test_entrypoint_runs_the_processes_named_in_the_brief():
     text = (ROOT / "deploy/docker/entrypoint.sh").read_text()
     assert "exec gunicorn" in text and "jobdash.wsgi" in text
+    # the webhook's listener: its own app, and a client certificate required (CERT_REQUIRED)
+    assert "webhooks.wsgi:application" in text and '--ca-certs "$ca" --cert-reqs 2' in text
     assert "celery -A jobdash worker -Q celery --concurrency 1" in text
     assert "celery -A jobdash beat" in text
     assert "python -m kubesim serve" in text and "--kubeconfig-out" in text
@@ -335,6 +528,9 @@ def test_every_variable_the_deployment_sets_is_documented():
     for service in compose()["services"].values():
         used |= {k for k in (service.get("environment") or {}) if not k.startswith("POSTGRES_")}
     used |= set(find(base_resources(), "ConfigMap", "jobdash")["data"])
+    for deployment in (d for d in base_resources() if d["kind"] == "Deployment"):
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            used |= set(env(container))
     used |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", (ROOT / "deploy/docker/entrypoint.sh").read_text()))
     used |= {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}  # the Secret
     missing = used - documented()
