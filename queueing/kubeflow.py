@@ -22,7 +22,7 @@ from .validation import (
     optional_mapping,
     required_mapping,
 )
-from .workload import PodSet, Workload
+from .workload import JobStatus, PodSet, RuntimeSource, Workload, latest_true_condition
 
 MAX_REPLICAS = 10_000
 
@@ -38,8 +38,16 @@ class ReplicatedJobAdapter:
     exclusive_types: tuple[frozenset[str], ...]  # at most one type of each group
     container_name: str  # the container the operator looks for, e.g. "tensorflow"
     success_policies: tuple[str, ...] | None = None  # None: the kind has no successPolicy
+    suspend_path: tuple[str, ...] = ("spec", "runPolicy", "suspend")
+    pod_job_label: str = "training.kubeflow.org/job-name"
+    pod_role_label: str = "training.kubeflow.org/replica-type"
 
-    def validate_and_build(self, manifest: Mapping[str, Any]) -> Workload:
+    def status(self, obj: Mapping[str, Any]) -> JobStatus:
+        """The operator's conditions: Created, Running, Restarting, Suspended, Succeeded, Failed."""
+        latest = latest_true_condition(obj)
+        return JobStatus(phase=str(latest.get("type") or ""), message=str(latest.get("message") or ""))
+
+    def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()
         meta = object_meta(manifest, problems)
         pod_sets: list[PodSet] = []

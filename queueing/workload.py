@@ -168,9 +168,34 @@ class Workload:
         )
 
 
+# A job's phase as jobdash follows it, whatever its kind calls it (the adapter translates):
+# "" (nothing yet), Created, Running, Restarting, Suspended, Succeeded, Failed.
+PHASES = ("", "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    phase: str  # one of PHASES
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+class RuntimeSource(Protocol):
+    """Objects a job refers to and that the cluster holds (a TrainJob's TrainingRuntime):
+    the caller reads them (jobdash through its gateway); the core only interprets them."""
+
+    def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
 @runtime_checkable
 class JobAdapter(Protocol):
-    """Validates one job kind and reduces it to a Workload."""
+    """One job kind, as Kueue's jobframework.GenericJob: how to validate it as its own
+    controller and webhook do, what it asks of the cluster (a Workload), where its suspend
+    flag lives, how its pods are labelled and how its status reads. Nothing outside the
+    adapters names a kind: the cluster side is generic over (group, version, plural)."""
 
     @property
     def api_version(self) -> str: ...  # e.g. "kubeflow.org/v1"
@@ -181,23 +206,76 @@ class JobAdapter(Protocol):
     @property
     def plural(self) -> str: ...  # e.g. "tfjobs", used for the count/<plural>.<group> quota key
 
-    def validate_and_build(self, manifest: Mapping[str, Any]) -> Workload:
+    @property
+    def suspend_path(self) -> tuple[str, ...]: ...  # e.g. ("spec", "runPolicy", "suspend")
+
+    @property
+    def pod_job_label(self) -> str: ...  # the label its controller sets on its pods, valued the job's name
+
+    @property
+    def pod_role_label(self) -> str: ...  # the label naming a pod's group (role), "" if none
+
+    def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         """Return the Workload or raise ManifestError listing every problem."""
         ...
 
+    def status(self, obj: Mapping[str, Any]) -> JobStatus:
+        """The phase of a live object of this kind, from its status."""
+        ...
+
+
+def adapter_key(api_version: str, kind: str) -> str:
+    """How jobdash names a kind in keys and URLs: "<plural>.<group>" ("jobs.batch")."""
+    adapter = ADAPTERS.get((api_version, kind))
+    if adapter is None:
+        raise KeyError(f"no adapter for {kind} ({api_version})")
+    return resource_key(adapter)
+
+
+def resource_key(adapter: JobAdapter) -> str:
+    group = adapter.api_version.rpartition("/")[0]
+    return f"{adapter.plural}.{group}" if group else adapter.plural
+
 
 ADAPTERS: dict[tuple[str, str], JobAdapter] = {}
+BY_KEY: dict[str, JobAdapter] = {}
 
 
 def register(adapter: JobAdapter) -> JobAdapter:
     """Make a kind admissible; returns the adapter so modules can keep a handle on it."""
     if not isinstance(adapter, JobAdapter):
-        raise TypeError(f"{adapter!r} is not a JobAdapter (needs api_version, kind, plural, validate_and_build)")
+        raise TypeError(f"{adapter!r} is not a JobAdapter (see the protocol's members)")
     ADAPTERS[(adapter.api_version, adapter.kind)] = adapter
+    BY_KEY[resource_key(adapter)] = adapter
     return adapter
 
 
-def workload_from_manifest(manifest: Any) -> Workload:
+def adapter_for(api_version: str, kind: str) -> JobAdapter | None:
+    return ADAPTERS.get((api_version, kind))
+
+
+def adapter_by_key(key: str) -> JobAdapter:
+    return BY_KEY[key]
+
+
+def read_path(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """obj[path[0]][path[1]]... or None where a step is missing or not a mapping."""
+    value: Any = obj
+    for step in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(step)
+    return value
+
+
+def latest_true_condition(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Controllers append conditions; the last one that is true is the current one."""
+    conditions = read_path(obj, ("status", "conditions"))
+    true = [c for c in conditions or () if isinstance(c, Mapping) and c.get("status") == "True"]
+    return true[-1] if true else {}
+
+
+def workload_from_manifest(manifest: Any, runtimes: RuntimeSource | None = None) -> Workload:
     """Identify the manifest's kind and hand it to that kind's adapter."""
     if not isinstance(manifest, Mapping):
         raise ManifestError([FieldError("", f"expected a mapping (a Kubernetes object), got {describe(manifest)}")])
@@ -209,7 +287,7 @@ def workload_from_manifest(manifest: Any) -> Workload:
     adapter = ADAPTERS.get((api_version, kind))
     if adapter is None:
         raise ManifestError([_unsupported(api_version, kind)])
-    return adapter.validate_and_build(manifest)
+    return adapter.validate_and_build(manifest, runtimes)
 
 
 def _required_string(manifest: Mapping[Any, Any], key: str, errors: list[FieldError]) -> str:
