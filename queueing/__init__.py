@@ -2,7 +2,9 @@
 
 - Intake: untrusted text -> one validated Kubernetes object -> a ``Workload``
   saying how many pods the job runs and what they request (safe_yaml,
-  quantity, workload, podspec, validation, kubeflow, tfjob; errors).
+  quantity, workload, podspec, validation, errors); one adapter per job kind
+  (kinds: the Kubeflow v1 family, MPIJob, batch Job, JobSet, TrainJob), and
+  names the API server would generate (names).
 - Admission: from a ``Snapshot`` (snapshot), ``plan`` (planner) decides which
   queued jobs to release and why the others wait: quota and gang fit on nodes
   (fit), the policies' orders and head-of-line rules (policy, policies,
@@ -17,9 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import tfjob as _tfjob  # noqa: F401  (registers the TFJob adapter)
+from . import kinds as _kinds  # noqa: F401  (registers every kind's adapter)
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
+from .names import assign_generated_name
 from .planner import DEFAULT_ETA_HORIZON_S, Admission, Plan, plan
 from .policies import DEFAULT_POLICY, POLICY_NAMES, get_policy
 from .policy import Policy
@@ -27,10 +30,34 @@ from .quantity import canonical, format_quantity, parse_quantity
 from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, load_document
 from .snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
-from .workload import ADAPTERS, JobAdapter, PodSet, Workload, register, workload_from_manifest
+from .workload import (
+    ADAPTERS,
+    BY_KEY,
+    PHASES,
+    JobAdapter,
+    JobStatus,
+    PodSet,
+    RuntimeSource,
+    Workload,
+    adapter_by_key,
+    adapter_for,
+    adapter_key,
+    register,
+    resource_key,
+    workload_from_manifest,
+)
 
 __all__ = [
     "ADAPTERS",
+    "BY_KEY",
+    "PHASES",
+    "JobStatus",
+    "RuntimeSource",
+    "adapter_by_key",
+    "adapter_for",
+    "adapter_key",
+    "assign_generated_name",
+    "resource_key",
     "Admission",
     "DEFAULT_ETA_HORIZON_S",
     "DEFAULT_POLICY",
@@ -67,7 +94,10 @@ __all__ = [
 ]
 
 
-def parse_job(text: str | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict[str, Any], Workload]:
-    """Parse and validate a submitted job; raises ``ManifestError`` and nothing else."""
+def parse_job(
+    text: str | bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, runtimes: RuntimeSource | None = None
+) -> tuple[dict[str, Any], Workload]:
+    """Parse and validate a submitted job; raises ``ManifestError`` and nothing else.
+    ``runtimes`` serves the objects a kind refers to (a TrainJob's runtime)."""
     manifest = load_document(text, max_bytes=max_bytes)
-    return manifest, workload_from_manifest(manifest)
+    return manifest, workload_from_manifest(manifest, runtimes)

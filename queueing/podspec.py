@@ -219,11 +219,19 @@ def _container_resources(container: Mapping[Any, Any], path: str, problems: Prob
     resources = optional_mapping(container, "resources", path, problems)
     if resources is None:
         return ContainerResources({}, {})
-    here = join(path, "resources")
+    return resource_requirements(resources, join(path, "resources"), problems)
+
+
+def resource_requirements(
+    resources: Mapping[Any, Any], here: str, problems: Problems, *, pairs: bool = True
+) -> ContainerResources:
+    """One ResourceRequirements ({requests, limits}, found at ``here``) in canonical amounts,
+    checked as the API server checks a container's; ``pairs=False`` checks each quantity
+    but not requests against limits (for a part merged into a container later)."""
     requests = _parsed_quantities(resources, "requests", here, problems)
     limits = _parsed_quantities(resources, "limits", here, problems)
 
-    for name, request in requests.items():
+    for name, request in requests.items() if pairs else ():
         request_path = join(join(here, "requests"), name)
         if name in limits:
             limit = limits[name]

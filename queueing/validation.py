@@ -8,7 +8,7 @@ treated as absent, as Kubernetes does when decoding into pointer fields.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,32 +201,69 @@ def string_map(parent: Mapping[Any, Any], key: str, path: str, problems: Problem
     return result
 
 
+def job_name_problem(value: str) -> str | None:
+    """A batch Job's name: a DNS-1123 subdomain (the API server's rule for Jobs) that also
+    fits the job-name label its pods carry, so at most 63 characters."""
+    if len(value) > MAX_LABEL_LENGTH:
+        return f"must be at most {MAX_LABEL_LENGTH} characters (it becomes the pods' job-name label)"
+    return dns1123_subdomain_problem(value)
+
+
+NameRule = Callable[[str], str | None]
+
+# The API server's names.SimpleNameGenerator: generateName + 5 random characters, the
+# prefix cut so that the result fits 63 characters whatever the kind's own limit is.
+GENERATED_SUFFIX_LENGTH = 5
+MAX_GENERATED_NAME_LENGTH = MAX_LABEL_LENGTH - GENERATED_SUFFIX_LENGTH
+
+
+def generated_name(prefix: str, suffix: str) -> str:
+    return prefix[:MAX_GENERATED_NAME_LENGTH] + suffix
+
+
+def generate_name_problem(prefix: str, rule: NameRule) -> str | None:
+    """generateName as the API server checks it: the kind's name rule, with a trailing '-'
+    allowed (it is followed by the random suffix)."""
+    masked = prefix[:-1] + "a" if len(prefix) > 1 and prefix.endswith("-") else prefix
+    if problem := rule(masked):
+        return problem.replace(repr(masked), repr(prefix))
+    return None
+
+
 @dataclass(frozen=True)
 class ObjectMeta:
-    name: str
+    name: str  # "" when only generateName is set (the API server names the object)
     namespace: str | None
     labels: dict[str, str]
     annotations: dict[str, str]
+    generate_name: str = ""
+
+    @property
+    def name_for_checks(self) -> str:
+        """The name, or one as long as the API server will generate: for the checks of
+        names derived from it (pods, Jobs, hostnames)."""
+        return self.name or generated_name(self.generate_name, "x" * GENERATED_SUFFIX_LENGTH)
 
 
-def object_meta(manifest: Mapping[Any, Any], problems: Problems) -> ObjectMeta:
-    """Validate ``metadata`` with the rules the API server and Kubeflow operators apply.
+def object_meta(manifest: Mapping[Any, Any], problems: Problems, name_rule: NameRule | None = None) -> ObjectMeta:
+    """Validate ``metadata`` with the rules the API server and the kind's controller apply.
 
-    The name must be a DNS-1035 label because operators derive Service names
-    from it, and Services are stricter than most objects.
+    ``name_rule`` defaults to a DNS-1035 label: operators derive Service names from the
+    job's name, and Services are stricter than most objects.
     """
+    rule = name_rule or dns1035_label_problem
     metadata = required_mapping(manifest, "metadata", "", problems)
     if metadata is None:
         return ObjectMeta(name="", namespace=None, labels={}, annotations={})
-    name = metadata.get("name")
-    if name is None:
-        problems.add("metadata.name", "required")
-    elif name is not None and not isinstance(name, str):
-        problems.add("metadata.name", f"must be a string, got {describe(name)}")
-    elif isinstance(name, str):
-        problem = dns1035_label_problem(name)
-        if problem:
+    generate_name = _optional_string(metadata, "generateName", problems)
+    if generate_name and (problem := generate_name_problem(generate_name, rule)):
+        problems.add("metadata.generateName", problem)
+    name = _optional_string(metadata, "name", problems)
+    if name:
+        if problem := rule(name):
             problems.add("metadata.name", problem)
+    elif not generate_name and "metadata.name" not in {e.path for e in problems.errors}:
+        problems.add("metadata.name", "required (or set metadata.generateName)")
 
     namespace = metadata.get("namespace")
     if namespace is not None:
@@ -239,11 +276,20 @@ def object_meta(manifest: Mapping[Any, Any], problems: Problems) -> ObjectMeta:
                 problems.add("metadata.namespace", problem)
 
     return ObjectMeta(
-        name=name if isinstance(name, str) else "",
+        name=name,
         namespace=namespace,
         labels=label_map(metadata, "labels", "metadata", problems),
         annotations=annotation_map(metadata, "annotations", "metadata", problems),
+        generate_name=generate_name,
     )
+
+
+def _optional_string(metadata: Mapping[Any, Any], key: str, problems: Problems) -> str:
+    value = metadata.get(key)
+    if value is None or isinstance(value, str):
+        return value or ""
+    problems.add(join("metadata", key), f"must be a string, got {describe(value)}")
+    return ""
 
 
 def optional_bool(parent: Mapping[Any, Any], key: str, path: str, problems: Problems) -> bool | None:

@@ -1,8 +1,8 @@
 """What a job asks of the cluster, independent of the job's kind.
 
-Each supported kind (TFJob today; PyTorchJob, MPIJob, batch Job later) is
-one ``JobAdapter`` that validates its manifest and reduces it to a
-``Workload``: groups of identical pods with per-pod resources in canonical
+Each supported kind (queueing/kinds/: the Kubeflow v1 family, MPIJob, batch
+Job, JobSet, TrainJob) is one ``JobAdapter`` that validates its manifest and
+reduces it to a ``Workload``: groups of identical pods with per-pod resources in canonical
 integers.  The admission logic only ever looks at ``Workload``.
 """
 
@@ -185,9 +185,28 @@ class JobStatus:
 
 class RuntimeSource(Protocol):
     """Objects a job refers to and that the cluster holds (a TrainJob's TrainingRuntime):
-    the caller reads them (jobdash through its gateway); the core only interprets them."""
+    the caller reads them (jobdash through its gateway); the core only interprets them.
+    `namespace` is "" for a cluster-scoped kind."""
 
     def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Referenced:
+    """A kind of object jobs refer to, so that a RuntimeSource can read it by kind."""
+
+    kind: str  # e.g. "ClusterTrainingRuntime"
+    api_version: str  # e.g. "trainer.kubeflow.org/v1alpha1"
+    plural: str  # e.g. "clustertrainingruntimes"
+    namespaced: bool
+
+
+REFERENCED: dict[str, Referenced] = {}
+
+
+def register_referenced(referenced: Referenced) -> Referenced:
+    REFERENCED[referenced.kind] = referenced
+    return referenced
 
 
 @runtime_checkable

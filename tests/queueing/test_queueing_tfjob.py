@@ -331,7 +331,8 @@ def test_zero_replicas_are_allowed_and_default_is_one():
         ("metadata.namespace", "Team A", "metadata.namespace", "DNS-1123 label"),
         ("metadata.labels", {"team": 7}, "metadata.labels.team", "must be a string"),
         ("metadata.annotations", ["a"], "metadata.annotations", "must be a mapping"),
-        ("spec.tfReplicaSpecs.worker", {}, "spec.tfReplicaSpecs.worker", "did you mean 'Worker'?"),
+        # The operator renames "worker" to "Worker" before it validates: two spellings clash.
+        ("spec.tfReplicaSpecs.worker", {}, "spec.tfReplicaSpecs", "'Worker' and 'worker' are both the Worker"),
         ("spec.tfReplicaSpecs.Launcher", {}, "spec.tfReplicaSpecs.Launcher", "unknown replica type 'Launcher'"),
         ("spec.tfReplicaSpecs", {}, "spec.tfReplicaSpecs", "must define at least one of"),
         (f"{WORKER}.replicas", -1, f"{WORKER}.replicas", "must not be negative"),
@@ -373,7 +374,26 @@ def test_rejections_point_at_the_field(path, value, error_path, fragment):
 
 
 def test_missing_name():
-    assert errors_of(without(minimal_tfjob(), "metadata.name")) == {"metadata.name": "required"}
+    assert errors_of(without(minimal_tfjob(), "metadata.name")) == {
+        "metadata.name": "required (or set metadata.generateName)"
+    }
+
+
+@pytest.mark.parametrize("spelling", ["worker", "WORKER", "wOrKeR"])
+def test_replica_types_are_case_insensitive_like_the_operators_defaulting(spelling):
+    manifest = minimal_tfjob()
+    manifest["spec"]["tfReplicaSpecs"] = {
+        spelling: manifest["spec"]["tfReplicaSpecs"]["Worker"],
+        "ps": {"replicas": 1, "template": manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]},
+    }
+    workload = workload_from_manifest(manifest)
+    assert [(p.role, p.count) for p in workload.pod_sets] == [("PS", 1), ("Worker", 2)]
+
+
+def test_errors_inside_a_lower_case_replica_type_use_the_key_as_written():
+    manifest = minimal_tfjob()
+    manifest["spec"]["tfReplicaSpecs"] = {"chief": {**manifest["spec"]["tfReplicaSpecs"]["Worker"], "replicas": 2}}
+    assert errors_of(manifest) == {"spec.tfReplicaSpecs.chief.replicas": "must be at most 1 for Chief, got 2"}
 
 
 def test_missing_metadata_and_spec():
@@ -427,18 +447,25 @@ def test_chief_and_master_are_exclusive():
     assert errors_of(manifest) == {"spec.tfReplicaSpecs": "Chief and Master cannot both be set"}
 
 
+SUPPORTED = (
+    "JAXJob (kubeflow.org/v1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), MPIJob (kubeflow.org/v2beta1), "
+    "PaddleJob (kubeflow.org/v1), PyTorchJob (kubeflow.org/v1), TFJob (kubeflow.org/v1), "
+    "TrainJob (trainer.kubeflow.org/v1alpha1), XGBoostJob (kubeflow.org/v1)"
+)
+
+
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"kind": "PyTorchJob"}, {"kind": "unsupported kind 'PyTorchJob'; supported: TFJob (kubeflow.org/v1)"}),
+        ({"kind": "CronJob"}, {"kind": f"unsupported kind 'CronJob'; supported: {SUPPORTED}"}),
         (
             {"apiVersion": "kubeflow.org/v2"},
             {"apiVersion": "unsupported apiVersion 'kubeflow.org/v2' for TFJob; supported: kubeflow.org/v1"},
         ),
-        ({"kind": None}, {"kind": "required; supported: TFJob (kubeflow.org/v1)"}),
+        ({"kind": None}, {"kind": f"required; supported: {SUPPORTED}"}),
         (
             {"kind": 3, "apiVersion": None},
-            {"kind": "must be a string, got an integer", "apiVersion": "required; supported: TFJob (kubeflow.org/v1)"},
+            {"kind": "must be a string, got an integer", "apiVersion": f"required; supported: {SUPPORTED}"},
         ),
     ],
 )

@@ -5,7 +5,17 @@ import pickle
 import pytest
 
 import queueing
-from queueing import ADAPTERS, FieldError, ManifestError, PodSet, Workload, register, workload_from_manifest
+from queueing import (
+    ADAPTERS,
+    BY_KEY,
+    FieldError,
+    JobStatus,
+    ManifestError,
+    PodSet,
+    Workload,
+    register,
+    workload_from_manifest,
+)
 
 GI = 2**30
 
@@ -74,8 +84,14 @@ class EchoAdapter:
     api_version = "example.com/v1alpha1"
     kind = "Echo"
     plural = "echoes"
+    suspend_path = ("spec", "suspend")
+    pod_job_label = "example.com/echo"
+    pod_role_label = ""
 
-    def validate_and_build(self, manifest):
+    def status(self, obj):
+        return JobStatus("")
+
+    def validate_and_build(self, manifest, runtimes=None):
         if "name" not in manifest:
             raise ManifestError([FieldError("name", "required")])
         return Workload(self.kind, self.api_version, manifest["name"], None, (PodSet("main", 1, {"cpu": 10}),))
@@ -86,6 +102,7 @@ def echo_registered():
     adapter = register(EchoAdapter())
     yield adapter
     ADAPTERS.pop((adapter.api_version, adapter.kind))
+    BY_KEY.pop("echoes.example.com")
 
 
 def test_registered_adapter_receives_its_manifests(echo_registered):
