@@ -10,18 +10,10 @@ from queueing.podspec import pod_shape
 from queueing.quantity import canonical
 from queueing.validation import Problems
 
-from .gateway import (
-    JOB_ID_LABEL,
-    JOB_NAME_LABEL,
-    MANAGED_LABEL,
-    REPLICA_INDEX_LABEL,
-    REPLICA_TYPE_LABEL,
-    TERM_ANNOTATION,
-    NodeInfo,
-    PodInfo,
-    Quota,
-    TFJobInfo,
-)
+from . import kinds
+from .gateway import JOB_ID_LABEL, MANAGED_LABEL, TERM_ANNOTATION, JobObject, NodeInfo, PodInfo, Quota
+
+_POD_LABELS = kinds.pod_labels()
 
 
 def amount(key: str, value: Any) -> int:
@@ -88,37 +80,31 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
     meta = _meta(obj)
     labels = meta.get("labels") or {}
     spec = obj.get("spec") or {}
-    requests = pod_requests(spec)
-    index = labels.get(REPLICA_INDEX_LABEL)
     return PodInfo(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         phase=(obj.get("status") or {}).get("phase") or "Pending",
         node_name=spec.get("nodeName"),
-        job_name=labels.get(JOB_NAME_LABEL),
-        replica_type=labels.get(REPLICA_TYPE_LABEL),
-        replica_index=int(index) if isinstance(index, str) and index.isdigit() else None,
-        requests=requests,
+        labels={k: v for k, v in labels.items() if k in _POD_LABELS},
+        requests=pod_requests(spec),
         deleting=bool(meta.get("deletionTimestamp")),
     )
 
 
-def tfjob(obj: Mapping[str, Any]) -> TFJobInfo:
+def job_object(kind_key: str, obj: Mapping[str, Any]) -> JobObject:
     meta = _meta(obj)
     labels = dict(meta.get("labels") or {})
     job_id = labels.get(JOB_ID_LABEL, "")
-    run_policy = (obj.get("spec") or {}).get("runPolicy") or {}
-    # The operator appends conditions; the last one that is true is the job's phase.
-    true_conditions = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("status") == "True"]
-    latest = true_conditions[-1] if true_conditions else {}
-    return TFJobInfo(
+    status = kinds.adapter(kind_key).status(obj)
+    return JobObject(
+        kind=kind_key,
         namespace=meta.get("namespace", ""),
         name=meta["name"],
         uid=meta.get("uid", ""),
         job_id=int(job_id) if job_id.isdigit() else None,
-        suspended=bool(run_policy.get("suspend")),
-        condition=latest.get("type", ""),
-        message=latest.get("message", ""),
+        suspended=kinds.is_suspended(kind_key, obj),
+        phase=status.phase,
+        message=status.message,
         labels=labels,
         deleting=bool(meta.get("deletionTimestamp")),
     )
@@ -128,7 +114,7 @@ SERVER_SET_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generatio
 
 
 def release_body(job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> dict[str, Any]:
-    """The TFJob to create for a released job: the stored manifest, labelled as ours, and
+    """The object to create for a released job: the stored manifest, labelled as ours, and
     annotated with the leader term it is created under."""
     body = copy.deepcopy(dict(manifest))
     metadata = body.setdefault("metadata", {})

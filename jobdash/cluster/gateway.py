@@ -17,10 +17,9 @@ QUEUED_LABEL = "jobdash.io/queued"
 TERM_ANNOTATION = "jobdash.io/term"
 # The reason the webhook gives for such a refusal, so the writer knows it was deposed.
 STALE_TERM_REASON = "StaleLeaderTerm"
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
-
+# A job's key in the cluster: its kind ("<plural>.<group>", queueing's adapter key),
+# namespace and name. The same name may be used by two kinds.
+ObjectKey = tuple[str, str, str]
 
 # --- errors: the few outcomes callers act on differently ---
 
@@ -51,7 +50,7 @@ class Fenced(GatewayError):
 
 
 class AlreadyExists(GatewayError):
-    """A TFJob of that name exists and it is not the one this job released."""
+    """An object of that kind and name exists and it is not the one this job released."""
 
 
 class QuotaExceeded(GatewayError):
@@ -84,9 +83,9 @@ class PodInfo:
     name: str
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
     node_name: str | None
-    job_name: str | None  # the TFJob that owns it, from the operator's label
-    replica_type: str | None
-    replica_index: int | None
+    # The labels job controllers set (the job's name, the pod's role and index), only those:
+    # which one names this pod's job depends on the job's kind (its adapter says).
+    labels: Mapping[str, str]
     requests: Mapping[str, int]
     deleting: bool = False
 
@@ -96,21 +95,28 @@ class PodInfo:
 
 
 @dataclass(frozen=True)
-class TFJobInfo:
+class JobObject:
+    """A job's object in the cluster (a TFJob, a batch Job, a JobSet, ...), as jobdash follows it."""
+
+    kind: str  # the adapter key: "<plural>.<group>"
     namespace: str
     name: str
     uid: str
     job_id: int | None  # jobdash's id, from the jobdash.io/job-id label
     suspended: bool
-    condition: str  # the latest true condition: Created | Running | Restarting | Succeeded | Failed | Suspended | ""
+    phase: str  # the adapter's reading of its status: "" | Created | Running | ... | Succeeded | Failed
     message: str
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
 
+    @property
+    def key(self) -> ObjectKey:
+        return (self.kind, self.namespace, self.name)
+
 
 @dataclass(frozen=True)
 class WatchEvent:
-    kind: str  # "tfjob" | "pod" | "quota" | "node"
+    kind: str  # an adapter key for job objects, or "pod" | "quota" | "node"
     type: str  # ADDED | MODIFIED | DELETED | RELISTED
     namespace: str
     name: str
@@ -121,24 +127,26 @@ class ClusterGateway(Protocol):
     def quotas(self) -> list[Quota]: ...
     def nodes(self) -> list[NodeInfo]: ...
     def pods(self) -> list[PodInfo]: ...
-    def tfjobs(self) -> list[TFJobInfo]: ...
-    def tfjob(self, namespace: str, name: str) -> TFJobInfo | None: ...
-    # the same, shaped for the cycle: finished pods and TFJobs stay in the cache, so the
+    def job_objects(self) -> list[JobObject]: ...
+    def job_object(self, key: ObjectKey) -> JobObject | None: ...
+    # the same, shaped for the cycle: finished pods and objects stay in the cache, so the
     # cycle asks for the live pods and the pods of the jobs it follows, not for all
-    def tfjobs_by_key(self) -> dict[tuple[str, str], TFJobInfo]: ...
+    def job_objects_by_key(self) -> dict[ObjectKey, JobObject]: ...
     def live_pods(self) -> list[PodInfo]: ...
-    def pods_of_jobs(self, jobs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[PodInfo]]: ...
+    def pods_of_jobs(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, list[PodInfo]]: ...
 
     # straight from the API server, not the cache (the dispatcher's checks before it acts)
-    def read_tfjob(self, namespace: str, name: str) -> TFJobInfo: ...
+    def read_job_object(self, key: ObjectKey) -> JobObject: ...
+    # an object a job refers to (a TrainJob's runtime), or None when there is none
+    def read_object(self, api_version: str, plural: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
     # writes, straight to the API server
     # (`term`: the leader term the write is made under, carried as TERM_ANNOTATION so the
     # webhook can refuse a deposed leader's; None only for writes outside the dispatcher)
-    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> TFJobInfo: ...
-    def label_tfjob(self, namespace: str, name: str, job_id: int, term: int | None = None) -> None: ...
-    def set_suspended(self, namespace: str, name: str, suspended: bool, term: int | None = None) -> None: ...
-    def delete_tfjob(self, namespace: str, name: str, term: int | None = None) -> None: ...
+    def create_job_object(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> JobObject: ...
+    def label_job_object(self, key: ObjectKey, job_id: int, term: int | None = None) -> None: ...
+    def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None: ...
+    def delete_job_object(self, key: ObjectKey, term: int | None = None) -> None: ...
 
     # lifecycle of the watch cache
     def start(self, on_event: Callable[[WatchEvent], None] | None = None, timeout: float = 30.0) -> None: ...

@@ -14,6 +14,8 @@ from kubernetes.watch.watch import iter_resp_lines
 log = logging.getLogger(__name__)
 
 GONE = 410
+NOT_FOUND = 404
+NOT_SERVED_RETRY_S = 30.0
 
 
 class Informer:
@@ -45,6 +47,7 @@ class Informer:
         self._response = None  # the open watch, closed by stop() to unblock the thread
         self._thread: threading.Thread | None = None
         self.resource_version = ""
+        self.served = True  # False while the cluster answers 404 for this resource
         self.relists = 0
         self.watches = 0  # watch requests opened; a watch ending normally is followed by another
         self.reconnects = 0  # watches that broke with an error
@@ -121,10 +124,26 @@ class Informer:
                     log.info("%s watch expired (410): relisting", self.kind)
                     need_list = True
                     continue
+                if error.status == NOT_FOUND and need_list:
+                    self._not_served()
+                    continue
                 need_list = need_list or not self.synced.is_set()
                 backoff = self._pause(backoff, error)
             except Exception as error:  # connection dropped, timeout, bad chunk: watch again
                 backoff = self._pause(backoff, error)
+
+    def _not_served(self) -> None:
+        """The cluster does not serve this resource (its CRD is not installed: a cluster
+        without JobSet or Trainer): an empty cache, synced, and a look again now and then,
+        so a CRD installed later is picked up without a restart."""
+        if not self.synced.is_set():
+            log.info("%s: not served by this cluster; looking again every %.0fs", self.kind, NOT_SERVED_RETRY_S)
+        with self._lock:
+            self._items = {}
+            self._indexes = {name: {} for name in self._index_fns}
+        self.served = False
+        self.synced.set()
+        self._stopping.wait(NOT_SERVED_RETRY_S)
 
     def _pause(self, backoff: float, error: Exception) -> float:
         if self._stopping.is_set():
@@ -157,6 +176,7 @@ class Informer:
                 self._index_add(key, item)
             self.resource_version = body["metadata"]["resourceVersion"]
         self.relists += 1
+        self.served = True
         self.synced.set()
         self._on_change(self.kind, "RELISTED", "", "")
 

@@ -1,5 +1,6 @@
 """ClusterGateway on the official `kubernetes` client: the only module that talks HTTP to a cluster."""
 
+import functools
 import json
 import logging
 import time
@@ -10,7 +11,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from . import convert
+from . import convert, kinds
 from .gateway import (
     JOB_ID_LABEL,
     STALE_TERM_REASON,
@@ -20,12 +21,13 @@ from .gateway import (
     Fatal,
     Fenced,
     GatewayError,
+    JobObject,
     NodeInfo,
     NotFound,
+    ObjectKey,
     PodInfo,
     Quota,
     QuotaExceeded,
-    TFJobInfo,
     Transient,
     WatchEvent,
 )
@@ -33,7 +35,6 @@ from .informer import Informer
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 TRANSIENT_STATUSES = {0, 408, 429, 500, 502, 503, 504}
 
 
@@ -70,6 +71,16 @@ def translate(error: ApiException) -> GatewayError:
     return Fatal(f"{status}: {message}")
 
 
+def _job_label_index(label: str) -> Callable[[PodInfo], tuple[str, str, str] | None]:
+    """Files a pod under (label, namespace, value) of one job-name label (kinds.pods_key)."""
+
+    def index(pod: PodInfo) -> tuple[str, str, str] | None:
+        value = pod.labels.get(label)
+        return (label, pod.namespace, value) if value else None
+
+    return index
+
+
 class KubeGateway:
     def __init__(self, api: client.ApiClient, *, request_timeout: float = 10.0, retries: int = 3, backoff: float = 0.1):
         self._api = api
@@ -79,29 +90,33 @@ class KubeGateway:
         self._retries = retries
         self._backoff = backoff
         self._on_event: Callable[[WatchEvent], None] | None = None
+        # Finished pods stay listed until deleted: the cycle asks for the few that matter,
+        # by the label each kind's controller puts on its pods (kinds.pods_key).
+        pod_indexes: dict[str, Callable[[Any], Any]] = {
+            f"job:{label}": _job_label_index(label) for label in kinds.job_label_keys()
+        }
+        pod_indexes["live"] = lambda p: None if p.terminated else True
         self._informers = {
             "quota": Informer("quota", self._core.list_resource_quota_for_all_namespaces, convert.quota, self._changed),
             "node": Informer("node", self._core.list_node, convert.node, self._changed),
             "pod": Informer(
-                "pod",
-                self._core.list_pod_for_all_namespaces,
-                convert.pod,
-                self._changed,
-                indexes={
-                    # Finished pods stay listed until deleted: the cycle asks for the few that matter.
-                    "job": lambda p: (p.namespace, p.job_name) if p.job_name else None,
-                    "live": lambda p: None if p.terminated else True,
-                },
+                "pod", self._core.list_pod_for_all_namespaces, convert.pod, self._changed, indexes=pod_indexes
             ),
-            "tfjob": Informer("tfjob", self._list_tfjobs, convert.tfjob, self._changed),
         }
+        # One watch cache per job kind, keyed by the kind's key ("tfjobs.kubeflow.org").
+        self._jobs = {
+            key: Informer(key, self._lister(key), functools.partial(convert.job_object, key), self._changed)
+            for key in kinds.keys()
+        }
+        self._informers.update(self._jobs)
 
     @classmethod
     def from_settings(cls, mode: str, kubeconfig: str | None = None, **options) -> "KubeGateway":
         return cls(api_client(mode, kubeconfig), **options)
 
-    def _list_tfjobs(self, **kwargs):
-        return self._custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)
+    def _lister(self, kind_key: str) -> Callable[..., Any]:
+        group, version, plural = kinds.group_version_plural(kind_key)
+        return lambda **kwargs: self._custom.list_cluster_custom_object(group, version, plural, **kwargs)
 
     # --- watch cache ---
 
@@ -131,22 +146,32 @@ class KubeGateway:
     def pods(self) -> list[PodInfo]:
         return self._informers["pod"].items()
 
-    def tfjobs(self) -> list[TFJobInfo]:
-        return self._informers["tfjob"].items()
+    def job_objects(self) -> list[JobObject]:
+        return [item for informer in self._jobs.values() for item in informer.items()]
 
-    def tfjobs_by_key(self) -> dict[tuple[str, str], TFJobInfo]:
-        return self._informers["tfjob"].snapshot()
+    def job_objects_by_key(self) -> dict[ObjectKey, JobObject]:
+        return {
+            (key, *name): item for key, informer in self._jobs.items() for name, item in informer.snapshot().items()
+        }
 
     def live_pods(self) -> list[PodInfo]:
         """Pods not terminated (not Succeeded or Failed)."""
         return self._informers["pod"].indexed("live", [True])[True]
 
-    def pods_of_jobs(self, jobs) -> dict[tuple[str, str], list[PodInfo]]:
-        """The pods of each (namespace, TFJob name), from the operator's job-name label."""
-        return self._informers["pod"].indexed("job", jobs)
+    def pods_of_jobs(self, keys) -> dict[ObjectKey, list[PodInfo]]:
+        """The pods of each job, found by the label its kind's controller sets on them."""
+        wanted: dict[str, dict[tuple[str, str, str], ObjectKey]] = {}
+        for key in keys:
+            filed = kinds.pods_key(key)
+            wanted.setdefault(filed[0], {})[filed] = key
+        found: dict[ObjectKey, list[PodInfo]] = {}
+        for label, by_filed in wanted.items():
+            for filed, pods in self._informers["pod"].indexed(f"job:{label}", by_filed).items():
+                found[by_filed[filed]] = pods
+        return found
 
-    def tfjob(self, namespace: str, name: str) -> TFJobInfo | None:
-        return self._informers["tfjob"].get(namespace, name)
+    def job_object(self, key: ObjectKey) -> JobObject | None:
+        return self._jobs[key[0]].get(key[1], key[2])
 
     @property
     def informers(self) -> Mapping[str, Informer]:
@@ -170,67 +195,84 @@ class KubeGateway:
             delay *= 2
         raise AssertionError("unreachable")
 
-    def read_tfjob(self, namespace: str, name: str) -> TFJobInfo:
+    def read_job_object(self, key: ObjectKey) -> JobObject:
         """Straight from the API server, not the cache."""
-        return convert.tfjob(
-            self._call(self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name)
-        )
+        kind_key, namespace, name = key
+        group, version, plural = kinds.group_version_plural(kind_key)
+        obj = self._call(self._custom.get_namespaced_custom_object, group, version, namespace, plural, name)
+        return convert.job_object(kind_key, obj)
 
-    def create_tfjob(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> TFJobInfo:
-        """Create the TFJob of a released job. Idempotent: a TFJob of that name that
-        carries this job's id is the one we created before (a retry, or a crash after create)."""
+    def read_object(self, api_version: str, plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """An object a job refers to (a TrainJob's runtime); cluster-scoped when namespace is ""."""
+        group, _, version = api_version.rpartition("/")
+        try:
+            if namespace:
+                return self._call(self._custom.get_namespaced_custom_object, group, version, namespace, plural, name)
+            return self._call(self._custom.get_cluster_custom_object, group, version, plural, name)
+        except NotFound:
+            return None
+
+    def create_job_object(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> JobObject:
+        """Create the object of a released job. Idempotent: an object of that kind and name
+        that carries this job's id is the one we created before (a retry, or a crash after create)."""
         body = convert.release_body(job_id, manifest, term)
+        kind_key = kinds.key_of(body["apiVersion"], body["kind"])
+        group, version, plural = kinds.group_version_plural(kind_key)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            created = self._call(self._custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, body)
-            return convert.tfjob(created)
+            created = self._call(self._custom.create_namespaced_custom_object, group, version, namespace, plural, body)
+            return convert.job_object(kind_key, created)
         except AlreadyExists:
-            existing = self.read_tfjob(namespace, name)
+            existing = self.read_job_object((kind_key, namespace, name))
+            what = f"{body['kind']} {namespace}/{name}"
             if existing.job_id == job_id and existing.deleting:
                 # Our previous attempt, taken back after a start timeout, is not gone yet.
-                raise Transient(f"TFJob {namespace}/{name} from an earlier attempt is still being deleted") from None
+                raise Transient(f"{what} from an earlier attempt is still being deleted") from None
             if existing.job_id == job_id:
                 return existing
             raise AlreadyExists(
-                f"TFJob {namespace}/{name} already exists and was not released by jobdash job {job_id}"
+                f"{what} already exists and was not released by jobdash job {job_id}"
                 + (f" (it belongs to job {existing.job_id})" if existing.job_id else "")
             ) from None
 
-    def _patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    def _patch(self, key: ObjectKey, patch: dict[str, Any]) -> dict[str, Any]:
+        kind_key, namespace, name = key
+        group, version, plural = kinds.group_version_plural(kind_key)
         return self._call(
             self._custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
+            group,
+            version,
             namespace,
-            PLURAL,
+            plural,
             name,
             patch,
             _content_type="application/merge-patch+json",
         )
 
-    def set_suspended(self, namespace: str, name: str, suspended: bool, term: int | None = None) -> None:
-        patch = {"spec": {"runPolicy": {"suspend": suspended}}, **convert.term_patch(term)}
-        self._patch(namespace, name, patch)
+    def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None:
+        self._patch(key, {**kinds.suspend_patch(key[0], suspended), **convert.term_patch(term)})
 
-    def label_tfjob(self, namespace: str, name: str, job_id: int, term: int | None = None) -> None:
-        """Bind an existing TFJob (created by someone else, suspended) to a jobdash job."""
+    def label_job_object(self, key: ObjectKey, job_id: int, term: int | None = None) -> None:
+        """Bind an existing object (created by someone else, suspended) to a jobdash job."""
         patch: dict[str, Any] = {"metadata": {"labels": {JOB_ID_LABEL: str(job_id)}}}
         if term is not None:
             patch["metadata"]["annotations"] = {TERM_ANNOTATION: str(term)}
-        self._patch(namespace, name, patch)
+        self._patch(key, patch)
 
-    def delete_tfjob(self, namespace: str, name: str, term: int | None = None) -> None:
-        """Delete a TFJob. With a term, fenced: first stamp it with the term (an update the
-        webhook refuses from a deposed leader), then delete exactly that version (a
+    def delete_job_object(self, key: ObjectKey, term: int | None = None) -> None:
+        """Delete a job's object. With a term, fenced: first stamp it with the term (an update
+        the webhook refuses from a deposed leader), then delete exactly that version (a
         resourceVersion precondition), so a deposed leader can neither delete directly
         nor delete an object a newer leader has touched since."""
+        kind_key, namespace, name = key
+        group, version, plural = kinds.group_version_plural(kind_key)
         try:
             options: dict[str, Any] = {"propagationPolicy": "Background"}
             if term is not None:
-                stamped = self._patch(namespace, name, convert.term_patch(term))
+                stamped = self._patch(key, convert.term_patch(term))
                 options["preconditions"] = {"resourceVersion": stamped["metadata"]["resourceVersion"]}
             self._call(
-                self._custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, body=options
+                self._custom.delete_namespaced_custom_object, group, version, namespace, plural, name, body=options
             )
         except NotFound:
             pass  # already gone is what we wanted

@@ -1,7 +1,7 @@
 """Set-based writes for the dispatcher's hot paths.
 
 A cycle writes the same few columns of many Job rows: statuses of every queued job,
-the claim of every admission, the uid of every created TFJob, the tracker's transitions.
+the claim of every admission, the uid of every created object, the tracker's transitions.
 Django's `bulk_update` builds a `CASE WHEN id = ... THEN ...` expression per row and
 `pk__in` a parameter per id, and with client-side binding psycopg then quotes each of
 them into the query text in Python: with hundreds of rows that costs more than the

@@ -1,12 +1,13 @@
 """Publish what a cycle saw of the cluster (quotas with reservations, nodes, the pods of
-jobdash's TFJobs) to the database, where the web processes read it."""
+jobdash's jobs) to the database, where the web processes read it."""
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from django.utils import timezone
 
-from jobdash.cluster.gateway import PodInfo, TFJobInfo
+from jobdash.cluster import kinds
+from jobdash.cluster.gateway import JobObject, ObjectKey, PodInfo
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
 
@@ -33,31 +34,32 @@ def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
     return quotas, nodes
 
 
-def pod_phases(pods: Iterable[PodInfo], tfjobs: Mapping[tuple[str, str], TFJobInfo]) -> dict[str, dict]:
-    """{"namespace/name": {"job": job id, "replicas": {replica type: {phase: count}}}} for the
-    pods of TFJobs that carry a jobdash job id, from the watch cache the cycle already
-    holds (no extra call to the cluster). Keyed by the TFJob's name, not the job id: a JSON
-    key of digits reads as an array index in PostgreSQL's and SQLite's JSON paths, and the
+def pod_phases(pods_by_job: Mapping[ObjectKey, Iterable[PodInfo]], objects: Mapping[ObjectKey, JobObject]) -> dict:
+    """{"namespace/name": {"job": job id, "replicas": {role: {phase: count}}}} for the pods
+    of the objects that carry a jobdash job id, from the watch cache the cycle already
+    holds (no extra call to the cluster). Keyed by the job's name, not its id: a JSON key
+    of digits reads as an array index in PostgreSQL's and SQLite's JSON paths, and the
     page looks up one job's key only. A pod being deleted counts as Terminating."""
     counts: dict[str, dict] = {}
-    for pod in pods:
-        info = tfjobs.get((pod.namespace, pod.job_name)) if pod.job_name else None
+    for key, pods in pods_by_job.items():
+        info = objects.get(key)
         if info is None or info.job_id is None:
             continue
-        phase = "Terminating" if pod.deleting else pod.phase
-        entry = counts.setdefault(f"{pod.namespace}/{pod.job_name}", {"job": info.job_id, "replicas": {}})
-        phases = entry["replicas"].setdefault(pod.replica_type or "(unknown)", {})
-        phases[phase] = phases.get(phase, 0) + 1
+        kind_key, namespace, name = key
+        for pod in pods:
+            phase = "Terminating" if pod.deleting else pod.phase
+            entry = counts.setdefault(f"{namespace}/{name}", {"job": info.job_id, "replicas": {}})
+            phases = entry["replicas"].setdefault(kinds.pod_role(kind_key, pod) or "(unknown)", {})
+            phases[phase] = phases.get(phase, 0) + 1
     return counts
 
 
-def active_pod_phases(gateway, pods_by_job: Mapping[tuple[str, str], list[PodInfo]]) -> dict[str, dict]:
-    """pod_phases() of the active jobs' TFJobs only (the snapshot's `pods_by_job`): the
-    watch cache keeps the pods and TFJobs of finished jobs until they are deleted, and a
+def active_pod_phases(gateway, pods_by_job: Mapping[ObjectKey, list[PodInfo]]) -> dict[str, dict]:
+    """pod_phases() of the active jobs' objects only (the snapshot's `pods_by_job`): the
+    watch cache keeps the pods and objects of finished jobs until they are deleted, and a
     cycle must not cost more with every job that ever ran."""
-    pods = [pod for group in pods_by_job.values() for pod in group]
-    tfjobs = {key: info for key in pods_by_job if (info := gateway.tfjob(*key)) is not None}
-    return pod_phases(pods, tfjobs)
+    objects = {key: info for key in pods_by_job if (info := gateway.job_object(key)) is not None}
+    return pod_phases(pods_by_job, objects)
 
 
 def publish(snapshot: Snapshot, pods: dict | None = None) -> None:

@@ -4,11 +4,11 @@
   (a crash or a database error after the claim) -> send it again (idempotent), without a
   start timeout and without counting an attempt. Every cycle does this for claims older
   than a few seconds (resend_stranded: one query on the Released rows without a uid).
-- a running (not suspended) TFJob labelled with a job id whose job is still Queued: the
+- a running (not suspended) object labelled with a job id whose job is still Queued: the
   create happened but the claim did not stick -> mark it Released, so it is never created
   twice (every few cycles and at leadership start: it reads every object of ours).
 - objects of Cancelled jobs are removed by the tracker on every pass.
-Nothing is created twice: the TFJob's name is the job's and create is idempotent for it.
+Nothing is created twice: the object's name is the job's and create is idempotent for it.
 """
 
 from datetime import timedelta
@@ -16,6 +16,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import release, transitions
@@ -25,7 +26,7 @@ def _stranded(min_age_s: float) -> list[int]:
     """Released jobs without a recorded object, claimed at least `min_age_s` ago."""
     cutoff = timezone.now() - timedelta(seconds=min_age_s)
     return list(
-        Job.objects.filter(state=State.RELEASED, tfjob_uid="", released_at__lte=cutoff).values_list("id", flat=True)
+        Job.objects.filter(state=State.RELEASED, object_uid="", released_at__lte=cutoff).values_list("id", flat=True)
     )
 
 
@@ -44,8 +45,9 @@ def resend_stranded(
     # An object that exists (the create landed, its uid was never recorded) is recorded;
     # the others are sent again.
     found = {}
-    for job_id, name, namespace in Job.objects.filter(pk__in=stranded).values_list("id", "name", "namespace__name"):
-        info = gateway.tfjob(namespace, name)
+    rows = Job.objects.filter(pk__in=stranded).values_list("id", "api_version", "kind", "namespace__name", "name")
+    for job_id, api_version, kind, namespace, name in rows:
+        info = gateway.job_object(kinds.object_key(api_version, kind, namespace, name))
         if info is not None and info.job_id == job_id and not info.deleting:
             found[job_id] = info.uid
     transitions.created_many(found)
@@ -65,13 +67,13 @@ def reconcile(
     concurrency: int = 8,
     min_age_s: float = 0.0,
 ) -> dict[str, int]:
-    # Suspended TFJobs do not run: in unsuspend mode a taken-back job keeps its labelled,
-    # suspended TFJob while it waits in the queue again.
-    ours = {t.job_id: t for t in gateway.tfjobs() if t.job_id is not None and not t.deleting and not t.suspended}
+    # Suspended objects do not run: in unsuspend mode a taken-back job keeps its labelled,
+    # suspended object while it waits in the queue again.
+    ours = {o.job_id: o for o in gateway.job_objects() if o.job_id is not None and not o.deleting and not o.suspended}
     counts = {"resent": 0, "adopted": 0}
 
     cutoff = timezone.now() - timedelta(seconds=min_age_s)
-    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "tfjob_uid", "released_at"))
+    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
     transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
     release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
@@ -79,7 +81,7 @@ def reconcile(
 
     queued = Job.objects.filter(pk__in=ours, state=State.QUEUED).values_list("id", flat=True)
     for job_id in queued:
-        if transitions.mark_released(job_id, term, "found its TFJob in the cluster, its job still Queued"):
+        if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
             transitions.created(job_id, ours[job_id].uid)
             counts["adopted"] += 1
     return counts

@@ -2,10 +2,10 @@
 
 1. claim: Queued -> Released for all admissions in one transaction under the leader's
    term (transitions.claim); a job another cycle or a cancel got to first is skipped;
-2. create the TFJob (mode `create`) or unsuspend it (mode `unsuspend`), concurrently:
-   the TFJob name is the job's own and it carries the job id, so a retry or a second
-   leader lands on the same object instead of a duplicate;
-3. record the outcome: the TFJob's uid; or back to Queued (transient failures, quota
+2. create the job's object (mode `create`) or unsuspend it (mode `unsuspend`),
+   concurrently: its name is the job's own and it carries the job id, so a retry or a
+   second leader lands on the same object instead of a duplicate;
+3. record the outcome: the object's uid; or back to Queued (transient failures, quota
    refusals); or Failed with the cluster's message (permanent refusals).
 A crash between 1 and 3 leaves Released rows without a uid, which reconcile finishes.
 """
@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import transitions
@@ -30,7 +31,7 @@ class Outcome:
     error: Exception | None = None
 
 
-def tfjob_manifest(parsed: dict, namespace: str) -> dict:
+def object_manifest(parsed: dict, namespace: str) -> dict:
     manifest = dict(parsed)
     manifest["metadata"] = {**(parsed.get("metadata") or {}), "namespace": namespace}
     return manifest
@@ -39,16 +40,18 @@ def tfjob_manifest(parsed: dict, namespace: str) -> dict:
 def send(gateway: gw.ClusterGateway, job_id: int, manifest: dict, mode: str, term: int | None = None) -> Outcome:
     """One job to the cluster, stamped with the leader's term (the webhook refuses a
     deposed leader's). Runs in a worker thread: no database access here."""
-    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    key = kinds.object_key(
+        manifest["apiVersion"], manifest["kind"], manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    )
     try:
         if mode == "unsuspend":
             try:
-                gateway.label_tfjob(namespace, name, job_id, term)
-                gateway.set_suspended(namespace, name, False, term)
-                return Outcome(job_id, gateway.read_tfjob(namespace, name).uid)
+                gateway.label_job_object(key, job_id, term)
+                gateway.set_suspended(key, False, term)
+                return Outcome(job_id, gateway.read_job_object(key).uid)
             except gw.NotFound:
                 pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
-        return Outcome(job_id, gateway.create_tfjob(job_id=job_id, manifest=manifest, term=term).uid)
+        return Outcome(job_id, gateway.create_job_object(job_id=job_id, manifest=manifest, term=term).uid)
     except gw.GatewayError as error:
         return Outcome(job_id, error=error)
 
@@ -71,7 +74,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None)
             term=term,
         )
         return "requeued"
-    message = f"the cluster refused the TFJob: {error}"
+    message = f"the cluster refused the job's object: {error}"
     transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term)
     return "failed"
 
@@ -103,11 +106,11 @@ def send_all(
     if not job_ids:
         return {}
     rows = Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name")
-    manifests = {job_id: tfjob_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
+    manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
         outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode, term), job_ids))
     counts: dict[str, int] = {}
-    # The usual outcome, a created TFJob, is recorded for all jobs in one statement.
+    # The usual outcome, a created object, is recorded for all jobs in one statement.
     uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}
     transitions.created_many(uids)
     if uids:

@@ -13,13 +13,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from jobdash.cluster.gateway import ClusterGateway, PodInfo
+from jobdash.cluster import kinds
+from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Job, Namespace, State
 from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 
 log = logging.getLogger(__name__)
-COUNT_TFJOBS = "count/tfjobs.kubeflow.org"
 HISTORY_SIZE = 20  # finished runs per (namespace, shape) kept for duration estimates
 
 
@@ -44,9 +44,9 @@ class Observation:
 
     snapshot: Snapshot  # what plan() decides from
     pending: list[PendingRow]  # the queued jobs with their last written status (phase 4 writes changes only)
-    # The pods of the Released/Running jobs by (namespace, TFJob name), as the snapshot saw
+    # The pods of the Released/Running jobs by their object key, as the snapshot saw
     # them: publish counts their phases without asking the watch cache again.
-    active_pods: dict[tuple[str, str], list[PodInfo]]
+    active_pods: dict[ObjectKey, list[PodInfo]]
 
 
 class CycleCache:
@@ -84,7 +84,7 @@ class CycleCache:
         workload = Workload.from_json(workload_json)
         demand = workload.quota_demand()
         if drop_count:
-            demand.pop(COUNT_TFJOBS, None)
+            demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
         job = PendingJob(
             id=row["id"],
             namespace=row["namespace__name"],
@@ -122,7 +122,7 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
             "eta",
         )
     )
-    # In unsuspend mode the suspended TFJob already exists and counts in quota used.
+    # In unsuspend mode the suspended object already exists and counts in quota used.
     drop_count = release_mode == "unsuspend"
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
     stale = [row["id"] for row in rows if not cache.fresh(row, drop_count=drop_count)]
@@ -141,27 +141,40 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
     return result
 
 
-def _outstanding(workload: Workload, created: list[PodInfo], tfjob_exists: bool) -> dict[str, int]:
+def _outstanding(kind_key: str, workload: Workload, created: list[PodInfo], exists: bool) -> dict[str, int]:
     """Quota still to be charged for a released job: the pods not created yet (created pods
-    are in ResourceQuota used already), and the TFJob itself until it exists."""
+    are in ResourceQuota used already), and the object itself until it exists."""
+    roles = [ps.role for ps in workload.pod_sets]
     made: dict[str, int] = defaultdict(int)
     for pod in created:
-        made[(pod.replica_type or "").lower()] += 1
+        made[kinds.pod_role(kind_key, pod, roles).lower()] += 1
     remaining = tuple(
         PodSet(ps.role, max(0, ps.count - made[ps.role.lower()]), ps.requests, ps.limits) for ps in workload.pod_sets
     )
     demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace, remaining).quota_demand()
-    if tfjob_exists:
-        demand.pop(COUNT_TFJOBS, None)
+    if exists:
+        demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
     return {key: amount for key, amount in demand.items() if amount}
 
 
-def _unbound_placements(placement, created: list[PodInfo]) -> tuple:
-    """Planned pods that no node has charged yet: those not bound (bound pods are in allocated)."""
+def _unbound_placements(kind_key: str, workload: Workload, placement, created: list[PodInfo]) -> tuple:
+    """Planned pods that no node has charged yet: as many of each role's planned pods as
+    its pods are not bound (bound pods are in allocated). By count, not by pod index: not
+    every kind numbers its pods the way the planner does."""
     if not placement:
         return ()
-    bound = {((p.replica_type or "").lower(), p.replica_index) for p in created if p.node_name and not p.terminated}
-    return tuple((role, index, node) for role, index, node in placement if (role.lower(), index) not in bound)
+    roles = [ps.role for ps in workload.pod_sets]
+    bound: dict[str, int] = defaultdict(int)
+    for pod in created:
+        if pod.node_name and not pod.terminated:
+            bound[kinds.pod_role(kind_key, pod, roles).lower()] += 1
+    unbound = []
+    for role, index, node in placement:
+        if bound[role.lower()] > 0:
+            bound[role.lower()] -= 1
+        else:
+            unbound.append((role, index, node))
+    return tuple(unbound)
 
 
 def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
@@ -262,41 +275,46 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
     namespaces = list(Namespace.objects.values_list("name", "weight", "policy"))
     managed = {name: weight for name, weight, _ in namespaces}
     rows = pending_rows(cache, release_mode=release_mode)
-    # The cache keeps finished pods and TFJobs until they are deleted: read only the live
-    # pods (node usage) and the pods and TFJobs of released jobs, not all of them.
+    # The cache keeps finished pods and objects until they are deleted: read only the live
+    # pods (node usage) and the pods and objects of released jobs, not all of them.
     live_pods = gateway.live_pods()
 
     in_flight, running = [], []
     active = list(
         Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-            "id", "namespace__name", "name", "state", "placement", "released_at", "started_at"
+            "id", "namespace__name", "name", "kind", "api_version", "state", "placement", "released_at", "started_at"
         )
     )
-    active_keys = {(row["namespace__name"], row["name"]) for row in active}
-    released = {(row["namespace__name"], row["name"]) for row in active if row["state"] == State.RELEASED}
-    by_job = gateway.pods_of_jobs(active_keys)  # the released jobs' for the snapshot, all for publish
-    tfjobs = {key for key in released if gateway.tfjob(*key) is not None}
+    keys = {
+        row["id"]: kinds.object_key(row["api_version"], row["kind"], row["namespace__name"], row["name"])
+        for row in active
+    }
+    by_job = gateway.pods_of_jobs(keys.values())  # the released jobs' for the snapshot, all for publish
+    exists = {
+        keys[row["id"]] for row in active if row["state"] == State.RELEASED and gateway.job_object(keys[row["id"]])
+    }
     recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
     workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
     workloads.update(_workloads((row["id"] for row in active), workloads))
     cache.workloads = workloads
     for row in active:
-        key = (row["namespace__name"], row["name"])
+        key = keys[row["id"]]
+        namespace = row["namespace__name"]
         workload = workloads[row["id"]]
         if row["state"] == State.RELEASED:
             created = [p for p in by_job.get(key, ()) if not p.deleting]
             in_flight.append(
                 InFlightJob(
                     id=row["id"],
-                    namespace=key[0],
+                    namespace=namespace,
                     workload=workload,
-                    placements=_unbound_placements(row["placement"], created),
-                    outstanding=_outstanding(workload, created, key in tfjobs),
+                    placements=_unbound_placements(key[0], workload, row["placement"], created),
+                    outstanding=_outstanding(key[0], workload, created, key in exists),
                     released_at=epoch(row["released_at"]) or now,
                 )
             )
         else:
-            running.append(RunningJob(row["id"], key[0], workload, started_at=epoch(row["started_at"]) or now))
+            running.append(RunningJob(row["id"], namespace, workload, started_at=epoch(row["started_at"]) or now))
 
     snapshot = Snapshot(
         now=now,

@@ -1,14 +1,14 @@
 """Follow released jobs in the cluster until they finish, from the gateway's watch cache.
 
-- Released -> Running once every pod of the gang runs (the operator's Running condition
-  alone is not enough: it is set as soon as one Worker runs);
-- -> Succeeded / Failed from the TFJob's conditions;
-- a TFJob deleted behind our back -> Failed, after a direct read confirms it (the cache
+- Released -> Running once every pod of the gang runs (a controller's Running condition
+  alone is not enough: the training-operator sets it as soon as one Worker runs);
+- -> Succeeded / Failed from the object's status, as its kind's adapter reads it;
+- an object deleted behind our back -> Failed, after a direct read confirms it (the cache
   may lag a create);
 - start timeout: Released but not Running for too long -> taken back (deleted, or
   re-suspended in unsuspend mode), requeued with exponential backoff, Failed after the
   attempt limit. This breaks a node-level deadlock the planner did not foresee;
-- cancelled jobs: their TFJob is deleted;
+- cancelled jobs: their object is deleted;
 - requeue requested by an operator (jobs.services.job_requeue): taken back like a start
   timeout, then Queued again with a short backoff, attempts unchanged.
 """
@@ -24,6 +24,7 @@ from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import transitions
@@ -39,19 +40,19 @@ class TrackerSettings:
     backoff_s: float
 
 
-def _take_back(gateway: gw.ClusterGateway, namespace: str, name: str, mode: str, term: int | None) -> None:
+def _take_back(gateway: gw.ClusterGateway, key: gw.ObjectKey, mode: str, term: int | None) -> None:
     """Fenced by the term like every write of ours (the webhook refuses a deposed leader's
     update; a delete removes only the version it stamped). Called after the job's own
     transition committed under the term, so a deposed leader stops at that step."""
     if mode == "unsuspend":
-        gateway.set_suspended(namespace, name, True, term)
+        gateway.set_suspended(key, True, term)
     else:
-        gateway.delete_tfjob(namespace, name, term)
+        gateway.delete_job_object(key, term)
 
 
-def _gone(gateway: gw.ClusterGateway, namespace: str, name: str, job_id: int) -> bool:
+def _gone(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int) -> bool:
     try:
-        return gateway.read_tfjob(namespace, name).job_id != job_id
+        return gateway.read_job_object(key).job_id != job_id
     except gw.NotFound:
         return True
 
@@ -60,37 +61,41 @@ def track(
     gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int] | None = None, *, term: int | None = None
 ) -> dict[str, int]:
     """One pass. `settled`, kept by the caller between passes, remembers the jobs whose
-    TFJobs need no look any more (their jobs finished other than cancelled: for good)."""
+    objects need no look any more (their jobs finished other than cancelled: for good)."""
     now = timezone.now()
     counts: dict[str, int] = defaultdict(int)
-    tfjobs = gateway.tfjobs_by_key()
-    running_pods: dict[tuple[str, str], int] = defaultdict(int)
-    for pod in gateway.live_pods():  # Running pods are live
-        if pod.job_name and pod.phase == "Running" and not pod.deleting:
-            running_pods[(pod.namespace, pod.job_name)] += 1
-
-    jobs = Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-        "id",
-        "namespace__name",
-        "name",
-        "state",
-        "released_at",
-        "tfjob_uid",
-        "attempts",
-        "requeue_requested_at",
-        gang=KT("workload__pods"),
+    objects = gateway.job_objects_by_key()
+    jobs = list(
+        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
+            "id",
+            "namespace__name",
+            "name",
+            "kind",
+            "api_version",
+            "state",
+            "released_at",
+            "object_uid",
+            "attempts",
+            "requeue_requested_at",
+            gang=KT("workload__pods"),
+        )
     )
+    keys = {
+        job["id"]: kinds.object_key(job["api_version"], job["kind"], job["namespace__name"], job["name"])
+        for job in jobs
+    }
+    pods = gateway.pods_of_jobs(keys.values())
     moves = _Moves(term)
     for job in jobs:
-        key = (job["namespace__name"], job["name"])
-        info = tfjobs.get(key)
+        key = keys[job["id"]]
+        running = sum(1 for pod in pods.get(key, ()) if pod.phase == "Running" and not pod.deleting)
         try:
-            counts[_follow(gateway, config, job, key, info, running_pods[key], now, moves, term)] += 1
+            counts[_follow(gateway, config, job, key, objects.get(key), running, now, moves, term)] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
             log.warning("tracking job %s: %s", job["id"], error)
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, tfjobs.values(), settled, term)
+    counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term)
     return dict(counts)
 
 
@@ -113,34 +118,34 @@ def _follow(
     gateway: gw.ClusterGateway,
     config: TrackerSettings,
     job: Mapping[str, Any],
-    key: tuple[str, str],
-    info: gw.TFJobInfo | None,
+    key: gw.ObjectKey,
+    info: gw.JobObject | None,
     pods_running: int,
     now: datetime,
     moves: _Moves,
     term: int | None = None,
 ) -> str:
-    job_id, state = job["id"], job["state"]
+    job_id, state, what = job["id"], job["state"], job["kind"]
     if info is None or info.job_id != job_id:
-        if not job["tfjob_uid"]:
+        if not job["object_uid"]:
             return "creating"  # release in progress, or interrupted: reconcile finishes it
-        if not _gone(gateway, key[0], key[1], job_id):
+        if not _gone(gateway, key, job_id):
             return "cache-lag"
         transitions.fail(
-            job_id, "the TFJob was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING), term=term
+            job_id, f"the {what} was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING), term=term
         )
         return "deleted"
-    if info.condition == "Succeeded":
-        moves.finished.append((job_id, State.SUCCEEDED, "the TFJob succeeded", state == State.RELEASED))
+    if info.phase == "Succeeded":
+        moves.finished.append((job_id, State.SUCCEEDED, f"the {what} succeeded", state == State.RELEASED))
         return "succeeded"
-    if info.condition == "Failed":
+    if info.phase == "Failed":
         moves.finished.append(
-            (job_id, State.FAILED, f"the TFJob failed: {info.message}".rstrip(": "), state == State.RELEASED)
+            (job_id, State.FAILED, f"the {what} failed: {info.message}".rstrip(": "), state == State.RELEASED)
         )
         return "failed"
     if job["requeue_requested_at"] is not None:
         # The job's transition first, under the term (a deposed leader stops here), then
-        # the object. A short backoff, as after a start timeout: a deleted TFJob may still
+        # the object. A short backoff, as after a start timeout: a deleted object may still
         # be going away.
         if transitions.requeue_on_request(
             job_id,
@@ -148,7 +153,7 @@ def _follow(
             backoff_until=transitions.backoff(config.backoff_s, 0),
             term=term,
         ):
-            _take_back(gateway, key[0], key[1], config.release_mode, term)
+            _take_back(gateway, key, config.release_mode, term)
         return "requeued"
     if state == State.RUNNING:
         return "running"
@@ -166,7 +171,7 @@ def _follow(
     # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
         if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term):
-            _take_back(gateway, key[0], key[1], config.release_mode, term)
+            _take_back(gateway, key, config.release_mode, term)
         return "gave-up"
     if transitions.requeue(
         job_id,
@@ -175,19 +180,19 @@ def _follow(
         count_attempt=True,
         term=term,
     ):
-        _take_back(gateway, key[0], key[1], config.release_mode, term)
+        _take_back(gateway, key, config.release_mode, term)
     return "timed-out"
 
 
 def _delete_cancelled(
-    gateway: gw.ClusterGateway, tfjobs, settled: set[int] | None = None, term: int | None = None
+    gateway: gw.ClusterGateway, objects, settled: set[int] | None = None, term: int | None = None
 ) -> int:
-    ours = {t.job_id: t for t in tfjobs if t.job_id is not None and not t.deleting}
+    ours = {o.job_id: o for o in objects if o.job_id is not None and not o.deleting}
     if settled is None:
         settled = set()
     else:
-        settled.intersection_update(ours)  # forget TFJobs that are gone
-    # Finished TFJobs stay in the cluster until someone removes them: without `settled`
+        settled.intersection_update(ours)  # forget objects that are gone
+    # Finished objects stay in the cluster until someone removes them: without `settled`
     # every pass would ask the database about all of them.
     unknown = [job_id for job_id in ours if job_id not in settled]
     if not unknown:
@@ -202,5 +207,5 @@ def _delete_cancelled(
         else:
             settled.add(job_id)  # Succeeded and Failed are final
     for job_id in cancelled:
-        gateway.delete_tfjob(ours[job_id].namespace, ours[job_id].name, term)
+        gateway.delete_job_object(ours[job_id].key, term)
     return len(cancelled)

@@ -88,7 +88,7 @@ def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int
                 message="",
                 eta=None,
                 backoff_until=None,
-                tfjob_uid="",
+                object_uid="",
             ),
         )
         bulk.insert_events(
@@ -98,12 +98,12 @@ def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int
 
 
 def created(job_id: int, uid: str) -> None:
-    Job.objects.filter(pk=job_id, state__in=(State.RELEASED, State.RUNNING)).update(tfjob_uid=uid)
+    Job.objects.filter(pk=job_id, state__in=(State.RELEASED, State.RUNNING)).update(object_uid=uid)
 
 
 def created_many(uids: dict[int, str]) -> None:
     """`created` for many jobs in one UPDATE (a CASE on the id)."""
-    bulk.update_rows(Job, uids.items(), ["tfjob_uid"], only_states=(State.RELEASED, State.RUNNING))
+    bulk.update_rows(Job, uids.items(), ["object_uid"], only_states=(State.RELEASED, State.RUNNING))
 
 
 def move_many(
@@ -144,7 +144,7 @@ def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, bac
         backoff_until=backoff_until,
         released_at=None,
         placement=None,
-        tfjob_uid="",
+        object_uid="",
         reason="BackingOff",
         message=note,
         requeue_requested_at=None,
@@ -160,7 +160,7 @@ def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: b
 
 
 def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term: int | None = None) -> bool:
-    """An operator's requeue (jobs.services.job_requeue) once the TFJob has been taken back:
+    """An operator's requeue (jobs.services.job_requeue) once its object has been taken back:
     Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
     return _back_to_queue(
         job_id,
@@ -224,7 +224,7 @@ def fail(
 
 
 def mark_released(job_id: int, term: int | None, note: str) -> bool:
-    """A TFJob of ours exists while the row says Queued (the release committed in the
+    """An object of ours exists while the row says Queued (the release committed in the
     cluster but not here): make the database agree with the cluster."""
     return _fenced_compare_and_set(
         job_id,

@@ -46,3 +46,17 @@ class NotFound(JobdashError):
 
 class Conflict(JobdashError):
     status = 409
+
+
+class ClusterUnavailable(JobdashError):
+    """Something the submission needs from the cluster (a TrainJob's runtime) could not be read."""
+
+    status = 503
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+
+    @property
+    def problems(self) -> list[FieldProblem]:
+        return [FieldProblem(self.path, self.message)]

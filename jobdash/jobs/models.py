@@ -35,7 +35,7 @@ class Source(models.TextChoices):
 
 
 class Namespace(models.Model):
-    """A Kubernetes namespace whose TFJobs jobdash admits. Members may submit and see its jobs."""
+    """A Kubernetes namespace whose training jobs jobdash admits. Members may submit and see its jobs."""
 
     name = models.CharField(max_length=63, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="jobdash_namespaces")
@@ -91,12 +91,12 @@ class Job(models.Model):
     # A requeued job (start timeout, transient release failure) waits until then.
     backoff_until = models.DateTimeField(null=True, blank=True)
     # Written by the release: the leader's term (fencing token), where the planner put
-    # each pod, and the uid of the TFJob once the cluster has it.
+    # each pod, and the uid of the job's object once the cluster has it.
     leader_term = models.BigIntegerField(null=True, blank=True)
     placement = models.JSONField(null=True, blank=True)
-    tfjob_uid = models.CharField(max_length=64, blank=True)
+    object_uid = models.CharField(max_length=64, blank=True)
     # An operator asked to requeue a Released/Running job: the web process cannot touch
-    # the cluster, so the dispatcher's tracker takes the TFJob back and requeues it.
+    # the cluster, so the dispatcher's tracker takes the object back and requeues it.
     requeue_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -190,8 +190,8 @@ class ClusterState(models.Model):
     quotas = models.JSONField(default=dict)
     # [{"name", "allocatable", "allocated", "labels", "unschedulable"}], canonical integers
     nodes = models.JSONField(default=list)
-    # {"namespace/name": {"job": id, "replicas": {type: {phase: count}}}} of the TFJobs jobdash released, for the
-    # job page (pods of finished TFJobs stay while the cluster keeps them)
+    # {"namespace/name": {"job": id, "replicas": {type: {phase: count}}}} of the jobs jobdash released, for the
+    # job page (pods of finished jobs stay while the cluster keeps them)
     pods = models.JSONField(default=dict)
 
     class Meta:

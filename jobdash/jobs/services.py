@@ -5,15 +5,22 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 import queueing
+from jobdash.cluster import runtimes
+from queueing.names import assign_generated_name
 
 from . import selectors
-from .exceptions import Conflict, FieldProblem, InvalidInput, NotMember
+from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .signals import queue_changed
 from .storable import tree_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
 SYSTEM_ACTOR = "jobdash"
+
+
+def _runtimes() -> queueing.workload.RuntimeSource:
+    """Built per submission; it reaches the cluster only if the job refers to something."""
+    return runtimes.from_settings()
 
 
 def actor_name(user) -> str:
@@ -34,13 +41,24 @@ def validate_priority(value) -> int:
     return value
 
 
-def manifest_check(manifest: str | bytes) -> tuple[dict, queueing.Workload]:
-    """Parse and validate an untrusted manifest; no database access."""
+def manifest_check(manifest: str | bytes, *, namespace: str | None = None) -> tuple[dict, queueing.Workload]:
+    """Parse and validate an untrusted manifest; no database access. A name from
+    metadata.generateName is assigned here (as the API server would), and objects the job
+    refers to (a TrainJob's runtime) are read from the cluster, in `namespace` when the
+    manifest names none."""
     try:
-        document, workload = queueing.parse_job(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
+        document = queueing.load_document(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        if isinstance(metadata, dict):
+            if namespace and not metadata.get("namespace"):
+                metadata["namespace"] = namespace
+            assign_generated_name(document)
+        workload = queueing.workload_from_manifest(document, _runtimes())
     except queueing.ManifestError as error:
         problems = [FieldProblem(e.path, e.message) for e in error.errors]
         raise InvalidInput(problems, too_large=error.too_large) from None
+    except runtimes.RuntimeUnreadable as error:
+        raise ClusterUnavailable("spec.runtimeRef.name", f"{error}; try again") from None
     # Valid for the cluster, but the database must store it too (jsonb refuses NUL).
     found = tree_problem(document)
     if found is not None:
@@ -91,7 +109,7 @@ def job_submit(
     if source not in Source.values:
         raise ValueError(f"unknown source {source!r}")
     priority = validate_priority(priority)
-    parsed, workload = manifest_check(manifest)
+    parsed, workload = manifest_check(manifest, namespace=namespace)
     if isinstance(manifest, bytes):
         manifest = manifest.decode("utf-8")  # manifest_check proved it is UTF-8
     ns = _resolve_namespace(user, workload, namespace)
@@ -181,13 +199,13 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
     What is safe from the database alone is done here; what needs the cluster is a
     request the dispatcher carries out (the web process has no cluster gateway):
 
-    - Released or Running: the TFJob exists, so the job is only *marked*
+    - Released or Running: its object exists, so the job is only *marked*
       (`requeue_requested_at`, event `RequeueRequested`). The dispatcher's tracker then
-      takes the TFJob back as on a start timeout (deleted, or re-suspended in unsuspend
+      takes the object back as on a start timeout (deleted, or re-suspended in unsuspend
       mode) and moves the job to Queued with a short backoff (event `Requeued`), so the
-      next release cannot meet the old TFJob. If the TFJob finishes first, the finish wins.
+      next release cannot meet the old object. If the object finishes first, the finish wins.
     - Failed without having started (`started_at` empty: refused by the cluster, gave up
-      after the start timeout, or its TFJob was deleted): no TFJob of it runs, so it goes
+      after the start timeout, or its object was deleted): nothing of it runs, so it goes
       straight back to Queued with its attempts reset.
     - Queued, Succeeded, Cancelled, or Failed after running: 409. A finished run is
       resubmitted, not requeued, so its history stays as it was.
@@ -207,7 +225,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
                 _record(
                     job,
                     "RequeueRequested",
-                    f"requeue requested by {actor}{why}; the dispatcher takes the TFJob back",
+                    f"requeue requested by {actor}{why}; the dispatcher takes its object back",
                     actor,
                 )
     elif job.state == State.FAILED and job.started_at is None:
@@ -225,7 +243,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
                 finished_at=None,
                 released_at=None,
                 placement=None,
-                tfjob_uid="",
+                object_uid="",
                 leader_term=None,
                 requeue_requested_at=None,
                 position=None,
@@ -357,7 +375,7 @@ def job_submit_or_find(
         raise NamespaceNotManaged(namespace)
     text = manifest() if callable(manifest) else manifest
     if dry_run:
-        _, workload = manifest_check(text)
+        _, workload = manifest_check(text, namespace=namespace)
         if workload.name != name or (workload.namespace and workload.namespace != namespace):
             raise InvalidInput.at(
                 "metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}"

@@ -7,6 +7,11 @@ from tests.waiting import eventually  # noqa: F401 (re-exported for the dispatch
 JOBDASH = "system:serviceaccount:jobdash:jobdash"
 
 
+def tf(namespace: str, name: str) -> tuple[str, str, str]:
+    """The gateway's key of a TFJob."""
+    return ("tfjobs.kubeflow.org", namespace, name)
+
+
 def cluster_config(quota_cpu: str = "6", nodes: int = 2, node_cpu: str = "16", **extra) -> dict:
     return {
         "nodes": [{"prefix": "node", "count": nodes, "capacity": {"cpu": node_cpu, "memory": "64Gi", "pods": "110"}}],

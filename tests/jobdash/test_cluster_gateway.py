@@ -6,6 +6,7 @@ from kubernetes.client.exceptions import ApiException
 from jobdash.cluster import gateway as gw
 from jobdash.cluster.kube import KubeGateway, api_client, translate
 from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import tf
 from tests.waiting import wait_until
 
 JOBDASH = "system:serviceaccount:jobdash:jobdash"
@@ -61,8 +62,8 @@ def tfjob(name: str, workers: int = 2, cpu: str = "2", namespace: str = "team-a"
 
 def watch_is_live(gateway) -> None:
     """After the initial list, a new object can only reach the cache through the watch."""
-    gateway.create_tfjob(job_id=999, manifest=tfjob("probe", workers=1, cpu="100m", namespace="team-b"))
-    assert wait_until(lambda: gateway.tfjob("team-b", "probe") is not None)
+    gateway.create_job_object(job_id=999, manifest=tfjob("probe", workers=1, cpu="100m", namespace="team-b"))
+    assert wait_until(lambda: gateway.job_object(tf("team-b", "probe")) is not None)
 
 
 @pytest.fixture
@@ -97,88 +98,91 @@ def test_reads_quotas_and_nodes_in_canonical_units(gateway):
 
 
 def test_create_labels_the_tfjob_and_is_idempotent_for_the_same_job(sim, gateway):
-    info = gateway.create_tfjob(job_id=41, manifest=tfjob("train"))
+    info = gateway.create_job_object(job_id=41, manifest=tfjob("train"))
     assert (info.namespace, info.name, info.job_id) == ("team-a", "train", 41)
     stored = sim.cluster.tfjob("team-a", "train")
     assert stored["metadata"]["labels"] == {"team": "vision", gw.JOB_ID_LABEL: "41", gw.MANAGED_LABEL: "true"}
     # a retry (or a new leader after a crash) lands on the same object
-    again = gateway.create_tfjob(job_id=41, manifest=tfjob("train"))
+    again = gateway.create_job_object(job_id=41, manifest=tfjob("train"))
     assert again.uid == info.uid
-    assert wait_until(lambda: gateway.tfjob("team-a", "train") is not None)
-    assert gateway.tfjob("team-a", "train").job_id == 41
+    assert wait_until(lambda: gateway.job_object(tf("team-a", "train")) is not None)
+    assert gateway.job_object(tf("team-a", "train")).job_id == 41
     attempts = [a for a in sim.cluster.audit if a["name"] == "train"]
     assert [a["code"] for a in attempts] == [201, 409]  # created once; the retry was refused, not duplicated
     assert {a["user"] for a in attempts} == {JOBDASH}
 
 
 def test_a_foreign_tfjob_of_the_same_name_is_already_exists(gateway):
-    gateway.create_tfjob(job_id=1, manifest=tfjob("shared"))
+    gateway.create_job_object(job_id=1, manifest=tfjob("shared"))
     with pytest.raises(gw.AlreadyExists, match="belongs to job 1"):
-        gateway.create_tfjob(job_id=2, manifest=tfjob("shared"))
+        gateway.create_job_object(job_id=2, manifest=tfjob("shared"))
 
 
 def test_pods_show_up_in_the_cache_with_requests_and_owner(sim, gateway):
-    gateway.create_tfjob(job_id=7, manifest=tfjob("gang", workers=3, cpu="1"))
+    gateway.create_job_object(job_id=7, manifest=tfjob("gang", workers=3, cpu="1"))
     sim.advance(0.5)
     sim.advance(2.0)
-    gang = lambda: [p for p in gateway.pods() if p.job_name == "gang"]  # noqa: E731
+    gang = lambda: gateway.pods_of_jobs([tf("team-a", "gang")])[tf("team-a", "gang")]  # noqa: E731
     assert wait_until(lambda: len(gang()) == 3), "the operator's pods never reached the cache"
     pods = gang()
-    assert {p.replica_index for p in pods} == {0, 1, 2}
+    assert {p.name for p in pods} == {f"gang-worker-{i}" for i in range(3)}
     assert all(p.requests["cpu"] == 1000 and p.requests["memory"] == 2**30 for p in pods)
-    assert all(p.replica_type == "worker" for p in pods)
+    assert all(p.labels["training.kubeflow.org/replica-type"] == "worker" for p in pods)
+    assert {p.name for p in gateway.pods() if p.labels.get("training.kubeflow.org/job-name") == "gang"} == {
+        p.name for p in pods
+    }
 
 
 def test_suspend_and_resume(sim, gateway):
-    gateway.create_tfjob(job_id=3, manifest=tfjob("pausable"))
-    gateway.set_suspended("team-a", "pausable", True)
-    assert gateway.read_tfjob("team-a", "pausable").suspended
-    assert wait_until(lambda: gateway.tfjob("team-a", "pausable").suspended)
-    gateway.set_suspended("team-a", "pausable", False)
-    assert not gateway.read_tfjob("team-a", "pausable").suspended
+    gateway.create_job_object(job_id=3, manifest=tfjob("pausable"))
+    gateway.set_suspended(tf("team-a", "pausable"), True)
+    assert gateway.read_job_object(tf("team-a", "pausable")).suspended
+    assert wait_until(lambda: gateway.job_object(tf("team-a", "pausable")).suspended)
+    gateway.set_suspended(tf("team-a", "pausable"), False)
+    assert not gateway.read_job_object(tf("team-a", "pausable")).suspended
 
 
 def test_delete_and_delete_of_a_missing_tfjob(sim, gateway):
-    gateway.create_tfjob(job_id=5, manifest=tfjob("doomed"))
-    assert wait_until(lambda: gateway.tfjob("team-a", "doomed"))
-    gateway.delete_tfjob("team-a", "doomed")
-    gateway.delete_tfjob("team-a", "doomed")  # already gone: no error
-    assert wait_until(lambda: gateway.tfjob("team-a", "doomed") is None)
-    assert any(e.kind == "tfjob" and e.type == "DELETED" and e.name == "doomed" for e in gateway.events)
+    gateway.create_job_object(job_id=5, manifest=tfjob("doomed"))
+    assert wait_until(lambda: gateway.job_object(tf("team-a", "doomed")))
+    gateway.delete_job_object(tf("team-a", "doomed"))
+    gateway.delete_job_object(tf("team-a", "doomed"))  # already gone: no error
+    assert wait_until(lambda: gateway.job_object(tf("team-a", "doomed")) is None)
+    assert any(e.kind == "tfjobs.kubeflow.org" and e.type == "DELETED" and e.name == "doomed" for e in gateway.events)
     with pytest.raises(gw.NotFound):
-        gateway.read_tfjob("team-a", "doomed")
+        gateway.read_job_object(tf("team-a", "doomed"))
 
 
 def test_quota_on_tfjob_count_is_quota_exceeded(gateway):
     for i in range(3):
-        gateway.create_tfjob(job_id=100 + i, manifest=tfjob(f"count-{i}", workers=1, cpu="100m"))
+        gateway.create_job_object(job_id=100 + i, manifest=tfjob(f"count-{i}", workers=1, cpu="100m"))
     with pytest.raises(gw.QuotaExceeded, match="exceeded quota"):
-        gateway.create_tfjob(job_id=200, manifest=tfjob("count-3", workers=1, cpu="100m"))
+        gateway.create_job_object(job_id=200, manifest=tfjob("count-3", workers=1, cpu="100m"))
 
 
 def test_invalid_object_is_fatal(gateway):
     bad = tfjob("Not_Valid")
     with pytest.raises(gw.Fatal):
-        gateway.create_tfjob(job_id=9, manifest=bad)
+        gateway.create_job_object(job_id=9, manifest=bad)
 
 
 def test_transient_errors_are_retried_then_reported(sim, gateway):
     sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], status=429, times=2)
-    info = gateway.create_tfjob(job_id=11, manifest=tfjob("flaky"))  # 2 refusals, 3rd try passes
+    info = gateway.create_job_object(job_id=11, manifest=tfjob("flaky"))  # 2 refusals, 3rd try passes
     assert info.job_id == 11
     sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], status=503, error_rate=1.0)
     with pytest.raises(gw.Transient):
-        gateway.create_tfjob(job_id=12, manifest=tfjob("down"))
+        gateway.create_job_object(job_id=12, manifest=tfjob("down"))
 
 
 @pytest.mark.parametrize("abrupt", [False, True])
 def test_dropped_watches_reconnect_without_losing_changes(sim, gateway, abrupt):
-    tfjobs = gateway.informers["tfjob"]
+    tfjobs = gateway.informers["tfjobs.kubeflow.org"]
     watch_is_live(gateway)
     watches, reconnects = tfjobs.watches, tfjobs.reconnects
     assert sim.cluster.drop_watches(abrupt=abrupt) >= 1
-    gateway.create_tfjob(job_id=21, manifest=tfjob("after-drop"))
-    assert wait_until(lambda: gateway.tfjob("team-a", "after-drop") is not None)
+    gateway.create_job_object(job_id=21, manifest=tfjob("after-drop"))
+    assert wait_until(lambda: gateway.job_object(tf("team-a", "after-drop")) is not None)
     assert tfjobs.watches > watches
     if abrupt:
         assert tfjobs.reconnects > reconnects
@@ -186,17 +190,19 @@ def test_dropped_watches_reconnect_without_losing_changes(sim, gateway, abrupt):
 
 def test_watch_too_old_relists(sim, gateway):
     """Changes missed while the watch was down and then compacted away: 410 Gone, then a fresh list."""
-    tfjobs = gateway.informers["tfjob"]
+    tfjobs = gateway.informers["tfjobs.kubeflow.org"]
     watch_is_live(gateway)
     relists = tfjobs.relists
     # Keep the informer from re-watching for a while, change things, and compact the history.
     sim.cluster.faults.add(verbs=["watch"], resources=["tfjobs"], status=503, times=3)
     sim.cluster.drop_watches()
     for i in range(3):
-        gateway.create_tfjob(job_id=300 + i, manifest=tfjob(f"missed-{i}", workers=1, cpu="100m", namespace="team-b"))
+        gateway.create_job_object(
+            job_id=300 + i, manifest=tfjob(f"missed-{i}", workers=1, cpu="100m", namespace="team-b")
+        )
     sim.cluster.store.compact()
     assert wait_until(lambda: tfjobs.relists > relists, timeout=10)
-    assert {"missed-0", "missed-1", "missed-2"} <= {j.name for j in gateway.tfjobs()}
+    assert {"missed-0", "missed-1", "missed-2"} <= {j.name for j in gateway.job_objects()}
 
 
 def test_translate_maps_statuses():
@@ -213,3 +219,33 @@ def test_translate_maps_statuses():
     assert isinstance(translate(error(404, "NotFound")), gw.NotFound)
     for status in (0, 429, 500, 503, 504):
         assert isinstance(translate(error(status)), gw.Transient)
+
+
+def test_a_kind_the_cluster_does_not_serve_syncs_empty_and_is_looked_at_again(monkeypatch):
+    """A cluster without JobSet's or Trainer's CRDs answers 404: the dispatcher still starts,
+    and a CRD installed later is picked up without a restart."""
+    from jobdash.cluster import informer as informer_module
+    from jobdash.cluster.informer import Informer
+
+    monkeypatch.setattr(informer_module, "NOT_SERVED_RETRY_S", 0.05)
+    served = {"yes": False}
+
+    class Response:
+        status, reason = 200, "OK"
+        data = b'{"items": [{"metadata": {"namespace": "a", "name": "x"}}], "metadata": {"resourceVersion": "5"}}'
+
+    def list_call(watch=False, **kwargs):
+        if not served["yes"]:
+            raise ApiException(status=404, reason="the server could not find the requested resource")
+        if watch:
+            raise ApiException(status=500, reason="no watch in this test")
+        return Response()
+
+    cache = Informer("jobsets.jobset.x-k8s.io", list_call, lambda obj: obj["metadata"]["name"], lambda *a: None)
+    cache.start()
+    try:
+        assert cache.wait_synced(5) and cache.items() == [] and not cache.served
+        served["yes"] = True
+        assert wait_until(lambda: cache.items() == ["x"], 5) and cache.served
+    finally:
+        cache.stop()

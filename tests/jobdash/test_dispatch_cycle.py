@@ -9,7 +9,7 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import ClusterState, Cycle, Job, State
 
-from .dispatch_support import eventually, manifest, settings
+from .dispatch_support import eventually, manifest, settings, tf
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +42,7 @@ def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
     result = dispatcher.cycle(term)
     assert (result.pending, result.admitted, result.released) == (1, 1, {"created": 1})
     job.refresh_from_db()
-    assert job.state == State.RELEASED and job.leader_term == 1 and job.tfjob_uid
+    assert job.state == State.RELEASED and job.leader_term == 1 and job.object_uid
     assert len(job.placement) == 2  # a node for each pod
     tfjob = sim.cluster.tfjob("team-a", "mnist")
     assert tfjob["metadata"]["labels"]["jobdash.io/job-id"] == str(job.pk)
@@ -130,7 +130,7 @@ def test_start_timeout_takes_back_requeues_then_gives_up(user, sim, gateway, ter
     assert job.state == State.QUEUED and job.attempts == 1 and job.reason == "BackingOff"
     assert "taken back" in job.message
     eventually(lambda: sim.cluster.tfjob("team-a", "stuck") is None, message="TFJob not deleted")
-    eventually(lambda: gateway.tfjob("team-a", "stuck") is None)
+    eventually(lambda: gateway.job_object(tf("team-a", "stuck")) is None)
     dispatcher.cycle(term)  # second attempt, second timeout: the limit
     eventually(lambda: (dispatcher.track(), state(job))[1] == State.FAILED, message="never gave up")
     job.refresh_from_db()
@@ -142,7 +142,7 @@ def test_cancelling_a_released_job_deletes_its_tfjob(user, sim, gateway, term):
     job = submit(user, "to-cancel")
     dispatcher = Dispatcher(gateway, settings())
     dispatcher.cycle(term)
-    eventually(lambda: gateway.tfjob("team-a", "to-cancel") is not None)
+    eventually(lambda: gateway.job_object(tf("team-a", "to-cancel")) is not None)
     services.job_cancel(job_id=job.pk, user=user)
     dispatcher.cycle(term)
     eventually(lambda: sim.cluster.tfjob("team-a", "to-cancel") is None, message="TFJob of a cancelled job kept")
@@ -153,9 +153,9 @@ def test_a_tfjob_deleted_behind_our_back_fails_the_job(user, sim, gateway, term)
     job = submit(user, "vanishing")
     dispatcher = Dispatcher(gateway, settings())
     dispatcher.cycle(term)
-    eventually(lambda: gateway.tfjob("team-a", "vanishing") is not None)
-    gateway.delete_tfjob("team-a", "vanishing")
-    eventually(lambda: gateway.tfjob("team-a", "vanishing") is None)
+    eventually(lambda: gateway.job_object(tf("team-a", "vanishing")) is not None)
+    gateway.delete_job_object(tf("team-a", "vanishing"))
+    eventually(lambda: gateway.job_object(tf("team-a", "vanishing")) is None)
     dispatcher.cycle(term)
     job.refresh_from_db()
     assert job.state == State.FAILED and "deleted outside jobdash" in job.message
@@ -167,21 +167,21 @@ def test_reconcile_resends_a_release_interrupted_after_the_claim(user, sim, gate
     counts = Dispatcher(gateway, settings()).reconcile(term)
     assert counts == {"resent": 1, "adopted": 0}
     job.refresh_from_db()
-    assert job.state == State.RELEASED and job.tfjob_uid
+    assert job.state == State.RELEASED and job.object_uid
     # and again (a second leader start, once its cache has the TFJob): nothing more is created
-    eventually(lambda: gateway.tfjob("team-a", "interrupted") is not None)
+    eventually(lambda: gateway.job_object(tf("team-a", "interrupted")) is not None)
     assert Dispatcher(gateway, settings()).reconcile(term) == {"resent": 0, "adopted": 0}
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "interrupted"] == [201]
 
 
 def test_reconcile_adopts_a_tfjob_created_before_the_claim_stuck(user, sim, gateway, term):
     job = submit(user, "adopted")
-    gateway.create_tfjob(job_id=job.pk, manifest=Job.objects.get(pk=job.pk).parsed)  # then the crash
-    eventually(lambda: gateway.tfjob("team-a", "adopted") is not None)
+    gateway.create_job_object(job_id=job.pk, manifest=Job.objects.get(pk=job.pk).parsed)  # then the crash
+    eventually(lambda: gateway.job_object(tf("team-a", "adopted")) is not None)
     counts = Dispatcher(gateway, settings()).reconcile(term)
     assert counts == {"resent": 0, "adopted": 1}
     job.refresh_from_db()
-    assert job.state == State.RELEASED and job.tfjob_uid
+    assert job.state == State.RELEASED and job.object_uid
     Dispatcher(gateway, settings()).cycle(term)
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "adopted"] == [201]
 
@@ -303,11 +303,11 @@ def test_a_claim_stranded_without_its_tfjob_is_resent_by_the_next_cycles(user, t
     patient = Dispatcher(gateway, settings(repair_after_s=60.0))
     patient.cycle(term)
     with pytest.raises(NotFound):  # too young to be called stranded: not sent yet
-        gateway.read_tfjob("team-a", "stranded")
-    assert Job.objects.get(pk=job.pk).tfjob_uid == ""
+        gateway.read_job_object(tf("team-a", "stranded"))
+    assert Job.objects.get(pk=job.pk).object_uid == ""
     dispatcher = Dispatcher(gateway, settings(repair_after_s=0.0, reconcile_every=1000))  # the cheap path
     dispatcher.cycle(term)
     stored = Job.objects.get(pk=job.pk)
-    assert stored.state == State.RELEASED and stored.tfjob_uid and stored.attempts == 0
-    eventually(lambda: gateway.tfjob("team-a", "stranded") is not None, timeout=5)
-    assert gateway.tfjob("team-a", "stranded").job_id == job.pk
+    assert stored.state == State.RELEASED and stored.object_uid and stored.attempts == 0
+    eventually(lambda: gateway.job_object(tf("team-a", "stranded")) is not None, timeout=5)
+    assert gateway.job_object(tf("team-a", "stranded")).job_id == job.pk

@@ -1,51 +1,64 @@
-"""The cycle publishes the pod phases of jobdash's TFJobs per replica type (for the job page)."""
+"""The cycle publishes the pod phases of jobdash's jobs per role (for the job page)."""
 
 import pytest
 
-from jobdash.cluster.gateway import PodInfo, TFJobInfo
+from jobdash.cluster.gateway import JobObject, PodInfo
 from jobdash.dispatch.publish import pod_phases, publish
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
 
+TF = "tfjobs.kubeflow.org"
+BATCH = "jobs.batch"
 
-def pod(name, job, role, phase="Running", deleting=False, namespace="team-a"):
+
+def pod(
+    name, role=None, phase="Running", deleting=False, namespace="team-a", label="training.kubeflow.org/replica-type"
+):
     return PodInfo(
         namespace=namespace,
         name=name,
         phase=phase,
         node_name="n1",
-        job_name=job,
-        replica_type=role,
-        replica_index=0,
+        labels={label: role} if role else {},
         requests={},
         deleting=deleting,
     )
 
 
-def tfjob(name, job_id, namespace="team-a"):
-    return TFJobInfo(
-        namespace=namespace, name=name, uid="u", job_id=job_id, suspended=False, condition="Running", message=""
+def job_object(kind, name, job_id, namespace="team-a"):
+    return JobObject(
+        kind=kind, namespace=namespace, name=name, uid="u", job_id=job_id, suspended=False, phase="Running", message=""
     )
 
 
-def test_counts_per_job_replica_and_phase():
-    tfjobs = {("team-a", "mnist"): tfjob("mnist", 7), ("team-a", "theirs"): tfjob("theirs", None)}
-    pods = [
-        pod("w0", "mnist", "worker"),
-        pod("w1", "mnist", "worker"),
-        pod("w2", "mnist", "worker", "Pending"),
-        pod("ps0", "mnist", "ps", "Succeeded"),
-        pod("w3", "mnist", "worker", deleting=True),
-        pod("x", "theirs", "worker"),  # a TFJob not released by jobdash
-        pod("y", None, None),  # not a TFJob's pod
-        pod("z", "mnist", "worker", namespace="team-b"),  # same name, other namespace: another TFJob
-    ]
-    assert pod_phases(pods, tfjobs) == {
+def test_counts_per_job_role_and_phase():
+    mnist, theirs = (TF, "team-a", "mnist"), (TF, "team-a", "theirs")
+    objects = {mnist: job_object(TF, "mnist", 7), theirs: job_object(TF, "theirs", None)}
+    pods_by_job = {
+        mnist: [
+            pod("w0", "worker"),
+            pod("w1", "worker"),
+            pod("w2", "worker", "Pending"),
+            pod("ps0", "ps", "Succeeded"),
+            pod("w3", "worker", deleting=True),
+        ],
+        theirs: [pod("x", "worker")],  # an object not released by jobdash
+        (TF, "team-b", "mnist"): [pod("z", "worker", namespace="team-b")],  # same name elsewhere: no object of ours
+    }
+    assert pod_phases(pods_by_job, objects) == {
         "team-a/mnist": {
             "job": 7,
             "replicas": {"worker": {"Running": 2, "Pending": 1, "Terminating": 1}, "ps": {"Succeeded": 1}},
         },
     }
+
+
+def test_a_kind_whose_pods_carry_no_role_label_counts_them_together():
+    trial = (BATCH, "team-a", "trial-1")
+    counts = pod_phases(
+        {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]}, {trial: job_object(BATCH, "trial-1", 3)}
+    )
+    assert counts == {"team-a/trial-1": {"job": 3, "replicas": {"(unknown)": {"Running": 1, "Pending": 1}}}}
 
 
 @pytest.mark.django_db

@@ -1,0 +1,89 @@
+"""The job kinds jobdash manages, as the cluster side sees them: queueing's adapters
+(one per kind) give the API resource, where suspend lives, how pods are labelled and how
+status reads; everything here is generic over them. The official client's
+CustomObjectsApi serves any resource by group, version and plural (batch/v1 Jobs too), so
+one generic client does for every kind: adding a kind is its adapter in queueing/kinds/."""
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import queueing  # noqa: F401  (registers every kind's adapter)
+from queueing.workload import BY_KEY, JobAdapter, adapter_for, read_path, resource_key
+
+from .gateway import ObjectKey, PodInfo
+
+
+def adapters() -> list[JobAdapter]:
+    return list(BY_KEY.values())
+
+
+def keys() -> list[str]:
+    return list(BY_KEY)
+
+
+def adapter(kind_key: str) -> JobAdapter:
+    return BY_KEY[kind_key]
+
+
+def key_of(api_version: str, kind: str) -> str:
+    """The kind key of a job stored with this apiVersion and kind ("tfjobs.kubeflow.org")."""
+    found = adapter_for(api_version, kind)
+    if found is None:
+        raise KeyError(f"jobdash does not manage {kind} ({api_version})")
+    return resource_key(found)
+
+
+def count_key(api_version: str, kind: str) -> str:
+    """The ResourceQuota key that counts objects of this kind ("count/tfjobs.kubeflow.org")."""
+    return f"count/{key_of(api_version, kind)}"
+
+
+def object_key(api_version: str, kind: str, namespace: str, name: str) -> ObjectKey:
+    return (key_of(api_version, kind), namespace, name)
+
+
+def group_version_plural(kind_key: str) -> tuple[str, str, str]:
+    found = BY_KEY[kind_key]
+    group, _, version = found.api_version.rpartition("/")
+    return group, version, found.plural
+
+
+def display_name(kind_key: str) -> str:
+    return BY_KEY[kind_key].kind
+
+
+def pod_labels() -> frozenset[str]:
+    """The labels the watch cache keeps of a pod: those naming its job and its role."""
+    return frozenset(label for a in adapters() for label in (a.pod_job_label, a.pod_role_label) if label)
+
+
+def job_label_keys() -> frozenset[str]:
+    return frozenset(a.pod_job_label for a in adapters())
+
+
+def pods_key(key: ObjectKey) -> tuple[str, str, str]:
+    """Where the watch cache files a job's pods: (the kind's job label, namespace, name)."""
+    kind_key, namespace, name = key
+    return (BY_KEY[kind_key].pod_job_label, namespace, name)
+
+
+def pod_role(kind_key: str, pod: PodInfo, roles: Iterable[str] = ()) -> str:
+    """The pod's group (a Workload pod set's role, compared without case). A kind whose
+    pods carry no role label has one group: its only role."""
+    label = BY_KEY[kind_key].pod_role_label
+    if label:
+        return pod.labels.get(label, "")
+    only = list(roles)
+    return only[0] if len(only) == 1 else ""
+
+
+def suspend_patch(kind_key: str, suspended: bool) -> dict[str, Any]:
+    """A merge patch setting the kind's suspend flag."""
+    patch: dict[str, Any] = suspended  # type: ignore[assignment]
+    for step in reversed(BY_KEY[kind_key].suspend_path):
+        patch = {step: patch}
+    return patch
+
+
+def is_suspended(kind_key: str, obj: Mapping[str, Any]) -> bool:
+    return read_path(obj, BY_KEY[kind_key].suspend_path) is True
