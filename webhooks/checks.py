@@ -18,7 +18,7 @@ def webhook_settings(app_configs=None, **kwargs):
         problems.append(
             Error(
                 "JOBDASH_WEBHOOK_MODE=suspend needs JOBDASH_RELEASE_MODE=unsuspend",
-                hint="the webhook leaves the TFJob in the cluster, suspended; release mode create would find it "
+                hint="the webhook leaves the job's object in the cluster, suspended; release mode create would find it "
                 "there and fail the job",
                 id="webhooks.E002",
             )

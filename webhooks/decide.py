@@ -1,18 +1,25 @@
 """The webhook's decision for one AdmissionRequest: pass, queue (deny), or queue (suspend).
 
-- Only CREATE of kubeflow.org TFJobs is acted on; everything else passes untouched.
-- Creations by jobdash's own identities (settings.JOBDASH_OWN_IDENTITIES) pass: they are
-  jobdash's releases.
-- Everyone else's TFJob is queued, idempotently by namespace and name
+- Only CREATE of a kind jobdash manages (one with an adapter in queueing's registry) is
+  acted on; everything else passes untouched. Nothing here names a kind: the adapter of
+  the request's kind says where its suspend flag lives, the request says what it is called.
+- Writes by jobdash's own identities (settings.JOBDASH_OWN_IDENTITIES) are its releases
+  and take-backs: they pass under the current leader term (the fence).
+- An object whose controller is itself a managed kind (a JobSet's Jobs, a TrainJob's
+  JobSet, an MPIJob's launcher Job) passes: its parent went through the queue (Kueue does
+  the same).
+- Everyone else's job is queued, idempotently by namespace and name
   (services.job_submit_or_find): Katib retries a refused create until it succeeds, and
-  every retry must land on the job the first attempt made.
+  every retry must land on the job the first attempt made. A create with only
+  metadata.generateName is named here, as the API server would name it (it runs mutating
+  admission before it generates names), and queued under that name.
   - deny: the object is stored as a Queued job (metadata kept: ownerReferences to the
     Katib Trial, labels, annotations) and the create is refused with a message naming the
-    job and its position. On release jobdash creates the TFJob from the stored object.
-  - suspend (training-operator >= 1.7): the create is allowed with a JSONPatch setting
-    spec.runPolicy.suspend and the jobdash.io/queued label; the job is bound to the
-    object by namespace and name, and release (mode unsuspend) resumes it.
-- A TFJob its creator suspended stays under its creator's control (both modes).
+    job and its position. On release jobdash creates the object from the stored one.
+  - suspend: the create is allowed with a JSONPatch setting the kind's suspend flag and
+    the jobdash.io/queued label (and metadata.name, when the webhook named it); the job is
+    bound to the object by namespace and name, and release (mode unsuspend) resumes it.
+- A job its creator suspended stays under its creator's control (both modes).
 - dryRun: the same verdict, nothing written, and nothing told about a job already stored
   under the name. A namespace jobdash does not manage passes.
 """
@@ -20,8 +27,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +37,11 @@ import yaml
 
 from jobdash.cluster.gateway import QUEUED_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import services
-from jobdash.jobs.exceptions import InvalidInput
-from jobdash.jobs.models import Fence, Job, Source, State
+from jobdash.jobs.exceptions import ClusterUnavailable, InvalidInput
+from jobdash.jobs.models import Fence, Job, Namespace, Source, State
+from queueing.errors import ManifestError
+from queueing.names import assign_generated_name
+from queueing.workload import JobAdapter, adapter_for, read_path
 
 from .review import AdmissionRequest
 
@@ -112,30 +123,50 @@ def _escape(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-def suspend_patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """JSONPatch: spec.runPolicy.suspend = true and the jobdash.io/queued label, creating
-    the parents that are missing (an `add` into a missing object fails)."""
-    patch: list[dict[str, Any]] = []
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        patch.append({"op": "add", "path": "/spec", "value": {"runPolicy": {"suspend": True}}})
-    elif not isinstance(spec.get("runPolicy"), dict):
-        patch.append({"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}})
-    else:
-        patch.append({"op": "add", "path": "/spec/runPolicy/suspend", "value": True})
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        patch.append({"op": "add", "path": "/metadata", "value": {"labels": {QUEUED_LABEL: "true"}}})
-    elif not isinstance(metadata.get("labels"), dict):
-        patch.append({"op": "add", "path": "/metadata/labels", "value": {QUEUED_LABEL: "true"}})
-    else:
-        patch.append({"op": "add", "path": f"/metadata/labels/{_escape(QUEUED_LABEL)}", "value": "true"})
+def _set_path(obj: Mapping[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """One JSONPatch `add` setting obj[path...] = value, creating the parents that are
+    missing or not objects (an `add` into a missing parent fails; onto a member, it replaces)."""
+    here: Any = obj
+    for depth, step in enumerate(path[:-1]):
+        child = here.get(step) if isinstance(here, Mapping) else None
+        if not isinstance(child, Mapping):
+            nested = value
+            for inner in reversed(path[depth + 1 :]):
+                nested = {inner: nested}
+            return {"op": "add", "path": "/" + "/".join(_escape(p) for p in path[: depth + 1]), "value": nested}
+        here = child
+    return {"op": "add", "path": "/" + "/".join(_escape(p) for p in path), "value": value}
+
+
+def suspend_patch(
+    obj: dict[str, Any], suspend_path: tuple[str, ...] = ("spec", "runPolicy", "suspend"), name: str = ""
+) -> list[dict[str, Any]]:
+    """JSONPatch: the kind's suspend flag (its adapter's suspend_path) = true and the
+    jobdash.io/queued label, creating the parents that are missing; with `name`, also
+    metadata.name (a name the webhook generated, so the API server keeps it)."""
+    patch = [_set_path(obj, suspend_path, True), _set_path(obj, ("metadata", "labels", QUEUED_LABEL), "true")]
+    if name:
+        patch.append(_set_path(obj, ("metadata", "name"), name))
     return patch
 
 
-def _suspended_by_creator(obj: dict[str, Any]) -> bool:
-    run_policy = (obj.get("spec") or {}).get("runPolicy") if isinstance(obj.get("spec"), dict) else None
-    return isinstance(run_policy, dict) and run_policy.get("suspend") is True
+def _suspended_by_creator(obj: dict[str, Any], adapter: JobAdapter) -> bool:
+    return read_path(obj, adapter.suspend_path) is True
+
+
+def _controlled_by_managed_kind(obj: dict[str, Any]) -> bool:
+    """Its controller (the ownerReference with controller: true) is an object of a kind
+    jobdash manages: a JobSet's Jobs, a TrainJob's JobSet, an MPIJob's launcher Job. The
+    parent was queued; its children run when it does. (Katib's Trial is no such kind: a
+    trial's job is queued.) The webhook cannot see the cluster: it takes the reference at
+    its word, as Kueue does; the garbage collector deletes a child whose owner is not there."""
+    metadata = obj.get("metadata")
+    references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    for reference in references if isinstance(references, list) else ():
+        if isinstance(reference, dict) and reference.get("controller") is True:
+            api_version, kind = reference.get("apiVersion"), reference.get("kind")
+            return isinstance(api_version, str) and isinstance(kind, str) and adapter_for(api_version, kind) is not None
+    return False
 
 
 def _position(job: Job, created: bool) -> str:
@@ -161,13 +192,25 @@ def _describe(job: Job, created: bool) -> str:
     if job.state == State.QUEUED:
         why = f": {job.message}" if job.message else ""
         return f"{label}, Queued, {_position(job, created)}{why}"
+    kind = _held_kind(job)
     if job.state == State.RELEASED:
-        return f"{label}, Released: jobdash is creating this TFJob in the cluster now"
-    return f"{label}, {job.state}: its TFJob is in the cluster"
+        return f"{label}, Released: jobdash is creating its {kind} in the cluster now"
+    return f"{label}, {job.state}: its {kind} is in the cluster"
+
+
+def _held_kind(job: Job) -> str:
+    """The kind of the job's object, from the stored manifest (fetched with the lookup)."""
+    kind = (job.parsed or {}).get("kind")
+    return kind if isinstance(kind, str) and kind else "object"
+
+
+def _same_kind(job: Job, obj: dict[str, Any]) -> bool:
+    parsed = job.parsed or {}
+    return (parsed.get("apiVersion"), parsed.get("kind")) == (obj.get("apiVersion"), obj.get("kind"))
 
 
 def _same_spec(job: Job, obj: dict[str, Any]) -> bool:
-    return (job.parsed or {}).get("spec") == obj.get("spec")
+    return _same_kind(job, obj) and (job.parsed or {}).get("spec") == obj.get("spec")
 
 
 def fence(request: AdmissionRequest) -> Decision:
@@ -198,31 +241,63 @@ def fence(request: AdmissionRequest) -> Decision:
     )
 
 
+@dataclass(frozen=True)
+class _Subject:
+    """What the messages name: the request's kind, namespace and name."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
 def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str]) -> Decision:
     if mode not in MODES:
         raise ValueError(f"JOBDASH_WEBHOOK_MODE is {mode!r}; expected one of {', '.join(MODES)}")
-    if request.username in own_identities and request.is_tfjob_write:
+    if request.username in own_identities and request.is_job_write:
         return fence(request)  # jobdash's own write: only under the current term
-    if not request.is_tfjob_create:
+    adapter = request.adapter
+    if adapter is None or not request.is_job_create:
         return ALLOW
     obj = request.object or {}
-    if _suspended_by_creator(obj):
+    if _controlled_by_managed_kind(obj):
+        return ALLOW  # a managed parent's child: the parent went through the queue
+    if _suspended_by_creator(obj, adapter):
         # Suspended by its creator: the creator decides when it runs. (Queued in deny mode,
         # it would be released suspended and never start.)
         return ALLOW
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}
-    name = metadata.get("name") or request.name
     namespace = request.namespace or metadata.get("namespace") or ""
+    name = metadata.get("name") or request.name
+    generated = ""
+    if not name and metadata.get("generateName"):
+        try:
+            generated = _generated_name(obj)
+        except ManifestError as error:
+            if not Namespace.objects.filter(name=namespace).exists():
+                return ALLOW  # not jobdash's namespace: the API server judges the prefix
+            problems = "; ".join(str(e) for e in error.errors)
+            return Decision(
+                allowed=False,
+                code=422,
+                reason="Invalid",
+                message=f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}",
+            )
+        name = generated
+        request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
     if not isinstance(name, str) or not name or not namespace:
         return Decision(
             allowed=False,
             code=422,
             reason="Invalid",
-            message="jobdash queues TFJobs by namespace and name: set metadata.name "
-            "(generateName is not supported, as retries could not find their job)",
+            message=f"jobdash queues each {request.kind} by namespace and name: set metadata.name or "
+            "metadata.generateName",
         )
+    subject = _Subject(request.kind, namespace, name)
     try:
         job, created = services.job_submit_or_find(
             namespace=namespace,
@@ -240,71 +315,93 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             allowed=False,
             code=413 if error.status == 413 else 422,
             reason="Invalid",
-            message=f"jobdash cannot queue TFJob {namespace}/{name}: {error.message}",
+            message=f"jobdash cannot queue {subject}: {error.message}",
+        )
+    except ClusterUnavailable as error:
+        # What the job refers to (a TrainJob's runtime) could not be read: the creator retries.
+        return Decision(
+            allowed=False,
+            code=503,
+            reason="ServiceUnavailable",
+            message=f"jobdash cannot queue {subject} now: {error.path}: {error.message}",
         )
     if created:
         log.info(
-            "webhook: %s/%s from %s queued as job %s (%s mode%s)",
-            namespace,
-            name,
+            "webhook: %s from %s queued as job %s (%s mode%s)",
+            subject,
             request.username,
             job.pk if job else "-",
             mode,
             ", dry run" if request.dry_run else "",
         )
     if mode == "deny":
-        decision = _deny_mode(job, created, namespace, name, obj)
+        decision = _deny_mode(job, created, subject, obj)
     else:
-        decision = _suspend_mode(job, created, namespace, name, obj)
+        patch = suspend_patch(obj, adapter.suspend_path, name=generated)
+        decision = _suspend_mode(job, created, subject, obj, patch)
     if request.dry_run and job is not None:
-        return _undisclosed(decision, namespace, name)
+        return _undisclosed(decision, subject)
     return decision
 
 
-def _undisclosed(decision: Decision, namespace: str, name: str) -> Decision:
+def _generated_name(obj: dict[str, Any]) -> str:
+    """The name the API server would give the object (metadata.generateName + 5 random
+    characters), checked by the kind's name rule; raises ManifestError."""
+    metadata = obj.get("metadata")
+    assert isinstance(metadata, dict)
+    shell = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": {**metadata, "name": ""}}
+    return assign_generated_name(shell)
+
+
+def _undisclosed(decision: Decision, subject: _Subject) -> Decision:
     """A dry run costs nothing and its answer is read by whoever asks: it says whether the
     create would pass, never which job holds the name, whose it is or where it waits."""
-    said = f"TFJob {namespace}/{name}: jobdash already holds a job of this name (dry run: nothing stored)"
+    said = f"{subject}: jobdash already holds a job of this name (dry run: nothing stored)"
     if decision.allowed:
         return Decision(allowed=True, patch=decision.patch, warnings=[said])
     return Decision(allowed=False, code=decision.code, reason=decision.reason, message=said)
 
 
-def _deny_mode(job: Job | None, created: bool, namespace: str, name: str, obj: dict[str, Any]) -> Decision:
+def _differs(job: Job, obj: dict[str, Any]) -> str:
+    if not _same_kind(job, obj):
+        return f"the name is held by a {_held_kind(job)}, not this {obj.get('kind')}"
+    return "this request's spec differs from the stored one"
+
+
+def _deny_mode(job: Job | None, created: bool, subject: _Subject, obj: dict[str, Any]) -> Decision:
     if job is None:  # dry run of a new job
         return Decision(
             allowed=False,
             code=403,
             reason="Forbidden",
-            message=f"TFJob {namespace}/{name} would be queued by jobdash (dry run: nothing stored)",
+            message=f"{subject} would be queued by jobdash (dry run: nothing stored)",
         )
     verb = "is queued by jobdash as" if created else "is held by"
-    message = f"TFJob {namespace}/{name} {verb} {_describe(job, created)}. "
+    message = f"{subject} {verb} {_describe(job, created)}. "
     if job.state == State.QUEUED:
         message += "jobdash creates it, with its metadata, when the namespace's quota allows. "
     if not created and not _same_spec(job, obj):
-        message += (
-            f"This request's spec differs from the stored one: cancel jobdash job #{job.pk} to queue it instead. "
-        )
+        differs = _differs(job, obj)
+        message += f"{differs[0].upper()}{differs[1:]}: cancel jobdash job #{job.pk} to queue it instead. "
     message += "Retries of this create land on the same job."
     return Decision(allowed=False, code=403, reason="Forbidden", message=message, job_id=job.pk)
 
 
-def _suspend_mode(job: Job | None, created: bool, namespace: str, name: str, obj: dict[str, Any]) -> Decision:
+def _suspend_mode(
+    job: Job | None, created: bool, subject: _Subject, obj: dict[str, Any], patch: list[dict[str, Any]]
+) -> Decision:
     if job is None:  # dry run of a new job
         return Decision(
             allowed=True,
-            patch=suspend_patch(obj),
-            warnings=[
-                f"jobdash would queue TFJob {namespace}/{name} and keep it suspended until it is released (dry run)"
-            ],
+            patch=patch,
+            warnings=[f"jobdash would queue {subject} and keep it suspended until it is released (dry run)"],
         )
     if job.state != State.QUEUED:
         return Decision(
             allowed=False,
             code=409,
             reason="AlreadyExists",
-            message=f"TFJob {namespace}/{name} belongs to {_describe(job, created)}",
+            message=f"{subject} belongs to {_describe(job, created)}",
             job_id=job.pk,
         )
     if job.source != Source.WEBHOOK:
@@ -312,7 +409,7 @@ def _suspend_mode(job: Job | None, created: bool, namespace: str, name: str, obj
             allowed=False,
             code=409,
             reason="AlreadyExists",
-            message=f"the name {namespace}/{name} is taken by {_describe(job, created)}; "
+            message=f"the name {subject.namespace}/{subject.name} is taken by {_describe(job, created)}; "
             "choose another name or cancel that job",
             job_id=job.pk,
         )
@@ -321,15 +418,15 @@ def _suspend_mode(job: Job | None, created: bool, namespace: str, name: str, obj
             allowed=False,
             code=409,
             reason="AlreadyExists",
-            message=f"TFJob {namespace}/{name} is queued as {_describe(job, created)} with a different spec; "
+            message=f"{subject} is queued as {_describe(job, created)}, but {_differs(job, obj)}; "
             f"cancel jobdash job #{job.pk} to queue this one",
             job_id=job.pk,
         )
     return Decision(
         allowed=True,
-        patch=suspend_patch(obj),
+        patch=patch,
         job_id=job.pk,
         warnings=[
-            f"queued by jobdash as {_describe(job, created)}; the TFJob stays suspended until jobdash releases it"
+            f"{subject} is queued by jobdash as {_describe(job, created)}; it stays suspended until jobdash releases it"
         ],
     )

@@ -1,7 +1,8 @@
 """AdmissionReview admission.k8s.io/v1: parse a request, render a response. No database.
 
 Only what the decision needs is read; a body that is not a well-formed AdmissionReview
-raises Malformed (the view answers 400 with its message, never a 500).
+raises Malformed (the view answers 400 with its message, never a 500). Which kinds jobdash
+manages is queueing's adapter registry (pure, no I/O): nothing here names a kind.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+import queueing  # noqa: F401  (registers every kind's adapter)
+from queueing.workload import JobAdapter, adapter_for
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -25,10 +29,10 @@ class Malformed(ValueError):
 class AdmissionRequest:
     uid: str
     operation: str
-    group: str
+    group: str  # request.kind: what the object is
     version: str
     kind: str
-    resource: str
+    resource: str  # request.resource: where it is written (its plural)
     sub_resource: str
     namespace: str
     name: str
@@ -36,25 +40,32 @@ class AdmissionRequest:
     groups: tuple[str, ...]
     dry_run: bool
     object: dict[str, Any] | None = field(repr=False)
+    resource_group: str = ""
+    resource_version: str = ""
 
     @property
-    def is_tfjob_write(self) -> bool:
-        """A CREATE or UPDATE of a TFJob itself (not a subresource such as status)."""
-        return (
-            self.operation in ("CREATE", "UPDATE")
-            and self.group == "kubeflow.org"
-            and self.kind == "TFJob"
-            and not self.sub_resource
-        )
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
-    def is_tfjob_create(self) -> bool:
-        return (
-            self.operation == "CREATE"
-            and self.group == "kubeflow.org"
-            and self.kind == "TFJob"
-            and not self.sub_resource
-        )
+    def adapter(self) -> JobAdapter | None:
+        """The registered adapter of the request's kind, when the request writes that kind's
+        own resource (same group and version, the adapter's plural): a kind jobdash manages."""
+        found = adapter_for(self.api_version, self.kind)
+        if found is None or found.plural != self.resource:
+            return None
+        if (self.resource_group, self.resource_version) != (self.group, self.version):
+            return None
+        return found
+
+    @property
+    def is_job_write(self) -> bool:
+        """A CREATE or UPDATE of a managed kind's object itself (not a subresource such as status)."""
+        return self.operation in ("CREATE", "UPDATE") and not self.sub_resource and self.adapter is not None
+
+    @property
+    def is_job_create(self) -> bool:
+        return self.operation == "CREATE" and not self.sub_resource and self.adapter is not None
 
 
 def _text(value: Any, where: str, *, required: bool = True) -> str:
@@ -103,6 +114,8 @@ def parse(body: bytes) -> AdmissionRequest:
         version=_text(kind.get("version"), "request.kind.version"),
         kind=_text(kind.get("kind"), "request.kind.kind"),
         resource=_text(resource.get("resource"), "request.resource.resource"),
+        resource_group=_text(resource.get("group"), "request.resource.group", required=False),
+        resource_version=_text(resource.get("version"), "request.resource.version", required=False),
         sub_resource=_text(request.get("subResource"), "request.subResource", required=False),
         namespace=_text(request.get("namespace"), "request.namespace", required=False),
         name=_text(request.get("name"), "request.name", required=False),
@@ -111,7 +124,7 @@ def parse(body: bytes) -> AdmissionRequest:
         dry_run=dry_run,
         object=obj,
     )
-    if parsed.is_tfjob_create and obj is None:
+    if parsed.is_job_create and obj is None:
         raise Malformed("request.object: a CREATE carries the object")
     return parsed
 

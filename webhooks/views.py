@@ -1,10 +1,12 @@
-"""POST /webhooks/admission/tfjobs: AdmissionReview v1 in, AdmissionReview v1 out.
+"""POST /webhooks/admission/<plural>: AdmissionReview v1 in, AdmissionReview v1 out.
 
 Thin on purpose, as it sits on the API server's request path: parse, one decision, render.
-A body that is not a well-formed AdmissionReview is a 400 with the reason; an unexpected
-error while deciding (the database away, a bug) is a well-formed review that denies with
-the reason, never a 500, so the API server shows people why (failurePolicy: Fail applies
-only when the webhook cannot be reached or times out).
+The plural is a managed kind's (queueing's adapter registry), else 404; a review whose
+request.resource is another resource than the URL's is a 400 (the webhook configuration
+and the URL disagree). A body that is not a well-formed AdmissionReview is a 400 with the
+reason; an unexpected error while deciding (the database away, a bug) is a well-formed
+review that denies with the reason, never a 500, so the API server shows people why
+(failurePolicy: Fail applies only when the webhook cannot be reached or times out).
 """
 
 import logging
@@ -13,13 +15,21 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponseNotAllowed, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from queueing.workload import BY_KEY
+
 from . import decide, review
 
 log = logging.getLogger(__name__)
 
 
+def _managed_plurals() -> frozenset[str]:
+    return frozenset(adapter.plural for adapter in BY_KEY.values())
+
+
 @csrf_exempt
-def admission_tfjobs(request: HttpRequest):
+def admission(request: HttpRequest, plural: str):
+    if plural not in _managed_plurals():
+        return JsonResponse({"error": f"{plural!r} is not a kind jobdash manages"}, status=404)
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     # Read the stream ourselves: Django's DATA_UPLOAD_MAX_MEMORY_SIZE is not the limit here.
@@ -28,6 +38,14 @@ def admission_tfjobs(request: HttpRequest):
         admission = review.parse(body)
     except review.Malformed as error:
         return JsonResponse({"error": f"not an AdmissionReview {review.API_VERSION}: {error}"}, status=400)
+    if admission.resource != plural:
+        return JsonResponse(
+            {
+                "error": f"a review of {admission.resource!r} posted to the path of {plural!r}: "
+                "the webhook configuration's path must be /webhooks/admission/<the rule's resource>"
+            },
+            status=400,
+        )
     try:
         decision = decide.decide(
             admission, mode=settings.JOBDASH_WEBHOOK_MODE, own_identities=settings.JOBDASH_OWN_IDENTITIES
@@ -38,6 +56,6 @@ def admission_tfjobs(request: HttpRequest):
             allowed=False,
             code=500,
             reason="InternalError",
-            message=f"jobdash could not queue this TFJob ({error.__class__.__name__}: {error}); try again",
+            message=f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
         )
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))

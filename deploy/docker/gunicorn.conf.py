@@ -9,12 +9,19 @@ is not a 200, is logged as usual.
 
 from gunicorn.glogging import Logger
 
-QUIET_PATHS = frozenset({"/healthz", "/webhooks/admission/tfjobs"})
+QUIET_PATHS = frozenset({"/healthz"})
+# The webhook's paths, one per managed kind (/webhooks/admission/<plural>): whatever kinds
+# the registry holds, without naming them here.
+QUIET_PREFIXES = ("/webhooks/admission/",)
+
+
+def quiet(path: str) -> bool:
+    return path in QUIET_PATHS or path.startswith(QUIET_PREFIXES)
 
 
 class AccessLogger(Logger):
     def access(self, resp, req, environ, request_time):
-        if environ.get("PATH_INFO") in QUIET_PATHS and getattr(resp, "status_code", None) == 200:
+        if quiet(environ.get("PATH_INFO") or "") and getattr(resp, "status_code", None) == 200:
             return
         super().access(resp, req, environ, request_time)
 

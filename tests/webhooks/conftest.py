@@ -39,6 +39,43 @@ def trial_tfjob(name: str = "random-exp-trial-1", namespace: str = "team-a", **k
     return body
 
 
+def katib_trial_job(name: str = "random-exp-trial-1") -> dict:
+    """A batch/v1 Job as Katib's trial controller creates it from its default trial
+    template: one container running the MNIST script, restartPolicy Never, owned by its Trial."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "ownerReferences": [dict(TRIAL_OWNER, name=name)],
+            "labels": {"katib.kubeflow.org/trial": name, "katib.kubeflow.org/experiment": "random-exp"},
+        },
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "training-container",
+                            "image": "docker.io/kubeflowkatib/pytorch-mnist-cpu:latest",
+                            "command": [
+                                "python3",
+                                "/opt/pytorch-mnist/mnist.py",
+                                "--epochs=1",
+                                "--batch-size=16",
+                                "--lr=0.01",
+                                "--momentum=0.5",
+                            ],
+                            "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}},
+                        }
+                    ],
+                    "restartPolicy": "Never",
+                }
+            }
+        },
+    }
+
+
 def admission_review(
     obj: dict | None,
     *,
@@ -46,15 +83,17 @@ def admission_review(
     operation: str = "CREATE",
     dry_run: bool = False,
     group: str = "kubeflow.org",
+    version: str = "v1",
     kind: str = "TFJob",
     resource: str = "tfjobs",
     namespace: str | None = None,
     name: str | None = None,
     uid: str | None = None,
+    sub_resource: str = "",
 ) -> dict:
     meta = (obj or {}).get("metadata") or {}
-    gvk = {"group": group, "version": "v1", "kind": kind}
-    gvr = {"group": group, "version": "v1", "resource": resource}
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": resource}
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -64,6 +103,7 @@ def admission_review(
             "resource": gvr,
             "requestKind": gvk,
             "requestResource": gvr,
+            **({"subResource": sub_resource} if sub_resource else {}),
             "name": name if name is not None else meta.get("name", ""),
             "namespace": namespace if namespace is not None else meta.get("namespace", ""),
             "operation": operation,
@@ -76,20 +116,31 @@ def admission_review(
     }
 
 
+def of_kind(adapter) -> dict:
+    """admission_review's keyword arguments for a review of `adapter`'s kind."""
+    group, _, version = adapter.api_version.rpartition("/")
+    return {"group": group, "version": version, "kind": adapter.kind, "resource": adapter.plural}
+
+
+def path_of(plural: str) -> str:
+    return f"/webhooks/admission/{plural}"
+
+
 class Webhook:
     """Posts reviews to the webhook through Django's test client; returns the response part.
+    A review goes to the path of its resource, as the webhook configuration routes it.
     (The client certificate that the listener demands is tested with the real listener:
     test_webhook_listener.py; here the decisions.)"""
 
     def __init__(self):
         self.client = Client()
 
-    def post_raw(self, body, content_type="application/json"):
-        return self.client.generic("POST", URL, body, content_type=content_type)
+    def post_raw(self, body, content_type="application/json", path=URL):
+        return self.client.generic("POST", path, body, content_type=content_type)
 
-    def __call__(self, obj, **kwargs) -> dict:
+    def __call__(self, obj, path: str | None = None, **kwargs) -> dict:
         review = admission_review(obj, **kwargs)
-        reply = self.post_raw(json.dumps(review))
+        reply = self.post_raw(json.dumps(review), path=path or path_of(review["request"]["resource"]["resource"]))
         assert reply.status_code == 200, reply.content
         body = reply.json()
         assert (body["apiVersion"], body["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")

@@ -1,6 +1,8 @@
 """Mode deny: someone else's TFJob is stored as a Queued job and the create refused with
 a message naming the job; every retry lands on that job while it is active."""
 
+import re
+
 import pytest
 import yaml
 
@@ -179,12 +181,58 @@ def test_a_tfjob_over_the_manifest_limit_is_refused_as_too_large(webhook, team_a
     assert Job.objects.count() == 0
 
 
-def test_generate_name_cannot_be_queued(webhook, team_a):
+def test_generate_name_is_queued_under_the_name_the_webhook_gives_it(webhook, team_a):
+    """The API server runs mutating admission before it names the object: the webhook names
+    it as the API server would (prefix + 5 characters), queues it under that name and says
+    it. Each such create is a new object, so a second one is a second job."""
     body = trial_tfjob("trial-1")
     body["metadata"].pop("name")
     body["metadata"]["generateName"] = "trial-"
-    response = webhook(body)
-    assert response["allowed"] is False and "set metadata.name" in response["status"]["message"]
+    response = webhook(body, name="")
+    job = Job.objects.get()
+    assert re.fullmatch(r"trial-[bcdfghjklmnpqrstvwxz2456789]{5}", job.name), job.name
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    assert response["status"]["message"].startswith(f"TFJob team-a/{job.name} is queued by jobdash as jobdash job #")
+    assert job.parsed["metadata"]["name"] == job.name and job.parsed["metadata"]["generateName"] == "trial-"
+    assert yaml.safe_load(job.manifest)["metadata"]["name"] == job.name
+    webhook(body, name="")
+    assert Job.objects.count() == 2 and len(set(Job.objects.values_list("name", flat=True))) == 2
+
+
+def test_a_generate_name_the_kind_cannot_have_is_refused_with_the_field(webhook, team_a):
+    body = trial_tfjob("trial-1")
+    body["metadata"].pop("name")
+    body["metadata"]["generateName"] = "Trial_"
+    response = webhook(body, name="")
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert "metadata.generateName" in response["status"]["message"]
+    assert Job.objects.count() == 0
+    # outside jobdash's namespaces the API server judges it
+    assert (
+        webhook(
+            trial_tfjob("x", namespace="kubeflow") | {"metadata": body["metadata"] | {"namespace": "kubeflow"}}, name=""
+        )["allowed"]
+        is True
+    )
+
+
+def test_neither_name_nor_generate_name_is_refused(webhook, team_a):
+    body = trial_tfjob("trial-1")
+    body["metadata"].pop("name")
+    response = webhook(body, name="")
+    assert response["allowed"] is False and response["status"]["code"] == 422
+    assert "set metadata.name or metadata.generateName" in response["status"]["message"]
+    assert Job.objects.count() == 0
+
+
+def test_a_dry_run_of_a_generate_name_create_writes_nothing(webhook, team_a):
+    body = trial_tfjob("trial-1")
+    body["metadata"].pop("name")
+    body["metadata"]["generateName"] = "trial-"
+    response = webhook(body, name="", dry_run=True)
+    assert response["allowed"] is False and re.search(
+        r"TFJob team-a/trial-\w{5} would be queued", response["status"]["message"]
+    )
     assert Job.objects.count() == 0
 
 

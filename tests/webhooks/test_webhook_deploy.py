@@ -25,6 +25,20 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 K8S_VERSIONS = ("1.28.0", "1.37.0")  # matchConditions needs 1.28 (GA in 1.30)
 CERT_MANAGER = "cert-manager.io/v1"
+# The job kinds deploy/ lets jobdash manage: (group, version, plural). Every kind of
+# queueing's registry must be among them (test_every_registered_kind_is_deployed).
+DEPLOYED_KINDS = (
+    ("kubeflow.org", "v1", "tfjobs"),
+    ("kubeflow.org", "v1", "pytorchjobs"),
+    ("kubeflow.org", "v1", "xgboostjobs"),
+    ("kubeflow.org", "v1", "paddlejobs"),
+    ("kubeflow.org", "v1", "jaxjobs"),
+    ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("batch", "v1", "jobs"),
+    ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+)
+JOB_VERBS = sorted(["create", "get", "list", "watch", "patch", "delete"])
 
 
 def tool(name: str) -> str:
@@ -132,8 +146,7 @@ def test_compose_cluster_files_agree():
     tokens = {u["token"]: u["username"] for u in kubesim["users"]}
     own = compose()["services"]["web"]["environment"]["JOBDASH_OWN_IDENTITIES"]
     assert tokens[user["user"]["token"]] == own == "system:serviceaccount:jobdash:jobdash"
-    (webhook,) = find(documents(ROOT / "deploy/base/webhook.yaml"), "MutatingWebhookConfiguration")["webhooks"]
-    service = webhook["clientConfig"]["service"]
+    service = one_service(find(documents(ROOT / "deploy/base/webhook.yaml"), "MutatingWebhookConfiguration"))
     assert kubesim["services"] == {f"{service['namespace']}/{service['name']}": "https://webhook:9443"}
     # kubesim presents the client certificate `webhook-certs` makes, under the name kube-apiserver
     # looks up for the Service on port 443
@@ -192,27 +205,60 @@ def test_kustomize_builds_and_the_result_is_valid(overlay):
     assert len(images) == 1 and images != {"jobdash"}
 
 
+def granted(role: dict) -> dict[tuple[str, str], list[str]]:
+    """(apiGroup, resource) -> the verbs the role grants on it (no resource twice)."""
+    grants: dict[tuple[str, str], list[str]] = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule  # no resourceNames, no wildcards below
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert (group, resource) not in grants, f"{group}/{resource} is granted twice"
+                grants[(group, resource)] = sorted(rule["verbs"])
+    assert "*" not in {v for verbs in grants.values() for v in verbs} and ("*", "*") not in grants
+    return grants
+
+
 def test_rbac_is_least_privilege():
     resources = base_resources()
     role = find(resources, "ClusterRole", "jobdash")
-    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"]) for r in role["rules"]}
-    assert rules == {
-        (("kubeflow.org",), ("tfjobs",)): sorted(["create", "get", "list", "watch", "patch", "delete"]),
-        (("",), ("resourcequotas", "nodes", "pods")): ["get", "list", "watch"],
-        # only to create a TFJob whose ownerReference blocks the Trial's deletion
-        (("kubeflow.org",), ("trials/finalizers",)): ["update"],
+    assert granted(role) == {
+        # what the dispatcher does to every managed kind's objects: create (release), watch,
+        # patch (unsuspend, take back, the term stamp) and delete (start timeout, cancel)
+        **{(group, plural): JOB_VERBS for group, _, plural in DEPLOYED_KINDS},
+        **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes", "pods")},
+        # a TrainJob's pods are its runtime's: read one by name, at submission
+        ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
+        ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
+        # only to create a trial's job whose ownerReference blocks the Trial's deletion
+        ("kubeflow.org", "trials/finalizers"): ["update"],
     }
     binding = find(resources, "ClusterRoleBinding", "jobdash")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
     assert not [r for r in resources if r["kind"] in ("Role", "RoleBinding")]
-    # only the worker carries a token: the webhook reads and writes the database alone
+    # only the worker writes; the web and the webhook carry a token that reads runtimes alone
     mounts = {
-        d["metadata"]["name"]: d["spec"]["template"]["spec"]["automountServiceAccountToken"]
+        d["metadata"]["name"]: (
+            d["spec"]["template"]["spec"]["serviceAccountName"],
+            d["spec"]["template"]["spec"]["automountServiceAccountToken"],
+        )
         for d in resources
         if d["kind"] == "Deployment"
     }
-    assert mounts == {"jobdash-web": False, "jobdash-webhook": False, "jobdash-worker": True, "jobdash-beat": False}
+    assert mounts == {
+        "jobdash-web": ("jobdash-reader", True),
+        "jobdash-webhook": ("jobdash-reader", True),
+        "jobdash-worker": ("jobdash", True),
+        "jobdash-beat": ("jobdash", False),
+    }
     assert find(resources, "ServiceAccount", "jobdash")["automountServiceAccountToken"] is False
+    reader = find(resources, "ClusterRole", "jobdash-reader")
+    assert granted(reader) == {
+        ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
+        ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
+    }
+    assert find(resources, "ClusterRoleBinding", "jobdash-reader")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "jobdash-reader", "namespace": "jobdash"}
+    ]
 
 
 def pod(resources, deployment: str) -> dict:
@@ -231,32 +277,60 @@ def secret_mounted_at(pod_spec: dict, container: dict, file: str) -> dict:
     return volume["secret"]
 
 
+def one_service(configuration: dict) -> dict:
+    """The service reference every webhook of the configuration shares, but for its path."""
+    refs = [{k: v for k, v in h["clientConfig"]["service"].items() if k != "path"} for h in configuration["webhooks"]]
+    assert refs and all(ref == refs[0] for ref in refs), refs
+    return refs[0]
+
+
 def webhook_service(resources) -> tuple[dict, dict]:
-    """The webhook configuration's service reference, and the Service it names."""
-    (hook,) = find(resources, "MutatingWebhookConfiguration")["webhooks"]
-    ref = hook["clientConfig"]["service"]
+    """The webhook configuration's service reference (one Service for every kind), and the
+    Service it names."""
+    ref = one_service(find(resources, "MutatingWebhookConfiguration"))
     service = find(resources, "Service", ref["name"])
     assert service["metadata"]["namespace"] == ref["namespace"]
     return ref, service
 
 
 def test_webhook_configuration():
-    from django.urls import reverse
+    from django.urls import resolve, reverse
 
     resources = base_resources()
     configuration = find(resources, "MutatingWebhookConfiguration")
-    (hook,) = configuration["webhooks"]
-    assert (hook["failurePolicy"], hook["timeoutSeconds"], hook["sideEffects"]) == ("Fail", 5, "NoneOnDryRun")
-    assert hook["admissionReviewVersions"] == ["v1"]
-    assert hook["rules"] == [
-        {
+    hooks = configuration["webhooks"]
+    # one webhook per kind, named by its plural, posting to that kind's path
+    routed = {}
+    for hook in hooks:
+        (rule,) = hook["rules"]
+        assert rule == {
             "operations": ["CREATE", "UPDATE"],
-            "apiGroups": ["kubeflow.org"],
-            "apiVersions": ["v1"],
-            "resources": ["tfjobs"],
+            "apiGroups": [rule["apiGroups"][0]],
+            "apiVersions": [rule["apiVersions"][0]],
+            "resources": [rule["resources"][0]],
             "scope": "Namespaced",
         }
-    ]
+        group, version, plural = rule["apiGroups"][0], rule["apiVersions"][0], rule["resources"][0]
+        assert hook["name"] == f"{plural}.jobdash.io"
+        path = hook["clientConfig"]["service"]["path"]
+        assert path == reverse("admission", kwargs={"plural": plural}, urlconf="webhooks.urls")
+        assert resolve(path, urlconf="webhooks.urls").kwargs == {"plural": plural}
+        routed[(group, version, plural)] = hook
+    assert len(routed) == len(hooks) and set(routed) == set(DEPLOYED_KINDS)
+    # the path the first deployments registered still routes TFJobs
+    assert routed[("kubeflow.org", "v1", "tfjobs")]["clientConfig"]["service"]["path"] == reverse(
+        "admission-tfjobs", urlconf="webhooks.urls"
+    )
+
+    # every entry is the same but for its name, path and rule
+    def common(hook: dict) -> dict:
+        service = {k: v for k, v in hook["clientConfig"]["service"].items() if k != "path"}
+        return {**{k: v for k, v in hook.items() if k not in ("name", "rules", "clientConfig")}, "service": service}
+
+    assert all(common(hook) == common(hooks[0]) for hook in hooks)
+    hook = hooks[0]
+    assert (hook["failurePolicy"], hook["timeoutSeconds"], hook["sideEffects"]) == ("Fail", 5, "NoneOnDryRun")
+    assert hook["admissionReviewVersions"] == ["v1"]
     (excluded,) = [
         e for e in hook["namespaceSelector"]["matchExpressions"] if e["key"] == "kubernetes.io/metadata.name"
     ]
@@ -264,7 +338,6 @@ def test_webhook_configuration():
     assert {"kube-system", "kube-public", "kube-node-lease", "jobdash"} <= set(excluded["values"])
     # the webhook's own listener, not the web: only webhooks.urls routes the path
     ref, service = webhook_service(resources)
-    assert ref["path"] == reverse("admission-tfjobs", urlconf="webhooks.urls")
     assert ref["name"] == "jobdash-webhook" and ref["port"] == 443
     (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]]
     deployment = find(resources, "Deployment", ref["name"])
@@ -287,10 +360,28 @@ def test_webhook_configuration():
     serving = secret_mounted_at(pod_spec, container, env(container)["JOBDASH_WEBHOOK_TLS_CERT"])
     assert serving == secret_mounted_at(pod_spec, container, env(container)["JOBDASH_WEBHOOK_TLS_KEY"])
     assert serving["secretName"] == certificate["spec"]["secretName"]
-    # jobdash's own identity, in the configuration and in the matchCondition, agree
+    # jobdash's own identity, in the configuration and in the matchCondition (every entry's), agree
     own = find(resources, "ConfigMap", "jobdash")["data"]["JOBDASH_OWN_IDENTITIES"]
     (condition,) = hook["matchConditions"]
     assert condition["expression"] == f"request.operation == 'CREATE' || request.userInfo.username == '{own}'"
+
+
+def test_every_registered_kind_is_deployed():
+    """A kind added to queueing's registry needs its webhook entry and its RBAC rule here:
+    else its creates bypass the queue, and the dispatcher cannot release it."""
+    from queueing.workload import BY_KEY
+
+    registered = {(*a.api_version.rpartition("/")[::2], a.plural) for a in BY_KEY.values()}
+    registered = {(group, version, plural) for group, version, plural in registered}
+    assert registered and registered <= set(DEPLOYED_KINDS), sorted(registered - set(DEPLOYED_KINDS))
+    routed = {
+        (r["apiGroups"][0], r["apiVersions"][0], r["resources"][0])
+        for hook in find(base_resources(), "MutatingWebhookConfiguration")["webhooks"]
+        for r in hook["rules"]
+    }
+    assert registered <= routed
+    grants = granted(find(base_resources(), "ClusterRole", "jobdash"))
+    assert all(grants.get((group, plural)) == JOB_VERBS for group, _, plural in registered)
 
 
 def test_webhook_admits_only_the_api_servers_client_certificate():
@@ -558,9 +649,14 @@ def test_the_access_log_skips_probes_and_answered_reviews(monkeypatch):
 
     for path, code in [
         ("/healthz", 200),
-        ("/webhooks/admission/tfjobs", 200),
+        *((f"/webhooks/admission/{plural}", 200) for _, _, plural in DEPLOYED_KINDS),
         ("/webhooks/admission/tfjobs", 400),
+        ("/webhooks/admission/deployments", 404),
         ("/api/v1/jobs/", 200),
     ]:
         logger.access(Response(code), None, {"PATH_INFO": path}, None)
-    assert logged == [("/webhooks/admission/tfjobs", 400), ("/api/v1/jobs/", 200)]
+    assert logged == [
+        ("/webhooks/admission/tfjobs", 400),
+        ("/webhooks/admission/deployments", 404),
+        ("/api/v1/jobs/", 200),
+    ]

@@ -16,9 +16,10 @@ from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import tf
 from tests.pki import with_webhook
 
-from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, trial_tfjob
+from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, katib_trial_job, trial_tfjob
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -182,7 +183,7 @@ def test_suspend_mode_katib_trials_are_suspended_queued_and_resumed(settings, si
 
     loop = dispatcher(gateway, "unsuspend")
     deadline = time.monotonic() + 5
-    while len(gateway.tfjobs()) < 3 and time.monotonic() < deadline:
+    while len(gateway.job_objects()) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
     loop.cycle(1)
     assert (job("trial-1").state, job("trial-2").state) == (State.RELEASED, State.QUEUED)
@@ -208,21 +209,132 @@ def test_a_deposed_leaders_writes_are_refused_by_the_webhook_and_nothing_is_stor
 
     settings.JOBDASH_WEBHOOK_MODE = "deny"
     transitions.take_term(5, "old-leader")
-    gateway.create_tfjob(job_id=1, manifest=trial_tfjob("under-five"), term=5)
+    gateway.create_job_object(job_id=1, manifest=trial_tfjob("under-five"), term=5)
     transitions.take_term(6, "new-leader")  # the old leader was paused; a new one took over
     with pytest.raises(Fenced, match="term 6 leads now"):
-        gateway.create_tfjob(job_id=2, manifest=trial_tfjob("late-create"), term=5)
+        gateway.create_job_object(job_id=2, manifest=trial_tfjob("late-create"), term=5)
     with pytest.raises(NotFound):
-        gateway.read_tfjob("team-a", "late-create")  # nothing stored
+        gateway.read_job_object(tf("team-a", "late-create"))  # nothing stored
     with pytest.raises(Fenced):
-        gateway.set_suspended("team-a", "under-five", True, term=5)
+        gateway.set_suspended(tf("team-a", "under-five"), True, term=5)
     assert not sim.cluster.tfjob("team-a", "under-five")["spec"].get("runPolicy", {}).get("suspend")
     with pytest.raises(Fenced):
-        gateway.delete_tfjob("team-a", "under-five", term=5)
-    assert gateway.read_tfjob("team-a", "under-five").job_id == 1  # still there
+        gateway.delete_job_object(tf("team-a", "under-five"), term=5)
+    assert gateway.read_job_object(tf("team-a", "under-five")).job_id == 1  # still there
     # the current leader's writes pass: the stamp, then the delete of exactly that version
-    gateway.set_suspended("team-a", "under-five", True, term=6)
-    gateway.delete_tfjob("team-a", "under-five", term=6)
+    gateway.set_suspended(tf("team-a", "under-five"), True, term=6)
+    gateway.delete_job_object(tf("team-a", "under-five"), term=6)
     with pytest.raises(NotFound):
-        gateway.read_tfjob("team-a", "under-five")
-    assert gateway.create_tfjob(job_id=2, manifest=trial_tfjob("late-create"), term=6).job_id == 2
+        gateway.read_job_object(tf("team-a", "under-five"))
+    assert gateway.create_job_object(job_id=2, manifest=trial_tfjob("late-create"), term=6).job_id == 2
+
+
+# --- Katib's default trial: a batch/v1 Job (the webhook entry of deploy/base/webhook.yaml for jobs) ---
+
+
+def katib_batch_trial(name: str) -> dict:
+    body = katib_trial_job(name)
+    body["metadata"]["annotations"] = {"kubesim.io/duration-seconds": "5"}
+    return body
+
+
+def create_batch_job(api, body: dict) -> dict:
+    return api.create_namespaced_custom_object("batch", "v1", body["metadata"]["namespace"], "jobs", body)
+
+
+def test_deny_mode_a_katib_batch_job_trial_is_queued_released_and_owned(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "deny"
+    body = katib_batch_trial("job-trial-1")
+    with pytest.raises(ApiException) as error:
+        create_batch_job(katib, body)
+    assert error.value.status == 403, error.value.body
+    message = json.loads(error.value.body)["message"]
+    assert message.startswith(
+        'admission webhook "jobs.jobdash.io" denied the request: '
+        f"Job team-a/job-trial-1 is queued by jobdash as jobdash job #{job('job-trial-1').pk}, Queued"
+    )
+    assert sim.cluster.job("jobs.batch", "team-a", "job-trial-1") is None
+    assert (job("job-trial-1").kind, job("job-trial-1").submitted_by_name) == ("Job", KATIB)
+
+    loop = dispatcher(gateway, "create")
+    loop.cycle(1)
+    assert job("job-trial-1").state == State.RELEASED
+    released = sim.cluster.job("jobs.batch", "team-a", "job-trial-1")
+    assert released["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="job-trial-1")]
+    assert released["metadata"]["labels"]["katib.kubeflow.org/trial"] == "job-trial-1"
+    assert released["metadata"]["labels"]["jobdash.io/job-id"] == str(job("job-trial-1").pk)
+    run_until(loop, sim, gateway, "job-trial-1", State.SUCCEEDED)
+    assert creates_by(sim, JOBDASH) == [("job-trial-1", "Created")]
+
+
+def test_suspend_mode_a_katib_batch_job_trial_is_created_suspended_and_resumed(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "suspend"
+    settings.JOBDASH_RELEASE_MODE = "unsuspend"
+    created = create_batch_job(katib, katib_batch_trial("job-trial-1"))
+    assert created["spec"]["suspend"] is True
+    assert created["metadata"]["labels"]["jobdash.io/queued"] == "true"
+    assert created["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="job-trial-1")]
+    assert job("job-trial-1").state == State.QUEUED
+    assert sim.cluster.pods_of("jobs.batch", "team-a", "job-trial-1") == []  # suspended: no pods
+
+    loop = dispatcher(gateway, "unsuspend")
+    deadline = time.monotonic() + 5
+    while not gateway.job_objects() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    loop.cycle(1)
+    assert job("job-trial-1").state == State.RELEASED
+    assert sim.cluster.job("jobs.batch", "team-a", "job-trial-1")["spec"]["suspend"] is False
+    run_until(loop, sim, gateway, "job-trial-1", State.SUCCEEDED)
+    assert creates_by(sim, JOBDASH) == []  # it resumed Katib's object
+
+
+# --- a PyTorchJob trial (Katib's trialTemplate for PyTorch), through its own webhook entry ---
+
+
+def katib_pytorch_trial(name: str) -> dict:
+    from kubesim.testing import pytorchjob_manifest
+
+    body = pytorchjob_manifest(name, "team-a", workers=1, cpu="1", memory="1Gi", duration=5)
+    body["metadata"]["ownerReferences"] = [dict(TRIAL_OWNER, name=name)]
+    body["metadata"]["labels"] = {"katib.kubeflow.org/trial": name, "katib.kubeflow.org/experiment": "random-exp"}
+    return body
+
+
+def create_pytorchjob(api, body: dict) -> dict:
+    return api.create_namespaced_custom_object("kubeflow.org", "v1", "team-a", "pytorchjobs", body)
+
+
+def test_deny_mode_a_katib_pytorchjob_trial_is_queued_released_once_and_owned(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "deny"
+    for _attempt in range(3):  # Katib retries a refused create: every retry lands on the one job
+        with pytest.raises(ApiException) as error:
+            create_pytorchjob(katib, katib_pytorch_trial("torch-trial-1"))
+        assert error.value.status == 403
+    message = json.loads(error.value.body)["message"]
+    assert message.startswith('admission webhook "pytorchjobs.jobdash.io" denied the request: PyTorchJob team-a/')
+    assert Job.objects.filter(name="torch-trial-1").count() == 1 and job("torch-trial-1").kind == "PyTorchJob"
+    loop = dispatcher(gateway, "create")
+    loop.cycle(1)
+    released = sim.cluster.job("pytorchjobs.kubeflow.org", "team-a", "torch-trial-1")
+    assert released["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name="torch-trial-1")]
+    run_until(loop, sim, gateway, "torch-trial-1", State.SUCCEEDED)
+    created = [a for a in sim.cluster.audit if a.get("name") == "torch-trial-1" and a.get("outcome") == "Created"]
+    assert [a["user"] for a in created] == [JOBDASH]  # created once, by jobdash
+
+
+def test_suspend_mode_a_katib_pytorchjob_trial_is_created_suspended_and_resumed(settings, sim, gateway, katib):
+    settings.JOBDASH_WEBHOOK_MODE = "suspend"
+    settings.JOBDASH_RELEASE_MODE = "unsuspend"
+    created = create_pytorchjob(katib, katib_pytorch_trial("torch-trial-1"))
+    assert created["spec"]["runPolicy"]["suspend"] is True
+    assert job("torch-trial-1").state == State.QUEUED
+    loop = dispatcher(gateway, "unsuspend")
+    deadline = time.monotonic() + 5
+    while not gateway.job_objects() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    loop.cycle(1)
+    assert job("torch-trial-1").state == State.RELEASED
+    resumed = sim.cluster.job("pytorchjobs.kubeflow.org", "team-a", "torch-trial-1")
+    assert resumed["spec"]["runPolicy"]["suspend"] is False
+    run_until(loop, sim, gateway, "torch-trial-1", State.SUCCEEDED)
+    assert [a for a in sim.cluster.audit if a.get("user") == JOBDASH and a.get("outcome") == "Created"] == []

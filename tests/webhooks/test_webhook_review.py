@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import JOBDASH, KATIB, URL, admission_review, trial_tfjob
+from .conftest import JOBDASH, KATIB, URL, admission_review, path_of, trial_tfjob
 
 
 def review_with(**request_changes) -> dict:
@@ -77,14 +77,15 @@ def test_no_csrf_token_needed(webhook):
 PASSING = {
     "UPDATE of a TFJob": dict(operation="UPDATE"),
     "DELETE of a TFJob": dict(operation="DELETE"),
-    "a PyTorchJob": dict(kind="PyTorchJob", resource="pytorchjobs"),
+    "a version of a managed kind jobdash does not know": dict(version="v2"),
     "a TFJob-named kind of another group": dict(group="example.com"),
+    "a subresource of a managed kind": dict(operation="UPDATE", user=JOBDASH, sub_resource="status"),
     "jobdash's own create": dict(user=JOBDASH),
 }
 
 
 @pytest.mark.parametrize("changes", PASSING.values(), ids=PASSING.keys())
-def test_what_is_not_someone_elses_tfjob_create_passes_untouched(webhook, changes):
+def test_what_is_not_someone_elses_job_create_passes_untouched(webhook, changes):
     response = webhook(trial_tfjob(), **changes)
     assert response["allowed"] is True
     assert "patch" not in response and "status" not in response
@@ -98,3 +99,30 @@ def test_a_delete_review_without_object_is_well_formed(webhook):
 def test_own_identities_come_from_settings(webhook, settings):
     settings.JOBDASH_OWN_IDENTITIES = ["system:serviceaccount:ops:jobdash-blue", KATIB]
     assert webhook(trial_tfjob(), user=KATIB)["allowed"] is True
+
+
+def test_the_compatible_tfjobs_path_is_the_generic_one():
+    from django.urls import resolve, reverse
+
+    assert reverse("admission-tfjobs", urlconf="webhooks.urls") == "/webhooks/admission/tfjobs"
+    assert reverse("admission", kwargs={"plural": "tfjobs"}, urlconf="webhooks.urls") == "/webhooks/admission/tfjobs"
+    assert resolve("/webhooks/admission/tfjobs", urlconf="webhooks.urls").kwargs == {"plural": "tfjobs"}
+
+
+@pytest.mark.parametrize("plural", ["deployments", "tfjob", "TFJOBS", "trials"])
+def test_a_plural_that_is_no_managed_kind_is_a_404(webhook, plural):
+    posted = webhook.post_raw(json.dumps(admission_review(trial_tfjob(), resource=plural)), path=path_of(plural))
+    for reply in (posted, webhook.client.get(path_of(plural))):
+        assert reply.status_code == 404 and reply.json()["error"] == f"{plural!r} is not a kind jobdash manages"
+
+
+def test_a_review_of_another_resource_than_the_paths_is_a_400(webhook):
+    """The configuration routes each kind to its own path: a review of pytorchjobs on the
+    tfjobs path is a configuration mistake, said as such, never decided as a TFJob."""
+    body = admission_review(trial_tfjob(), kind="PyTorchJob", resource="pytorchjobs")
+    reply = webhook.post_raw(json.dumps(body), path=path_of("tfjobs"))
+    assert reply.status_code == 400
+    assert reply.json()["error"] == (
+        "a review of 'pytorchjobs' posted to the path of 'tfjobs': the webhook configuration's path must "
+        "be /webhooks/admission/<the rule's resource>"
+    )
