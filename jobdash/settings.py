@@ -187,7 +187,7 @@ JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
 JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))
 JOBDASH_WEBHOOK_MODE = env_choice("JOBDASH_WEBHOOK_MODE", "deny", ("deny", "suspend"))
-# Cluster identities whose TFJob creations pass the webhook untouched (jobdash's own releases).
+# Cluster identities whose job creations pass the webhook untouched (jobdash's own releases).
 JOBDASH_OWN_IDENTITIES = [
     name.strip()
     for name in os.environ.get("JOBDASH_OWN_IDENTITIES", "system:serviceaccount:jobdash:jobdash").split(",")
@@ -230,7 +230,7 @@ REST_FRAMEWORK = {
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "jobdash API",
-    "DESCRIPTION": "Submit Kubeflow TFJobs into jobdash's admission queue and follow them.",
+    "DESCRIPTION": "Submit training jobs (Kubeflow TFJob, PyTorchJob, MPIJob, ..., batch Jobs, JobSets, TrainJobs) into jobdash's admission queue and follow them.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

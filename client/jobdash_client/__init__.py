@@ -54,6 +54,7 @@ class Job:
     id: int
     namespace: str
     name: str
+    kind: str
     state: str
     priority: int
     position: int | None
@@ -69,6 +70,7 @@ class Job:
             id=data["id"],
             namespace=data["namespace"],
             name=data["name"],
+            kind=data.get("kind", ""),
             state=data["state"],
             priority=data["priority"],
             position=data.get("position"),
@@ -88,8 +90,8 @@ class Job:
             where = f"#{self.position}" if self.position else "not yet placed"
             eta = f", expected start {self.eta}" if self.eta else ""
             why = f": {self.reason} — {self.message}" if self.reason else ""
-            return f"{self.namespace}/{self.name} Queued {where}{eta}{why}"
-        return f"{self.namespace}/{self.name} {self.state}"
+            return f"{self.kind} {self.namespace}/{self.name} Queued {where}{eta}{why}".lstrip()
+        return f"{self.kind} {self.namespace}/{self.name} {self.state}".lstrip()
 
 
 # Union, not |: the client supports Python 3.9, where a runtime alias cannot use |.
@@ -106,7 +108,7 @@ class Client:
     # --- calls ---
 
     def submit(self, manifest: ManifestLike, priority: int = 0, namespace: str | None = None) -> Job:
-        """Submit a TFJob: a path to a YAML file, YAML text, or a dict."""
+        """Submit a training job: a path to a YAML file, YAML text, or a dict."""
         text = _manifest_text(manifest)
         body: dict[str, Any] = {"manifest": text, "priority": priority}
         if namespace:
@@ -119,8 +121,8 @@ class Client:
     def events(self, job_id: int) -> list[dict]:
         return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
 
-    def jobs(self, namespace: str | None = None, state: str | None = None) -> list[Job]:
-        params = {k: v for k, v in (("namespace", namespace), ("state", state)) if v}
+    def jobs(self, namespace: str | None = None, state: str | None = None, kind: str | None = None) -> list[Job]:
+        params = {k: v for k, v in (("namespace", namespace), ("state", state), ("kind", kind)) if v}
         return [Job.from_json(j) for j in self._pages("jobs/", params)]
 
     def queue(self, namespace: str) -> list[Job]:

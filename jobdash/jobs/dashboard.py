@@ -14,6 +14,8 @@ from django.db.models import Count, F, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from queueing.workload import ADAPTERS
+
 from .models import ACTIVE_STATES, FINISHED_STATES, ClusterState, Job, Namespace, State
 from .selectors import QUEUE_ORDER, cluster_quotas
 
@@ -23,6 +25,7 @@ ROW_FIELDS = (
     "id",
     "namespace",
     "name",
+    "kind",
     "state",
     "priority",
     "workload",
@@ -40,22 +43,34 @@ ROW_FIELDS = (
 STATE_FILTERS = ("", "Queued", "Running", *[str(s) for s in FINISHED_STATES])
 
 
+def kind_filters() -> tuple[str, ...]:
+    """ "" (every kind) and the kinds jobdash manages, by name."""
+    return ("", *sorted({adapter.kind for adapter in ADAPTERS.values()}))
+
+
 @dataclass(frozen=True)
 class Filters:
     state: str = ""  # "" = the active jobs (queue and running); "Running" includes Released
     q: str = ""  # part of the job name
+    kind: str = ""  # "" = every kind
 
     @classmethod
     def parse(cls, params) -> "Filters":
-        state = params.get("state", "")
+        state, kind = params.get("state", ""), params.get("kind", "")
         # Unknown values fall back to the default view rather than erroring: these come from links.
-        return cls(state=state if state in STATE_FILTERS else "", q=params.get("q", "").strip()[:63])
+        return cls(
+            state=state if state in STATE_FILTERS else "",
+            q=params.get("q", "").strip()[:63],
+            kind=kind if kind in kind_filters() else "",
+        )
 
 
 def _rows(namespace: Namespace, filters: Filters) -> QuerySet[Job]:
     jobs = Job.objects.filter(namespace=namespace).only(*ROW_FIELDS)
     if filters.q:
         jobs = jobs.filter(name__icontains=filters.q)
+    if filters.kind:
+        jobs = jobs.filter(kind=filters.kind)
     return jobs
 
 
@@ -175,7 +190,7 @@ def history(namespace: Namespace, *, hours: int = 6, buckets: int = 24, now: dat
 
 def job_pods(job: Job) -> dict:
     """Pod phase counts per replica type of one job, as the last cycle saw them; reads only
-    that TFJob's key of the cluster summary, not the whole of it."""
+    that job's key of the cluster summary, not the whole of it."""
     key = f"{job.namespace.name}/{job.name}"
     row = ClusterState.objects.filter(id=1).values(entry=KT(f"pods__{key}")).first()
     if not row or not row["entry"]:
@@ -183,5 +198,5 @@ def job_pods(job: Job) -> dict:
     entry = row["entry"]
     # KT gives the JSON text of an object (PostgreSQL and SQLite alike).
     entry = json.loads(entry) if isinstance(entry, str) else entry
-    # The TFJob of that name may be another job's (an earlier run of the same name).
+    # The object of that name may be another job's (an earlier run of the same name).
     return entry.get("replicas", {}) if entry.get("job") == job.pk else {}

@@ -13,7 +13,7 @@ class SubmitForm(forms.Form):
     manifest = forms.CharField(
         strip=False,
         widget=forms.Textarea(attrs={"rows": 28, "spellcheck": "false", "class": "code"}),
-        help_text="A kubeflow.org/v1 TFJob, one YAML document.",
+        help_text="One training job, one YAML document: a TFJob, PyTorchJob, MPIJob, batch Job, JobSet, TrainJob, ...",
     )
 
     def __init__(self, *args, namespaces=(), **kwargs):

@@ -67,6 +67,7 @@ def namespace_jobs(request, name: str):
         "namespace": namespace,
         "filters": filters,
         "states": dashboard.STATE_FILTERS,
+        "kinds": dashboard.kind_filters(),
         "now": now,
         "counts": shown.counts,
         "quota_bars": presenters.quota_bars(shown.quota),

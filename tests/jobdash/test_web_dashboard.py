@@ -320,7 +320,7 @@ spec:
     assert "spec.tfReplicaSpecs.Worker.replicas" in part and "line 9" in part
     syntax = browser.post("/submit/check/", {"manifest": "a: [1,\nb: 2\n"}, **HTMX).content.decode()
     assert "problem" in syntax and "line " in syntax
-    assert "Paste a TFJob" in browser.post("/submit/check/", {"manifest": "  "}).content.decode()
+    assert "Paste a training job" in browser.post("/submit/check/", {"manifest": "  "}).content.decode()
     huge = browser.post("/submit/check/", {"manifest": "a: " + "x" * 300_000}).content.decode()
     assert "too large" in huge
 

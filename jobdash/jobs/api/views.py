@@ -7,6 +7,8 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from queueing.workload import ADAPTERS
+
 from .. import selectors, services
 from ..models import JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
@@ -17,6 +19,8 @@ from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer
 class JobFilter(django_filters.FilterSet):
     namespace = django_filters.CharFilter(field_name="namespace__name")
     state = django_filters.ChoiceFilter(choices=State.choices)
+    # The kinds registered when the filter is built: queueing registers every adapter on import.
+    kind = django_filters.ChoiceFilter(choices=[(k, k) for k in sorted({a.kind for a in ADAPTERS.values()})])
 
 
 EXAMPLE_MANIFEST = """apiVersion: kubeflow.org/v1
