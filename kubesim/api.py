@@ -12,22 +12,33 @@ from __future__ import annotations
 import json
 import queue
 import random
-import string
 import time
 from collections.abc import Iterator
 
 from .admission import Admission, UserInfo
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from .model import ABORT_WATCH, Event, Store, clone, owned_by
+from .model import ABORT_WATCH, Event, Store, clone, new_uid, owned_by
 from .patch import apply_patch
 from .quota import QuotaTracker
-from .resources import ALL, BY_API_VERSION_KIND, EVENTS, LEASES, NAMESPACES, PODS, TFJOBS, ResourceType, validate_name
+from .resources import (
+    ALL,
+    BY_API_VERSION_KIND,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    WORKLOADS,
+    ResourceType,
+    validate_name,
+)
 from .selectors import parse_field_selector, parse_label_selector
 
 SYSTEM = UserInfo("system:kube-controller-manager", ("system:authenticated",))
 # Texts for the reply's Warning headers. (An alias because ``Api.list`` hides the builtin inside the class.)
 Warnings = list[str]
 _SERVER_SET = ("uid", "creationTimestamp", "generation", "deletionTimestamp")
+# utilrand.String's alphabet: the API server's generateName suffixes (no vowels, no 0/1/3).
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def _spec_part(obj: dict) -> dict:
@@ -48,7 +59,7 @@ class Api:
         if not kind or not api_version:
             # Built-in types take the endpoint's kind; custom resources are decoded
             # as unstructured objects, which must name their kind.
-            if rt.group == "kubeflow.org":
+            if not rt.unconditional_update:  # i.e. a custom resource
                 raise bad_request(f"Object 'Kind' is missing in '{json.dumps(body)[:200]}'")
             api_version, kind = api_version or rt.api_version, kind or rt.kind
         if api_version != rt.api_version or kind != rt.kind:
@@ -79,15 +90,27 @@ class Api:
         if causes:
             raise invalid(rt.group, rt.kind, obj["metadata"].get("name") or "", causes)
 
+    def _validate_change(self, rt: ResourceType, old: dict | None, new: dict) -> None:
+        """Rules on an update (immutable fields) and on other objects (a TrainJob's runtime)."""
+        causes: list[dict] = []
+        if old is not None and rt.validate_update is not None:
+            causes = rt.validate_update(old, new)
+        if rt.validate_refs is not None and not causes:
+            causes = rt.validate_refs(self.store, new)
+        if causes:
+            raise invalid(rt.group, rt.kind, new["metadata"].get("name") or "", causes)
+
     def _require_namespace(self, rt: ResourceType, namespace: str) -> None:
         if rt.namespaced and self.store.find(NAMESPACES, "", namespace) is None:
             raise not_found("", "namespaces", namespace)
 
     def _record(self, rt: ResourceType, user: UserInfo, obj: dict, outcome: str, code: int, dry_run: bool) -> None:
-        if rt is TFJOBS:
+        if rt in WORKLOADS:
             self.audit.append(
                 {
                     "time": self.clock.now(),
+                    "kind": rt.kind,
+                    "apiVersion": rt.api_version,
                     "user": user.username,
                     "groups": list(user.groups),
                     "namespace": obj.get("metadata", {}).get("namespace", ""),
@@ -108,25 +131,35 @@ class Api:
         user: UserInfo = SYSTEM,
         dry_run: bool = False,
         internal: bool = False,
+        record: bool = True,
     ) -> tuple[dict, Warnings]:
+        """``internal``: no admission webhooks (kubesim's controllers and bootstrap);
+        ``record``: False for the objects kubesim's controllers create (not audited)."""
         obj = self._check_body(rt, namespace, body)
         try:
-            return self._create(rt, namespace, obj, user, dry_run, internal)
+            result = self._create(rt, namespace, obj, user, dry_run, internal)
         except ApiError as exc:
-            self._record(rt, user, obj, exc.reason or "Failure", exc.code, dry_run)
+            if record:
+                self._record(rt, user, obj, exc.reason or "Failure", exc.code, dry_run)
             raise
+        if record:
+            self._record(rt, user, result[0], "Created", 201, dry_run)
+        return result
 
     def _create(self, rt, namespace, obj, user, dry_run, internal) -> tuple[dict, Warnings]:
         meta = obj["metadata"]
         if meta.get("resourceVersion"):
             raise bad_request("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+            meta["name"] = meta["generateName"] + "".join(random.choices(_NAME_ALPHABET, k=5))
         for key in _SERVER_SET:
             meta.pop(key, None)
+        # The uid exists before validation, as in the API server (a Job's selector is made from it).
+        meta["uid"] = new_uid()
         if rt.status_subresource and rt.kind != "Node":
             obj.pop("status", None)  # status is written by controllers, never on create
         self._validate(rt, obj)
+        self._validate_change(rt, None, obj)
         self._require_namespace(rt, namespace)
         warnings: Warnings = []
         if not internal:
@@ -145,7 +178,6 @@ class Api:
                 if self._owner_gone(result):
                     # The garbage collector deletes dependents whose owner no longer exists.
                     self.store.delete(rt, namespace, result["metadata"]["name"])
-        self._record(rt, user, result, "Created", 201, dry_run)
         return result, warnings
 
     # --- reads -------------------------------------------------------------------------
@@ -188,6 +220,7 @@ class Api:
         user: UserInfo = SYSTEM,
         dry_run: bool = False,
         subresource: str = "",
+        internal: bool = False,
     ) -> tuple[dict, Warnings]:
         obj = self._check_body(rt, namespace, body)
         if obj["metadata"].get("name") != name:
@@ -209,7 +242,15 @@ class Api:
                 ],
             )
         return self._update(
-            rt, namespace, name, lambda current: obj, user, dry_run, subresource, precondition=rv or None
+            rt,
+            namespace,
+            name,
+            lambda current: obj,
+            user,
+            dry_run,
+            subresource,
+            precondition=rv or None,
+            internal=internal,
         )
 
     def patch(
@@ -232,7 +273,9 @@ class Api:
 
         return self._update(rt, namespace, name, mutate, user, dry_run, subresource, precondition=None)
 
-    def _update(self, rt, namespace, name, mutate, user, dry_run, subresource, precondition) -> tuple[dict, Warnings]:
+    def _update(
+        self, rt, namespace, name, mutate, user, dry_run, subresource, precondition, internal=False
+    ) -> tuple[dict, Warnings]:
         # Admission webhooks run without the store lock; the write then only succeeds if
         # nothing changed meanwhile. Without a client precondition we retry like
         # GuaranteedUpdate does; with one the client gets its 409.
@@ -242,9 +285,13 @@ class Api:
                 raise conflict(rt.group, rt.plural, name)
             new = self._merge(rt, current, mutate(current), subresource)
             self._validate(rt, new)
-            new, warnings = self.admission.admit(
-                "UPDATE", rt, new, current, user, dry_run, subresource, validate=lambda o: self._validate(rt, o)
-            )
+            if not subresource:
+                self._validate_change(rt, current, new)
+            warnings: Warnings = []
+            if not internal:
+                new, warnings = self.admission.admit(
+                    "UPDATE", rt, new, current, user, dry_run, subresource, validate=lambda o: self._validate(rt, o)
+                )
             if dry_run:
                 return new, warnings
             try:

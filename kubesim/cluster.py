@@ -17,11 +17,30 @@ from .config import Config, from_dict, node_objects
 from .controllers import Controllers, Kubelet, WorkClock
 from .errors import ApiError
 from .faults import Faults
+from .jobcontroller import JobController
+from .jobsetcontroller import JobSetController
 from .model import Store
-from .operator import JobPods, TrainingOperator
+from .mpioperator import MPIOperator
+from .operator import TrainingOperator
+from .ownership import Owners
 from .quota import QuotaTracker
-from .resources import BY_API_VERSION_KIND, NAMESPACES, NODES, PODS, RESOURCEQUOTAS, TFJOBS
+from .resources import (
+    ALL,
+    BY_API_VERSION_KIND,
+    JOBS,
+    JOBSETS,
+    MPIJOBS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCEQUOTAS,
+    TFJOBS,
+    TRAINING_TYPES,
+    TRAINJOBS,
+    ResourceType,
+)
 from .scheduler import Scheduler
+from .trainercontroller import TrainJobController
 from .webhook_clients import ClientCredentials
 
 
@@ -43,12 +62,36 @@ class Cluster:
         self.audit: list[dict] = []
         self.api = Api(self.store, self.quota, self.admission, self.audit)
         self.faults = Faults(cfg.faults)
-        self.index = JobPods(self.store)
-        self.operator = TrainingOperator(self.api, self.index, cfg.backoff_seconds, cfg.max_backoff_seconds)
+        self.owners = Owners(self.store, (PODS, JOBS, JOBSETS))
+        backoff = (cfg.backoff_seconds, cfg.max_backoff_seconds)
+        self.operator = TrainingOperator(self.api, self.owners, *backoff)
+        self.mpi_operator = MPIOperator(self.api, self.owners, *backoff)
+        self.job_controller = JobController(self.api, self.owners, *backoff)
+        self.jobset_controller = JobSetController(self.api, self.owners, self.job_controller, *backoff)
+        self.trainer = TrainJobController(self.api, self.owners, self.jobset_controller, *backoff)
         self.scheduler = Scheduler(self.store)
         self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
-        self.work = WorkClock(self.store, self.index, self.kubelet, cfg.default_duration_seconds)
-        self.controllers = Controllers(clock, [self.operator, self.scheduler, self.kubelet, self.work])
+        self.work = WorkClock(self.store, self.owners, self.kubelet, cfg.default_duration_seconds)
+        for rt in TRAINING_TYPES:
+            self.work.register(rt, self.operator)
+        self.work.register(MPIJOBS, self.mpi_operator)
+        self.work.register(JOBS, self.job_controller)
+        self.work.register(JOBSETS, self.jobset_controller)
+        self.work.register(TRAINJOBS, self.trainer)
+        # Owners before what they own: a TrainJob's JobSet, Jobs and pods appear in one step.
+        self.controllers = Controllers(
+            clock,
+            [
+                self.operator,
+                self.mpi_operator,
+                self.trainer,
+                self.jobset_controller,
+                self.job_controller,
+                self.scheduler,
+                self.kubelet,
+                self.work,
+            ],
+        )
         self.store.hooks.append(self.controllers.notify)
         self.users: dict[str, UserInfo] = {
             u["token"]: UserInfo(u["username"], tuple(u.get("groups") or ()), u.get("uid", "")) for u in cfg.users
@@ -140,6 +183,26 @@ class Cluster:
     def tfjob(self, namespace: str, name: str) -> dict | None:
         return self.store.find(TFJOBS, namespace, name)
 
+    def job(self, kind: str, namespace: str, name: str) -> dict | None:
+        """Any served object: ``kind`` is ``<plural>.<group>`` ("pytorchjobs.kubeflow.org",
+        "jobs.batch"), a plural ("jobsets") or a Kind ("TrainJob")."""
+        rt = resource_type(kind)
+        return self.store.find(rt, namespace if rt.namespaced else "", name)
+
+    def pods_of(self, kind: str, namespace: str, name: str) -> list[dict]:
+        """The pods under a job of any kind, down its controller references (TrainJob ->
+        JobSet -> Jobs -> pods; MPIJob -> workers and launcher Job -> pod), sorted by name."""
+        top = self.job(kind, namespace, name)
+        if top is None:
+            return []
+        pods: list[dict] = []
+        owners = [top]
+        while owners:
+            owner = owners.pop()
+            pods += self.owners.children(owner, PODS)
+            owners += self.owners.children(owner, JOBS) + self.owners.children(owner, JOBSETS)
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
+
     def quota_status(self, namespace: str, name: str = "quota") -> dict:
         return self.store.get(RESOURCEQUOTAS, namespace, name).get("status") or {}
 
@@ -150,5 +213,22 @@ class Cluster:
         obj, _warnings = self.api.create(TFJOBS, namespace, manifest, userinfo)
         return obj
 
+    def create(self, manifest: dict, user: str | None = None) -> dict:
+        """Create any served object from its manifest without HTTP (webhooks still run)."""
+        rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion", ""), manifest.get("kind", "")))
+        if rt is None:
+            raise ValueError(f"kubesim does not serve {manifest.get('apiVersion')}/{manifest.get('kind')}")
+        userinfo = UserInfo(user or "kubernetes-admin", ("system:authenticated",))
+        namespace = (manifest.get("metadata") or {}).get("namespace", "default") if rt.namespaced else ""
+        obj, _warnings = self.api.create(rt, namespace, manifest, userinfo)
+        return obj
 
-__all__ = ["ApiError", "Cluster"]
+
+def resource_type(kind: str) -> ResourceType:
+    for rt in ALL:
+        if kind in (rt.qualified, rt.plural, rt.kind):
+            return rt
+    raise KeyError(f"kubesim serves no {kind!r}")
+
+
+__all__ = ["ApiError", "Cluster", "resource_type"]

@@ -1,4 +1,4 @@
-"""Kubelet and the TFJob work clock, plus the loop that drives all controllers.
+"""Kubelet and the work clock of every job kind, plus the loop that drives all controllers.
 
 Every controller has ``step(now) -> bool`` (did it do anything) and ``next_deadline()``
 (the earliest cluster time at which it has something to do by itself). Work queues are
@@ -11,15 +11,36 @@ from __future__ import annotations
 
 import heapq
 import threading
+from typing import Protocol
 
-from . import tfjob
 from .clock import Clock, ManualClock, rfc3339
+from .kubeflow import DURATION_ANNOTATION, FAIL_ANNOTATION
 from .model import Event, Store, evolve, key_of
-from .operator import JobPods, job_key_of_event
-from .resources import PODS, TFJOBS, ResourceType
+from .ownership import Owners
+from .resources import BY_GROUP_PLURAL, PODS, ResourceType
 from .scheduler import set_pod_condition
 
-Key = tuple[str, str]
+Key = tuple[str, str, str]  # a workload: (plural, namespace, name)
+PodKey = tuple[str, str]
+
+
+class Workload(Protocol):
+    """What the work clock asks a job kind's controller."""
+
+    def gang(self, rt: ResourceType, obj: dict) -> tuple[int, list[dict]]:
+        """(how many pods must run at once -- 0 when finished or suspended, its live pods)."""
+        ...
+
+    def finish(self, rt: ResourceType, obj: dict, pods: list[dict], fail: bool) -> list[tuple[dict, int]]:
+        """The work is done (or failed): the (running) pods that exit now, with their exit codes."""
+        ...
+
+
+_BY_PLURAL = {rt.plural: rt for rt in BY_GROUP_PLURAL.values()}
+
+
+def controller_type(plural: str) -> ResourceType:
+    return _BY_PLURAL[plural]
 
 
 class Kubelet:
@@ -30,7 +51,7 @@ class Kubelet:
     def __init__(self, store: Store, clock: Clock, start_delay: float = 1.0):
         self.store, self.clock, self.start_delay = store, clock, start_delay
         self._lock = threading.Lock()
-        self._heap: list[tuple[float, int, Key, str]] = []
+        self._heap: list[tuple[float, int, PodKey, str]] = []
         self._seen: set[str] = set()  # uids already scheduled to start
         self._seq = 0
         self._ip = 0
@@ -66,7 +87,7 @@ class Kubelet:
             self._start(key, uid, now)
         return bool(due)
 
-    def _start(self, key: Key, uid: str, now: float) -> None:
+    def _start(self, key: PodKey, uid: str, now: float) -> None:
         # Read-modify-write under the store lock: no client write can slip in between.
         with self.store.lock:
             pod = self.store.find(PODS, *key)
@@ -96,7 +117,7 @@ class Kubelet:
             ]
             self.store.update(PODS, evolve(pod, status=status))
 
-    def terminate(self, key: Key, exit_code: int, now: float) -> None:
+    def terminate(self, key: PodKey, exit_code: int, now: float) -> None:
         """The containers exit; with restartPolicy OnFailure/Always a failure restarts them in place."""
         with self.store.lock:
             pod = self.store.find(PODS, *key)
@@ -132,27 +153,51 @@ class Kubelet:
 
 
 class WorkClock:
-    """A TFJob makes progress only while its whole gang runs; then its pods finish.
+    """A workload makes progress only while its whole gang runs; then its pods finish.
 
-    The clock of a job starts when every expected pod is Running and restarts from zero
-    if the gang breaks. After ``kubesim.io/duration-seconds`` the workers (and chief)
-    exit 0 -- parameter servers keep running until the operator cleans them up -- or,
-    with ``kubesim.io/fail: "true"``, the coordinator (or worker 0) exits 1.
+    A workload is a job of any kind nobody else controls (a TFJob, an MPIJob, a JobSet, a
+    TrainJob, a Job of its own...); its pods are found down the controller references
+    (TrainJob -> JobSet -> Jobs -> pods). Its controller says how many pods must run at
+    once (``gang``) and which pods end how (``finish``). The clock of a workload starts
+    when that many of its pods are Running and restarts from zero if the gang breaks.
+    After ``kubesim.io/duration-seconds`` (from the workload, the objects under it, or its
+    pods' annotations; else ``workload.default_duration_seconds``) its pods exit 0 -- or,
+    with ``kubesim.io/fail: "true"``, its lead pod exits 1.
     """
 
     name = "work-clock"
 
-    def __init__(self, store: Store, index: JobPods, kubelet: Kubelet, default_duration: float = 60.0):
-        self.store, self.index, self.kubelet = store, index, kubelet
+    def __init__(self, store: Store, owners: Owners, kubelet: Kubelet, default_duration: float = 60.0):
+        self.store, self.owners, self.kubelet = store, owners, kubelet
         self.default_duration = default_duration
+        self.workloads: dict[str, Workload] = {}  # plural -> the controller of that kind
         self._lock = threading.Lock()
         self._dirty: set[Key] = set()
-        self._timers: dict[Key, float] = {}  # job -> when its work is done
+        self._timers: dict[Key, float] = {}  # workload -> when its work is done
         self.gang_started: dict[Key, float] = {}  # for inspection
         store.hooks.append(self._on_event)
 
+    def register(self, rt: ResourceType, controller: Workload) -> None:
+        self.workloads[rt.plural] = controller
+
+    def _root(self, rt: ResourceType, obj: dict) -> Key | None:
+        """The workload an object belongs to: the topmost controller kubesim runs."""
+        root: Key | None = None
+        for _ in range(8):  # pod -> Job -> JobSet -> TrainJob at most
+            if rt.plural in self.workloads:
+                root = (rt.plural, obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+            owner = self.owners.owner(obj)
+            if owner is None:
+                break
+            rt, obj = owner
+        return root
+
     def _on_event(self, rt: ResourceType, event: Event) -> None:
-        key = job_key_of_event(rt, event)
+        if rt is not PODS and rt.plural not in self.workloads:
+            return
+        key = self._root(rt, event.obj)
+        if key is None and rt.plural in self.workloads and event.type == "DELETED":
+            key = (rt.plural, event.obj["metadata"].get("namespace") or "", event.obj["metadata"]["name"])
         if key is not None:
             with self._lock:
                 self._dirty.add(key)
@@ -161,12 +206,13 @@ class WorkClock:
         with self._lock:
             return min(self._timers.values(), default=None)
 
-    def _gang_running(self, job: dict, pods: list[dict]) -> bool:
-        if tfjob.is_finished(job.get("status") or {}) or tfjob.is_suspended(job):
-            return False
-        expected = {tfjob.pod_name(job["metadata"]["name"], t, i) for t, i in tfjob.expected_pods(job)}
-        running = {p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"}
-        return bool(expected) and expected <= running
+    def _gang(self, key: Key) -> tuple[dict | None, int, list[dict]]:
+        controller = self.workloads[key[0]]
+        obj = self.store.find(controller_type(key[0]), key[1], key[2])
+        if obj is None or self._root(controller_type(key[0]), obj) != key:
+            return None, 0, []
+        expected, pods = controller.gang(controller_type(key[0]), obj)
+        return obj, expected, pods
 
     def step(self, now: float) -> bool:
         with self._lock:
@@ -174,36 +220,76 @@ class WorkClock:
             self._dirty.clear()
             keys.update(k for k, at in self._timers.items() if at <= now)
         for key in sorted(keys):
-            job = self.store.find(TFJOBS, *key)
-            pods = self.index.pods(key) if job is not None else []
-            if job is None or not self._gang_running(job, pods):
+            obj, expected, pods = self._gang(key)
+            running = [p for p in pods if p["status"].get("phase") == "Running"]
+            if obj is None or expected <= 0 or len(running) < expected:
                 with self._lock:
                     self._timers.pop(key, None)
                 self.gang_started.pop(key, None)
                 continue
             with self._lock:
                 if key not in self._timers:
-                    self._timers[key] = now + tfjob.work_duration(job, self.default_duration)
+                    self._timers[key] = now + self._duration(key, obj, pods)
                     self.gang_started[key] = now
                 due = self._timers[key] <= now
                 if due:
                     del self._timers[key]
             if due:
-                self._finish(job, pods, now)
+                rt = controller_type(key[0])
+                for pod, code in self.workloads[key[0]].finish(rt, obj, running, self._fails(key, obj, pods)):
+                    self.kubelet.terminate(key_of(pod), code, now)
                 with self._lock:
                     self._dirty.add(key)  # a restarted gang starts its clock again
         return bool(keys)
 
-    def _finish(self, job: dict, pods: list[dict], now: float) -> None:
-        if tfjob.should_fail(job):
-            lead = next(
-                (p for p in pods if (p["metadata"].get("labels") or {}).get(tfjob.JOB_ROLE_LABEL) == "master"), pods[0]
-            )
-            self.kubelet.terminate(key_of(lead), 1, now)
-            return
+    def _annotation(self, key: Key, obj: dict, pods: list[dict], name: str) -> str | None:
+        """From the workload, its templates, the objects between it and its pods, or a pod."""
+        chain, seen = [obj], {obj["metadata"]["uid"]}
         for pod in pods:
-            if (pod["metadata"].get("labels") or {}).get(tfjob.REPLICA_TYPE_LABEL) != "ps":
-                self.kubelet.terminate(key_of(pod), 0, now)
+            owner = self.owners.owner(pod)
+            while owner is not None and owner[1]["metadata"]["uid"] not in seen:
+                seen.add(owner[1]["metadata"]["uid"])
+                chain.append(owner[1])
+                owner = self.owners.owner(owner[1])
+        for holder in chain:
+            value = (holder["metadata"].get("annotations") or {}).get(name)
+            if value is None:
+                value = _template_annotation(holder.get("spec"), name)
+            if value is not None:
+                return value
+        return next((v for p in pods if (v := (p["metadata"].get("annotations") or {}).get(name)) is not None), None)
+
+    def _duration(self, key: Key, obj: dict, pods: list[dict]) -> float:
+        value = self._annotation(key, obj, pods, DURATION_ANNOTATION)
+        try:
+            return max(0.0, float(value)) if value is not None else self.default_duration
+        except ValueError:
+            return self.default_duration
+
+    def _fails(self, key: Key, obj: dict, pods: list[dict]) -> bool:
+        return str(self._annotation(key, obj, pods, FAIL_ANNOTATION) or "").lower() == "true"
+
+
+def _template_annotation(spec: object, name: str, depth: int = 0) -> str | None:
+    """An annotation from any pod (or Job) template inside a spec, in document order."""
+    if depth > 8:
+        return None
+    if isinstance(spec, dict):
+        template = spec.get("template")
+        if isinstance(template, dict):
+            value = ((template.get("metadata") or {}).get("annotations") or {}).get(name)
+            if value is not None:
+                return value
+        for child in spec.values():
+            found = _template_annotation(child, name, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(spec, list):
+        for child in spec:
+            found = _template_annotation(child, name, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 class Controllers:

@@ -37,7 +37,7 @@ Key = tuple[str, str]  # (namespace or "", name)
 _uid_random = random.Random()
 
 
-def _new_uid() -> str:
+def new_uid() -> str:
     # uuid4's os.urandom costs ~0.1 ms here; uids need to be unique, not unguessable.
     return str(uuid.UUID(int=_uid_random.getrandbits(128), version=4))
 
@@ -196,14 +196,15 @@ class Store:
     # --- writes --------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, obj: dict) -> dict:
-        """Store a new object (already validated); stamps uid, resourceVersion, creationTimestamp."""
+        """Store a new object (already validated); stamps uid (unless the API layer already
+        assigned one), resourceVersion, creationTimestamp."""
         with self.lock:
             key = key_of(obj)
             objects = self._objects.setdefault(rt.plural, {})
             if key in objects:
                 raise already_exists(rt.group, rt.plural, key[1])
             meta = obj["metadata"]
-            meta["uid"] = _new_uid()
+            meta["uid"] = meta.get("uid") or new_uid()
             meta["creationTimestamp"] = rfc3339(self.clock.now())
             meta.setdefault("generation", 1)
             return self._commit(rt, key, "ADDED", obj, None)

@@ -9,7 +9,10 @@ critical section, so a client that reads the quota after a pod write sees it cou
 What is charged follows the pod evaluator in kube-apiserver:
 - ``requests.X``/``X`` (cpu, memory, ephemeral-storage), ``limits.X``, ``requests.<extended>``
   and ``pods`` for pods that are not terminal (Succeeded/Failed release their charge);
-- ``count/pods`` for every pod in storage; ``count/tfjobs.kubeflow.org`` for every TFJob.
+- ``count/pods`` for every pod in storage; ``count/<plural>.<group>`` for every object of a
+  job kind (``count/tfjobs.kubeflow.org``, ``count/pytorchjobs.kubeflow.org``,
+  ``count/mpijobs.kubeflow.org``, ``count/jobs.batch``, ``count/jobsets.jobset.x-k8s.io``,
+  ``count/trainjobs.trainer.kubeflow.org``, ...), as the object count evaluator does.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from queueing.quantity import format_quantity
 
 from .errors import forbidden
 from .model import Event, Store, evolve, key_of
-from .resources import PODS, RESOURCEQUOTAS, TFJOBS, ResourceType
+from .resources import PODS, RESOURCEQUOTAS, TFJOBS, WORKLOADS, ResourceType
 
 _STANDARD = ("cpu", "memory", "ephemeral-storage")
-TFJOB_COUNT = "count/tfjobs.kubeflow.org"
+TFJOB_COUNT = f"count/{TFJOBS.qualified}"
+_COUNTED = {rt: f"count/{rt.qualified}" for rt in WORKLOADS}
 
 
 @lru_cache(maxsize=65536)
@@ -133,8 +137,8 @@ class QuotaTracker:
             return
         if rt is PODS:
             delta = pod_usage(obj)
-        elif rt is TFJOBS:
-            delta = {TFJOB_COUNT: 1}
+        elif rt in _COUNTED:
+            delta = {_COUNTED[rt]: 1}
         else:
             return
         used = self.usage.get(namespace, Counter())
@@ -206,8 +210,8 @@ class QuotaTracker:
             counter = self._counter(namespace)
             counter.subtract(old)
             counter.update(new)
-        elif rt is TFJOBS and event.type in ("ADDED", "DELETED"):
-            self._counter(namespace)[TFJOB_COUNT] += 1 if event.type == "ADDED" else -1
+        elif rt in _COUNTED and event.type in ("ADDED", "DELETED"):
+            self._counter(namespace)[_COUNTED[rt]] += 1 if event.type == "ADDED" else -1
         else:
             return
         for quota_name in self._quotas.get(namespace, ()):

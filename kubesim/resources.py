@@ -10,38 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from typing import Any
 
-from queueing.quantity import parse_quantity as _parse_quantity
-
-from . import tfjob
-
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+from . import batchjob, jobset, mpijob, trainer, trainingop
+from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    cause,
+    default_pod_spec,
+    dns1035_label,
+    parse_quantity,
+    required,
+    validate_pod_spec,
+    validate_resources,
+)
 
 COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
-
-
-@lru_cache(maxsize=65536)
-def _parse_cached(value):
-    return _parse_quantity(value)
-
-
-def parse_quantity(value):
-    """Memoized: manifests repeat a handful of quantities thousands of times."""
-    try:
-        return _parse_cached(value)
-    except TypeError:  # unhashable (a list or mapping where a quantity belongs): let the parser refuse it
-        return _parse_quantity(value)
-
-
-def cause(field_path: str, message: str, reason: str = "FieldValueInvalid") -> dict:
-    return {"reason": reason, "message": message, "field": field_path}
-
-
-def required(field_path: str) -> dict:
-    return cause(field_path, "Required value", "FieldValueRequired")
 
 
 @dataclass(frozen=True)
@@ -57,7 +41,11 @@ class ResourceType:
     fields: frozenset[str] = COMMON_FIELDS
     validate: Callable[[dict], list[dict]] | None = None
     default: Callable[[dict], None] | None = None
-    name_pattern: re.Pattern = _DNS1123_SUBDOMAIN
+    # Rules on a change (old, new) -> causes: immutable fields and the like.
+    validate_update: Callable[[dict, dict], list[dict]] | None = None
+    # Rules that read other objects (store, new object) -> causes, checked on create and update.
+    validate_refs: Callable[[Any, dict], list[dict]] | None = None
+    name_pattern: re.Pattern = DNS1123_SUBDOMAIN
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -72,9 +60,9 @@ class ResourceType:
 def validate_name(rt: ResourceType, name: object) -> list[dict]:
     if not name:
         return [cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
-    limit = 63 if rt.name_pattern is _DNS1123_LABEL else 253
+    limit = 63 if rt.name_pattern is DNS1123_LABEL else 253
     if not isinstance(name, str) or len(name) > limit or not rt.name_pattern.match(name):
-        kind = "RFC 1123 label" if rt.name_pattern is _DNS1123_LABEL else "RFC 1123 subdomain"
+        kind = "RFC 1123 label" if rt.name_pattern is DNS1123_LABEL else "RFC 1123 subdomain"
         return [
             cause(
                 "metadata.name",
@@ -84,65 +72,13 @@ def validate_name(rt: ResourceType, name: object) -> list[dict]:
     return []
 
 
-def validate_resources(path: str, resources: object) -> list[dict]:
-    causes: list[dict] = []
-    if resources is None:
-        return causes
-    if not isinstance(resources, dict):
-        return [cause(path, "must be an object")]
-    for section in ("requests", "limits"):
-        for name, value in (resources.get(section) or {}).items():
-            try:
-                if parse_quantity(value) < 0:
-                    causes.append(
-                        cause(
-                            f"{path}.{section}[{name}]", f"Invalid value: {value!r}: must be greater than or equal to 0"
-                        )
-                    )
-            except ValueError as exc:
-                causes.append(cause(f"{path}.{section}[{name}]", f"Invalid value: {value!r}: {exc}"))
-    return causes
-
-
-def validate_pod_spec(path: str, spec: object) -> list[dict]:
-    if not isinstance(spec, dict):
-        return [required(path)]
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        return [required(f"{path}.containers")]
-    causes: list[dict] = []
-    for key in ("containers", "initContainers"):
-        for i, container in enumerate(spec.get(key) or []):
-            where = f"{path}.{key}[{i}]"
-            if not isinstance(container, dict):
-                causes.append(cause(where, "must be an object"))
-                continue
-            if not container.get("name"):
-                causes.append(required(f"{where}.name"))
-            if not container.get("image"):
-                causes.append(required(f"{where}.image"))
-            causes.extend(validate_resources(f"{where}.resources", container.get("resources")))
-    return causes
-
-
 def _validate_pod(obj: dict) -> list[dict]:
     return validate_pod_spec("spec", obj.get("spec"))
 
 
 def _default_pod(obj: dict) -> None:
     spec = obj.setdefault("spec", {})
-    # Like the API server: a container that sets only limits requests the same amounts.
-    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        resources = container.get("resources") if isinstance(container, dict) else None
-        if isinstance(resources, dict) and isinstance(resources.get("limits"), dict):
-            requests = resources.setdefault("requests", {})
-            if isinstance(requests, dict):
-                for name, value in resources["limits"].items():
-                    requests.setdefault(name, value)
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
+    default_pod_spec(spec)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
 
@@ -197,7 +133,7 @@ def _validate_webhooks(obj: dict) -> list[dict]:
         name = hook.get("name") if isinstance(hook, dict) else None
         if not name:
             causes.append(required(f"{where}.name"))
-        elif name.count(".") < 2 or not _DNS1123_SUBDOMAIN.match(name):
+        elif name.count(".") < 2 or not DNS1123_SUBDOMAIN.match(name):
             causes.append(
                 cause(
                     f"{where}.name",
@@ -260,7 +196,7 @@ def _default_webhooks(obj: dict) -> None:
             rule.setdefault("scope", "*")
 
 
-def _default_tfjob(obj: dict) -> None:
+def _default_spec(obj: dict) -> None:
     obj.setdefault("spec", {})
 
 
@@ -296,7 +232,7 @@ NAMESPACES = ResourceType(
     status_subresource=True,
     fields=COMMON_FIELDS | {"status.phase"},
     default=_default_namespace,
-    name_pattern=_DNS1123_LABEL,
+    name_pattern=DNS1123_LABEL,
 )
 NODES = ResourceType(
     "",
@@ -323,17 +259,117 @@ RESOURCEQUOTAS = ResourceType(
     "", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True, validate=_validate_quota
 )
 EVENTS = ResourceType("", "v1", "events", "Event", True, fields=EVENT_FIELDS)
-TFJOBS = ResourceType(
-    "kubeflow.org",
-    "v1",
-    "tfjobs",
-    "TFJob",
+
+
+def _training_type(kind: trainingop.TrainingKind) -> ResourceType:
+    """A training-operator kind served as a CRD (status subresource, validated by its webhook)."""
+    return ResourceType(
+        trainingop.GROUP,
+        trainingop.VERSION,
+        kind.plural,
+        kind.kind,
+        True,
+        status_subresource=True,
+        unconditional_update=False,
+        validate=kind.validate,
+        default=_default_spec,
+        validate_update=lambda old, new: trainingop.validate_update(kind, old, new),
+    )
+
+
+TFJOBS = _training_type(trainingop.TFJOB)
+PYTORCHJOBS = _training_type(trainingop.PYTORCHJOB)
+XGBOOSTJOBS = _training_type(trainingop.XGBOOSTJOB)
+PADDLEJOBS = _training_type(trainingop.PADDLEJOB)
+JAXJOBS = _training_type(trainingop.JAXJOB)
+TRAINING_TYPES = (TFJOBS, PYTORCHJOBS, XGBOOSTJOBS, PADDLEJOBS, JAXJOBS)
+MPIJOBS = ResourceType(
+    mpijob.GROUP,
+    mpijob.VERSION,
+    "mpijobs",
+    mpijob.KIND,
     True,
     status_subresource=True,
     unconditional_update=False,
-    validate=tfjob.validate,
-    default=_default_tfjob,
+    validate=mpijob.validate_schema,
+    default=_default_spec,
 )
+JOBS = ResourceType(
+    batchjob.GROUP,
+    batchjob.VERSION,
+    "jobs",
+    batchjob.KIND,
+    True,
+    status_subresource=True,
+    fields=COMMON_FIELDS | {"status.successful"},
+    validate=batchjob.validate,
+    default=batchjob.default,
+    validate_update=batchjob.validate_update,
+)
+JOBSETS = ResourceType(
+    jobset.GROUP,
+    jobset.VERSION,
+    "jobsets",
+    jobset.KIND,
+    True,
+    status_subresource=True,
+    unconditional_update=False,
+    validate=jobset.validate,
+    default=jobset.default,
+    validate_update=jobset.validate_update,
+)
+TRAINJOBS = ResourceType(
+    trainer.GROUP,
+    trainer.VERSION,
+    "trainjobs",
+    trainer.KIND,
+    True,
+    status_subresource=True,
+    unconditional_update=False,
+    validate=trainer.validate,
+    default=trainer.default,
+    validate_update=trainer.validate_update,
+    validate_refs=lambda store, obj: _validate_trainjob_runtime(store, obj),
+)
+TRAININGRUNTIMES = ResourceType(
+    trainer.GROUP,
+    trainer.VERSION,
+    "trainingruntimes",
+    "TrainingRuntime",
+    True,
+    unconditional_update=False,
+    validate=trainer.validate_runtime,
+)
+CLUSTERTRAININGRUNTIMES = ResourceType(
+    trainer.GROUP,
+    trainer.VERSION,
+    "clustertrainingruntimes",
+    "ClusterTrainingRuntime",
+    False,
+    unconditional_update=False,
+    validate=trainer.validate_runtime,
+)
+
+
+def _validate_trainjob_runtime(store: Any, obj: dict) -> list[dict]:
+    """The TrainJob webhook: the runtime must be supported and exist before the TrainJob."""
+    group, kind, name = trainer.runtime_ref(obj)
+    if group != trainer.GROUP or kind not in trainer.RUNTIME_KINDS:
+        return [cause("spec.runtimeRef", f"Invalid value: unsupported runtime: {kind}.{group}")]
+    rt = TRAININGRUNTIMES if kind == "TrainingRuntime" else CLUSTERTRAININGRUNTIMES
+    namespace = obj["metadata"].get("namespace", "") if rt.namespaced else ""
+    if store.find(rt, namespace, name) is not None:
+        return []
+    what = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
+    return [
+        cause(
+            "spec.runtimeRef",
+            f"Invalid value: {trainer.runtime_missing_message(kind, name)}: "
+            f"specified {what} must be created before the TrainJob is created",
+        )
+    ]
+
+
 MUTATING = ResourceType(
     "admissionregistration.k8s.io",
     "v1",
@@ -354,10 +390,24 @@ VALIDATING = ResourceType(
 )
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, validate=_validate_lease)
 
-ALL = (NAMESPACES, NODES, PODS, RESOURCEQUOTAS, EVENTS, TFJOBS, MUTATING, VALIDATING, LEASES)
+ALL = (
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCEQUOTAS,
+    EVENTS,
+    *TRAINING_TYPES,
+    MPIJOBS,
+    JOBS,
+    JOBSETS,
+    TRAINJOBS,
+    TRAININGRUNTIMES,
+    CLUSTERTRAININGRUNTIMES,
+    MUTATING,
+    VALIDATING,
+    LEASES,
+)
+# The job kinds: quota counts them (count/<plural>.<group>) and the audit records their creates.
+WORKLOADS = (*TRAINING_TYPES, MPIJOBS, JOBS, JOBSETS, TRAINJOBS)
 BY_GROUP_PLURAL = {(rt.group, rt.plural): rt for rt in ALL}
 BY_API_VERSION_KIND = {(rt.api_version, rt.kind): rt for rt in ALL}
-
-
-def dns1035_label(name: str) -> bool:
-    return len(name) <= 63 and bool(_DNS1035_LABEL.match(name))

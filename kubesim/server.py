@@ -4,13 +4,14 @@ Routes the Kubernetes REST paths onto ``Api``: bearer token -> user (401 otherwi
 verbs from method + path + ``?watch``, query parameters, JSON bodies, Status bodies for
 errors, and watch streams as newline-delimited JSON in chunked transfer encoding.
 Under ``/kubesim/`` sits an unauthenticated control plane for tests run against a
-separate process: faults, dropping watches, compaction, the TFJob create audit, and
+separate process: faults, dropping watches, compaction, the job create audit, and
 advancing a manual clock.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -64,6 +65,55 @@ def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None
     return rt, namespace, name, subresource
 
 
+def _version_priority(version: str) -> tuple:
+    """Kubernetes version priority: GA before beta before alpha, higher numbers first."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if match is None:
+        return (3, 0, 0, version)
+    level = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
+    return (level, -int(match.group(1)), -int(match.group(3) or 0), version)
+
+
+def _group_versions() -> dict[str, list[str]]:
+    versions: dict[str, list[str]] = {}
+    for rt in ALL:
+        if rt.group and rt.version not in versions.setdefault(rt.group, []):
+            versions[rt.group].append(rt.version)
+    return {g: sorted(v, key=_version_priority) for g, v in sorted(versions.items())}
+
+
+def _api_group(group: str, versions: list[str]) -> dict:
+    listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": listed, "preferredVersion": listed[0]}
+
+
+def _resource_list(group_version: str, group: str, version: str) -> dict:
+    resources: list[dict] = []
+    for rt in ALL:
+        if rt.group != group or rt.version != version:
+            continue
+        resources.append(
+            {
+                "name": rt.plural,
+                "singularName": rt.kind.lower(),
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            }
+        )
+        if rt.status_subresource:
+            resources.append(
+                {
+                    "name": f"{rt.plural}/status",
+                    "singularName": "",
+                    "namespaced": rt.namespaced,
+                    "kind": rt.kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
+
+
 def _discovery(path: str) -> dict | None:
     if path == "/api":
         return {
@@ -71,39 +121,16 @@ def _discovery(path: str) -> dict | None:
             "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
         }
-    groups = sorted({rt.group for rt in ALL if rt.group})
+    if path == "/api/v1":
+        return _resource_list("v1", "", "v1")
+    groups = _group_versions()
     if path == "/apis":
-        return {
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": [
-                {
-                    "name": g,
-                    "versions": [{"groupVersion": f"{g}/v1", "version": "v1"}],
-                    "preferredVersion": {"groupVersion": f"{g}/v1", "version": "v1"},
-                }
-                for g in groups
-            ],
-        }
-    for group in [""] + groups:
-        prefix = "/api/v1" if not group else f"/apis/{group}/v1"
-        if path == prefix:
-            return {
-                "kind": "APIResourceList",
-                "apiVersion": "v1",
-                "groupVersion": prefix.split("/", 2)[-1] if group else "v1",
-                "resources": [
-                    {
-                        "name": rt.plural,
-                        "singularName": rt.kind.lower(),
-                        "namespaced": rt.namespaced,
-                        "kind": rt.kind,
-                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-                    }
-                    for rt in ALL
-                    if rt.group == group
-                ],
-            }
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g, v) for g, v in groups.items()]}
+    parts = path.split("/")
+    if len(parts) == 3 and parts[1] == "apis" and parts[2] in groups:
+        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[2], groups[parts[2]])}
+    if len(parts) == 4 and parts[1] == "apis" and parts[3] in groups.get(parts[2], ()):
+        return _resource_list(f"{parts[2]}/{parts[3]}", parts[2], parts[3])
     return None
 
 

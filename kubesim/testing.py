@@ -23,7 +23,34 @@ from pathlib import Path
 from .clock import Clock, ManualClock
 from .cluster import Cluster
 from .config import Config, from_dict, write_kubeconfig
+from .manifests import (
+    batch_job_manifest,
+    jaxjob_manifest,
+    jobset_manifest,
+    mpijob_manifest,
+    paddlejob_manifest,
+    pytorchjob_manifest,
+    tfjob_manifest,
+    training_runtime_manifest,
+    trainjob_manifest,
+    xgboostjob_manifest,
+)
 from .server import KubesimServer
+
+__all__ = [
+    "RunningKubesim",
+    "batch_job_manifest",
+    "jaxjob_manifest",
+    "jobset_manifest",
+    "mpijob_manifest",
+    "paddlejob_manifest",
+    "pytorchjob_manifest",
+    "running_kubesim",
+    "tfjob_manifest",
+    "training_runtime_manifest",
+    "trainjob_manifest",
+    "xgboostjob_manifest",
+]
 
 
 class RunningKubesim:
@@ -100,80 +127,3 @@ def running_kubesim(
         yield sim
     finally:
         sim.stop()
-
-
-def tfjob_manifest(
-    name: str,
-    namespace: str = "default",
-    *,
-    workers: int = 1,
-    chief: bool = False,
-    ps: int = 0,
-    cpu: str = "1",
-    memory: str = "1Gi",
-    gpu: int = 0,
-    duration: float | None = None,
-    fail: bool = False,
-    suspend: bool | None = None,
-    success_policy: str | None = None,
-    clean_pod_policy: str | None = None,
-    restart_policy: str = "Never",
-    backoff_limit: int | None = None,
-    labels: dict | None = None,
-    tolerations: list | None = None,
-    node_selector: dict | None = None,
-) -> dict:
-    """A TFJob manifest for tests: ``workers`` Workers (+ a Chief, + ``ps`` PS) of the given size.
-
-    ``duration`` and ``fail`` become the kubesim.io annotations that drive the work clock.
-    """
-    resources = {"cpu": cpu, "memory": memory}
-    if gpu:
-        resources["nvidia.com/gpu"] = str(gpu)
-    pod_spec: dict = {
-        "containers": [
-            {
-                "name": "tensorflow",
-                "image": "tensorflow/tensorflow:2.15.0",
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
-            }
-        ]
-    }
-    if tolerations:
-        pod_spec["tolerations"] = tolerations
-    if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-
-    def replica(count: int) -> dict:
-        return {"replicas": count, "restartPolicy": restart_policy, "template": {"spec": pod_spec}}
-
-    specs = {}
-    if chief:
-        specs["Chief"] = replica(1)
-    if ps:
-        specs["PS"] = replica(ps)
-    if workers:
-        specs["Worker"] = replica(workers)
-    annotations = {}
-    if duration is not None:
-        annotations["kubesim.io/duration-seconds"] = str(duration)
-    if fail:
-        annotations["kubesim.io/fail"] = "true"
-    spec: dict = {"tfReplicaSpecs": specs}
-    run_policy: dict[str, object] = {}
-    if suspend is not None:
-        run_policy["suspend"] = suspend
-    if clean_pod_policy is not None:
-        run_policy["cleanPodPolicy"] = clean_pod_policy
-    if backoff_limit is not None:
-        run_policy["backoffLimit"] = backoff_limit
-    if run_policy:
-        spec["runPolicy"] = run_policy
-    if success_policy is not None:
-        spec["successPolicy"] = success_policy
-    metadata: dict = {"name": name, "namespace": namespace}
-    if labels:
-        metadata["labels"] = dict(labels)
-    if annotations:
-        metadata["annotations"] = annotations
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": metadata, "spec": spec}

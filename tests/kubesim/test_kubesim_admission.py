@@ -249,3 +249,35 @@ def test_audit_records_every_create_with_its_outcome(sim):
     ]
     assert audit[0]["time"] == sim.clock.now()
     assert sum(1 for a in audit if a["outcome"] == "Created" and a["name"] == "once") == 1
+
+
+def test_webhooks_see_every_job_kind(sim, webhook):
+    from kubesim.testing import batch_job_manifest, pytorchjob_manifest
+
+    hook = webhook(lambda request: {"allowed": False, "status": {"message": f"no {request['kind']['kind']}"}})
+    rules = [
+        {
+            "operations": ["CREATE", "UPDATE"],
+            "apiGroups": ["batch", "kubeflow.org"],
+            "apiVersions": ["v1"],
+            "resources": ["jobs", "pytorchjobs"],
+        }
+    ]
+    register(sim, hook.url, kind="Validating", rules=rules)
+    api_client = sim.api_client("alice@example.com")
+    with pytest.raises(client.ApiException) as caught:
+        client.BatchV1Api(api_client).create_namespaced_job("team-a", batch_job_manifest("j", "team-a"))
+    assert caught.value.status == 400  # a denial without a code
+    assert json.loads(caught.value.body)["message"] == f'admission webhook "{HOOK}" denied the request: no Job'
+    with pytest.raises(client.ApiException) as caught:
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            G, V, "team-a", "pytorchjobs", pytorchjob_manifest("p", "team-a")
+        )
+    assert "denied the request: no PyTorchJob" in json.loads(caught.value.body)["message"]
+    request = hook.reviews[0]["request"]
+    assert (request["resource"], request["operation"]) == (
+        {"group": "batch", "version": "v1", "resource": "jobs"},
+        "CREATE",
+    )
+    assert request["object"]["spec"]["selector"]  # validating webhooks see the API server's defaults
+    api_client.close()

@@ -313,5 +313,5 @@ def test_resource_quota_and_node_reads(core):
 
 def test_unknown_resources_are_404(custom):
     with pytest.raises(client.ApiException) as caught:
-        custom.list_namespaced_custom_object(G, V, "team-a", "pytorchjobs")
+        custom.list_namespaced_custom_object(G, V, "team-a", "notebooks")
     assert caught.value.status == 404

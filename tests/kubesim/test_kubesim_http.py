@@ -64,14 +64,41 @@ def test_health_version_and_discovery(conn):
     assert call(conn, "GET", "/healthz", token=None)[0] == 200
     status, _, body = call(conn, "GET", "/version", token=None)
     assert status == 200 and json.loads(body)["gitVersion"].startswith("v1.")
-    groups = json.loads(call(conn, "GET", "/apis")[2])
-    assert {g["name"] for g in groups["groups"]} == {
+    groups = {g["name"]: g for g in json.loads(call(conn, "GET", "/apis")[2])["groups"]}
+    assert set(groups) == {
         "kubeflow.org",
+        "batch",
+        "jobset.x-k8s.io",
+        "trainer.kubeflow.org",
         "admissionregistration.k8s.io",
         "coordination.k8s.io",
     }
+    # Two versions in one group (the training-operator's v1, the MPI operator's v2beta1): GA preferred.
+    assert [v["version"] for v in groups["kubeflow.org"]["versions"]] == ["v1", "v2beta1"]
+    assert groups["kubeflow.org"]["preferredVersion"]["groupVersion"] == "kubeflow.org/v1"
     resources = json.loads(call(conn, "GET", "/apis/kubeflow.org/v1")[2])
-    assert [(r["name"], r["kind"], r["namespaced"]) for r in resources["resources"]] == [("tfjobs", "TFJob", True)]
+    assert [(r["name"], r["kind"], r["namespaced"]) for r in resources["resources"]] == [
+        (f"{plural}{sub}", kind, True)
+        for plural, kind in [
+            ("tfjobs", "TFJob"),
+            ("pytorchjobs", "PyTorchJob"),
+            ("xgboostjobs", "XGBoostJob"),
+            ("paddlejobs", "PaddleJob"),
+            ("jaxjobs", "JAXJob"),
+        ]
+        for sub in ("", "/status")
+    ]
+    mpi = json.loads(call(conn, "GET", "/apis/kubeflow.org/v2beta1")[2])
+    assert [r["name"] for r in mpi["resources"]] == ["mpijobs", "mpijobs/status"]
+    trainer = json.loads(call(conn, "GET", "/apis/trainer.kubeflow.org/v1alpha1")[2])
+    assert {r["name"]: r["namespaced"] for r in trainer["resources"]} == {
+        "trainjobs": True,
+        "trainjobs/status": True,
+        "trainingruntimes": True,
+        "clustertrainingruntimes": False,
+    }
+    group = json.loads(call(conn, "GET", "/apis/batch")[2])
+    assert group["kind"] == "APIGroup" and group["preferredVersion"]["groupVersion"] == "batch/v1"
 
 
 def test_watch_is_chunked_newline_delimited_json(conn, sim):
