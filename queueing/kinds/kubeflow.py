@@ -2,10 +2,13 @@
 
 TFJob, PyTorchJob, XGBoostJob, PaddleJob and JAXJob differ only in the name of their
 replica map, the replica types they accept, how many replicas a type may have and the
-container the operator runs. The rules are training-operator release-1.9's: its defaulting
-(pkg/apis/kubeflow.org/v1/*_defaults.go: replica types renamed to their canonical spelling
-whatever their case, replicas defaulted to 1) runs before its validating webhooks
-(pkg/webhooks/<kind>), so jobdash applies both in that order.
+container the operator runs. The rules are training-operator release-1.9's validating
+webhooks (pkg/webhooks/<kind>) and its defaulting (pkg/apis/kubeflow.org/v1/*_defaults.go:
+replica types renamed to their canonical spelling whatever their case, replicas defaulted
+to 1), which the controller applies after admission. So the case of a replica type is
+free only where the webhook does not list the valid types: TFJob's (its own e2e
+manifests write "Ps"); PyTorch's, XGBoost's, Paddle's and JAX's webhooks refuse "worker"
+(utils.ValidateReplicaSpecs compares exactly).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class ReplicatedJobAdapter:
     exclusive_types: tuple[frozenset[str], ...] = ()  # at most one type of each group
     success_policies: tuple[str, ...] | None = None  # None: the kind has no successPolicy
     elastic: bool = False  # spec.elasticPolicy scales the Worker replicas (PyTorchJob)
+    any_case: bool = False  # replica types in any case (the webhook does not check them)
     suspend_path: tuple[str, ...] = ("spec", "runPolicy", "suspend")
     pod_job_label: str = "training.kubeflow.org/job-name"
     pod_role_label: str = "training.kubeflow.org/replica-type"  # valued the type in lower case
@@ -96,13 +100,19 @@ class ReplicatedJobAdapter:
         return pod_sets
 
     def _canonical_keys(self, replica_specs: Mapping[Any, Any], path: str, problems: Problems) -> dict[str, Any]:
-        """canonical type -> the key as written: the operator renames "worker" or "WORKER" to
-        "Worker" before it validates, so any case is accepted, but only one spelling."""
+        """canonical type -> the key as written: where any case is accepted the operator renames
+        "worker" or "WORKER" to "Worker", and only one spelling may be used."""
         by_lower = {t.lower(): t for t in self.replica_types}
         written: dict[str, Any] = {}
         for key in replica_specs:
             canonical = by_lower.get(key.lower()) if isinstance(key, str) else None
-            if canonical is None:
+            if canonical is not None and not self.any_case and canonical != key:
+                problems.add(
+                    join(path, key),
+                    f"unknown replica type {key!r}; {self.kind}'s replica types are case-sensitive: "
+                    f"did you mean {canonical!r}?",
+                )
+            elif canonical is None:
                 expected = ", ".join(self.replica_types)
                 problems.add(join(path, key), f"unknown replica type {str(key)!r}; expected one of {expected}")
             elif canonical in written:
@@ -195,6 +205,7 @@ TFJOB = _family(
     replica_bounds=(("Chief", 0, 1), ("Master", 0, 1), ("Evaluator", 0, 1)),
     exclusive_types=(frozenset({"Chief", "Master"}),),
     success_policies=("", "AllWorkers"),
+    any_case=True,
 )
 # The webhook wants exactly one Master, and Workers at least 1 when set.
 PYTORCHJOB = _family(

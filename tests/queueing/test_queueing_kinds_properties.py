@@ -101,7 +101,8 @@ def kubeflow_job(draw):
         low, high = bounds.get(replica_type, (0, 20))
         replicas = draw(st.none() | st.integers(low, min(high, 20)))
         template, requests, limits = draw(pod_template(adapter.container_name))
-        key = draw(st.sampled_from([replica_type, replica_type.lower(), replica_type.upper()]))
+        spellings = [replica_type, replica_type.lower(), replica_type.upper()] if adapter.any_case else [replica_type]
+        key = draw(st.sampled_from(spellings))
         specs[key] = {"template": template} if replicas is None else {"replicas": replicas, "template": template}
         groups[replica_type] = [1 if replicas is None else replicas, requests, limits]
         worker_key = key if replica_type == "Worker" else worker_key

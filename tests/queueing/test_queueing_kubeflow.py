@@ -4,7 +4,7 @@
 import pytest
 import yaml
 
-from queueing import adapter_for, parse_job, workload_from_manifest
+from queueing import ManifestError, adapter_for, parse_job, workload_from_manifest
 from queueing.kinds import FAMILY, PYTORCHJOB
 from tests.queueing.kinds_support import GI, condition, container, errors_of, shape, with_value
 
@@ -252,7 +252,10 @@ XGB = "spec.xgbReplicaSpecs"
             "PyTorchJob",
             f"{PT}.MASTER",
             {"replicas": 1},
-            {PT: "'Master' and 'MASTER' are both the Master replica type; keep one"},
+            {
+                f"{PT}.MASTER": "unknown replica type 'MASTER'; PyTorchJob's replica types are case-sensitive: "
+                "did you mean 'Master'?"
+            },
         ),
         # the default container must be in every replica type's pods
         (
@@ -301,13 +304,39 @@ def test_managed_by_the_operator_or_multikueue(managed_by):
     assert workload_from_manifest(manifest).pods == 2
 
 
-@pytest.mark.parametrize("kind", sorted(MINIMAL))
-def test_lower_case_replica_types_are_renamed_like_the_operator_does(kind):
-    manifest = MINIMAL[kind]
+def lower_cased(kind):
+    manifest = MINIMAL[kind] if kind in MINIMAL else TFJOB_PS_WORKER
     field = next(iter(manifest["spec"]))
     renamed = {key.lower(): spec for key, spec in manifest["spec"][field].items()}
-    workload = workload_from_manifest(with_value(manifest, f"spec.{field}", renamed))
-    assert [p.role for p in workload.pod_sets] == list(manifest["spec"][field])
+    return manifest, field, with_value(manifest, f"spec.{field}", renamed)
+
+
+TFJOB_PS_WORKER = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "TFJob",
+    "metadata": {"name": "dist", "namespace": "team-a"},
+    "spec": {
+        "tfReplicaSpecs": {
+            t: {"replicas": 1, "template": {"spec": {"containers": [container("tensorflow")]}}}
+            for t in ("PS", "Worker")
+        }
+    },
+}
+
+
+def test_tfjob_replica_types_in_any_case_are_renamed_like_the_operator_does():
+    """TFJob's webhook lists no valid types; the operator's defaulting renames them."""
+    manifest, field, lower = lower_cased("TFJob")
+    assert [p.role for p in workload_from_manifest(lower).pod_sets] == list(manifest["spec"][field])
+
+
+@pytest.mark.parametrize("kind", sorted(set(MINIMAL) - {"TFJob"}))
+def test_other_kinds_replica_types_are_case_sensitive_as_their_webhooks_are(kind):
+    """release-1.9's utils.ValidateReplicaSpecs compares them exactly, before any defaulting."""
+    _manifest, field, lower = lower_cased(kind)
+    with pytest.raises(ManifestError) as refused:
+        workload_from_manifest(lower)
+    assert any(e.path.startswith(f"spec.{field}.") and "case-sensitive" in e.message for e in refused.value.errors)
 
 
 def test_pytorch_master_replicas_default_to_one():
