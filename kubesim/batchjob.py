@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 
 from .clock import rfc3339
+from .ownerref import controller_reference
 from .validation import (
     cause,
     default_pod_spec,
@@ -242,16 +243,7 @@ def build_pod(job: dict, index: int | None) -> dict:
         "generateName": prefix,
         "namespace": meta["namespace"],
         "labels": labels,
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [controller_reference(API_VERSION, KIND, job)],
     }
     if annotations:
         pod_meta["annotations"] = annotations

@@ -16,6 +16,7 @@ import copy
 import hashlib
 
 from .clock import rfc3339
+from .ownerref import controller_reference
 from .validation import DNS1035_MESSAGE, cause, dns1035_label, immutable, required
 
 GROUP, VERSION, KIND = "jobset.x-k8s.io", "v1alpha2", "JobSet"
@@ -199,16 +200,7 @@ def build_job(js: dict, rjob: dict, index: int) -> dict:
             "namespace": meta["namespace"],
             "labels": {**(tmeta.get("labels") or {}), **marks},
             "annotations": {**(tmeta.get("annotations") or {}), **marks},
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": KIND,
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_reference(API_VERSION, KIND, js)],
         },
         "spec": spec,
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 
 from .kubeflow import JOB_NAME_LABEL, JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, REPLICA_INDEX_LABEL
+from .ownerref import controller_reference
 from .validation import DNS1035_MESSAGE, cause, dns1035_label, not_supported, required, validate_pod_spec
 
 GROUP, VERSION, KIND = "kubeflow.org", "v2beta1", "MPIJob"
@@ -144,18 +145,6 @@ def _labels(job: dict, role: str) -> dict[str, str]:
     return {OPERATOR_NAME_LABEL: OPERATOR_NAME, JOB_NAME_LABEL: job["metadata"]["name"], JOB_ROLE_LABEL: role}
 
 
-def _owner(job: dict) -> dict:
-    meta = job["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def _restart(spec: dict) -> str:
     return "Never" if spec.get("restartPolicy") == "ExitCode" else spec.get("restartPolicy", "Never")
 
@@ -174,7 +163,7 @@ def build_worker(job: dict, index: int) -> dict:
         "name": worker_name(job, index),
         "namespace": job["metadata"]["namespace"],
         "labels": labels,
-        "ownerReferences": [_owner(job)],
+        "ownerReferences": [controller_reference(API_VERSION, KIND, job)],
     }
     if meta.get("annotations"):
         pod_meta["annotations"] = dict(meta["annotations"])
@@ -210,7 +199,7 @@ def build_launcher_job(job: dict) -> dict:
             "name": launcher_name(job),
             "namespace": job["metadata"]["namespace"],
             "labels": {"app": job["metadata"]["name"]},
-            "ownerReferences": [_owner(job)],
+            "ownerReferences": [controller_reference(API_VERSION, KIND, job)],
         },
         "spec": job_spec,
     }

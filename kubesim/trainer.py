@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 
 from .clock import rfc3339
+from .ownerref import controller_reference
 from .validation import cause, dns1035_label, immutable, required
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
@@ -167,16 +168,7 @@ def build_jobset(trainjob: dict, runtime: dict) -> dict:
     js_meta: dict = {
         "name": meta["name"],
         "namespace": meta["namespace"],
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [controller_reference(API_VERSION, KIND, trainjob)],
     }
     if labels:
         js_meta["labels"] = labels

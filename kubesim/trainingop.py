@@ -32,6 +32,7 @@ from .kubeflow import (
     validate_managed_by_update,
     validate_suspend,
 )
+from .ownerref import controller_reference
 from .trainingstatus import update_jax, update_master_or_workers, update_xgboost
 from .validation import DNS1035_MESSAGE, cause, dns1035_label, not_supported, required
 
@@ -135,16 +136,7 @@ def build_pod(kind: TrainingKind, job: dict, rtype: str, index: int) -> dict:
         "name": pod_name(meta["name"], rtype, index),
         "namespace": meta["namespace"],
         "labels": labels,
-        "ownerReferences": [
-            {
-                "apiVersion": API_VERSION,
-                "kind": kind.kind,
-                "name": meta["name"],
-                "uid": meta["uid"],
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [controller_reference(API_VERSION, kind.kind, job)],
     }
     if template_meta.get("annotations"):
         pod_meta["annotations"] = dict(template_meta["annotations"])
