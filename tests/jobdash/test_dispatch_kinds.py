@@ -6,6 +6,7 @@ CPUs' worth of pods) both finish, one after the other."""
 import json
 
 import pytest
+import yaml
 
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
@@ -136,3 +137,38 @@ def test_two_jobs_that_would_deadlock_on_one_quota_both_finish(user, sim, gatewa
 
     run(dispatcher, sim, gateway, [first, second], steps=90, watch=never_both)
     assert {Job.objects.get(pk=j.pk).state for j in (first, second)} == {State.SUCCEEDED}
+
+
+def test_a_trainjob_whose_runtime_does_not_exist_is_a_400_naming_it(user, gateway):
+    from tests.jobdash.conftest import token_client
+
+    api = token_client(user)
+    body = json.dumps(trainjob_manifest("no-runtime", "team-a", runtime="torch-nightly", num_nodes=2))
+    response = api.post("/api/v1/jobs/", data=body, content_type="application/yaml")
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error["path"] == "spec.runtimeRef.name" and "torch-nightly" in error["message"]
+    assert not Job.objects.exists()
+
+
+def test_a_trainjob_is_a_503_while_the_cluster_cannot_be_asked_for_its_runtime(user, settings, tmp_path):
+    from tests.jobdash.conftest import token_client
+
+    dead = tmp_path / "kubeconfig"
+    dead.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", str(dead)
+    body = json.dumps(trainjob_manifest("later", "team-a", num_nodes=2))
+    response = token_client(user).post("/api/v1/jobs/", data=body, content_type="application/yaml")
+    assert response.status_code == 503 and response.json()["errors"][0]["path"] == "spec.runtimeRef.name"
+    assert not Job.objects.exists()
