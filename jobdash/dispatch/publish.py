@@ -49,7 +49,8 @@ def pod_phases(pods_by_job: Mapping[ObjectKey, Iterable[PodInfo]], objects: Mapp
         for pod in pods:
             phase = "Terminating" if pod.deleting else pod.phase
             entry = counts.setdefault(f"{namespace}/{name}", {"job": info.job_id, "replicas": {}})
-            phases = entry["replicas"].setdefault(kinds.pod_role(kind_key, pod) or "(unknown)", {})
+            # a kind whose pods carry no role label (a batch Job) has one group: its pods
+            phases = entry["replicas"].setdefault(kinds.pod_role(kind_key, pod) or "pods", {})
             phases[phase] = phases.get(phase, 0) + 1
     return counts
 

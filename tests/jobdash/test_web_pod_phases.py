@@ -58,7 +58,7 @@ def test_a_kind_whose_pods_carry_no_role_label_counts_them_together():
     counts = pod_phases(
         {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]}, {trial: job_object(BATCH, "trial-1", 3)}
     )
-    assert counts == {"team-a/trial-1": {"job": 3, "replicas": {"(unknown)": {"Running": 1, "Pending": 1}}}}
+    assert counts == {"team-a/trial-1": {"job": 3, "replicas": {"pods": {"Running": 1, "Pending": 1}}}}
 
 
 @pytest.mark.django_db
