@@ -225,9 +225,10 @@ class KubeGateway:
         except AlreadyExists:
             existing = self.read_job_object((kind_key, namespace, name))
             what = f"{body['kind']} {namespace}/{name}"
-            if existing.job_id == job_id and existing.deleting:
-                # Our previous attempt, taken back after a start timeout, is not gone yet.
-                raise Transient(f"{what} from an earlier attempt is still being deleted") from None
+            if existing.deleting:
+                # Our previous attempt (taken back after a start timeout), or a finished
+                # job's object this job replaces, is not gone yet.
+                raise Transient(f"{what} is still being deleted") from None
             if existing.job_id == job_id:
                 return existing
             raise AlreadyExists(

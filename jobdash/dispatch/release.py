@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
-from jobdash.jobs.models import Job, State
+from jobdash.jobs.models import FINISHED_STATES, Job, State
 
 from . import transitions
 
@@ -93,6 +93,30 @@ def release(
     return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
 
 
+def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, dict], term: int | None) -> int:
+    """A finished job's object keeps its name in the cluster until someone removes it (its
+    pods' logs stay readable meanwhile). A new job of that name replaces it: the old object
+    is deleted (fenced, like every write of ours) before the new one is created; an object
+    still going away makes the create a transient refusal, retried after a backoff.
+    Objects jobdash did not create, and those of active jobs, are left alone."""
+    holders: dict[gw.ObjectKey, int] = {}
+    for job_id, manifest in manifests.items():
+        meta = manifest["metadata"]
+        key = kinds.object_key(manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"])
+        found = gateway.job_object(key)
+        if found is not None and found.job_id is not None and found.job_id != job_id and not found.deleting:
+            holders[key] = found.job_id
+    if not holders:
+        return 0
+    finished = set(
+        Job.objects.filter(pk__in=holders.values(), state__in=FINISHED_STATES).values_list("id", flat=True)
+    )
+    replaced = [key for key, holder in holders.items() if holder in finished]
+    for key in replaced:
+        gateway.delete_job_object(key, term)
+    return len(replaced)
+
+
 def send_all(
     gateway: gw.ClusterGateway,
     job_ids: list[int],
@@ -107,6 +131,7 @@ def send_all(
         return {}
     rows = Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name")
     manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
+    replace_finished_namesakes(gateway, manifests, term)
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
         outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode, term), job_ids))
     counts: dict[str, int] = {}

@@ -311,3 +311,37 @@ def test_a_claim_stranded_without_its_tfjob_is_resent_by_the_next_cycles(user, t
     assert stored.state == State.RELEASED and stored.object_uid and stored.attempts == 0
     eventually(lambda: gateway.job_object(tf("team-a", "stranded")) is not None, timeout=5)
     assert gateway.job_object(tf("team-a", "stranded")).job_id == job.pk
+
+
+def test_the_name_of_a_finished_job_is_reusable_its_object_replaced(user, sim, gateway, term):
+    """The finished job's TFJob stays in the cluster (its logs stay readable) until a new
+    job of that name is released: then it is deleted and the new one created."""
+    dispatcher = Dispatcher(gateway, settings())
+    first = submit(user, "nightly", duration=2)
+    run_until(dispatcher, sim, gateway, first, State.SUCCEEDED)
+    assert sim.cluster.tfjob("team-a", "nightly")["metadata"]["labels"]["jobdash.io/job-id"] == str(first.pk)
+    again = submit(user, "nightly", duration=2)
+    dispatcher.cycle(term)
+    assert state(again) == State.RELEASED, Job.objects.get(pk=again.pk).message
+    assert sim.cluster.tfjob("team-a", "nightly")["metadata"]["labels"]["jobdash.io/job-id"] == str(again.pk)
+    run_until(dispatcher, sim, gateway, again, State.SUCCEEDED)
+    assert state(first) == State.SUCCEEDED  # the first job's record is untouched
+
+
+def test_an_object_of_an_active_job_or_of_someone_else_is_never_replaced(user, sim, gateway, term):
+    from jobdash.dispatch.release import replace_finished_namesakes
+
+    running = submit(user, "busy", duration=60)
+    dispatcher = Dispatcher(gateway, settings())
+    dispatcher.cycle(term)
+    eventually(lambda: gateway.job_object(tf("team-a", "busy")) is not None)
+    theirs = {**Job.objects.get(pk=running.pk).parsed}
+    theirs["metadata"] = {**theirs["metadata"], "name": "theirs", "labels": {}}
+    sim.cluster.create_tfjob(theirs)  # created by someone else: no jobdash.io/job-id
+    eventually(lambda: gateway.job_object(tf("team-a", "theirs")) is not None)
+    manifests = {
+        10_001: Job.objects.get(pk=running.pk).parsed | {"metadata": {"name": "busy", "namespace": "team-a"}},
+        10_002: theirs | {"metadata": {"name": "theirs", "namespace": "team-a"}},
+    }
+    assert replace_finished_namesakes(gateway, manifests, term) == 0
+    assert sim.cluster.tfjob("team-a", "busy") and sim.cluster.tfjob("team-a", "theirs")
