@@ -91,7 +91,8 @@ class Job:
             eta = f", expected start {self.eta}" if self.eta else ""
             why = f": {self.reason} — {self.message}" if self.reason else ""
             return f"{self.kind} {self.namespace}/{self.name} Queued {where}{eta}{why}".lstrip()
-        return f"{self.kind} {self.namespace}/{self.name} {self.state}".lstrip()
+        why = f": {self.message}" if self.state in ("Failed", "Cancelled") and self.message else ""
+        return f"{self.kind} {self.namespace}/{self.name} {self.state}{why}".lstrip()
 
 
 # Union, not |: the client supports Python 3.9, where a runtime alias cannot use |.

@@ -94,3 +94,13 @@ def test_wait_times_out_with_the_job_attached(client):
     with pytest.raises(WaitTimeout) as timeout:
         client.wait(job.id, until="Running", timeout=0.3, poll=0.1, progress=lambda line: None)
     assert timeout.value.job.state == "Queued"
+
+
+def test_describe_says_why_a_job_failed():
+    from jobdash_client import Job as ClientJob
+
+    base = {"id": 1, "namespace": "team-a", "name": "x", "kind": "PyTorchJob", "priority": 0}
+    failed = ClientJob.from_json({**base, "state": "Failed", "message": "the PyTorchJob failed: OOMKilled"})
+    assert failed.describe() == "PyTorchJob team-a/x Failed: the PyTorchJob failed: OOMKilled"
+    done = ClientJob.from_json({**base, "state": "Succeeded", "message": ""})
+    assert done.describe() == "PyTorchJob team-a/x Succeeded"

@@ -341,3 +341,13 @@ def test_namespaces_show_quota_hard_used_reserved_as_quantities(api):
     }
     assert quota["used"] == {"requests.cpu": "4500m", "requests.memory": "1Gi"}
     assert quota["reserved"] == {"requests.cpu": "2"}
+
+
+@pytest.mark.parametrize("query", ["name=x", "stat=Queued", "namespace=team-a&sort=name"])
+def test_an_unknown_list_parameter_is_a_400_naming_it(api, query):
+    response = api.get(f"/api/v1/jobs/?{query}")
+    assert response.status_code == 400
+    unknown = {q.split("=")[0] for q in query.split("&")} - {"namespace"}
+    assert {e["path"] for e in response.json()["errors"]} == unknown
+    assert api.get("/api/v1/namespaces/?q=1").status_code == 400
+    assert api.get("/api/v1/jobs/?namespace=team-a&state=Queued&kind=TFJob&page=1").status_code == 200

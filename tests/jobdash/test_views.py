@@ -146,3 +146,14 @@ def test_embedded_setup_is_idempotent(tmp_path, settings, monkeypatch, capsys):
     assert admin.is_superuser and admin.check_password(password)
     assert set(Namespace.objects.values_list("name", flat=True)) == {"team-a", "team-b"}
     assert admin.jobdash_namespaces.count() == 2
+
+
+def test_403_and_404_pages_say_what_happened_inside_the_site(browser):
+    missing = browser.get("/ns/team-b/")
+    assert missing.status_code == 404
+    page = missing.content.decode()
+    assert "<h1>Not found</h1>" in page and 'href="/submit/"' in page and "not a member" in page
+    refused = browser.get("/cluster/")
+    assert refused.status_code == 403
+    page = refused.content.decode()
+    assert "<h1>Not allowed</h1>" in page and "the cluster page is for staff" in page

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from queueing.workload import ADAPTERS
 
 from .. import selectors, services
+from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT
@@ -43,10 +44,27 @@ spec:
 JOB_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The job's id.")
 
 
+class KnownParameters:
+    """A list endpoint refuses query parameters it does not know (400 naming them): a
+    misspelt filter (?name=x, ?stat=Queued) must not quietly return every job."""
+
+    list_parameters: tuple[str, ...] = ("page", "format")
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        if getattr(self, "action", None) == "list":
+            known = set(self.list_parameters)
+            unknown = sorted(set(request.query_params) - known)
+            if unknown:
+                message = f"unknown parameter; known: {', '.join(sorted(known))}"
+                raise InvalidInput([FieldProblem(name, message) for name in unknown])
+
+
 @extend_schema_view(retrieve=extend_schema(parameters=[JOB_ID]), cancel=extend_schema(parameters=[JOB_ID]))
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     filterset_class = JobFilter
+    list_parameters = ("page", "format", *JobFilter.base_filters)
     parser_classes = [LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser]
     # Digits only, and few enough to fit a bigint: anything else is a 404, not a 500.
     lookup_value_regex = r"\d{1,18}"
@@ -97,7 +115,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(JobSerializer(job).data)
 
 
-class NamespaceViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+class NamespaceViewSet(KnownParameters, mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = NamespaceSerializer
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
