@@ -108,9 +108,7 @@ def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, 
             holders[key] = found.job_id
     if not holders:
         return 0
-    finished = set(
-        Job.objects.filter(pk__in=holders.values(), state__in=FINISHED_STATES).values_list("id", flat=True)
-    )
+    finished = set(Job.objects.filter(pk__in=holders.values(), state__in=FINISHED_STATES).values_list("id", flat=True))
     replaced = [key for key, holder in holders.items() if holder in finished]
     for key in replaced:
         gateway.delete_job_object(key, term)
