@@ -32,6 +32,7 @@ objects: []                # any further manifests to create at start (webhook c
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,13 +214,17 @@ def node_objects(group: dict) -> list[dict]:
     return nodes
 
 
-def kubeconfig(url: str, users: list[dict], current: str | None = None) -> dict:
-    """A kubeconfig with one context per configured user, named by the user name."""
+def kubeconfig(url: str, users: list[dict], current: str | None = None, ca_pem: bytes | None = None) -> dict:
+    """A kubeconfig with one context per configured user, named by the user name; with
+    `ca_pem`, the CA that signed the server's certificate (HTTPS)."""
     names = [u["username"] for u in users]
+    cluster: dict = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
+        "clusters": [{"name": "kubesim", "cluster": cluster}],
         "users": [{"name": u["username"], "user": {"token": u["token"]}} for u in users],
         "contexts": [{"name": n, "context": {"cluster": "kubesim", "user": n, "namespace": "default"}} for n in names],
         "current-context": current or (names[0] if names else ""),
@@ -227,9 +232,11 @@ def kubeconfig(url: str, users: list[dict], current: str | None = None) -> dict:
     }
 
 
-def write_kubeconfig(path: str | Path, url: str, users: list[dict], current: str | None = None) -> None:
+def write_kubeconfig(
+    path: str | Path, url: str, users: list[dict], current: str | None = None, ca_pem: bytes | None = None
+) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(kubeconfig(url, users, current), sort_keys=False))
+    tmp.write_text(yaml.safe_dump(kubeconfig(url, users, current, ca_pem), sort_keys=False))
     tmp.replace(path)  # atomic: a reader polling for the file never sees half of it

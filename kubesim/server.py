@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -364,8 +365,22 @@ class KubesimServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 1024  # the default 5 drops SYNs under a burst of new connections
 
-    def __init__(self, cluster: Cluster, host: str = "127.0.0.1", port: int = 0, verbose: bool = False):
+    def __init__(
+        self,
+        cluster: Cluster,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        verbose: bool = False,
+        tls: tuple[str, str] | None = None,
+    ):
+        """`tls`: (certificate file, key file) to serve HTTPS, as an API server does (kubectl
+        sends a bearer token only over HTTPS); plain HTTP without."""
         super().__init__((host, port), Handler)
+        self.tls = tls
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
         self.cluster = cluster
         self.verbose = verbose
         self.errors: list[str] = []
@@ -379,7 +394,8 @@ class KubesimServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         # The stub types the address one may bind to (str or bytes); once bound it is getsockname()'s str.
-        return f"http://{host}:{port}"  # type: ignore[str-bytes-safe]
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{port}"  # type: ignore[str-bytes-safe]
 
     def start_background(self) -> None:
         self._thread = threading.Thread(

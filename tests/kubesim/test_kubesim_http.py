@@ -148,3 +148,31 @@ def test_delete_options_that_are_not_an_object_are_400(conn):
     status, _, body = call(conn, "DELETE", "/api/v1/namespaces/team-a/pods/nothing", ["Foreground"])
     assert status == 400
     assert json.loads(body)["message"] == "the body of the request must be a JSON object, not list"
+
+
+def test_https_with_the_ca_in_the_kubeconfig(tmp_path):
+    """kubectl sends a bearer token only over HTTPS: kubesim serves it when given a certificate,
+    and the kubeconfig it writes carries the CA."""
+    import trustme
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    from kubesim.cluster import Cluster
+    from kubesim.config import write_kubeconfig
+    from kubesim.server import KubesimServer
+
+    ca = trustme.CA()
+    served = ca.issue_cert("127.0.0.1", "localhost")
+    served.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    served.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    users = [{"token": "t", "username": "alice", "groups": []}]
+    cluster = Cluster({"users": users, "namespaces": [{"name": "team-a"}]})
+    server = KubesimServer(cluster, tls=(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")))
+    server.start_background()
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        write_kubeconfig(tmp_path / "kubeconfig", server.url, users, ca_pem=ca.cert_pem.bytes())
+        api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(tmp_path / "kubeconfig")))
+        assert "team-a" in {ns.metadata.name for ns in api.list_namespace().items}
+    finally:
+        server.stop()
