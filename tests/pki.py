@@ -7,14 +7,13 @@ certificate from another CA, to show it is refused."""
 from __future__ import annotations
 
 import base64
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
-import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from webhooks import registration
+from webhooks.registration import admission_configuration
 
 
 @dataclass(frozen=True)
@@ -61,49 +60,21 @@ def make_webhook_pki(directory: Path) -> WebhookPKI:
         "stranger_cert": write("stranger.crt", forged.cert_chain_pems[0]),
         "stranger_key": write("stranger.key", forged.private_key_pem),
     }
-    # The API server's kubeconfig for webhooks: users named by the webhook's host ('*': any).
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "users": [{"name": "*", "user": {"client-certificate": "apiserver.crt", "client-key": "apiserver.key"}}],
-    }
-    (directory / "webhook-kubeconfig.yaml").write_text(yaml.safe_dump(kubeconfig))
-    plugin = {
-        "apiVersion": "apiserver.config.k8s.io/v1",
-        "kind": "WebhookAdmissionConfiguration",
-        "kubeConfigFile": "webhook-kubeconfig.yaml",
-    }
-    admission = {
-        "apiVersion": "apiserver.config.k8s.io/v1",
-        "kind": "AdmissionConfiguration",
-        "plugins": [
-            {"name": "MutatingAdmissionWebhook", "configuration": plugin},
-            {"name": "ValidatingAdmissionWebhook", "configuration": plugin},
-        ],
-    }
-    config = directory / "admission.yaml"
-    config.write_text(yaml.safe_dump(admission))
+    config = admission_configuration(directory, files["apiserver_cert"], files["apiserver_key"])
     return WebhookPKI(directory=directory, admission_config=config, **files)
 
 
 def webhook_configuration(pki: WebhookPKI | None = None) -> dict:
     """The MutatingWebhookConfiguration deploy/ ships; with a PKI, its caBundle as
-    cert-manager would inject it (the annotation that asks for it dropped)."""
-    (document,) = [d for d in yaml.safe_load_all((ROOT / "deploy/base/webhook.yaml").read_text()) if d]
-    document = copy.deepcopy(document)
-    document["metadata"].pop("annotations", None)
-    if pki is not None:
-        for hook in document["webhooks"]:
-            hook["clientConfig"]["caBundle"] = pki.ca_bundle()
-    return document
+    cert-manager would inject it."""
+    return registration.webhook_configuration(pki.serving_ca.read_bytes() if pki is not None else None)
 
 
 def with_webhook(config: dict, listener_url: str, pki: WebhookPKI) -> dict:
     """A kubesim config that calls jobdash's webhook listener as kube-apiserver would."""
-    service = webhook_configuration()["webhooks"][0]["clientConfig"]["service"]
     return {
         **config,
-        "services": {**config.get("services", {}), f"{service['namespace']}/{service['name']}": listener_url},
+        "services": {**config.get("services", {}), registration.service_key(webhook_configuration()): listener_url},
         "admission_config": str(pki.admission_config),
         "objects": [*config.get("objects", []), webhook_configuration(pki)],
     }
