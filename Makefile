@@ -15,12 +15,13 @@ $(INSTALLED): pyproject.toml client/pyproject.toml
 
 install: $(INSTALLED)
 
-# The embedded stack: SQLite under var/, no external services.
+# The embedded stack: SQLite under var/, no external services. jobdash's own reads of the
+# cluster (a TrainJob's runtime) go as jobdash; var/kubeconfig is for people.
 run: install
 	@mkdir -p var
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py embedded_setup
-	$(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
+	KUBECONFIG=var/jobdash.kubeconfig $(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
 
 # Lint and types first (seconds), then the whole suite against a real PostgreSQL and Redis
 # started (and removed) by the harness.

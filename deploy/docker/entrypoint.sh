@@ -9,6 +9,8 @@
 #             JOBDASH_WEBHOOK_CLIENT_CA issued (the API server's): no certificate, no review
 #   certs     generate the webhook's certificates into a directory (docker compose; in
 #             Kubernetes cert-manager issues them)
+#   self-signed CERT KEY   a self-signed certificate for JOBDASH_TLS_SANS, kept if present
+#             (the embedded stack's simulated API server)
 #   migrate   apply database migrations, then exit (before web starts)
 #   worker    celery worker: admission cycles and the cluster tracker
 #   beat      celery beat: the elected leader emits cycles
@@ -125,6 +127,7 @@ case "$command" in
     web) web ;;
     webhook) webhook ;;
     certs) certs "$@" ;;
+    self-signed) [ -s "$1" ] || self_signed "$1" "$2" ;;
     migrate) exec python manage.py migrate --noinput "$@" ;;
     worker) exec celery -A jobdash worker -Q celery --concurrency 1 --loglevel "${LOG_LEVEL:-INFO}" "$@" ;;
     beat) exec celery -A jobdash beat --loglevel "${LOG_LEVEL:-INFO}" "$@" ;;
