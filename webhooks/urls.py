@@ -14,3 +14,6 @@ urlpatterns = [
     path("webhooks/admission/<str:plural>", views.admission, name="admission"),
     path("healthz", healthz, name="webhook-healthz"),
 ]
+
+handler404 = views.not_found
+handler500 = views.server_error

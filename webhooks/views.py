@@ -59,3 +59,12 @@ def admission(request: HttpRequest, plural: str):
             message=f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
         )
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
+
+
+def not_found(request: HttpRequest, exception=None):
+    """The listener's 404: plain JSON, no page of the UI (its templates name the UI's URLs)."""
+    return JsonResponse({"error": f"no webhook at {request.path}"}, status=404)
+
+
+def server_error(request: HttpRequest):
+    return JsonResponse({"error": "the webhook failed; see its log"}, status=500)
