@@ -14,6 +14,10 @@ kube-apiserver does with ``--admission-control-config-file``.
 Deviations, on purpose: plain http:// URLs are accepted (the API server demands https)
 so that tests can do without certificates; ``service`` references resolve through the
 ``services`` map of the config; matchConditions and reinvocation are not evaluated.
+
+DELETE of a namespaced object is admitted too (``admit_delete``): the review's ``object``
+is null and ``oldObject`` the stored object; a denial refuses the delete, and a patch is
+ignored (there is nothing to patch).
 """
 
 from __future__ import annotations
@@ -92,20 +96,20 @@ class Admission:
         return found
 
     def _matches(
-        self, hook: dict, operation: str, rt: ResourceType, subresource: str, obj: dict, old: dict | None
+        self, hook: dict, operation: str, rt: ResourceType, subresource: str, obj: dict | None, old: dict | None
     ) -> bool:
         if not any(_rule_matches(rule, operation, rt, subresource) for rule in hook.get("rules") or []):
             return False
-        labels_new = (obj.get("metadata") or {}).get("labels") or {}
+        labels_new = ((obj or {}).get("metadata") or {}).get("labels") or {}
         labels_old = ((old or {}).get("metadata") or {}).get("labels") or {}
         selector = hook.get("objectSelector")
         if not (
-            match_label_selector_object(selector, labels_new)
+            (obj is not None and match_label_selector_object(selector, labels_new))
             or (old is not None and match_label_selector_object(selector, labels_old))
         ):
             return False
         if rt.namespaced and hook.get("namespaceSelector"):
-            namespace = self.store.find(NAMESPACES, "", obj["metadata"].get("namespace", ""))
+            namespace = self.store.find(NAMESPACES, "", (obj or old or {})["metadata"].get("namespace", ""))
             ns_labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
             if not match_label_selector_object(hook["namespaceSelector"], ns_labels):
                 return False
@@ -139,6 +143,22 @@ class Admission:
                     if validate is not None:
                         validate(obj)
         return obj, warnings
+
+    def admit_delete(self, rt: ResourceType, old: dict, user: UserInfo, dry_run: bool) -> list[str]:
+        """Run the webhooks whose rules match DELETE (mutating, then validating) with the
+        stored object as oldObject and a null object; a denial raises. Returns the warnings."""
+        warnings: list[str] = []
+        for config_rt in (MUTATING, VALIDATING):
+            for hook, _config in self._webhooks(config_rt):
+                if not self._matches(hook, "DELETE", rt, "", None, old):
+                    continue
+                response = self._call(hook, "DELETE", rt, "", None, old, user, dry_run)
+                if response is None:  # failurePolicy Ignore swallowed a call failure
+                    continue
+                warnings.extend(response.get("warnings") or [])
+                if not response.get("allowed"):
+                    raise _denied(hook["name"], response.get("status"))
+        return warnings
 
     def _apply(self, hook: dict, obj: dict, response: dict) -> dict:
         if response.get("patchType", "JSONPatch") != "JSONPatch":
@@ -193,8 +213,8 @@ class Admission:
                 "requestKind": gvk,
                 "requestResource": gvr,
                 **({"subResource": subresource} if subresource else {}),
-                "name": (obj.get("metadata") or {}).get("name", ""),
-                "namespace": (obj.get("metadata") or {}).get("namespace", ""),
+                "name": ((obj or old or {}).get("metadata") or {}).get("name", ""),
+                "namespace": ((obj or old or {}).get("metadata") or {}).get("namespace", ""),
                 "operation": operation,
                 "userInfo": user.as_dict(),
                 "object": obj,

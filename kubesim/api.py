@@ -329,10 +329,22 @@ class Api:
     # --- delete ------------------------------------------------------------------------
 
     def delete(
-        self, rt: ResourceType, namespace: str, name: str, options: dict | None = None, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        options: dict | None = None,
+        dry_run: bool = False,
+        user: UserInfo | None = None,
     ) -> dict:
+        """``user``: the caller of an API request, whose delete of a namespaced object is
+        admitted (operation DELETE, ``oldObject`` the stored object, ``object`` null); None
+        for kubesim's controllers and garbage collector, which delete without admission."""
         options = options or {}
         preconditions = options.get("preconditions") or {}
+        if user is not None and rt.namespaced:
+            # Webhooks run without the store lock, as for create and update; a denial refuses the delete.
+            self.admission.admit_delete(rt, self.store.get(rt, namespace, name), user, dry_run)
         with self.store.lock:
             current = self.store.get(rt, namespace, name)
             if dry_run:

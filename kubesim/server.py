@@ -264,7 +264,7 @@ class Handler(BaseHTTPRequestHandler):
             options = self._body_object()
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
-            return self._send(200, api.delete(rt, namespace or "", name, options, dry_run))
+            return self._send(200, api.delete(rt, namespace or "", name, options, dry_run, user))
         raise method_not_allowed()
 
     @staticmethod
