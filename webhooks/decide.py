@@ -1,7 +1,8 @@
 """The webhook's decision for one AdmissionRequest: pass, queue (deny), or queue (suspend).
 
-- Only CREATE of a kind jobdash manages (one with an adapter in queueing's registry) is
-  acted on; everything else passes untouched. Nothing here names a kind: the adapter of
+- Only writes of a kind jobdash manages (one with an adapter in queueing's registry) are
+  acted on: CREATE, an UPDATE that clears the suspend flag, DELETE; everything else passes
+  untouched. Nothing here names a kind: the adapter of
   the request's kind says where its suspend flag lives, the request says what it is called.
 - Writes by jobdash's own identities (settings.JOBDASH_OWN_IDENTITIES) are its releases
   and take-backs: they pass under the current leader term (the fence).
@@ -19,7 +20,13 @@
   - suspend: the create is allowed with a JSONPatch setting the kind's suspend flag and
     the jobdash.io/queued label (and metadata.name, when the webhook named it); the job is
     bound to the object by namespace and name, and release (mode unsuspend) resumes it.
-- A job its creator suspended stays under its creator's control (both modes).
+- A create that is already suspended is queued like any other (its stored manifest has
+  the flag cleared: the queue decides when it runs).
+- An UPDATE by anyone but jobdash that clears the suspend flag of an object jobdash holds
+  (bound by namespace and name to a Queued job of the webhook, same kind) is refused with
+  the job named: jobdash unsuspends it. Other updates by others pass.
+- A DELETE by anyone but jobdash of an object jobdash holds cancels its Queued job and is
+  allowed (a Released or Running job's object passes: the tracker fails the job).
 - dryRun: the same verdict, nothing written, and nothing told about a job already stored
   under the name. A namespace jobdash does not manage passes.
 """
@@ -142,16 +149,31 @@ def suspend_patch(
     obj: dict[str, Any], suspend_path: tuple[str, ...] = ("spec", "runPolicy", "suspend"), name: str = ""
 ) -> list[dict[str, Any]]:
     """JSONPatch: the kind's suspend flag (its adapter's suspend_path) = true and the
-    jobdash.io/queued label, creating the parents that are missing; with `name`, also
+    jobdash.io/queued label, creating the parents that are missing (an object already
+    suspended gets the label alone); with `name`, also
     metadata.name (a name the webhook generated, so the API server keeps it)."""
-    patch = [_set_path(obj, suspend_path, True), _set_path(obj, ("metadata", "labels", QUEUED_LABEL), "true")]
+    patch = [] if read_path(obj, suspend_path) is True else [_set_path(obj, suspend_path, True)]
+    patch.append(_set_path(obj, ("metadata", "labels", QUEUED_LABEL), "true"))
     if name:
         patch.append(_set_path(obj, ("metadata", "name"), name))
     return patch
 
 
-def _suspended_by_creator(obj: dict[str, Any], adapter: JobAdapter) -> bool:
-    return read_path(obj, adapter.suspend_path) is True
+def _suspended(obj: dict[str, Any] | None, adapter: JobAdapter) -> bool:
+    return read_path(obj or {}, adapter.suspend_path) is True
+
+
+def _unsuspended(obj: dict[str, Any], adapter: JobAdapter) -> dict[str, Any]:
+    """`obj` with the kind's suspend flag false where it was true (a copy; else obj itself):
+    a job created suspended is queued, and its release must let it run."""
+    if not _suspended(obj, adapter):
+        return obj
+    obj = copy.deepcopy(obj)
+    here: Any = obj
+    for step in adapter.suspend_path[:-1]:
+        here = here[step]
+    here[adapter.suspend_path[-1]] = False
+    return obj
 
 
 def _controlled_by_managed_kind(obj: dict[str, Any]) -> bool:
@@ -210,7 +232,13 @@ def _same_kind(job: Job, obj: dict[str, Any]) -> bool:
 
 
 def _same_spec(job: Job, obj: dict[str, Any]) -> bool:
-    return _same_kind(job, obj) and (job.parsed or {}).get("spec") == obj.get("spec")
+    """Same kind and spec, the suspend flag aside (the stored manifest has it cleared)."""
+    if not _same_kind(job, obj):
+        return False
+    adapter = adapter_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+    if adapter is not None:
+        return _unsuspended(job.parsed or {}, adapter).get("spec") == _unsuspended(obj, adapter).get("spec")
+    return (job.parsed or {}).get("spec") == obj.get("spec")
 
 
 def fence(request: AdmissionRequest) -> Decision:
@@ -256,18 +284,21 @@ class _Subject:
 def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str]) -> Decision:
     if mode not in MODES:
         raise ValueError(f"JOBDASH_WEBHOOK_MODE is {mode!r}; expected one of {', '.join(MODES)}")
-    if request.username in own_identities and request.is_job_write:
-        return fence(request)  # jobdash's own write: only under the current term
+    if request.username in own_identities:
+        # jobdash's own write: only under the current term; its deletes pass
+        return fence(request) if request.is_job_write else ALLOW
     adapter = request.adapter
-    if adapter is None or not request.is_job_create:
+    if adapter is None:
+        return ALLOW
+    if request.is_job_update:
+        return _update(request, adapter)
+    if request.is_job_delete:
+        return _delete(request, adapter)
+    if not request.is_job_create:
         return ALLOW
     obj = request.object or {}
     if _controlled_by_managed_kind(obj):
         return ALLOW  # a managed parent's child: the parent went through the queue
-    if _suspended_by_creator(obj, adapter):
-        # Suspended by its creator: the creator decides when it runs. (Queued in deny mode,
-        # it would be released suspended and never start.)
-        return ALLOW
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}
@@ -303,7 +334,7 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             namespace=namespace,
             name=name,
             # built only for a new job: a retry that finds its job costs one query
-            manifest=lambda: manifest_text(stored_object(request)),
+            manifest=lambda: manifest_text(_unsuspended(stored_object(request), adapter)),
             source=Source.WEBHOOK,
             submitted_by_name=request.username or "system:anonymous",
             dry_run=request.dry_run,
@@ -342,6 +373,76 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if request.dry_run and job is not None:
         return _undisclosed(decision, subject)
     return decision
+
+
+def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job | None]:
+    """The Queued job that holds the request's object: bound to it by namespace and name,
+    queued through the webhook, of the same kind. None for any other object."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    name = request.name or metadata.get("name") or ""
+    subject = _Subject(request.kind, namespace, name)
+    if not namespace or not name or _controlled_by_managed_kind(obj):
+        return subject, None
+    job = (
+        Job.objects.select_related("namespace")
+        .filter(namespace__name=namespace, name=name, state=State.QUEUED, source=Source.WEBHOOK)
+        .first()
+    )
+    if job is None or not _same_kind(job, obj):
+        return subject, None
+    return subject, job
+
+
+def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+    """Someone other than jobdash updates an object: only clearing the suspend flag of an
+    object jobdash holds is refused (jobdash unsuspends it when the quota allows)."""
+    old, new = request.old_object or {}, request.object or {}
+    if not _suspended(old, adapter) or _suspended(new, adapter):
+        return ALLOW
+    subject, job = _held(request, old)
+    if job is None:
+        return ALLOW
+    if request.dry_run:
+        return Decision(
+            allowed=False,
+            code=403,
+            reason="Forbidden",
+            message=f"{subject}: jobdash holds it suspended in its queue; only jobdash unsuspends it (dry run)",
+        )
+    log.info("webhook: %s from %s refused: clears the suspend flag of job %s", subject, request.username, job.pk)
+    return Decision(
+        allowed=False,
+        code=403,
+        reason="Forbidden",
+        message=f"{subject} is held by {_describe(job, False)}; jobdash unsuspends it when the quota allows "
+        f"(cancel jobdash job #{job.pk} to take it out of the queue)",
+        job_id=job.pk,
+    )
+
+
+def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+    """Someone other than jobdash deletes an object jobdash holds: its Queued job is
+    cancelled and the delete allowed. (A Released or Running job's object passes: the
+    tracker fails the job when its object vanishes.)"""
+    if not request.old_object:
+        return ALLOW  # nothing said about what is deleted
+    subject, job = _held(request, request.old_object)
+    if job is None:
+        return ALLOW
+    deleted_by = request.username or "system:anonymous"
+    if request.dry_run:
+        return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
+    cancelled = services.job_cancel_object_deleted(job_id=job.pk, kind=request.kind, deleted_by=deleted_by)
+    if not cancelled:
+        return ALLOW
+    log.info("webhook: %s deleted by %s: job %s cancelled", subject, deleted_by, job.pk)
+    return Decision(
+        allowed=True,
+        job_id=job.pk,
+        warnings=[f"{subject} was held by jobdash job #{job.pk}, Queued: the job is cancelled"],
+    )
 
 
 def _generated_name(obj: dict[str, Any]) -> str:

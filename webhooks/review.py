@@ -42,6 +42,7 @@ class AdmissionRequest:
     object: dict[str, Any] | None = field(repr=False)
     resource_group: str = ""
     resource_version: str = ""
+    old_object: dict[str, Any] | None = field(default=None, repr=False)  # UPDATE and DELETE
 
     @property
     def api_version(self) -> str:
@@ -66,6 +67,15 @@ class AdmissionRequest:
     @property
     def is_job_create(self) -> bool:
         return self.operation == "CREATE" and not self.sub_resource and self.adapter is not None
+
+    @property
+    def is_job_update(self) -> bool:
+        return self.operation == "UPDATE" and not self.sub_resource and self.adapter is not None
+
+    @property
+    def is_job_delete(self) -> bool:
+        """A DELETE of a managed kind's object: request.object is null, oldObject the object."""
+        return self.operation == "DELETE" and not self.sub_resource and self.adapter is not None
 
 
 def _text(value: Any, where: str, *, required: bool = True) -> str:
@@ -107,6 +117,9 @@ def parse(body: bytes) -> AdmissionRequest:
     obj = request.get("object")
     if obj is not None and not isinstance(obj, dict):
         raise Malformed("request.object: must be an object or null")
+    old = request.get("oldObject")
+    if old is not None and not isinstance(old, dict):
+        raise Malformed("request.oldObject: must be an object or null")
     parsed = AdmissionRequest(
         uid=_text(request.get("uid"), "request.uid"),
         operation=_text(request.get("operation"), "request.operation"),
@@ -123,6 +136,7 @@ def parse(body: bytes) -> AdmissionRequest:
         groups=tuple(groups),
         dry_run=dry_run,
         object=obj,
+        old_object=old,
     )
     if parsed.is_job_create and obj is None:
         raise Malformed("request.object: a CREATE carries the object")

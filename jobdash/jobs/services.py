@@ -175,6 +175,29 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     return job
 
 
+def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> bool:
+    """The admission webhook saw someone other than jobdash delete the cluster object a
+    Queued job holds (suspend mode): the job is cancelled, the deleting cluster identity as
+    its actor. Returns whether it was cancelled (False when it left Queued meanwhile)."""
+    note = f"its {kind} was deleted by {deleted_by}"
+    cancelled = compare_and_set(
+        job_id,
+        from_states=(State.QUEUED,),
+        to_state=State.CANCELLED,
+        event="Cancelled",
+        note=note,
+        actor=deleted_by,
+        finished_at=timezone.now(),
+        position=None,
+        reason="",
+        message=note,
+        eta=None,
+    )
+    if cancelled:
+        transaction.on_commit(_queue_changed)
+    return cancelled
+
+
 def job_set_priority(*, job_id: int, user, priority) -> Job:
     """Staff only: the admin's lever on a job that waits too long or must wait."""
     priority = validate_priority(priority)

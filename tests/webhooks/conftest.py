@@ -90,8 +90,9 @@ def admission_review(
     name: str | None = None,
     uid: str | None = None,
     sub_resource: str = "",
+    old_object: dict | None = None,
 ) -> dict:
-    meta = (obj or {}).get("metadata") or {}
+    meta = (obj or old_object or {}).get("metadata") or {}
     gvk = {"group": group, "version": version, "kind": kind}
     gvr = {"group": group, "version": version, "resource": resource}
     return {
@@ -109,7 +110,7 @@ def admission_review(
             "operation": operation,
             "userInfo": {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]},
             "object": obj,
-            "oldObject": None,
+            "oldObject": old_object,
             "dryRun": dry_run,
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
         },

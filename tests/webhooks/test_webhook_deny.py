@@ -147,11 +147,14 @@ def test_dry_run_still_validates(webhook, team_a):
     assert response["status"]["code"] == 422 and "spec.tfReplicaSpecs.Worker.replicas" in response["status"]["message"]
 
 
-def test_a_tfjob_suspended_by_its_creator_passes(webhook, team_a):
-    """Queued, it would be created suspended on release and never start."""
+def test_a_tfjob_suspended_by_its_creator_is_queued_to_run(webhook, team_a):
+    """No way around the queue: stored with the flag cleared, so its release runs it."""
     response = webhook(trial_tfjob("trial-1", suspend=True))
-    assert response == {"uid": response["uid"], "allowed": True}
-    assert Job.objects.count() == 0
+    job = Job.objects.get()
+    assert response["allowed"] is False and f"jobdash job #{job.pk}" in response["status"]["message"]
+    assert job.parsed["spec"]["runPolicy"]["suspend"] is False
+    # its retry lands on the same job
+    assert webhook(trial_tfjob("trial-1", suspend=True))["allowed"] is False and Job.objects.count() == 1
 
 
 def test_an_unmanaged_namespace_passes(webhook, team_a):

@@ -15,6 +15,7 @@ from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
 from jobdash.jobs.models import Job, Namespace, State
+from kubesim.resources import BY_API_VERSION_KIND
 from kubesim.testing import running_kubesim
 from tests.jobdash.dispatch_support import tf
 from tests.pki import with_webhook
@@ -24,6 +25,7 @@ from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, katib_trial_job, trial
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 G, V, P = "kubeflow.org", "v1", "tfjobs"
+TFJOBS = BY_API_VERSION_KIND[("kubeflow.org/v1", "TFJob")]
 
 
 def cluster_config(listener, pki) -> dict:
@@ -172,10 +174,24 @@ def test_suspend_mode_katib_trials_are_suspended_queued_and_resumed(settings, si
         assert created["metadata"]["labels"]["jobdash.io/queued"] == "true"
         assert created["metadata"]["ownerReferences"] == [dict(TRIAL_OWNER, name=name)]
     assert [j.state for j in Job.objects.order_by("name")] == [State.QUEUED, State.QUEUED]
-    # a TFJob its creator suspended stays under its creator's control
+    # a TFJob its creator suspended is queued too
     alice = client.CustomObjectsApi(sim.api_client(ALICE))
     manual = create(alice, trial_tfjob("manual", suspend=True))
-    assert "jobdash.io/queued" not in manual["metadata"]["labels"] and Job.objects.count() == 2
+    assert manual["metadata"]["labels"]["jobdash.io/queued"] == "true" and Job.objects.count() == 3
+    # its creator cannot run it past the queue: clearing suspend on a held object is refused
+    with pytest.raises(ApiException) as refused_unsuspend:
+        alice.patch_namespaced_custom_object(
+            "kubeflow.org", "v1", "team-a", "tfjobs", "manual", {"spec": {"runPolicy": {"suspend": False}}}
+        )
+    assert refused_unsuspend.value.status == 403
+    assert "held by jobdash job" in json.loads(refused_unsuspend.value.body)["message"]
+    assert sim.cluster.tfjob("team-a", "manual")["spec"]["runPolicy"]["suspend"] is True
+    # its creator deletes it: its Queued job is cancelled (kubesim admits the DELETE)
+    alice.delete_namespaced_custom_object("kubeflow.org", "v1", "team-a", "tfjobs", "manual")
+    manual_job = Job.objects.get(name="manual")
+    assert manual_job.state == State.CANCELLED and manual_job.message == f"its TFJob was deleted by {ALICE}"
+    assert sim.cluster.tfjob("team-a", "manual") is None
+    manual_job.delete()
     # a recreate of a queued name lands on its job (kubesim says AlreadyExists after the webhook)
     with pytest.raises(ApiException) as again:
         create(katib, trial_tfjob("trial-1"))
@@ -198,7 +214,6 @@ def test_suspend_mode_katib_trials_are_suspended_queued_and_resumed(settings, si
     assert Job.objects.count() == 2
     # jobdash never created anything in this mode: it resumed the creator's objects
     assert creates_by(sim, JOBDASH) == []
-    assert sim.cluster.tfjob("team-a", "manual")["spec"]["runPolicy"]["suspend"] is True
 
 
 def test_a_deposed_leaders_writes_are_refused_by_the_webhook_and_nothing_is_stored(settings, sim, gateway):

@@ -193,13 +193,21 @@ def test_every_kind_is_suspended_at_its_own_suspend_path_in_suspend_mode(webhook
 
 @pytest.mark.parametrize("key", KINDS)
 @pytest.mark.parametrize("mode", ["deny_mode", "suspend_mode"])
-def test_every_kind_suspended_by_its_creator_stays_under_its_control(webhook, team_a, request, mode, key):
+def test_every_kind_suspended_by_its_creator_is_queued(webhook, team_a, request, mode, key):
     request.getfixturevalue(mode)
     adapter = BY_KEY[key]
     body = set_path(sample(adapter, "manual"), adapter.suspend_path, True)
     response = webhook(body, user=ALICE, **of_kind(adapter))
-    assert response == {"uid": response["uid"], "allowed": True}
-    assert Job.objects.count() == 0
+    job = Job.objects.get()
+    assert job.name == "manual" and job.state == "Queued"
+    if mode == "deny_mode":
+        assert response["allowed"] is False and f"jobdash job #{job.pk}" in response["status"]["message"]
+    else:  # already suspended: the label alone binds it
+        assert response["allowed"] is True
+        assert [op["path"] for op in decoded_patch(response)] in (
+            ["/metadata/labels"],
+            ["/metadata/labels/jobdash.io~1queued"],
+        )
 
 
 @pytest.mark.parametrize("key", KINDS)

@@ -37,10 +37,13 @@ def test_the_patch_works_whatever_run_policy_and_labels_exist(webhook, team_a, r
     assert patched["metadata"]["labels"] == {"jobdash.io/queued": "true"}
 
 
-def test_a_tfjob_suspended_by_its_creator_stays_under_its_control(webhook, team_a):
+def test_a_tfjob_suspended_by_its_creator_is_queued_with_the_label_alone(webhook, team_a):
     response = webhook(trial_tfjob("trial-1", suspend=True))
-    assert response == {"uid": response["uid"], "allowed": True}
-    assert Job.objects.count() == 0
+    assert response["allowed"] is True and Job.objects.get().state == "Queued"
+    assert [op["path"] for op in decoded_patch(response)] in (
+        ["/metadata/labels"],
+        ["/metadata/labels/jobdash.io~1queued"],
+    )
 
 
 def test_a_retry_lands_on_the_same_job_with_the_same_patch(webhook, team_a):
