@@ -10,6 +10,7 @@ from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.html import format_html
 
 from queueing import POLICY_NAMES
 
@@ -17,6 +18,9 @@ from . import selectors, services
 from .exceptions import JobdashError
 from .forms import SubmitForm
 from .models import Job, JobEvent, Namespace, Source
+
+# A page to read, not to edit: no Save buttons (changes go through the actions).
+READ_ONLY = {"show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
 
 
 class NamespaceForm(forms.ModelForm):
@@ -124,7 +128,7 @@ class JobAdmin(admin.ModelAdmin):
         "eta",
         "attempts",
         "requeue_requested_at",
-        "manifest",
+        "manifest_as_submitted",
     )
 
     def has_delete_permission(self, request, obj=None):
@@ -133,6 +137,14 @@ class JobAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         # The change page is for reading; changes go through the actions (services).
         return request.method in ("GET", "HEAD") and super().has_change_permission(request, obj)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(request, object_id, form_url, {**READ_ONLY, **(extra_context or {})})
+
+    @admin.display(description="manifest")
+    def manifest_as_submitted(self, job: Job) -> str:
+        # Preformatted: YAML's indentation is its structure.
+        return format_html('<pre class="manifest">{}</pre>', job.manifest)
 
     @admin.action(description="Cancel selected jobs")
     def cancel_jobs(self, request, queryset):
@@ -209,6 +221,9 @@ class JobAdmin(admin.ModelAdmin):
 
 @admin.register(JobEvent)
 class JobEventAdmin(admin.ModelAdmin):
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        return super().change_view(request, object_id, form_url, {**READ_ONLY, **(extra_context or {})})
+
     list_display = ["created_at", "job", "type", "actor", "message"]
     list_filter = ["type"]
     search_fields = ["job__name", "actor"]

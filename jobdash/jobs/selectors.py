@@ -1,5 +1,8 @@
 """Reads. Every query that decides what a user may see lives here."""
 
+from contextlib import contextmanager
+
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet
 
 from .exceptions import NotFound
@@ -90,3 +93,17 @@ def job_counts_by_state(user) -> dict[str, int]:
     )
     counts = dict(jobs.values_list("state").annotate(n=Count("id")).order_by())
     return {state: counts.get(state, 0) for state in State.values}
+
+
+@contextmanager
+def one_snapshot():
+    """Reads that must agree with each other (a job's state badge and its timeline) from one
+    database snapshot: under PostgreSQL's default READ COMMITTED each query sees the latest
+    commit, so a release landing between two reads showed Queued beside 'Released'."""
+    with transaction.atomic():
+        # Only as the outermost transaction (no savepoint): inside another one (a test's) the
+        # level can no longer be set.
+        if connection.vendor == "postgresql" and not connection.savepoint_ids:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield

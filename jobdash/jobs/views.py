@@ -83,14 +83,17 @@ def namespace_jobs(request, name: str):
 @login_required
 def job_detail(request, job_id: int):
     """The job page. htmx polling gets the live part (state, facts, pods, events) only."""
-    job = _visible_job(request.user, job_id)
+    with selectors.one_snapshot():  # the state badge and the timeline must agree
+        job = _visible_job(request.user, job_id)
+        events = list(selectors.job_events(job))
+        pods = dashboard.job_pods(job)
     now = timezone.now()
     _decorate([job], now)
     context = {
         "job": job,
         "now": now,
-        "events": selectors.job_events(job),
-        "pods": presenters.pod_rows(dashboard.job_pods(job), job.workload),
+        "events": events,
+        "pods": presenters.pod_rows(pods, job.workload),
         "staff": selectors.sees_all_namespaces(request.user),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,

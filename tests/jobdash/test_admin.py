@@ -21,6 +21,12 @@ def test_admin_job_page_shows_manifest_and_events_read_only(admin_client, jobs):
     assert page.status_code == 200
     assert b"Submitted" in page.content and b"tf-mnist-with-summaries" in page.content
     assert b'name="manifest"' not in page.content  # not editable
+    # indentation kept (YAML's structure), and no Save buttons on a page that cannot save
+    html = page.content.decode()
+    assert '<pre class="manifest">' in html and "\n  name: " in html.split('<pre class="manifest">')[1]
+    assert 'name="_save"' not in html and 'name="_continue"' not in html and 'name="_addanother"' not in html
+    event = jobs[0].events.first()
+    assert 'name="_save"' not in admin_client.get(f"/admin/jobs/jobevent/{event.pk}/change/").content.decode()
 
 
 def test_admin_cancel_action_goes_through_the_service(admin_client, jobs):

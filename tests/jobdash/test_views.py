@@ -157,3 +157,31 @@ def test_403_and_404_pages_say_what_happened_inside_the_site(browser):
     assert refused.status_code == 403
     page = refused.content.decode()
     assert "<h1>Not allowed</h1>" in page and "the cluster page is for staff" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_job_page_reads_its_state_and_timeline_from_one_snapshot(alice, example_text):
+    """A release committing between the page's reads showed a Queued badge beside a
+    'Released' event; one snapshot makes them agree."""
+    import threading
+
+    from django.db import connection
+
+    from jobdash.jobs import selectors
+    from jobdash.jobs.models import Job, JobEvent
+
+    job = services.job_submit(user=alice, manifest=example_text("mnist-cpu"), source="web")
+
+    def release_elsewhere():
+        Job.objects.filter(pk=job.pk).update(state="Released")
+        JobEvent.objects.create(job_id=job.pk, type="Released", message="released", actor="dispatcher")
+        connection.close()
+
+    with selectors.one_snapshot():
+        state = Job.objects.get(pk=job.pk).state
+        writer = threading.Thread(target=release_elsewhere)
+        writer.start()
+        writer.join()
+        events = [e.type for e in selectors.job_events(job)]
+    assert (state, events) == ("Queued", ["Submitted"]), (state, events)
+    assert Job.objects.get(pk=job.pk).state == "Released"  # committed, seen after the snapshot
