@@ -155,19 +155,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     job = selectors.job_get_visible(user, job_id)
     actor = actor_name(user)
     note = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-    cancelled = compare_and_set(
-        job.pk,
-        from_states=ACTIVE_STATES,
-        to_state=State.CANCELLED,
-        event="Cancelled",
-        note=note,
-        actor=actor,
-        finished_at=timezone.now(),
-        position=None,
-        reason="",
-        message=note,
-        eta=None,
-    )
+    cancelled = _cancel(job.pk, note, actor, from_states=ACTIVE_STATES)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not cancelled:
         raise Conflict(f"job {job.pk} is already {job.state}")
@@ -179,23 +167,26 @@ def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> boo
     """The admission webhook saw someone other than jobdash delete the cluster object a
     Queued job holds (suspend mode): the job is cancelled, the deleting cluster identity as
     its actor. Returns whether it was cancelled (False when it left Queued meanwhile)."""
-    note = f"its {kind} was deleted by {deleted_by}"
-    cancelled = compare_and_set(
+    cancelled = _cancel(job_id, f"its {kind} was deleted by {deleted_by}", deleted_by, from_states=(State.QUEUED,))
+    if cancelled:
+        transaction.on_commit(_queue_changed)
+    return cancelled
+
+
+def _cancel(job_id: int, note: str, actor: str, *, from_states) -> bool:
+    return compare_and_set(
         job_id,
-        from_states=(State.QUEUED,),
+        from_states=from_states,
         to_state=State.CANCELLED,
         event="Cancelled",
         note=note,
-        actor=deleted_by,
+        actor=actor,
         finished_at=timezone.now(),
         position=None,
         reason="",
         message=note,
         eta=None,
     )
-    if cancelled:
-        transaction.on_commit(_queue_changed)
-    return cancelled
 
 
 def job_set_priority(*, job_id: int, user, priority) -> Job:
