@@ -28,10 +28,10 @@ def client(live_server):
 
 
 def test_submit_a_path_text_or_dict(client):
-    from_path = client.submit(EXAMPLES / "mnist-cpu.yaml", priority=3)
+    from_path = client.submit(EXAMPLES / "mnist-cpu.yaml")
     assert (from_path.state, from_path.priority, from_path.demand) == (
         "Queued",
-        3,
+        0,
         {"cpu": "2", "memory": "4Gi", "pods": 1},
     )
     from_text = client.submit(manifest("from-text"))

@@ -50,10 +50,16 @@ def test_submit_page_offers_examples_and_loads_one(browser, example_text):
 
 
 def test_submit_form_creates_job_and_redirects(browser, example_text):
-    response = browser.post("/submit/", {"namespace": "", "priority": 4, "manifest": example_text("mnist-cpu")})
+    response = browser.post("/submit/", {"namespace": "", "priority": 0, "manifest": example_text("mnist-cpu")})
     job = Job.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
-    assert (job.source, job.priority, job.manifest) == ("web", 4, example_text("mnist-cpu"))
+    assert (job.source, job.priority, job.manifest) == ("web", 0, example_text("mnist-cpu"))
+
+
+def test_a_members_numeric_priority_is_refused_on_the_form(browser, example_text):
+    response = browser.post("/submit/", {"namespace": "", "priority": 4, "manifest": example_text("mnist-cpu")})
+    assert response.status_code == 200 and "only staff may set a numeric priority" in response.content.decode()
+    assert not Job.objects.exists()
 
 
 def test_submit_form_shows_errors_with_paths_and_keeps_the_text(browser):
