@@ -1,5 +1,7 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
+import re
+
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
@@ -15,6 +17,7 @@ from .signals import queue_changed
 from .storable import tree_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SYSTEM_ACTOR = "jobdash"
 
 
@@ -110,6 +113,8 @@ def _is_staff(user) -> bool:
 
 
 def _priority_class(source: priorities.GatewayPriorities, path: str, name: str) -> priorities.PriorityClass:
+    if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+        raise InvalidInput.at(path, f"{name!r} is not a priority class name (a lowercase RFC 1123 subdomain)")
     try:
         found = source.get(name)
     except priorities.PriorityClassUnreadable as error:

@@ -118,6 +118,8 @@ def test_an_unknown_class_is_400_naming_the_field(api, limited):
     response = submit(api, tf("a"), priority_class="nope")
     assert response.status_code == 400
     assert errors(response) == [("priority_class", "priority class 'nope' does not exist in the cluster")]
+    response = submit(api, tf("a"), priority_class="Not/A/Name")
+    assert response.status_code == 400 and "not a priority class name" in errors(response)[0][1]
     response = submit(api, tf("b", pod_class="nope"))
     assert response.status_code == 400
     assert errors(response)[0][0] == "spec.tfReplicaSpecs.Worker.template.spec.priorityClassName"
