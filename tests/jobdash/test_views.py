@@ -152,6 +152,7 @@ def test_embedded_setup_is_idempotent(tmp_path, settings, monkeypatch, capsys):
     assert admin.is_superuser and admin.check_password(password)
     assert set(Namespace.objects.values_list("name", flat=True)) == {"team-a", "team-b"}
     assert admin.jobdash_namespaces.count() == 2
+    assert set(Namespace.objects.values_list("default_priority_class", "max_priority_class")) == {("normal", "high")}
 
 
 def test_403_and_404_pages_say_what_happened_inside_the_site(browser):
