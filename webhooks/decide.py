@@ -44,7 +44,7 @@ import yaml
 
 from jobdash.cluster.gateway import QUEUED_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import services
-from jobdash.jobs.exceptions import ClusterUnavailable, InvalidInput
+from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
 from jobdash.jobs.models import Fence, Job, Namespace, Source, State
 from queueing.errors import ManifestError
 from queueing.names import assign_generated_name
@@ -347,6 +347,14 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             code=413 if error.status == 413 else 422,
             reason="Invalid",
             message=f"jobdash cannot queue {subject}: {error.message}",
+        )
+    except Forbidden as error:
+        # A priority class above the namespace's limit: the same rule as for a member.
+        return Decision(
+            allowed=False,
+            code=403,
+            reason="Forbidden",
+            message=f"jobdash cannot queue {subject}: {error.path}: {error.message}",
         )
     except ClusterUnavailable as error:
         # What the job refers to (a TrainJob's runtime) could not be read: the creator retries.

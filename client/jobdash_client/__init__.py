@@ -63,6 +63,7 @@ class Job:
     eta: str | None
     demand: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
+    priority_class: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -79,6 +80,7 @@ class Job:
             eta=data.get("eta"),
             demand=data.get("demand", {}),
             raw=data,
+            priority_class=data.get("priority_class") or "",
         )
 
     @property
@@ -108,13 +110,33 @@ class Client:
 
     # --- calls ---
 
-    def submit(self, manifest: ManifestLike, priority: int = 0, namespace: str | None = None) -> Job:
-        """Submit a training job: a path to a YAML file, YAML text, or a dict."""
+    def submit(
+        self,
+        manifest: ManifestLike,
+        priority: int = 0,
+        namespace: str | None = None,
+        priority_class: str | None = None,
+    ) -> Job:
+        """Submit a training job: a path to a YAML file, YAML text, or a dict. `priority_class`
+        names a PriorityClass of the cluster (within your namespace's limit); a numeric
+        `priority` is for staff only."""
         text = _manifest_text(manifest)
-        body: dict[str, Any] = {"manifest": text, "priority": priority}
+        body: dict[str, Any] = {"manifest": text}
+        if priority:
+            body["priority"] = priority
+        if priority_class:
+            body["priority_class"] = priority_class
         if namespace:
             body["namespace"] = namespace
         return Job.from_json(self._request("POST", "jobs/", json=body))
+
+    def set_priority_class(self, job_id: int, name: str) -> Job:
+        """Change a Queued job's priority class (and with it its priority)."""
+        return Job.from_json(self._request("POST", f"jobs/{job_id}/priority_class/", json={"priority_class": name}))
+
+    def requeue(self, job_id: int, reason: str = "") -> Job:
+        """Staff only: put a Released or Running job back in the queue."""
+        return Job.from_json(self._request("POST", f"jobs/{job_id}/requeue/", json={"reason": reason}))
 
     def get(self, job_id: int) -> Job:
         return Job.from_json(self._request("GET", f"jobs/{job_id}/"))

@@ -212,6 +212,12 @@ class KubeGateway:
         except NotFound:
             return None
 
+    def list_objects(self, api_version: str, plural: str) -> list[Mapping[str, Any]]:
+        """Every object of a cluster-scoped type (the priority classes), straight from the API server."""
+        group, _, version = api_version.rpartition("/")
+        listed = self._call(self._custom.list_cluster_custom_object, group, version, plural)
+        return list(listed.get("items") or [])
+
     def create_job_object(self, *, job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> JobObject:
         """Create the object of a released job. Idempotent: an object of that kind and name
         that carries this job's id is the one we created before (a retry, or a crash after create)."""

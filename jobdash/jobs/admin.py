@@ -29,7 +29,7 @@ class NamespaceForm(forms.ModelForm):
 
     class Meta:
         model = Namespace
-        fields = ["name", "members", "groups", "weight", "policy"]
+        fields = ["name", "members", "groups", "weight", "policy", "default_priority_class", "max_priority_class"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -41,7 +41,16 @@ class NamespaceForm(forms.ModelForm):
 @admin.register(Namespace)
 class NamespaceAdmin(admin.ModelAdmin):
     form = NamespaceForm
-    list_display = ["name", "weight", "policy_shown", "member_count", "group_count", "created_at"]
+    list_display = [
+        "name",
+        "weight",
+        "policy_shown",
+        "default_priority_class",
+        "max_priority_class",
+        "member_count",
+        "group_count",
+        "created_at",
+    ]
     list_filter = ["policy"]
     search_fields = ["name"]
     filter_horizontal = ["members", "groups"]
@@ -96,6 +105,7 @@ class JobAdmin(admin.ModelAdmin):
         "namespace",
         "state",
         "priority",
+        "priority_class",
         "position",
         "reason",
         "source",
@@ -116,6 +126,7 @@ class JobAdmin(admin.ModelAdmin):
         "api_version",
         "state",
         "priority",
+        "priority_class",
         "source",
         "submitted_by_name",
         "submitted_at",

@@ -40,6 +40,18 @@ class NotMember(JobdashError):
     status = 403
 
 
+class Forbidden(NotMember):
+    """A 403 about one field (a priority above the namespace's limit, a staff-only value)."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+
+    @property
+    def problems(self) -> list[FieldProblem]:
+        return [FieldProblem(self.path, self.message)]
+
+
 class NotFound(JobdashError):
     status = 404
 

@@ -51,6 +51,17 @@ class Namespace(models.Model):
         validators=[validate_policy_name],
         help_text="Blank: the global JOBDASH_POLICY. Otherwise the policy that orders this namespace's queue.",
     )
+    # Kubernetes PriorityClass names (scheduling.k8s.io/v1), read from the cluster when used.
+    default_priority_class = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="Blank: none (priority 0). The PriorityClass of a job that names none.",
+    )
+    max_priority_class = models.CharField(
+        max_length=253,
+        blank=True,
+        help_text="Blank: no limit. Members may not ask for a PriorityClass whose value is above this class's.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -70,7 +81,9 @@ class Job(models.Model):
     parsed = models.JSONField()
     # queueing.Workload.to_json(): pod sets and total requests/limits.
     workload = models.JSONField()
+    # What the planner orders by: the PriorityClass's value, or a staff override.
     priority = models.IntegerField(default=0)
+    priority_class = models.CharField(max_length=253, blank=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     source = models.CharField(max_length=16, choices=Source.choices)
     submitted_by = models.ForeignKey(

@@ -1,26 +1,34 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
+import re
+
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 import queueing
-from jobdash.cluster import runtimes
+from jobdash.cluster import priorities, runtimes
 from queueing.names import assign_generated_name
 
 from . import selectors
-from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, NotMember
+from .exceptions import ClusterUnavailable, Conflict, FieldProblem, Forbidden, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .signals import queue_changed
 from .storable import tree_problem
 
 PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SYSTEM_ACTOR = "jobdash"
 
 
 def _runtimes() -> queueing.workload.RuntimeSource:
     """Built per submission; it reaches the cluster only if the job refers to something."""
     return runtimes.from_settings()
+
+
+def _priorities() -> priorities.GatewayPriorities:
+    """Built per submission; it reaches the cluster only if a priority class is involved."""
+    return priorities.from_settings()
 
 
 def actor_name(user) -> str:
@@ -84,6 +92,97 @@ def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None)
     return ns
 
 
+def pod_priority_class_names(document, path: str = "") -> list[tuple[str, str]]:
+    """(path, name) of every `priorityClassName` of a pod spec in a parsed manifest, of
+    any kind: a pod spec is an object with `containers`, wherever the kind keeps it."""
+    found: list[tuple[str, str]] = []
+    if isinstance(document, dict):
+        if "containers" in document and "priorityClassName" in document:
+            found.append((f"{path}.priorityClassName" if path else "priorityClassName", document["priorityClassName"]))
+        for key, value in document.items():
+            if isinstance(value, dict | list):
+                found.extend(pod_priority_class_names(value, f"{path}.{key}" if path else str(key)))
+    elif isinstance(document, list):
+        for index, value in enumerate(document):
+            found.extend(pod_priority_class_names(value, f"{path}[{index}]"))
+    return found
+
+
+def _is_staff(user) -> bool:
+    return user is not None and selectors.sees_all_namespaces(user)
+
+
+def _priority_class(source: priorities.GatewayPriorities, path: str, name: str) -> priorities.PriorityClass:
+    if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+        raise InvalidInput.at(path, f"{name!r} is not a priority class name (a lowercase RFC 1123 subdomain)")
+    try:
+        found = source.get(name)
+    except priorities.PriorityClassUnreadable as error:
+        raise ClusterUnavailable(path, f"{error}; try again") from None
+    if found is None:
+        raise InvalidInput.at(path, f"priority class {name!r} does not exist in the cluster")
+    return found
+
+
+def _check_limit(
+    source: priorities.GatewayPriorities, ns: Namespace, path: str, chosen: priorities.PriorityClass
+) -> None:
+    """A member (or a cluster identity) may not ask for more than the namespace's max class."""
+    if not ns.max_priority_class:
+        return
+    try:
+        limit = source.get(ns.max_priority_class)
+    except priorities.PriorityClassUnreadable as error:
+        raise ClusterUnavailable(path, f"{error}; try again") from None
+    limit_value = limit.value if limit is not None else PRIORITY_MIN
+    if chosen.value > limit_value:
+        shown = str(limit) if limit is not None else f"{ns.max_priority_class!r} (missing from the cluster)"
+        raise Forbidden(path, f"priority class {chosen} is above {ns.name}'s limit {shown}")
+
+
+def resolve_priority(user, ns: Namespace, parsed, priority_class: str = "", priority=0) -> tuple[int, str]:
+    """A job's (priority, priority class): the class named explicitly, else the pods'
+    priorityClassName, else the namespace's default class, else none (priority 0). The
+    priority is the class's value; a numeric priority is a staff override that wins."""
+    priority = validate_priority(priority)
+    staff = _is_staff(user)
+    if priority != 0 and not staff:
+        raise Forbidden("priority", "only staff may set a numeric priority; choose a priority_class")
+    if not isinstance(priority_class, str):
+        raise InvalidInput.at("priority_class", "must be a string")
+    source = _priorities()
+    chosen: priorities.PriorityClass | None = None
+    if priority_class:
+        path = "priority_class"
+        chosen = _priority_class(source, path, priority_class)
+    else:
+        named = pod_priority_class_names(parsed)
+        for path, name in named:
+            if not isinstance(name, str) or not name:
+                raise InvalidInput.at(path, "must be a priority class name")
+            if name != named[0][1]:
+                raise InvalidInput.at(path, f"is {name!r} but {named[0][0]} is {named[0][1]!r}: one class per job")
+        if named:
+            path = named[0][0]
+            chosen = _priority_class(source, path, named[0][1])
+    if chosen is not None:
+        if not staff:
+            _check_limit(source, ns, path, chosen)
+    elif ns.default_priority_class:
+        chosen = _priority_class(source, "priority_class", ns.default_priority_class)
+    if priority != 0:
+        return priority, chosen.name if chosen else ""
+    return (chosen.value, chosen.name) if chosen else (0, "")
+
+
+def priority_classes() -> list[priorities.PriorityClass]:
+    """Every class in the cluster, lowest first; [] when the cluster cannot be asked (the submit page's select)."""
+    try:
+        return _priorities().all()
+    except priorities.PriorityClassUnreadable:
+        return []
+
+
 def _queue_changed() -> None:
     queue_changed.send(sender=Job)
 
@@ -98,6 +197,7 @@ def job_submit(
     manifest: str | bytes,
     source: str,
     priority=0,
+    priority_class: str = "",
     namespace: str | None = None,
     submitted_by_name: str = "",
 ) -> Job:
@@ -113,6 +213,7 @@ def job_submit(
     if isinstance(manifest, bytes):
         manifest = manifest.decode("utf-8")  # manifest_check proved it is UTF-8
     ns = _resolve_namespace(user, workload, namespace)
+    priority, priority_class = resolve_priority(user, ns, parsed, priority_class, priority)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
     try:
         with transaction.atomic():
@@ -125,12 +226,14 @@ def job_submit(
                 parsed=parsed,
                 workload=workload.to_json(),
                 priority=priority,
+                priority_class=priority_class,
                 state=State.QUEUED,
                 source=source,
                 submitted_by=user if user is not None and user.is_authenticated else None,
                 submitted_by_name=actor,
             )
-            _record(job, "Submitted", f"queued from {source} with priority {priority}", actor)
+            of_class = f" (class {priority_class!r})" if priority_class else ""
+            _record(job, "Submitted", f"queued from {source} with priority {priority}{of_class}", actor)
             transaction.on_commit(_queue_changed)
     except IntegrityError:
         # Ask the database rather than parse its message: vendors word it differently.
@@ -202,6 +305,32 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
         if not changed:
             raise Conflict(f"job {job.pk} is already {job.state}")
         _record(job, "PriorityChanged", f"priority {old} -> {priority}", actor)
+        transaction.on_commit(_queue_changed)
+    job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
+    return job
+
+
+def job_set_priority_class(*, job_id: int, user, priority_class) -> Job:
+    """A Queued job's class, and with it its priority: members within their namespace's
+    limit, staff any class."""
+    if not isinstance(priority_class, str) or not priority_class:
+        raise InvalidInput.at("priority_class", "required: the name of a priority class")
+    job = selectors.job_get_visible(user, job_id)
+    source = _priorities()
+    chosen = _priority_class(source, "priority_class", priority_class)
+    if not _is_staff(user):
+        _check_limit(source, job.namespace, "priority_class", chosen)
+    actor = actor_name(user)
+    with transaction.atomic():
+        old = Job.objects.select_for_update().values("priority", "priority_class").get(pk=job.pk)
+        changed = Job.objects.filter(pk=job.pk, state=State.QUEUED).update(
+            priority=chosen.value, priority_class=chosen.name
+        )
+        if not changed:
+            raise Conflict(f"job {job.pk} is {job.state}; only a Queued job's priority class can change")
+        was = f"{old['priority_class']!r}" if old["priority_class"] else "none"
+        note = f"priority class {was} -> {chosen.name!r}, priority {old['priority']} -> {chosen.value}"
+        _record(job, "PriorityChanged", note, actor)
         transaction.on_commit(_queue_changed)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     return job
@@ -389,12 +518,12 @@ def job_submit_or_find(
         raise NamespaceNotManaged(namespace)
     text = manifest() if callable(manifest) else manifest
     if dry_run:
-        _, workload = manifest_check(text, namespace=namespace)
+        parsed, workload = manifest_check(text, namespace=namespace)
         if workload.name != name or (workload.namespace and workload.namespace != namespace):
             raise InvalidInput.at(
                 "metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}"
             )
-        validate_priority(priority)
+        resolve_priority(None, ns, parsed, "", priority)
         return None, True
     try:
         with transaction.atomic():

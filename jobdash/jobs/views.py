@@ -174,8 +174,9 @@ def job_cancel(request, job_id: int):
 @require_http_methods(["GET", "POST"])
 def submit(request):
     namespaces = [ns.name for ns in selectors.namespaces_visible_to(request.user)]
+    classes = services.priority_classes()
     if request.method == "POST":
-        form = SubmitForm(request.POST, namespaces=namespaces)
+        form = SubmitForm(request.POST, namespaces=namespaces, priority_classes=classes)
         job = form.submit(user=request.user, source=Source.WEB) if form.is_valid() else None
         if job is not None:
             messages.success(request, f"Job {job.name} queued in {job.namespace.name}.")
@@ -185,11 +186,11 @@ def submit(request):
         example = request.GET.get("example")
         if example:
             initial["manifest"] = examples.example_text(example) or ""
-        form = SubmitForm(initial=initial, namespaces=namespaces)
+        form = SubmitForm(initial=initial, namespaces=namespaces, priority_classes=classes)
     return render(
         request,
         "jobs/submit.html",
-        {"form": form, "examples": examples.example_names()},
+        {"form": form, "examples": examples.example_names(), "staff": selectors.sees_all_namespaces(request.user)},
     )
 
 

@@ -28,10 +28,10 @@ def client(live_server):
 
 
 def test_submit_a_path_text_or_dict(client):
-    from_path = client.submit(EXAMPLES / "mnist-cpu.yaml", priority=3)
+    from_path = client.submit(EXAMPLES / "mnist-cpu.yaml")
     assert (from_path.state, from_path.priority, from_path.demand) == (
         "Queued",
-        3,
+        0,
         {"cpu": "2", "memory": "4Gi", "pods": 1},
     )
     from_text = client.submit(manifest("from-text"))
@@ -104,3 +104,24 @@ def test_describe_says_why_a_job_failed():
     assert failed.describe() == "PyTorchJob team-a/x Failed: the PyTorchJob failed: OOMKilled"
     done = ClientJob.from_json({**base, "state": "Succeeded", "message": ""})
     assert done.describe() == "PyTorchJob team-a/x Succeeded"
+
+
+def test_priority_classes_through_the_client(client, settings):
+    classes = {"low": 100, "normal": 1000, "urgent": 100000}
+    objects = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+        for n, v in classes.items()
+    ]
+    Namespace.objects.filter(name="team-a").update(max_priority_class="normal")
+    with running_kubesim(cluster_config(objects=objects), manual_clock=True) as sim:
+        settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
+        job = client.submit(manifest("classy"), priority_class="low")
+        assert (job.priority, job.priority_class) == (100, "low")
+        job = client.set_priority_class(job.id, "normal")
+        assert (job.priority, job.priority_class) == (1000, "normal")
+        with pytest.raises(JobdashError) as refused:
+            client.set_priority_class(job.id, "urgent")
+        assert refused.value.status == 403 and [e.path for e in refused.value.errors] == ["priority_class"]
+        with pytest.raises(JobdashError) as not_staff:
+            client.requeue(job.id)
+        assert not_staff.value.status == 403

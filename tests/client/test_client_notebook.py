@@ -47,7 +47,7 @@ def test_the_example_notebook_runs_a_job_to_the_end(live_server, monkeypatch):
             loop.stop()
             gateway.stop()
     job = Job.objects.get(name="mnist-from-notebook")
-    assert (job.state, job.priority, job.submitted_by) == ("Succeeded", 5, user)
+    assert (job.state, job.priority, job.submitted_by) == ("Succeeded", 0, user)
     output = printed.getvalue()
     assert "team-a/mnist-from-notebook Queued" in output and "finished: Succeeded" in output
     assert '400 ["metadata.name: must be' in output, output  # the mistake names its field

@@ -18,7 +18,8 @@ def post_yaml(client, text, **query):
     return client.post(f"/api/v1/jobs/{'?' + qs if qs else ''}", data=text, content_type=YAML)
 
 
-def test_submit_yaml_returns_queued_job_with_demand(api, example_text):
+def test_submit_yaml_returns_queued_job_with_demand(staff_api, example_text):
+    api = staff_api  # a numeric priority is staff's override
     text = example_text("mnist-cpu")
     response = post_yaml(api, text, priority=5)
     assert response.status_code == 201, response.content
@@ -45,8 +46,10 @@ def test_submit_yaml_returns_queued_job_with_demand(api, example_text):
     assert [e["type"] for e in fetched.json()["events"]] == ["Submitted"]
 
 
-def test_submit_json_body(api, example_text):
-    response = api.post("/api/v1/jobs/", {"manifest": example_text("dist-ps-worker"), "priority": 3}, format="json")
+def test_submit_json_body(staff_api, example_text):
+    response = staff_api.post(
+        "/api/v1/jobs/", {"manifest": example_text("dist-ps-worker"), "priority": 3}, format="json"
+    )
     assert response.status_code == 201, response.content
     assert response.json()["demand"] == {"cpu": "18", "memory": "36Gi", "pods": 6}
     assert response.json()["priority"] == 3

@@ -27,8 +27,10 @@ from schemathesis.checks import (
 
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
+from kubesim.testing import running_kubesim
 
 from .conftest import with_name
+from .dispatch_support import JOBDASH
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
 EXAMPLES = int(os.environ.get("SCHEMA_EXAMPLES", 25))
@@ -92,8 +94,26 @@ def in_process():
     signals.request_finished.connect(close_old_connections)
 
 
+@pytest.fixture
+def cluster(settings):
+    """The PriorityClasses submissions name (the example's `normal`), in kubesim, read
+    through KUBECONFIG as in production."""
+    classes = {"low": 100, "normal": 1000, "urgent": 100000}
+    config = {
+        "namespaces": [{"name": "team-a"}, {"name": "team-b"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "objects": [
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+            for n, v in classes.items()
+        ],
+    }
+    with running_kubesim(config, manual_clock=True) as sim:
+        settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
+        yield sim
+
+
 @pytest.fixture(params=["member", "staff"])
-def token(request, world, in_process):
+def token(request, world, in_process, cluster):
     return world[request.param]
 
 

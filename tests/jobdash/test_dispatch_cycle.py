@@ -255,7 +255,8 @@ def test_queue_shifts_are_written_at_most_every_status_interval(user, gateway, t
     dispatcher = Dispatcher(gateway, settings(status_interval_s=3600))
     dispatcher.cycle(term)
     assert positions() == {"first": 1, "second": 2}
-    services.job_submit(user=user, manifest=manifest("urgent", cpu="4"), source="api", priority=10)
+    root = User.objects.create_user("root", is_staff=True)  # a numeric priority is staff's
+    services.job_submit(user=root, manifest=manifest("urgent", cpu="4"), source="api", priority=10)
     dispatcher.cycle(term)
     assert positions() == {"urgent": 1, "first": 1, "second": 2}  # the new job at once, shifts later
     dispatcher._all_statuses_at = float("-inf")  # the interval has passed

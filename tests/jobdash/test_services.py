@@ -11,10 +11,10 @@ pytestmark = pytest.mark.django_db
 
 def test_submit_stores_manifest_exactly_and_records_an_event(alice, example_text):
     text = example_text("dist-ps-worker")
-    job = services.job_submit(user=alice, manifest=text, source="api", priority=7)
+    job = services.job_submit(user=alice, manifest=text, source="api")
     job.refresh_from_db()
     assert job.manifest == text
-    assert (job.state, job.priority, job.name, job.namespace.name) == (State.QUEUED, 7, "dist-mnist-ps", "team-a")
+    assert (job.state, job.priority, job.name, job.namespace.name) == (State.QUEUED, 0, "dist-mnist-ps", "team-a")
     assert job.workload["pods"] == 6
     assert job.workload["requests"]["cpu"] == 2 * 1000 + 4 * 4000
     assert job.submitted_by == alice and job.submitted_by_name == "alice"
@@ -87,8 +87,10 @@ def test_bad_priority_names_the_field(alice, example_text, priority):
     assert error.value.problems[0].path == "priority"
 
 
-def test_priority_from_a_query_string(alice, example_text):
-    job = services.job_submit(user=alice, manifest=example_text("mnist-cpu"), source="api", priority=" -3 ")
+def test_priority_from_a_query_string(staff, team_a, example_text):
+    job = services.job_submit(
+        user=staff, manifest=example_text("mnist-cpu"), source="api", priority=" -3 ", namespace="team-a"
+    )
     assert job.priority == -3
 
 

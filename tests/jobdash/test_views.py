@@ -50,10 +50,16 @@ def test_submit_page_offers_examples_and_loads_one(browser, example_text):
 
 
 def test_submit_form_creates_job_and_redirects(browser, example_text):
-    response = browser.post("/submit/", {"namespace": "", "priority": 4, "manifest": example_text("mnist-cpu")})
+    response = browser.post("/submit/", {"namespace": "", "priority": 0, "manifest": example_text("mnist-cpu")})
     job = Job.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
-    assert (job.source, job.priority, job.manifest) == ("web", 4, example_text("mnist-cpu"))
+    assert (job.source, job.priority, job.manifest) == ("web", 0, example_text("mnist-cpu"))
+
+
+def test_a_members_numeric_priority_is_refused_on_the_form(browser, example_text):
+    response = browser.post("/submit/", {"namespace": "", "priority": 4, "manifest": example_text("mnist-cpu")})
+    assert response.status_code == 200 and "only staff may set a numeric priority" in response.content.decode()
+    assert not Job.objects.exists()
 
 
 def test_submit_form_shows_errors_with_paths_and_keeps_the_text(browser):
@@ -146,6 +152,7 @@ def test_embedded_setup_is_idempotent(tmp_path, settings, monkeypatch, capsys):
     assert admin.is_superuser and admin.check_password(password)
     assert set(Namespace.objects.values_list("name", flat=True)) == {"team-a", "team-b"}
     assert admin.jobdash_namespaces.count() == 2
+    assert set(Namespace.objects.values_list("default_priority_class", "max_priority_class")) == {("normal", "high")}
 
 
 def test_403_and_404_pages_say_what_happened_inside_the_site(browser):

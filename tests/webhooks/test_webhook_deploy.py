@@ -235,7 +235,8 @@ def test_rbac_is_least_privilege():
     binding = find(resources, "ClusterRoleBinding", "jobdash")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
     assert not [r for r in resources if r["kind"] in ("Role", "RoleBinding")]
-    # only the worker writes; the web and the webhook carry a token that reads runtimes alone
+    # only the worker writes; the web and the webhook carry a token that reads runtimes and
+    # priority classes alone
     mounts = {
         d["metadata"]["name"]: (
             d["spec"]["template"]["spec"]["serviceAccountName"],
@@ -255,6 +256,8 @@ def test_rbac_is_least_privilege():
     assert granted(reader) == {
         ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
+        # a job's priority is its PriorityClass's value; the submit page lists them
+        ("scheduling.k8s.io", "priorityclasses"): ["get", "list"],
     }
     assert find(resources, "ClusterRoleBinding", "jobdash-reader")["subjects"] == [
         {"kind": "ServiceAccount", "name": "jobdash-reader", "namespace": "jobdash"}

@@ -34,8 +34,16 @@ CONFLICT = {
         ErrorSerializer, "An active job of that name exists, or the job is not in a state that allows this."
     )
 }
+UNAVAILABLE = {
+    503: OpenApiResponse(
+        ErrorSerializer,
+        "The cluster could not be asked about something the job refers to (a TrainJob's runtime, "
+        "a priority class): try again.",
+    )
+}
 SUBMIT = {
     **CONFLICT,
+    **UNAVAILABLE,
     413: OpenApiResponse(ErrorSerializer, "The manifest or the request body is too large."),
     415: OpenApiResponse(ErrorSerializer, "Unsupported media type: send application/json or application/yaml."),
 }

@@ -16,8 +16,25 @@ class StrictCharField(serializers.CharField):
 
 class JobSubmitSerializer(serializers.Serializer):
     manifest = StrictCharField(trim_whitespace=False, allow_blank=True)
-    priority = serializers.IntegerField(required=False, default=0)
+    priority = serializers.IntegerField(
+        required=False, default=0, help_text="Staff only: a numeric priority that wins over the class."
+    )
+    priority_class = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=253,
+        help_text="A PriorityClass in the cluster; else the pods' priorityClassName, else the namespace's default.",
+    )
     namespace = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class PriorityClassSerializer(serializers.Serializer):
+    priority_class = serializers.CharField(max_length=253, help_text="A PriorityClass in the cluster.")
+
+
+class ReasonSerializer(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
 
 class JobEventSerializer(serializers.ModelSerializer):
@@ -41,6 +58,7 @@ class JobSerializer(serializers.ModelSerializer):
             "api_version",
             "state",
             "priority",
+            "priority_class",
             "position",
             "reason",
             "message",

@@ -13,8 +13,15 @@ from .. import selectors, services
 from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
-from .schema import CONFLICT, SUBMIT
-from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, NamespaceSerializer
+from .schema import CONFLICT, SUBMIT, UNAVAILABLE
+from .serializers import (
+    JobDetailSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    NamespaceSerializer,
+    PriorityClassSerializer,
+    ReasonSerializer,
+)
 
 
 class JobFilter(django_filters.FilterSet):
@@ -60,7 +67,12 @@ class KnownParameters:
                 raise InvalidInput([FieldProblem(name, message) for name in unknown])
 
 
-@extend_schema_view(retrieve=extend_schema(parameters=[JOB_ID]), cancel=extend_schema(parameters=[JOB_ID]))
+@extend_schema_view(
+    retrieve=extend_schema(parameters=[JOB_ID]),
+    cancel=extend_schema(parameters=[JOB_ID]),
+    priority_class=extend_schema(parameters=[JOB_ID]),
+    requeue=extend_schema(parameters=[JOB_ID]),
+)
 class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     filterset_class = JobFilter
@@ -81,14 +93,15 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
     @extend_schema(
         request={"application/json": JobSubmitSerializer, "application/yaml": {"type": "string"}},
         parameters=[
-            OpenApiParameter("priority", int, description="with a YAML body"),
+            OpenApiParameter("priority", int, description="with a YAML body; staff only"),
+            OpenApiParameter("priority_class", str, description="with a YAML body: a PriorityClass in the cluster"),
             OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
         ],
         responses={201: JobSerializer, **SUBMIT},
         examples=[
             OpenApiExample(
                 "a two-worker TFJob",
-                value={"manifest": EXAMPLE_MANIFEST, "priority": 5},
+                value={"manifest": EXAMPLE_MANIFEST, "priority_class": "normal"},
                 request_only=True,
                 media_type="application/json",
             )
@@ -98,13 +111,21 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         if isinstance(request.data, bytes):  # raw YAML body
             manifest = request.data
             priority = request.query_params.get("priority", 0)
+            priority_class = request.query_params.get("priority_class", "")
             namespace = request.query_params.get("namespace", "")
         else:
             submit = JobSubmitSerializer(data=request.data)
             submit.is_valid(raise_exception=True)
-            manifest, priority, namespace = (submit.validated_data[k] for k in ("manifest", "priority", "namespace"))
+            manifest, priority, priority_class, namespace = (
+                submit.validated_data[k] for k in ("manifest", "priority", "priority_class", "namespace")
+            )
         job = services.job_submit(
-            user=request.user, manifest=manifest, source=Source.API, priority=priority, namespace=namespace or None
+            user=request.user,
+            manifest=manifest,
+            source=Source.API,
+            priority=priority,
+            priority_class=priority_class,
+            namespace=namespace or None,
         )
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
 
@@ -112,6 +133,26 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = services.job_cancel(job_id=int(pk), user=request.user)
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=PriorityClassSerializer, responses={200: JobSerializer, **CONFLICT, **UNAVAILABLE})
+    @action(detail=True, methods=["post"], url_path="priority_class", parser_classes=[LimitedJSONParser])
+    def priority_class(self, request, pk=None):
+        """A Queued job's PriorityClass, and with it its priority: members up to their namespace's limit."""
+        body = PriorityClassSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = services.job_set_priority_class(
+            job_id=int(pk), user=request.user, priority_class=body.validated_data["priority_class"]
+        )
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=ReasonSerializer, responses={200: JobSerializer, **CONFLICT})
+    @action(detail=True, methods=["post"], parser_classes=[LimitedJSONParser])
+    def requeue(self, request, pk=None):
+        """Staff only: a Released or Running job goes back to the queue (its object is taken back)."""
+        body = ReasonSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job = services.job_requeue(job_id=int(pk), user=request.user, reason=body.validated_data["reason"])
         return Response(JobSerializer(job).data)
 
 

@@ -24,7 +24,11 @@ class Command(BaseCommand):
         admin.set_password(password)
         admin.save()
         for name in DEMO_NAMESPACES:
-            namespace, _ = Namespace.objects.get_or_create(name=name)
+            # the PriorityClasses embedded_cluster.yaml seeds: `normal` unless a job names
+            # one, members up to `high` (`urgent` is staff's)
+            namespace, _ = Namespace.objects.get_or_create(
+                name=name, defaults={"default_priority_class": "normal", "max_priority_class": "high"}
+            )
             namespace.members.add(admin)
         port = os.environ.get("PORT", "8000")
         self.stdout.write(
