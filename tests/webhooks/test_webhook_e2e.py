@@ -353,3 +353,19 @@ def test_suspend_mode_a_katib_pytorchjob_trial_is_created_suspended_and_resumed(
     assert resumed["spec"]["runPolicy"]["suspend"] is False
     run_until(loop, sim, gateway, "torch-trial-1", State.SUCCEEDED)
     assert [a for a in sim.cluster.audit if a.get("user") == JOBDASH and a.get("outcome") == "Created"] == []
+
+
+def test_deny_mode_a_tfjob_its_creator_suspended_is_queued_and_runs_once_released(settings, sim, gateway):
+    """Suspended by its creator, it used to pass untouched, and its creator could later clear
+    suspend and run it past the queue. Now it is queued; jobdash releases it unsuspended."""
+    settings.JOBDASH_WEBHOOK_MODE = "deny"
+    alice = client.CustomObjectsApi(sim.api_client(ALICE))
+    with pytest.raises(ApiException) as queued:
+        create(alice, trial_tfjob("parked", suspend=True))
+    assert queued.value.status == 403 and f"jobdash job #{job('parked').pk}" in json.loads(queued.value.body)["message"]
+    assert sim.cluster.tfjob("team-a", "parked") is None
+    loop = dispatcher(gateway, "create")
+    loop.cycle(1)
+    released = sim.cluster.tfjob("team-a", "parked")
+    assert released is not None and not released["spec"].get("runPolicy", {}).get("suspend")
+    run_until(loop, sim, gateway, "parked", State.SUCCEEDED)
