@@ -4,7 +4,7 @@ from django import forms
 
 from . import services
 from .exceptions import InvalidInput, JobdashError
-from .services import PRIORITY_MAX, PRIORITY_MIN
+from .priority import PRIORITY_MAX, PRIORITY_MIN
 
 
 class SubmitForm(forms.Form):

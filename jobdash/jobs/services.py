@@ -1,23 +1,20 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
-import re
-
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 import queueing
-from jobdash.cluster import priorities, runtimes
+from jobdash.cluster import runtimes
 from queueing.names import assign_generated_name
 
 from . import selectors
-from .exceptions import ClusterUnavailable, Conflict, FieldProblem, Forbidden, InvalidInput, NotMember
+from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
+from .priority import allowed_class, resolve_priority, validate_priority
 from .signals import queue_changed
 from .storable import tree_problem
 
-PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
-DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 SYSTEM_ACTOR = "jobdash"
 
 
@@ -26,27 +23,8 @@ def _runtimes() -> queueing.workload.RuntimeSource:
     return runtimes.from_settings()
 
 
-def _priorities() -> priorities.GatewayPriorities:
-    """Built per submission; it reaches the cluster only if a priority class is involved."""
-    return priorities.from_settings()
-
-
 def actor_name(user) -> str:
     return user.get_username() if user is not None and user.is_authenticated else SYSTEM_ACTOR
-
-
-def validate_priority(value) -> int:
-    """Accepts ints and decimal strings (query parameters); anything else names the field."""
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise InvalidInput.at("priority", f"must be an integer, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput.at("priority", "must be an integer")
-    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        raise InvalidInput.at("priority", f"must be between {PRIORITY_MIN} and {PRIORITY_MAX}")
-    return value
 
 
 def manifest_check(manifest: str | bytes, *, namespace: str | None = None) -> tuple[dict, queueing.Workload]:
@@ -90,97 +68,6 @@ def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None)
     if ns is None:
         raise InvalidInput.at("metadata.namespace", f"namespace {name!r} is not managed by jobdash")
     return ns
-
-
-def pod_priority_class_names(document, path: str = "") -> list[tuple[str, str]]:
-    """(path, name) of every `priorityClassName` of a pod spec in a parsed manifest, of
-    any kind: a pod spec is an object with `containers`, wherever the kind keeps it."""
-    found: list[tuple[str, str]] = []
-    if isinstance(document, dict):
-        if "containers" in document and "priorityClassName" in document:
-            found.append((f"{path}.priorityClassName" if path else "priorityClassName", document["priorityClassName"]))
-        for key, value in document.items():
-            if isinstance(value, dict | list):
-                found.extend(pod_priority_class_names(value, f"{path}.{key}" if path else str(key)))
-    elif isinstance(document, list):
-        for index, value in enumerate(document):
-            found.extend(pod_priority_class_names(value, f"{path}[{index}]"))
-    return found
-
-
-def _is_staff(user) -> bool:
-    return user is not None and selectors.sees_all_namespaces(user)
-
-
-def _priority_class(source: priorities.GatewayPriorities, path: str, name: str) -> priorities.PriorityClass:
-    if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
-        raise InvalidInput.at(path, f"{name!r} is not a priority class name (a lowercase RFC 1123 subdomain)")
-    try:
-        found = source.get(name)
-    except priorities.PriorityClassUnreadable as error:
-        raise ClusterUnavailable(path, f"{error}; try again") from None
-    if found is None:
-        raise InvalidInput.at(path, f"priority class {name!r} does not exist in the cluster")
-    return found
-
-
-def _check_limit(
-    source: priorities.GatewayPriorities, ns: Namespace, path: str, chosen: priorities.PriorityClass
-) -> None:
-    """A member (or a cluster identity) may not ask for more than the namespace's max class."""
-    if not ns.max_priority_class:
-        return
-    try:
-        limit = source.get(ns.max_priority_class)
-    except priorities.PriorityClassUnreadable as error:
-        raise ClusterUnavailable(path, f"{error}; try again") from None
-    limit_value = limit.value if limit is not None else PRIORITY_MIN
-    if chosen.value > limit_value:
-        shown = str(limit) if limit is not None else f"{ns.max_priority_class!r} (missing from the cluster)"
-        raise Forbidden(path, f"priority class {chosen} is above {ns.name}'s limit {shown}")
-
-
-def resolve_priority(user, ns: Namespace, parsed, priority_class: str = "", priority=0) -> tuple[int, str]:
-    """A job's (priority, priority class): the class named explicitly, else the pods'
-    priorityClassName, else the namespace's default class, else none (priority 0). The
-    priority is the class's value; a numeric priority is a staff override that wins."""
-    priority = validate_priority(priority)
-    staff = _is_staff(user)
-    if priority != 0 and not staff:
-        raise Forbidden("priority", "only staff may set a numeric priority; choose a priority_class")
-    if not isinstance(priority_class, str):
-        raise InvalidInput.at("priority_class", "must be a string")
-    source = _priorities()
-    chosen: priorities.PriorityClass | None = None
-    if priority_class:
-        path = "priority_class"
-        chosen = _priority_class(source, path, priority_class)
-    else:
-        named = pod_priority_class_names(parsed)
-        for path, name in named:
-            if not isinstance(name, str) or not name:
-                raise InvalidInput.at(path, "must be a priority class name")
-            if name != named[0][1]:
-                raise InvalidInput.at(path, f"is {name!r} but {named[0][0]} is {named[0][1]!r}: one class per job")
-        if named:
-            path = named[0][0]
-            chosen = _priority_class(source, path, named[0][1])
-    if chosen is not None:
-        if not staff:
-            _check_limit(source, ns, path, chosen)
-    elif ns.default_priority_class:
-        chosen = _priority_class(source, "priority_class", ns.default_priority_class)
-    if priority != 0:
-        return priority, chosen.name if chosen else ""
-    return (chosen.value, chosen.name) if chosen else (0, "")
-
-
-def priority_classes() -> list[priorities.PriorityClass]:
-    """Every class in the cluster, lowest first; [] when the cluster cannot be asked (the submit page's select)."""
-    try:
-        return _priorities().all()
-    except priorities.PriorityClassUnreadable:
-        return []
 
 
 def _queue_changed() -> None:
@@ -316,10 +203,7 @@ def job_set_priority_class(*, job_id: int, user, priority_class) -> Job:
     if not isinstance(priority_class, str) or not priority_class:
         raise InvalidInput.at("priority_class", "required: the name of a priority class")
     job = selectors.job_get_visible(user, job_id)
-    source = _priorities()
-    chosen = _priority_class(source, "priority_class", priority_class)
-    if not _is_staff(user):
-        _check_limit(source, job.namespace, "priority_class", chosen)
+    chosen = allowed_class(user, job.namespace, "priority_class", priority_class)
     actor = actor_name(user)
     with transaction.atomic():
         old = Job.objects.select_for_update().values("priority", "priority_class").get(pk=job.pk)

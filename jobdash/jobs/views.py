@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import charts, cluster_selectors, dashboard, examples, presenters, preview, selectors, services
+from . import charts, cluster_selectors, dashboard, examples, presenters, preview, priority, selectors, services
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source
@@ -174,7 +174,7 @@ def job_cancel(request, job_id: int):
 @require_http_methods(["GET", "POST"])
 def submit(request):
     namespaces = [ns.name for ns in selectors.namespaces_visible_to(request.user)]
-    classes = services.priority_classes()
+    classes = priority.priority_classes()
     if request.method == "POST":
         form = SubmitForm(request.POST, namespaces=namespaces, priority_classes=classes)
         job = form.submit(user=request.user, source=Source.WEB) if form.is_valid() else None
