@@ -33,51 +33,26 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
-from jobdash.cluster.gateway import QUEUED_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
+from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import services
 from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
 from jobdash.jobs.models import Fence, Job, Namespace, Source, State
 from queueing.errors import ManifestError
 from queueing.names import assign_generated_name
-from queueing.workload import JobAdapter, adapter_for, read_path
+from queueing.workload import JobAdapter, adapter_for
 
+from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
 
 log = logging.getLogger(__name__)
 
 MODES = ("deny", "suspend")
-# Set by the API server; a create that carries them is refused, so jobdash's own create
-# of the stored object must not.
-SERVER_SET_METADATA = (
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "generation",
-    "managedFields",
-    "selfLink",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-)
-
-try:  # libyaml's emitter is several times faster; the pure-Python one is the fallback
-    _BaseDumper = yaml.CSafeDumper
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    # types-PyYAML aliases CSafeDumper to CDumper; really both are SafeRepresenter dumpers.
-    _BaseDumper = yaml.SafeDumper  # type: ignore[assignment, misc]
-
-
-class _Dumper(_BaseDumper):
-    def ignore_aliases(self, data) -> bool:
-        return True  # never anchors: jobdash's manifest parser refuses aliases
 
 
 @dataclass(frozen=True)
@@ -102,78 +77,6 @@ class Decision:
 
 
 ALLOW = Decision(allowed=True)
-
-
-def stored_object(request: AdmissionRequest) -> dict[str, Any]:
-    """The object as jobdash keeps it: as the creator sent it, minus status and the fields
-    the API server sets, in the request's namespace."""
-    obj = copy.deepcopy(request.object or {})
-    obj.pop("status", None)
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = obj["metadata"] = {}
-    for key in SERVER_SET_METADATA:
-        metadata.pop(key, None)
-    if request.namespace:
-        metadata["namespace"] = request.namespace
-    if request.name and not metadata.get("name"):
-        metadata["name"] = request.name  # a name the API server generated
-    return obj
-
-
-def manifest_text(obj: dict[str, Any]) -> str:
-    """YAML for the job page (JSON is YAML too, but people read this)."""
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
-
-
-def _escape(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _set_path(obj: Mapping[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """One JSONPatch `add` setting obj[path...] = value, creating the parents that are
-    missing or not objects (an `add` into a missing parent fails; onto a member, it replaces)."""
-    here: Any = obj
-    for depth, step in enumerate(path[:-1]):
-        child = here.get(step) if isinstance(here, Mapping) else None
-        if not isinstance(child, Mapping):
-            nested = value
-            for inner in reversed(path[depth + 1 :]):
-                nested = {inner: nested}
-            return {"op": "add", "path": "/" + "/".join(_escape(p) for p in path[: depth + 1]), "value": nested}
-        here = child
-    return {"op": "add", "path": "/" + "/".join(_escape(p) for p in path), "value": value}
-
-
-def suspend_patch(
-    obj: dict[str, Any], suspend_path: tuple[str, ...] = ("spec", "runPolicy", "suspend"), name: str = ""
-) -> list[dict[str, Any]]:
-    """JSONPatch: the kind's suspend flag (its adapter's suspend_path) = true and the
-    jobdash.io/queued label, creating the parents that are missing (an object already
-    suspended gets the label alone); with `name`, also
-    metadata.name (a name the webhook generated, so the API server keeps it)."""
-    patch = [] if read_path(obj, suspend_path) is True else [_set_path(obj, suspend_path, True)]
-    patch.append(_set_path(obj, ("metadata", "labels", QUEUED_LABEL), "true"))
-    if name:
-        patch.append(_set_path(obj, ("metadata", "name"), name))
-    return patch
-
-
-def _suspended(obj: dict[str, Any] | None, adapter: JobAdapter) -> bool:
-    return read_path(obj or {}, adapter.suspend_path) is True
-
-
-def _unsuspended(obj: dict[str, Any], adapter: JobAdapter) -> dict[str, Any]:
-    """`obj` with the kind's suspend flag false where it was true (a copy; else obj itself):
-    a job created suspended is queued, and its release must let it run."""
-    if not _suspended(obj, adapter):
-        return obj
-    obj = copy.deepcopy(obj)
-    here: Any = obj
-    for step in adapter.suspend_path[:-1]:
-        here = here[step]
-    here[adapter.suspend_path[-1]] = False
-    return obj
 
 
 def _controlled_by_managed_kind(obj: dict[str, Any]) -> bool:
@@ -237,7 +140,7 @@ def _same_spec(job: Job, obj: dict[str, Any]) -> bool:
         return False
     adapter = adapter_for(str(obj.get("apiVersion")), str(obj.get("kind")))
     if adapter is not None:
-        return _unsuspended(job.parsed or {}, adapter).get("spec") == _unsuspended(obj, adapter).get("spec")
+        return unsuspended(job.parsed or {}, adapter).get("spec") == unsuspended(obj, adapter).get("spec")
     return (job.parsed or {}).get("spec") == obj.get("spec")
 
 
@@ -334,7 +237,7 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             namespace=namespace,
             name=name,
             # built only for a new job: a retry that finds its job costs one query
-            manifest=lambda: manifest_text(_unsuspended(stored_object(request), adapter)),
+            manifest=lambda: manifest_text(unsuspended(stored_object(request), adapter)),
             source=Source.WEBHOOK,
             submitted_by_name=request.username or "system:anonymous",
             dry_run=request.dry_run,
@@ -407,7 +310,7 @@ def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     """Someone other than jobdash updates an object: only clearing the suspend flag of an
     object jobdash holds is refused (jobdash unsuspends it when the quota allows)."""
     old, new = request.old_object or {}, request.object or {}
-    if not _suspended(old, adapter) or _suspended(new, adapter):
+    if not suspended(old, adapter) or suspended(new, adapter):
         return ALLOW
     subject, job = _held(request, old)
     if job is None:

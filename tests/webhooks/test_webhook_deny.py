@@ -51,7 +51,7 @@ def test_a_katib_tfjob_is_queued_with_its_metadata(webhook, team_a):
 
 def test_the_stored_text_never_uses_yaml_aliases():
     """A shared value must be written out twice: the manifest parser refuses aliases."""
-    from webhooks.decide import manifest_text
+    from webhooks.objects import manifest_text
 
     shared = {"cpu": "1"}
     text = manifest_text({"a": shared, "b": shared})
