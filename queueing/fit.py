@@ -407,6 +407,34 @@ class NodePool:
         _, name, amount, largest = best
         return NodeFailure("nofit", name, amount, largest, group.role, pods, placed)
 
+    # -- preemption ----------------------------------------------------------------------
+
+    def place_freeing(
+        self,
+        gang: tuple[PodGroup, ...],
+        totals: Mapping[str, int],
+        freed: Sequence[tuple[int, tuple[tuple[str, int], ...]]],
+        commit: bool,
+    ) -> list[tuple[int, int]] | NodeFailure:
+        """``place`` as if the pods ``freed`` ((node number, requests) each) had left.
+        With ``commit`` and a fit, the pool keeps both (the victims gone, the gang
+        placed); otherwise it is left as it was."""
+        for number, requests in freed:
+            self._charge(number, requests, -1)
+        # Failures remembered so far were for less room than there is now.  (One found
+        # with the victims gone stays true once they are charged back: less room.)
+        self._failed.clear()
+        placed = self.place(gang, totals)
+        if commit and not isinstance(placed, NodeFailure):
+            return placed
+        if not isinstance(placed, NodeFailure):
+            for group_number, number in reversed(placed):
+                self._charge(number, gang[group_number].requests, -1)
+            self.stats["pods_placed"] -= len(placed)
+        for number, requests in freed:
+            self._charge(number, requests, 1)
+        return placed
+
     # -- reservations --------------------------------------------------------------------
 
     def reserve(self, job_id: int, gang: tuple[PodGroup, ...]) -> bool:

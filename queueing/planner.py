@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .backfill import CycleBackfill
+from .elastic import ElasticQuotas
 from .eta import forecast
 from .fit import NodeFailure, NodePool, quota_check
 from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
+from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
 from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
 
@@ -34,29 +36,37 @@ _CAPACITY = frozenset(
         Reason.NO_NODE_FITS,
         Reason.NEVER_FITS_QUOTA,
         Reason.NEVER_FITS_NODES,
+        Reason.CANNOT_BORROW,
     }
 )
+# Outcomes a preempted job's reason wraps: it waits for room, as before it was preempted.
+_ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB, Reason.CANNOT_BORROW})
 
 
 @dataclass(frozen=True)
 class Admission:
     """Release ``job_id`` now.  ``placement``: (role, pod index, node) for every
-    pod, or None when node fit was off (the quota-only check of ``seed``)."""
+    pod, or None when node fit was off (the quota-only check of ``seed``);
+    ``borrowing``: beyond its namespace's guaranteed share (elastic.py)."""
 
     job_id: int
     namespace: str
     placement: tuple[tuple[str, int, str], ...] | None
+    borrowing: bool = False
 
 
 @dataclass(frozen=True)
 class Plan:
     """``admissions`` in the order they were decided; ``pending`` has a status for
-    every other job.  ``stats`` are counters for logs and benchmarks."""
+    every other job; ``preemptions``: running jobs to preempt, each for a waiting
+    job whose status is then ``Preempting``.  ``stats`` are counters for logs and
+    benchmarks."""
 
     admissions: tuple[Admission, ...]
     pending: Mapping[int, PendingStatus]
     policy: str = ""
     stats: Mapping[str, int] = field(default_factory=dict, compare=False)
+    preemptions: tuple[Preemption, ...] = ()
 
     @property
     def admitted(self) -> tuple[int, ...]:
@@ -122,11 +132,14 @@ class _Cycle:
         self.now = snapshot.now
         self.node_fit = snapshot.node_fit and policy.node_fit
         self.strategy = strategy
-        # Filled by _record, in each namespace's queue order: every job not admitted with its
-        # position and outcome, and per namespace the (rank, job) of those that can wait.
-        self.waiting: list[tuple[PendingJob, int, Outcome]] = []
+        # Filled by _record: every job not admitted, with its rank and outcome; phase 5
+        # gives positions and, per namespace, the (rank, job) of those that can wait.
+        self.waiting: list[tuple[int, PendingJob, Outcome]] = []
         self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
-        self.positions: dict[str, int] = {}
+        self.elastic = ElasticQuotas(snapshot)
+        self.preemptions: list[Preemption] = []
+        self.preempting: dict[int, Outcome] = {}  # waiting job -> its Preempting outcome
+        self.fair_usage_counted = False
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
         self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
@@ -138,6 +151,7 @@ class _Cycle:
             "quota_reservations": 0,
             "backfill_shadows": 0,
             "backfilled": 0,
+            "preemptions": 0,
         }
 
     def run(self) -> Plan:
@@ -147,19 +161,32 @@ class _Cycle:
         self.cluster_max = self.pool.cluster_max  # the most of each resource one empty node has
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
         ordered = self._order()
-        # 3. Admit, recording a reason and a queue position for every job that is not admitted.
-        if self.policy.fair_share:
-            self._admit_fair(ordered)
-        else:
-            consider, record = self._consider, self._record
-            for rank, job in enumerate(ordered):
-                outcome = consider(job)
-                if outcome is not None:
-                    record(rank, job, outcome)
-        # 4. Estimated start times, 5. statuses.
+        # 3. Admit, recording a reason for every job that is not admitted.  With elastic quota,
+        # jobs within their guarantee go first (1b: their claims), borrowers after them.
+        passes = [ordered]
+        if self.elastic.active:
+            strict = {name: ns.policy.strict for name, ns in self.namespaces.items()}
+            self.elastic.claim(ordered, self.now, strict)
+            members, claimed = self.elastic.members, self.elastic.claimed
+            first = [job for job in ordered if job.namespace not in members or job.id in claimed]
+            passes = [first, [job for job in ordered if job.namespace in members and job.id not in claimed]]
+        ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 else None
+        for jobs in passes:
+            if self.policy.fair_share:
+                self._admit_fair(jobs, ranks)
+            else:
+                consider, record = self._consider, self._record
+                for rank, job in enumerate(jobs):
+                    outcome = consider(job)
+                    if outcome is not None:
+                        record(rank if ranks is None else ranks[id(job)], job, outcome)
+        # 3e. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
+        self._preempt()
+        # 4. Queue positions, 5. estimated start times and statuses.
+        waiting = self._positions(len(passes) > 1)
         starts, notes, otherwise = self._estimate()
         statuses = {}
-        for job, position, outcome in self.waiting:
+        for job, position, outcome in waiting:
             eta = starts.get(job.id)
             if eta is not None:
                 note = ""
@@ -173,7 +200,8 @@ class _Cycle:
         # 6. The plan.
         self.stats.update(self.pool.stats)
         self.stats["admitted"] = len(self.admissions)
-        return Plan(tuple(self.admissions), statuses, self.policy.name, self.stats)
+        self.stats["preemptions"] = len(self.preemptions)
+        return Plan(tuple(self.admissions), statuses, self.policy.name, self.stats, tuple(self.preemptions))
 
     # -- 1. state ------------------------------------------------------------------------
 
@@ -220,16 +248,38 @@ class _Cycle:
     # -- 3. admission --------------------------------------------------------------------
 
     def _record(self, rank: int, job: PendingJob, outcome: Outcome) -> None:
-        """A job that waits: its position in its namespace's queue (called in queue order)."""
-        namespace = job.namespace
-        position = self.positions[namespace] = self.positions.get(namespace, 0) + 1
-        self.waiting.append((job, position, outcome))
-        if outcome[0] is not _NEVER_QUOTA and outcome[0] is not _NEVER_NODES:
-            queue = self.queues.get(namespace)
-            if queue is None:
-                self.queues[namespace] = [(rank, job)]
-            else:
-                queue.append((rank, job))
+        """A job that waits; its position comes in phase 4."""
+        self.waiting.append((rank, job, outcome))
+
+    def _positions(self, by_rank: bool) -> list[tuple[PendingJob, int, Outcome]]:
+        """Each waiting job's 1-based place in its namespace's queue, and the queues of those
+        that can wait.  Recorded in queue order, unless there were several passes."""
+        recorded = sorted(self.waiting, key=lambda entry: entry[0]) if by_rank else self.waiting
+        positions: dict[str, int] = {}
+        waiting = []
+        preempting = self.preempting
+        for rank, job, outcome in recorded:
+            namespace = job.namespace
+            position = positions[namespace] = positions.get(namespace, 0) + 1
+            if preempting and job.id in preempting:
+                outcome = preempting[job.id]
+            elif job.preempted_by is not None and outcome[0] in _ROOM:
+                outcome = (
+                    Reason.PREEMPTED,
+                    {
+                        "preemptor": job.preempted_by,
+                        "waits_for": outcome[0].value,
+                        "detail": outcome[1],
+                    },
+                )
+            waiting.append((job, position, outcome))
+            if outcome[0] is not _NEVER_QUOTA and outcome[0] is not _NEVER_NODES:
+                queue = self.queues.get(namespace)
+                if queue is None:
+                    self.queues[namespace] = [(rank, job)]
+                else:
+                    queue.append((rank, job))
+        return waiting
 
     def _consider(self, job: PendingJob) -> Outcome | None:
         """Admit ``job`` (return None) or say why not; checks run cheapest first."""
@@ -294,6 +344,14 @@ class _Cycle:
             if namespace.held_back is None:  # the same for every job of the namespace: built once
                 namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
             return namespace.held_back
+        if self.elastic.active:
+            cannot_borrow = self.elastic.check(job)
+            if cannot_borrow is not None:
+                if namespace.policy.strict and not namespace.head_seen:
+                    namespace.head_seen = True
+                    namespace.blocked_by = job.id
+                    namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
+                return cannot_borrow
         # 3c. Gang placement on nodes.
         placement = None
         if self.node_fit:
@@ -325,7 +383,8 @@ class _Cycle:
             for key in free:
                 free[key] -= job.demand.get(key, 0)
         namespace.admitted.append(job)
-        self.admissions.append(Admission(job.id, job.namespace, placement))
+        borrowing = self.elastic.admit(job) if self.elastic.active else False
+        self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
         self.admitted_jobs.append(job)
         return None
 
@@ -397,15 +456,20 @@ class _Cycle:
             if self.pool.reserve(job.id, job.gang):
                 self.stats["node_reservations"] += 1
 
-    def _admit_fair(self, ordered: list[PendingJob]) -> None:
-        """DRF: the namespace with the lowest weighted dominant share admits next."""
+    def _admit_fair(self, ordered: list[PendingJob], ranks: dict[int, int] | None = None) -> None:
+        """DRF: the namespace with the lowest weighted dominant share admits next.
+        ``ranks``: each job's rank in the whole order, when ``ordered`` is one pass of several."""
         capacity = {name: amount for name, amount in self._cluster_capacity().items() if amount > 0}
-        holding: list[RunningJob | InFlightJob] = [*self.snapshot.running, *self.snapshot.in_flight]
-        for held in holding:
-            if held.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
-                _add_usage(self.namespaces[held.namespace], held.totals)
+        if not self.fair_usage_counted:
+            self.fair_usage_counted = True
+            holding: list[RunningJob | InFlightJob] = [*self.snapshot.running, *self.snapshot.in_flight]
+            for held in holding:
+                if held.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
+                    _add_usage(self.namespaces[held.namespace], held.totals)
         queues: dict[str, list[tuple[int, PendingJob]]] = {}
         for rank, job in enumerate(ordered):
+            if ranks is not None:
+                rank = ranks[id(job)]
             queue = queues.get(job.namespace)
             if queue is None:
                 queues[job.namespace] = [(rank, job)]
@@ -442,6 +506,123 @@ class _Cycle:
     def _share(namespace: _Namespace, capacity: Mapping[str, int]) -> float:
         usage = namespace.usage
         return max((usage.get(name, 0) / amount for name, amount in capacity.items()), default=0.0) / namespace.weight
+
+    # -- 3e. preemption -------------------------------------------------------------------
+
+    def _preempt(self) -> None:
+        """For each waiting job in turn (those within their guarantee first): a job that
+        reclaims its guarantee from borrowers, or outranks jobs of its own namespace,
+        gets the fewest victims that let it fit (preemption.py).  Victims already in
+        their grace period count as gone for the job they leave for, so an unchanged
+        world preempts nothing more."""
+        elastic = self.elastic
+        by_priority = any(ns.policy.preempt_lower_priority for ns in self.namespaces.values())
+        if not (elastic.active or by_priority) or not self.waiting:
+            return
+        leaving: dict[int, list[RunningJob]] = {}
+        for running in self.snapshot.running:
+            if running.preempted_for is not None:
+                leaving.setdefault(running.preempted_for, []).append(running)
+        limit = self.snapshot.preemption_limit
+        candidates = victim_order(
+            job
+            for job in self.snapshot.running
+            if job.preempted_for is None and (limit is None or job.preemptions < limit)
+        )
+        taken: set[int] = set()
+        node_number = {name: number for number, name in enumerate(self.pool.names)}
+        schedulable = set(self.pool.schedulable)
+        for _, job, outcome in self.waiting:
+            reason = outcome[0]
+            namespace = self.namespaces[job.namespace]
+            if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.node_fit:
+                cause = RECLAIM
+                cohort = elastic.cohort_of(job.namespace)
+                pool = [
+                    victim
+                    for victim in candidates
+                    if victim.borrowing
+                    and victim.id not in taken
+                    and victim.namespace != job.namespace
+                    and elastic.cohort_of(victim.namespace) == cohort
+                ]
+            elif namespace.policy.preempt_lower_priority and (
+                reason is Reason.QUOTA_EXCEEDED or reason is Reason.NO_NODE_FITS or reason is Reason.CANNOT_BORROW
+            ):
+                cause = PRIORITY
+                pool = [
+                    victim
+                    for victim in candidates
+                    if victim.namespace == job.namespace and victim.priority < job.priority and victim.id not in taken
+                ]
+            else:
+                continue
+            base = leaving.get(job.id, [])
+
+            def fits(victims: list[RunningJob], job: PendingJob = job, base: list[RunningJob] = base) -> bool:
+                return self._fits_without(job, [*base, *victims], node_number, schedulable, commit=False)
+
+            if base and fits([]):
+                chosen: list[RunningJob] | None = []
+            elif cause is RECLAIM:
+                chosen = choose_victims(pool, fits, elastic.may_take)
+            else:
+                chosen = choose_victims(pool, fits)
+            if chosen is None:
+                continue
+            victims = [*base, *chosen]
+            self._fits_without(job, victims, node_number, schedulable, commit=True)
+            for victim in chosen:
+                taken.add(victim.id)
+                self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
+            self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+
+    def _fits_without(
+        self,
+        job: PendingJob,
+        victims: list[RunningJob],
+        node_number: Mapping[str, int],
+        schedulable: set[int],
+        commit: bool,
+    ) -> bool:
+        """Whether ``job`` fits its quota, its elastic share and the nodes once ``victims``
+        have left; with ``commit``, charge that future to this cycle's state."""
+        namespace = self.namespaces[job.namespace]
+        own = [victim for victim in victims if victim.namespace == job.namespace]
+        if namespace.free is not None and namespace.hard is not None:
+            free = dict(namespace.free)
+            for victim in own:
+                for key, amount in victim.demand.items():
+                    if key in free:
+                        free[key] += amount
+            if quota_check(job.demand, namespace.hard, free)[1] is not None:
+                return False
+        if self.elastic.active and self.elastic.check(job, without=own) is not None:
+            return False
+        if self.node_fit:
+            freed = []
+            for victim in victims:
+                requests = {group.role: group.requests for group in victim.gang}
+                for role, _, node in victim.placements:
+                    number = node_number.get(node)
+                    if number is not None and number in schedulable and role in requests:
+                        freed.append((number, requests[role]))
+            placed = self.pool.place_freeing(job.gang, job.totals, freed, commit)
+            if isinstance(placed, NodeFailure):
+                return False
+        if commit:
+            if namespace.free is not None:
+                for victim in own:
+                    for key, amount in victim.demand.items():
+                        if key in namespace.free:
+                            namespace.free[key] += amount
+                for key in namespace.free:
+                    namespace.free[key] -= job.demand.get(key, 0)
+            if self.elastic.active:
+                for victim in victims:
+                    self.elastic.release(victim)
+                self.elastic.admit(job)
+        return True
 
     # -- 4. estimated start times ----------------------------------------------------------
 

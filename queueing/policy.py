@@ -33,6 +33,8 @@ class Policy(ABC):
     hold_after_s: float | None = None  # with backfill: a head waiting longer holds its quota outright; None: never
     unknown_duration_s: float | None = None  # the duration assumed for a job with no estimate; None: unknown
     promote_after_s: float | None = None  # a job waiting longer moves ahead in the order; None: never
+    # A job waiting on quota or nodes held by lower-priority jobs of its own namespace preempts them.
+    preempt_lower_priority: bool = False
     # The order reads PendingJob.expected_duration, so the caller should fill it in.
     uses_duration_estimate: ClassVar[bool] = False
 

@@ -19,6 +19,12 @@ class Reason(StrEnum):
     # Capacity: the job could start if something else ended.
     QUOTA_EXCEEDED = "QuotaExceeded"  # resource, needed, free, hard
     NO_NODE_FITS = "NoNodeFits"  # resource (scarcest), needed, free, scope, role, pods, placed
+    # Elastic quota: beyond its guaranteed share, and its cohort lends too little (or its limit is reached).
+    CANNOT_BORROW = "CannotBorrow"  # resource, needed, free (lendable now), guaranteed, cohort, limit (or None)
+    # Room is being made: jobs are preempted for this one and leave after their grace period.
+    PREEMPTING = "Preempting"  # victims (job ids)
+    # Preempted to make room for another job, now waiting again in its old place.
+    PREEMPTED = "Preempted"  # preemptor, waits_for (the reason it waits now) and that reason's detail
     # Policy: capacity may be there, the policy holds the job back.
     WAITING_FOR_IN_FLIGHT = "WaitingForInFlight"  # in_flight (job id or None: released this cycle)
     RESERVED_FOR_OLDER_JOB = "ReservedForOlderJob"  # reserved_for, resource
@@ -73,6 +79,24 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
             f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free"
         )
+    if reason is Reason.CANNOT_BORROW:
+        r = d["resource"]
+        cohort = f"cohort {d['cohort']}" if d.get("cohort") else "the cohort"
+        if d.get("limit") is not None:
+            return (
+                f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}, and its borrowing "
+                f"limit of {amount(r, d['limit'])} is reached"
+            )
+        return (
+            f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}: needs "
+            f"{amount(r, d['needed'])} from {cohort}, which lends {amount(r, max(d['free'], 0))} now"
+        )
+    if reason is Reason.PREEMPTING:
+        victims = ", ".join(str(victim) for victim in d["victims"])
+        return f"starts once job(s) {victims} leave: they are preempted to make room for it"
+    if reason is Reason.PREEMPTED:
+        inner = describe(Reason(d["waits_for"]), d["detail"], namespace)
+        return f"preempted to make room for job {d['preemptor']}; back in its place, {inner}"
     if reason is Reason.NEVER_FITS_QUOTA:
         r = d["resource"]
         return (

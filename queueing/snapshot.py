@@ -166,6 +166,8 @@ class PendingJob:
     attempts: int = 0
     backoff_until: float | None = None
     expected_duration: float | None = None
+    # The job this one was last preempted to make room for (it keeps its place in the queue).
+    preempted_by: int | None = None
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -184,6 +186,7 @@ class PendingJob:
         backoff_until: float | None = None,
         expected_duration: float | None = None,
         demand: Mapping[str, int] | None = None,
+        preempted_by: int | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -194,6 +197,7 @@ class PendingJob:
         set_(self, "attempts", attempts)
         set_(self, "backoff_until", backoff_until)
         set_(self, "expected_duration", expected_duration)
+        set_(self, "preempted_by", preempted_by)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)
@@ -251,36 +255,74 @@ class InFlightJob:
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A job whose pods all run.  Only ETA and fair share look at it: its usage
-    is already in ``NamespaceQuota.used`` and ``Node.allocated``."""
+    """A job whose pods all run.  Its usage is already in ``NamespaceQuota.used`` and
+    ``Node.allocated``; ETA and fair share read it, and preemption picks victims
+    among running jobs.
+
+    For preemption: ``placements`` lists its pods as ``(role, index, node)`` (what
+    leaving frees on which node); ``borrowing`` says it was admitted beyond its
+    namespace's guaranteed share; ``preemptions`` counts how often it has been
+    preempted already; ``preempted_for`` is the job it is being preempted for (in
+    its grace period: it still runs, and is no longer a candidate).
+    """
 
     id: int
     namespace: str
     workload: Workload
     started_at: float
     expected_end: float | None = None
+    priority: int = 0
+    borrowing: bool = False
+    placements: Any = ()
+    preemptions: int = 0
+    preempted_for: int | None = None
+    gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        gang = gang_of(self.workload)
+        object.__setattr__(self, "gang", gang)
+        if self.placements:
+            object.__setattr__(self, "placements", normalise_placements(self.workload, self.placements))
         object.__setattr__(self, "demand", _interned_map(self.workload.quota_demand()))
-        object.__setattr__(self, "totals", node_totals(gang_of(self.workload)))
+        object.__setattr__(self, "totals", node_totals(gang))
 
 
 @dataclass(frozen=True)
 class NamespaceQuota:
-    """ResourceQuota status of one namespace (``hard`` and ``used``), plus a fair-share weight."""
+    """ResourceQuota status of one namespace (``hard`` and ``used``), plus a fair-share weight.
+
+    Elastic quota (elastic.py): ``guaranteed`` is the namespace's guaranteed share per
+    quota key (empty: not elastic, ``hard`` is all it gets, as before); beyond it the
+    namespace borrows what its ``cohort`` (namespaces lending to each other; "" is the
+    default cohort) leaves idle, up to ``hard`` and to ``borrowing_limit`` more than
+    its guarantee per key, if given.
+    """
 
     namespace: str
     hard: Mapping[str, int]
     used: Mapping[str, int] = field(default_factory=dict)
     weight: int = 1
+    guaranteed: Mapping[str, int] = field(default_factory=dict)
+    cohort: str = ""
+    borrowing_limit: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hard", _frozen(self.hard))
         object.__setattr__(self, "used", _frozen(self.used))
+        object.__setattr__(self, "guaranteed", _frozen(self.guaranteed))
+        object.__setattr__(self, "borrowing_limit", _frozen(self.borrowing_limit))
         if self.weight <= 0:
             raise ValueError(f"weight must be positive, got {self.weight}")
+        for name, amounts in (("guaranteed", self.guaranteed), ("borrowing_limit", self.borrowing_limit)):
+            for key, amount in amounts.items():
+                if amount < 0:
+                    raise ValueError(f"{name}[{key!r}] must be >= 0, got {amount}")
+
+    @property
+    def elastic(self) -> bool:
+        return bool(self.guaranteed)
 
     @staticmethod
     def combine(quotas: Iterable[NamespaceQuota]) -> NamespaceQuota:
@@ -299,7 +341,16 @@ class NamespaceQuota:
                 hard[key] = min(amount, hard.get(key, amount))
             for key, amount in quota.used.items():
                 used[key] = max(amount, used.get(key, amount))
-        return NamespaceQuota(quotas[0].namespace, hard, used, max(q.weight for q in quotas))
+        first = quotas[0]
+        return NamespaceQuota(
+            first.namespace,
+            hard,
+            used,
+            max(q.weight for q in quotas),
+            first.guaranteed,
+            first.cohort,
+            first.borrowing_limit,
+        )
 
 
 @dataclass(frozen=True)
@@ -360,6 +411,7 @@ class Snapshot:
     node_fit: bool = True
     history: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
     policies: Mapping[str, Policy | str] = field(default_factory=dict)
+    preemption_limit: int | None = None  # a job preempted this often is no longer a victim; None: no limit
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -34,15 +34,16 @@ FEATURES = (
     "hold_after_s",
     "unknown_duration_s",
     "promote_after_s",
+    "preempt_lower_priority",
 )
 # What each named policy means, feature by feature (the order is FEATURES').
 EXPECTED = {
-    "seed": (False, False, True, None, 0, False, False, None, None, None),
-    "fifo": (True, True, False, None, 0, False, False, None, None, None),
-    "fifo-besteffort": (True, False, False, None, 0, False, False, None, None, None),
-    "priority": (True, False, False, HOUR, 8, False, True, 12 * HOUR, None, None),
-    "fair": (True, False, False, HOUR, 8, True, True, 12 * HOUR, None, None),
-    "shortest": (True, False, False, HOUR, 8, False, False, None, HOUR, 6 * HOUR),
+    "seed": (False, False, True, None, 0, False, False, None, None, None, False),
+    "fifo": (True, True, False, None, 0, False, False, None, None, None, False),
+    "fifo-besteffort": (True, False, False, None, 0, False, False, None, None, None, False),
+    "priority": (True, False, False, HOUR, 8, False, True, 12 * HOUR, None, None, False),
+    "fair": (True, False, False, HOUR, 8, True, True, 12 * HOUR, None, None, False),
+    "shortest": (True, False, False, HOUR, 8, False, False, None, HOUR, 6 * HOUR, False),
 }
 
 

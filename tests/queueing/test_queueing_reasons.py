@@ -22,6 +22,20 @@ DETAILS = {
     Reason.BACKING_OFF: {"until": 1_000_300.0, "attempts": 2},
     Reason.NEVER_FITS_QUOTA: {"resource": "requests.cpu", "needed": 12_500, "hard": 8_000},
     Reason.NEVER_FITS_NODES: {"resource": "nvidia.com/gpu", "needed": 16, "free": 8, "role": "Worker"},
+    Reason.CANNOT_BORROW: {
+        "resource": "requests.nvidia.com/gpu",
+        "needed": 8,
+        "free": 4,
+        "guaranteed": 16,
+        "cohort": "research",
+        "limit": None,
+    },
+    Reason.PREEMPTING: {"victims": [4, 9]},
+    Reason.PREEMPTED: {
+        "preemptor": 12,
+        "waits_for": "QuotaExceeded",
+        "detail": {"resource": "requests.memory", "needed": 3 * GI, "free": GI, "hard": 8 * GI},
+    },
 }
 
 
@@ -45,6 +59,21 @@ def test_messages_show_amounts_as_kubectl_would():
     nodes = PendingStatus(1, "team-a", 1, Reason.NO_NODE_FITS, DETAILS[Reason.NO_NODE_FITS]).message
     assert nodes == (
         "no node fits: 1 of 4 pods placed; a Worker pod needs 2 nvidia.com/gpu, the most free on one node is 1"
+    )
+
+
+def test_elastic_quota_messages_name_the_cohort_the_victims_and_the_preemptor():
+    borrow = PendingStatus(1, "team-a", 1, Reason.CANNOT_BORROW, DETAILS[Reason.CANNOT_BORROW]).message
+    assert borrow == (
+        "beyond the guaranteed 16 requests.nvidia.com/gpu of team-a: needs 8 from cohort research, which lends 4 now"
+    )
+    limited = {**DETAILS[Reason.CANNOT_BORROW], "limit": 2}
+    assert "borrowing limit of 2 is reached" in PendingStatus(1, "team-a", 1, Reason.CANNOT_BORROW, limited).message
+    assert "job(s) 4, 9 leave" in PendingStatus(1, "team-a", 1, Reason.PREEMPTING, DETAILS[Reason.PREEMPTING]).message
+    preempted = PendingStatus(1, "team-a", 1, Reason.PREEMPTED, DETAILS[Reason.PREEMPTED]).message
+    assert preempted == (
+        "preempted to make room for job 12; back in its place, quota requests.memory in team-a: needs 3Gi, "
+        "1Gi of 8Gi free"
     )
 
 

@@ -1,0 +1,68 @@
+"""Which running jobs to preempt for a waiting one: few, cheap, and never more than needed.
+
+Two causes.  *Reclaim*: a job that fits its namespace's guaranteed share waits on
+nodes that borrowers of its cohort hold (elastic.py).  *Priority*: in a namespace
+whose policy allows it, a job waits on lower-priority jobs of its own namespace.
+
+Candidates are taken lowest priority first, then the most recently started (the
+least work lost), until the waiting job would fit; then any victim the job could do
+without is put back, until none can be: with more room never making a fit fail,
+no proper subset of the victims would have been enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from .snapshot import RunningJob
+
+RECLAIM = "reclaim"
+PRIORITY = "priority"
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM or PRIORITY."""
+
+    victim: int
+    namespace: str
+    preemptor: int
+    cause: str
+
+
+def victim_order(jobs: Iterable[RunningJob]) -> list[RunningJob]:
+    """Lowest priority first, then the most recently started; ties by id, newest first."""
+    return sorted(jobs, key=lambda job: (job.priority, -job.started_at, -job.id))
+
+
+def choose_victims(
+    candidates: Sequence[RunningJob],
+    fits: Callable[[list[RunningJob]], bool],
+    allowed: Callable[[RunningJob, list[RunningJob]], bool] = lambda job, chosen: True,
+) -> list[RunningJob] | None:
+    """The victims, in candidate order, or None when even all of them would not make room.
+
+    ``fits(victims)``: whether the waiting job fits once ``victims`` have left;
+    ``allowed(job, chosen)``: whether ``job`` may still be taken after ``chosen``.
+    """
+    chosen: list[RunningJob] = []
+    for job in candidates:
+        if chosen and fits(chosen):
+            break
+        if allowed(job, chosen):
+            chosen.append(job)
+    if not chosen or not fits(chosen):
+        return None
+    # Put back every victim the job can do without, until none can be (most recent picks first:
+    # they were taken last, as the least suitable).
+    shrinking = True
+    while shrinking:
+        shrinking = False
+        for job in reversed(chosen):
+            rest = [other for other in chosen if other is not job]
+            if rest and fits(rest):
+                chosen = rest
+                shrinking = True
+                break
+    return chosen
