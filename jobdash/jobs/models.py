@@ -62,6 +62,24 @@ class Namespace(models.Model):
         blank=True,
         help_text="Blank: no limit. Members may not ask for a PriorityClass whose value is above this class's.",
     )
+    # Elastic quota (queueing/elastic.py): {quota key: quantity} as the admin wrote them.
+    # Empty: not elastic, the ResourceQuota hard is all the namespace gets.
+    guaranteed = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Guaranteed share per quota key, e.g. {"requests.nvidia.com/gpu": "16"}. '
+        "Empty: the ResourceQuota hard, no lending or borrowing.",
+    )
+    cohort = models.CharField(
+        max_length=63,
+        blank=True,
+        help_text="Namespaces of one cohort lend each other idle guaranteed capacity. Blank: the cluster-wide cohort.",
+    )
+    borrowing_limit = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Most it may borrow beyond its guarantee, per quota key. Empty: up to the ResourceQuota hard.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -111,6 +129,18 @@ class Job(models.Model):
     # An operator asked to requeue a Released/Running job: the web process cannot touch
     # the cluster, so the dispatcher's tracker takes the object back and requeues it.
     requeue_requested_at = models.DateTimeField(null=True, blank=True)
+    # Elastic quota and preemption: admitted beyond its namespace's guarantee; how often it was
+    # preempted; the job it is being preempted for and when its grace period ends; the job it
+    # last made room for (its reason says so while it waits again).
+    borrowing = models.BooleanField(default=False)
+    preemptions = models.PositiveIntegerField(default=0)
+    preempted_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
+    preempt_at = models.DateTimeField(null=True, blank=True)
+    preempted_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+    )
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
