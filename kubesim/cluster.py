@@ -71,7 +71,9 @@ class Cluster:
         self.trainer = TrainJobController(self.api, self.owners, self.jobset_controller, *backoff)
         self.scheduler = Scheduler(self.store)
         self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
-        self.work = WorkClock(self.store, self.owners, self.kubelet, cfg.default_duration_seconds)
+        self.work = WorkClock(
+            self.store, self.owners, self.kubelet, cfg.default_duration_seconds, cfg.default_checkpoint_seconds
+        )
         for rt in TRAINING_TYPES:
             self.work.register(rt, self.operator)
         self.work.register(MPIJOBS, self.mpi_operator)

@@ -24,7 +24,7 @@ admission_config: admission.yaml  # kube-apiserver's --admission-control-config-
                            # client certificates presented to webhooks (relative to this file)
 kubelet: {start_delay_seconds: 1.0}
 operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
-workload: {default_duration_seconds: 60.0}
+workload: {default_duration_seconds: 60.0, default_checkpoint_seconds: 1800.0}
 watch: {history: 20000, bookmark_interval_seconds: 30.0}
 faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, latency_ms: 5}]
 objects: []                # any further manifests to create at start (webhook configs, ...)
@@ -73,6 +73,7 @@ class Config:
     backoff_seconds: float = 1.0
     max_backoff_seconds: float = 30.0
     default_duration_seconds: float = 60.0
+    default_checkpoint_seconds: float = 1800.0
     watch_history: int = 20000
     bookmark_interval_seconds: float = 30.0
     faults: list[dict] = field(default_factory=list)
@@ -134,8 +135,9 @@ def from_dict(data: dict | None) -> Config:
     operator = _section(data, "operator", {"backoff_seconds", "max_backoff_seconds"})
     config.backoff_seconds = float(operator.get("backoff_seconds", 1.0))
     config.max_backoff_seconds = float(operator.get("max_backoff_seconds", 30.0))
-    workload = _section(data, "workload", {"default_duration_seconds"})
+    workload = _section(data, "workload", {"default_duration_seconds", "default_checkpoint_seconds"})
     config.default_duration_seconds = float(workload.get("default_duration_seconds", 60.0))
+    config.default_checkpoint_seconds = float(workload.get("default_checkpoint_seconds", 1800.0))
     watch = _section(data, "watch", {"history", "bookmark_interval_seconds"})
     config.watch_history = int(watch.get("history", 20000))
     config.bookmark_interval_seconds = float(watch.get("bookmark_interval_seconds", 30.0))

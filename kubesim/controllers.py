@@ -10,11 +10,12 @@ directly in virtual time (``settle``/``advance``), e.g. by tests and trace repla
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 from typing import Protocol
 
 from .clock import Clock, ManualClock, rfc3339
-from .kubeflow import DURATION_ANNOTATION, FAIL_ANNOTATION
+from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, FAIL_ANNOTATION
 from .model import Event, Store, evolve, key_of
 from .ownership import Owners
 from .resources import BY_GROUP_PLURAL, PODS, ResourceType
@@ -158,23 +159,41 @@ class WorkClock:
     A workload is a job of any kind nobody else controls (a TFJob, an MPIJob, a JobSet, a
     TrainJob, a Job of its own...); its pods are found down the controller references
     (TrainJob -> JobSet -> Jobs -> pods). Its controller says how many pods must run at
-    once (``gang``) and which pods end how (``finish``). The clock of a workload starts
-    when that many of its pods are Running and restarts from zero if the gang breaks.
-    After ``kubesim.io/duration-seconds`` (from the workload, the objects under it, or its
-    pods' annotations; else ``workload.default_duration_seconds``) its pods exit 0 -- or,
-    with ``kubesim.io/fail: "true"``, its lead pod exits 1.
+    once (``gang``) and which pods end how (``finish``). The clock of a workload runs
+    while that many of its pods are Running. After ``kubesim.io/duration-seconds`` (from
+    the workload, the objects under it, or its pods' annotations; else
+    ``workload.default_duration_seconds``) its pods exit 0 -- or, with
+    ``kubesim.io/fail: "true"``, its lead pod exits 1.
+
+    Checkpoints: when the gang stops running before the work is done (suspended, a pod
+    deleted or failed, a container restarted in place), the work up to its last checkpoint is kept -- every
+    ``kubesim.io/checkpoint-seconds`` of the run (looked up as the duration is; else
+    ``workload.default_checkpoint_seconds``, 1800; 0: none) -- and the next run only does
+    the rest. The kept work belongs to the object (its uid): a job deleted and created
+    again starts from zero, and so does a workload restarted after its work ended (a
+    failing pod restarted in place). ``progress`` tells the kept work.
     """
 
     name = "work-clock"
 
-    def __init__(self, store: Store, owners: Owners, kubelet: Kubelet, default_duration: float = 60.0):
+    def __init__(
+        self,
+        store: Store,
+        owners: Owners,
+        kubelet: Kubelet,
+        default_duration: float = 60.0,
+        default_checkpoint: float = 1800.0,
+    ):
         self.store, self.owners, self.kubelet = store, owners, kubelet
-        self.default_duration = default_duration
+        self.default_duration, self.default_checkpoint = default_duration, default_checkpoint
         self.workloads: dict[str, Workload] = {}  # plural -> the controller of that kind
         self._lock = threading.Lock()
         self._dirty: set[Key] = set()
         self._timers: dict[Key, float] = {}  # workload -> when its work is done
-        self.gang_started: dict[Key, float] = {}  # for inspection
+        self.gang_started: dict[Key, float] = {}  # workload -> when its running gang formed
+        # running workload -> (its uid, checkpoint interval, container restarts of its running pods)
+        self._runs: dict[Key, tuple[str, float, int]] = {}
+        self._kept: dict[Key, tuple[str, float]] = {}  # workload -> (its uid, work kept from earlier runs)
         store.hooks.append(self._on_event)
 
     def register(self, rt: ResourceType, controller: Workload) -> None:
@@ -225,16 +244,26 @@ class WorkClock:
             if obj is None or expected <= 0 or len(running) < expected:
                 with self._lock:
                     self._timers.pop(key, None)
-                self.gang_started.pop(key, None)
+                started = self.gang_started.pop(key, None)
+                if started is not None:
+                    self._stopped(key, obj, started, now)
+                elif obj is None:
+                    self._kept.pop(key, None)
                 continue
             with self._lock:
                 if key not in self._timers:
-                    self._timers[key] = now + self._duration(key, obj, pods)
-                    self.gang_started[key] = now
+                    self._start(key, obj, pods, running, now)
+                elif _restarts(running) > self._runs[key][2]:
+                    # A container restarted in place: the work goes back to the last checkpoint.
+                    self._stopped(key, obj, self.gang_started.pop(key), now)
+                    self._start(key, obj, pods, running, now)
                 due = self._timers[key] <= now
                 if due:
                     del self._timers[key]
             if due:
+                self.gang_started.pop(key, None)
+                self._runs.pop(key, None)
+                self._kept.pop(key, None)  # the work is done: a restart starts over
                 rt = controller_type(key[0])
                 for pod, code in self.workloads[key[0]].finish(rt, obj, running, self._fails(key, obj, pods)):
                     self.kubelet.terminate(key_of(pod), code, now)
@@ -242,8 +271,43 @@ class WorkClock:
                     self._dirty.add(key)  # a restarted gang starts its clock again
         return bool(keys)
 
-    def _annotation(self, key: Key, obj: dict, pods: list[dict], name: str) -> str | None:
-        """From the workload, its templates, the objects between it and its pods, or a pod."""
+    def _start(self, key: Key, obj: dict, pods: list[dict], running: list[dict], now: float) -> None:
+        """The whole gang runs: the work left (after what earlier runs kept) is due in full."""
+        uid = obj["metadata"]["uid"]
+        chain = self._chain(obj, pods)
+        duration = self._seconds(chain, pods, DURATION_ANNOTATION, self.default_duration)
+        kept = self._kept.get(key)
+        done = kept[1] if kept is not None and kept[0] == uid else 0.0
+        self._timers[key] = now + max(0.0, duration - done)
+        self.gang_started[key] = now
+        checkpoint = self._seconds(chain, pods, CHECKPOINT_ANNOTATION, self.default_checkpoint)
+        self._runs[key] = (uid, checkpoint, _restarts(running))
+
+    def _stopped(self, key: Key, obj: dict | None, started: float, now: float) -> None:
+        """The gang broke before its work was done: the work up to the last checkpoint is kept."""
+        uid, checkpoint, _ = self._runs.pop(key, ("", 0.0, 0))
+        if obj is None or obj["metadata"]["uid"] != uid:
+            self._kept.pop(key, None)  # another object now (or none): nothing to resume
+            return
+        saved = math.floor((now - started) / checkpoint) * checkpoint if 0 < checkpoint < math.inf else 0.0
+        if saved > 0:
+            kept = self._kept.get(key)
+            self._kept[key] = (uid, saved + (kept[1] if kept is not None and kept[0] == uid else 0.0))
+
+    def progress(self, key: Key) -> tuple[float, float | None]:
+        """(seconds of work kept from the runs so far, when the current run began or None) of a
+        workload ``(plural, namespace, name)``; the current run's work is not counted yet."""
+        obj = self.store.find(controller_type(key[0]), key[1], key[2])
+        if obj is None:
+            return 0.0, None
+        kept = self._kept.get(key)
+        run = self._runs.get(key)
+        done = kept[1] if kept is not None and kept[0] == obj["metadata"]["uid"] else 0.0
+        since = self.gang_started.get(key) if run is not None and run[0] == obj["metadata"]["uid"] else None
+        return done, since
+
+    def _chain(self, obj: dict, pods: list[dict]) -> list[dict]:
+        """The workload and the objects between it and its pods."""
         chain, seen = [obj], {obj["metadata"]["uid"]}
         for pod in pods:
             owner = self.owners.owner(pod)
@@ -251,6 +315,10 @@ class WorkClock:
                 seen.add(owner[1]["metadata"]["uid"])
                 chain.append(owner[1])
                 owner = self.owners.owner(owner[1])
+        return chain
+
+    @staticmethod
+    def _lookup(chain: list[dict], pods: list[dict], name: str) -> str | None:
         for holder in chain:
             value = (holder["metadata"].get("annotations") or {}).get(name)
             if value is None:
@@ -259,15 +327,27 @@ class WorkClock:
                 return value
         return next((v for p in pods if (v := (p["metadata"].get("annotations") or {}).get(name)) is not None), None)
 
-    def _duration(self, key: Key, obj: dict, pods: list[dict]) -> float:
-        value = self._annotation(key, obj, pods, DURATION_ANNOTATION)
+    def _annotation(self, key: Key, obj: dict, pods: list[dict], name: str) -> str | None:
+        """From the workload, its templates, the objects between it and its pods, or a pod."""
+        return self._lookup(self._chain(obj, pods), pods, name)
+
+    def _seconds(self, chain: list[dict], pods: list[dict], name: str, default: float) -> float:
+        value = self._lookup(chain, pods, name)
         try:
-            return max(0.0, float(value)) if value is not None else self.default_duration
+            return max(0.0, float(value)) if value is not None else default
         except ValueError:
-            return self.default_duration
+            return default
+
+    def _duration(self, key: Key, obj: dict, pods: list[dict]) -> float:
+        return self._seconds(self._chain(obj, pods), pods, DURATION_ANNOTATION, self.default_duration)
 
     def _fails(self, key: Key, obj: dict, pods: list[dict]) -> bool:
         return str(self._annotation(key, obj, pods, FAIL_ANNOTATION) or "").lower() == "true"
+
+
+def _restarts(pods: list[dict]) -> int:
+    """Container restarts (in place, by the kubelet) of the pods, all told."""
+    return sum(c.get("restartCount", 0) for p in pods for c in p["status"].get("containerStatuses") or ())
 
 
 def _template_annotation(spec: object, name: str, depth: int = 0) -> str | None:

@@ -19,6 +19,7 @@ JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 
 # The work clock's knobs, read from a job (or its pod templates).
 DURATION_ANNOTATION = "kubesim.io/duration-seconds"
+CHECKPOINT_ANNOTATION = "kubesim.io/checkpoint-seconds"  # work kept when the gang breaks
 FAIL_ANNOTATION = "kubesim.io/fail"
 
 # runPolicy.managedBy values the training-operator's webhook accepts (ValidateRunPolicy).

@@ -1,17 +1,17 @@
 """Manifests of every job kind kubesim runs, for tests (re-exported by ``kubesim.testing``).
 
 All builders take the same keywords: the pod size (``cpu``, ``memory``, ``gpu``), the work
-clock's ``duration`` and ``fail`` (the ``kubesim.io/duration-seconds`` and
-``kubesim.io/fail`` annotations, put on the job itself), ``suspend``, ``labels``,
-``tolerations`` and ``node_selector``; ``workers`` is the number of worker pods where a
-kind has workers.
+clock's ``duration``, ``checkpoint`` and ``fail`` (the ``kubesim.io/duration-seconds``,
+``kubesim.io/checkpoint-seconds`` and ``kubesim.io/fail`` annotations, put on the job
+itself), ``suspend``, ``labels``, ``tolerations`` and ``node_selector``; ``workers`` is the
+number of worker pods where a kind has workers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .kubeflow import DURATION_ANNOTATION, FAIL_ANNOTATION
+from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, FAIL_ANNOTATION
 
 
 def _resources(cpu: str | None, memory: str | None, gpu: int) -> dict:
@@ -30,7 +30,7 @@ def _pod_spec(container: str, image: str, cpu, memory, gpu, tolerations, node_se
     return spec
 
 
-def _metadata(name: str, namespace: str | None, labels, duration, fail) -> dict:
+def _metadata(name: str, namespace: str | None, labels, duration, fail, checkpoint=None) -> dict:
     metadata: dict = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
@@ -39,6 +39,8 @@ def _metadata(name: str, namespace: str | None, labels, duration, fail) -> dict:
     annotations = {}
     if duration is not None:
         annotations[DURATION_ANNOTATION] = str(duration)
+    if checkpoint is not None:
+        annotations[CHECKPOINT_ANNOTATION] = str(checkpoint)
     if fail:
         annotations[FAIL_ANNOTATION] = "true"
     if annotations:
@@ -57,6 +59,7 @@ def tfjob_manifest(
     memory: str = "1Gi",
     gpu: int = 0,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     success_policy: str | None = None,
@@ -69,7 +72,7 @@ def tfjob_manifest(
 ) -> dict:
     """A TFJob manifest for tests: ``workers`` Workers (+ a Chief, + ``ps`` PS) of the given size.
 
-    ``duration`` and ``fail`` become the kubesim.io annotations that drive the work clock.
+    ``duration``, ``checkpoint`` and ``fail`` become the kubesim.io annotations that drive the work clock.
     """
     resources = {"cpu": cpu, "memory": memory}
     if gpu:
@@ -100,9 +103,11 @@ def tfjob_manifest(
         specs["Worker"] = replica(workers)
     annotations = {}
     if duration is not None:
-        annotations["kubesim.io/duration-seconds"] = str(duration)
+        annotations[DURATION_ANNOTATION] = str(duration)
+    if checkpoint is not None:
+        annotations[CHECKPOINT_ANNOTATION] = str(checkpoint)
     if fail:
-        annotations["kubesim.io/fail"] = "true"
+        annotations[FAIL_ANNOTATION] = "true"
     spec: dict = {"tfReplicaSpecs": specs}
     run_policy: dict[str, object] = {}
     if suspend is not None:
@@ -141,6 +146,7 @@ def training_job_manifest(
     memory: str = "1Gi",
     gpu: int = 0,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     clean_pod_policy: str | None = None,
@@ -176,7 +182,7 @@ def training_job_manifest(
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": kind,
-        "metadata": _metadata(name, namespace, labels, duration, fail),
+        "metadata": _metadata(name, namespace, labels, duration, fail, checkpoint),
         "spec": body,
     }
 
@@ -221,6 +227,7 @@ def mpijob_manifest(
     launcher_memory: str = "128Mi",
     slots_per_worker: int = 1,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     clean_pod_policy: str | None = "Running",
@@ -257,7 +264,7 @@ def mpijob_manifest(
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": _metadata(name, namespace, labels, duration, fail),
+        "metadata": _metadata(name, namespace, labels, duration, fail, checkpoint),
         "spec": spec,
     }
 
@@ -290,6 +297,7 @@ def batch_job_manifest(
     memory: str = "1Gi",
     gpu: int = 0,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     restart_policy: str = "Never",
@@ -307,7 +315,7 @@ def batch_job_manifest(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _metadata(name, namespace, labels, duration, fail),
+        "metadata": _metadata(name, namespace, labels, duration, fail, checkpoint),
         "spec": spec,
     }
 
@@ -324,6 +332,7 @@ def jobset_manifest(
     memory: str = "1Gi",
     gpu: int = 0,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     restart_policy: str | None = None,
@@ -348,7 +357,7 @@ def jobset_manifest(
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": _metadata(name, namespace, labels, duration, fail),
+        "metadata": _metadata(name, namespace, labels, duration, fail, checkpoint),
         "spec": spec,
     }
 
@@ -405,6 +414,7 @@ def trainjob_manifest(
     memory: str | None = None,
     gpu: int = 0,
     duration: float | None = None,
+    checkpoint: float | None = None,
     fail: bool = False,
     suspend: bool | None = None,
     labels: dict | None = None,
@@ -425,6 +435,6 @@ def trainjob_manifest(
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
-        "metadata": _metadata(name, namespace, labels, duration, fail),
+        "metadata": _metadata(name, namespace, labels, duration, fail, checkpoint),
         "spec": spec,
     }
