@@ -84,6 +84,12 @@ def cluster_quotas() -> dict:
     return ClusterState.objects.filter(id=1).values_list("quotas", flat=True).first() or {}
 
 
+def cluster_quotas_and_nodes() -> tuple[dict, list]:
+    """Quotas (as cluster_quotas) and nodes ({"name", "allocatable", "unschedulable", ...}) in one query."""
+    row = ClusterState.objects.filter(id=1).values_list("quotas", "nodes").first()
+    return (row[0] or {}, row[1] or []) if row else ({}, [])
+
+
 def job_counts_by_state(user) -> dict[str, int]:
     """The jobs `user` may see (all, for staff), every state (zero included)."""
     jobs = (

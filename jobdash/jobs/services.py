@@ -1,5 +1,7 @@
 """Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
 
+from typing import Any
+
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
@@ -8,7 +10,7 @@ import queueing
 from jobdash.cluster import runtimes
 from queueing.names import assign_generated_name
 
-from . import selectors
+from . import elastic, selectors
 from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .priority import allowed_class, resolve_priority, validate_priority
@@ -295,12 +297,60 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
 
 def namespace_save(namespace: Namespace) -> Namespace:
     """The admin's namespace form (members and groups are saved by the form after this).
-    Validated like any input, and a changed weight or policy is a reason for a new cycle."""
+    Validated like any input (elastic quota as set_elastic_quota checks it, under the same
+    lock), and a changed weight, policy or guarantee is a reason for a new cycle."""
     namespace.full_clean(validate_unique=False, validate_constraints=False)
     with transaction.atomic():
+        cleaned = _clean_elastic_locked(namespace, {f: getattr(namespace, f) for f in elastic.FIELDS})
+        for field, value in cleaned.items():
+            setattr(namespace, field, value)
         namespace.save()
         transaction.on_commit(_queue_changed)
     return namespace
+
+
+UNSET: Any = object()
+
+
+def set_elastic_quota(
+    namespace: Namespace | str, *, user, guaranteed: Any = UNSET, cohort: Any = UNSET, borrowing_limit: Any = UNSET
+) -> Namespace:
+    """Staff only: a namespace's guaranteed share, cohort and borrowing limit (jobs/elastic.py
+    says what is accepted); a field not given stays as it is. One transaction, all or
+    nothing: a refusal is a ValidationError keyed by field and writes nothing."""
+    ns = selectors.namespace_get_visible(user, namespace if isinstance(namespace, str) else namespace.name)
+    if not selectors.sees_all_namespaces(user):
+        raise NotMember("only staff may set a namespace's elastic quota")
+    given = {"guaranteed": guaranteed, "cohort": cohort, "borrowing_limit": borrowing_limit}
+    with transaction.atomic():
+        values = dict(Namespace.objects.filter(pk=ns.pk).values(*elastic.FIELDS).get())
+        values.update({field: value for field, value in given.items() if value is not UNSET})
+        cleaned = _clean_elastic_locked(ns, values)
+        Namespace.objects.filter(pk=ns.pk).update(**cleaned)
+        transaction.on_commit(_queue_changed)
+    ns.refresh_from_db()
+    return ns
+
+
+def _clean_elastic_locked(namespace: Namespace, values: dict[str, Any]) -> dict[str, Any]:
+    """Lock every namespace row (in primary-key order: two edits never deadlock), then check
+    `values` against the others as committed. Every row, not only the cohort's: a namespace
+    moving into the cohort concurrently is not among its rows yet."""
+    others = [
+        elastic.Member(pk, name, cohort, guaranteed or {})
+        for pk, name, cohort, guaranteed in Namespace.objects.select_for_update()
+        .order_by("pk")
+        .values_list("pk", "name", "cohort", "guaranteed")
+    ]
+    quotas, nodes = selectors.cluster_quotas_and_nodes()
+    return elastic.clean(
+        pk=namespace.pk,
+        name=namespace.name,
+        others=others,
+        hard=(quotas.get(namespace.name) or {}).get("hard"),
+        nodes=nodes,
+        **values,
+    )
 
 
 class NamespaceNotManaged(Exception):

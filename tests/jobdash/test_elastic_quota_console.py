@@ -1,0 +1,203 @@
+"""Elastic quota as admins set it and users see it (#15): the validating write service, the
+admin console, the REST API and the pages. The planner's side is tests/queueing/."""
+
+import time
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from jobdash.jobs import elastic, services
+from jobdash.jobs.exceptions import NotFound, NotMember
+from jobdash.jobs.models import ClusterState, Namespace
+
+pytestmark = pytest.mark.django_db
+GPU = "requests.nvidia.com/gpu"
+GIB = 1024**3
+
+
+def node(name, gpus, cpu=32000, unschedulable=False):
+    return {
+        "name": name,
+        "allocatable": {"cpu": cpu, "memory": 128 * GIB, "nvidia.com/gpu": gpus, "pods": 110},
+        "allocated": {},
+        "labels": {},
+        "unschedulable": unschedulable,
+    }
+
+
+# 16 schedulable GPUs, 64 cpu: the third node is cordoned and counts for nothing.
+NODES = [node("gpu-1", 8), node("gpu-2", 8), node("gpu-3", 8, unschedulable=True)]
+
+
+def publish(quotas=None, nodes=NODES):
+    ClusterState.objects.update_or_create(
+        id=1, defaults={"updated_at": timezone.now(), "quotas": quotas or {}, "nodes": nodes}
+    )
+
+
+def refused(call) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as caught:
+        call()
+    return caught.value.message_dict
+
+
+def elastic_fields(name: str) -> dict:
+    return Namespace.objects.filter(name=name).values(*elastic.FIELDS).get()
+
+
+# --- the service ----------------------------------------------------------------------------
+
+
+def test_staff_sets_guarantee_cohort_and_limit_as_written(staff, team_a):
+    publish({"team-a": {"hard": {GPU: 16, "requests.cpu": 64000}, "used": {}, "reserved": {}}})
+    ns = services.set_elastic_quota(
+        team_a, user=staff, guaranteed={GPU: 8, "cpu": " 20 "}, cohort="research", borrowing_limit={GPU: "4"}
+    )
+    assert ns.guaranteed == {GPU: "8", "cpu": "20"} and ns.cohort == "research"
+    assert ns.borrowing_limit == {GPU: "4"}
+    assert elastic.amounts(ns.guaranteed) == {GPU: 8, "cpu": 20000}  # what the planner reads
+    # a field not given stays as it is; an empty guarantee makes the namespace plain again
+    services.set_elastic_quota("team-a", user=staff, cohort="")
+    assert elastic_fields("team-a") == {
+        "guaranteed": {GPU: "8", "cpu": "20"},
+        "cohort": "",
+        "borrowing_limit": {GPU: "4"},
+    }
+    services.set_elastic_quota("team-a", user=staff, guaranteed={}, borrowing_limit={})
+    assert elastic_fields("team-a") == {"guaranteed": {}, "cohort": "", "borrowing_limit": {}}
+
+
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"guaranteed": {"limits.cpu": "4"}}, "guaranteed", "limits.cpu: limits are not guaranteed"),
+        ({"guaranteed": {"count/tfjobs.kubeflow.org": "2"}}, "guaranteed", "an object count cannot be guaranteed"),
+        ({"guaranteed": {"pods": "10"}}, "guaranteed", "pods: not a compute resource quota key"),
+        ({"guaranteed": {"requests.gpu": "1"}}, "guaranteed", "extended resource is named <domain>/<name>"),
+        ({"guaranteed": {GPU: "-1"}}, "guaranteed", f"{GPU}: must be >= 0"),
+        ({"guaranteed": {GPU: "lots"}}, "guaranteed", f"{GPU}: invalid quantity 'lots'"),
+        ({"guaranteed": {GPU: "0.5"}}, "guaranteed", "not a whole number of nvidia.com/gpu"),
+        ({"guaranteed": {GPU: True}}, "guaranteed", "a quantity such as 16"),
+        ({"guaranteed": {"cpu": "4", "requests.cpu": "4"}}, "guaranteed", "the same resource"),
+        ({"guaranteed": ["cpu"]}, "guaranteed", "an object of quota keys and quantities"),
+        ({"cohort": "Research Team"}, "cohort", "a cohort name is at most 63 lower-case letters"),
+        ({"guaranteed": {GPU: "4"}, "borrowing_limit": {"cpu": "4"}}, "borrowing_limit", "cpu: not a guaranteed key"),
+        ({"borrowing_limit": {GPU: "4"}}, "borrowing_limit", "guaranteed keys: none"),
+        ({"guaranteed": {GPU: "4"}, "borrowing_limit": {GPU: "-2"}}, "borrowing_limit", "must be >= 0"),
+    ],
+)
+def test_each_refusal_names_its_field_and_writes_nothing(staff, team_a, changes, field, words):
+    before = elastic_fields("team-a")
+    problems = refused(lambda: services.set_elastic_quota(team_a, user=staff, **changes))
+    assert list(problems) == [field] and any(words in message for message in problems[field]), problems
+    assert elastic_fields("team-a") == before
+
+
+def test_problems_of_several_fields_come_together(staff, team_a):
+    problems = refused(
+        lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={"limits.memory": "1Gi"}, cohort="A B")
+    )
+    assert set(problems) == {"guaranteed", "cohort"}
+
+
+def test_a_guarantee_above_the_resourcequota_hard_is_refused(staff, team_a):
+    publish({"team-a": {"hard": {GPU: 8, "cpu": 16000}, "used": {}, "reserved": {}}})
+    problems = refused(lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "12"}))
+    assert problems == {"guaranteed": [f"{GPU}: 12 is more than the ResourceQuota hard of team-a ({GPU}: 8)"]}
+    # requests.cpu and cpu are one resource: the bare key's hard is the ceiling of both
+    problems = refused(lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={"requests.cpu": "20"}))
+    assert "requests.cpu: 20 is more than the ResourceQuota hard of team-a (cpu: 16)" in problems["guaranteed"]
+    assert services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "8"}).guaranteed == {GPU: "8"}
+
+
+def test_without_a_cycle_the_cluster_is_unknown_and_nothing_is_compared(staff, team_a):
+    assert services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "1000"}).guaranteed == {GPU: "1000"}
+
+
+def test_a_cohort_cannot_guarantee_more_than_the_cluster_holds(staff, team_a, team_b):
+    publish()
+    services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "10"}, cohort="research")
+    problems = refused(lambda: services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "8"}, cohort="research"))
+    assert problems == {
+        "guaranteed": [
+            f"{GPU}: cohort 'research' would guarantee 18 nvidia.com/gpu in all (team-b 8, team-a 10), "
+            "more than the 16 the cluster's schedulable nodes hold"
+        ]
+    }
+    assert elastic_fields("team-b") == {"guaranteed": {}, "cohort": "", "borrowing_limit": {}}  # no partial write
+    # another cohort is another pool of guarantees, and 6 more fit this one
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "8"}, cohort="vision")
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "6"}, cohort="research")
+    # moving in is adding: the cluster-wide cohort (blank) has room, research has none left
+    third = Namespace.objects.create(name="team-c", cohort="research")
+    assert refused(lambda: services.set_elastic_quota(third, user=staff, guaranteed={GPU: "1"}))["guaranteed"]
+    services.set_elastic_quota(third, user=staff, guaranteed={GPU: "16"}, cohort="")
+
+
+def test_cpu_and_requests_cpu_add_up_as_one_node_resource(staff, team_a, team_b):
+    publish()
+    services.set_elastic_quota(team_a, user=staff, guaranteed={"cpu": "40"})
+    problems = refused(lambda: services.set_elastic_quota(team_b, user=staff, guaranteed={"requests.cpu": "30"}))
+    assert "the cluster-wide cohort would guarantee 70 cpu in all (team-b 30, team-a 40)" in problems["guaranteed"][0]
+
+
+def test_lowering_a_guarantee_of_an_overfull_cohort_is_allowed(staff, team_a, team_b):
+    """Nodes went away: the cohort guarantees more than the cluster holds. Lowering a
+    guarantee must not be refused for it; raising one is."""
+    publish(nodes=[node("big", 32)])
+    services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "16"})
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "16"})
+    publish(nodes=[node("small", 8)])
+    assert services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "12"}).guaranteed == {GPU: "12"}
+    assert refused(lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "13"}))["guaranteed"]
+
+
+def test_members_may_not_set_it_and_non_members_do_not_see_the_namespace(alice, bob, team_a):
+    with pytest.raises(NotMember):
+        services.set_elastic_quota(team_a, user=alice, guaranteed={GPU: "1"})
+    with pytest.raises(NotFound):
+        services.set_elastic_quota(team_a, user=bob, guaranteed={GPU: "1"})
+    assert elastic_fields("team-a")["guaranteed"] == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_edits_of_one_cohort_are_serialised(staff, team_a, team_b, monkeypatch):
+    """Two admins each guarantee 10 of the cluster's 16 GPUs to a different namespace at
+    once: each alone fits, both together do not. The second waits for the first's lock and
+    then sees its guarantee, so exactly one is saved."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Event
+
+    from django.db import connection
+
+    from jobdash.jobs import selectors
+
+    publish()
+    read = selectors.cluster_quotas_and_nodes
+    first_checking = Event()
+
+    def slow_read():
+        first = not first_checking.is_set()
+        first_checking.set()
+        if first:
+            time.sleep(0.5)  # holding the lock: the other edit must wait, not check alongside
+        return read()
+
+    monkeypatch.setattr(selectors, "cluster_quotas_and_nodes", slow_read)
+
+    def edit(name):
+        try:
+            if name == "team-b":
+                first_checking.wait(5)
+            services.set_elastic_quota(name, user=staff, guaranteed={GPU: "10"})
+            return "saved"
+        except ValidationError as error:
+            return error.message_dict["guaranteed"][0]
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(edit, ["team-a", "team-b"]))
+    assert outcomes[0] == "saved" and "would guarantee 20 nvidia.com/gpu in all" in outcomes[1], outcomes
+    assert elastic_fields("team-b")["guaranteed"] == {}
