@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
+from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -14,7 +15,7 @@ from django.utils.html import format_html
 
 from queueing import POLICY_NAMES
 
-from . import selectors, services
+from . import elastic, selectors, services
 from .exceptions import JobdashError
 from .forms import SubmitForm
 from .models import Job, JobEvent, Namespace, Source
@@ -29,13 +30,48 @@ class NamespaceForm(forms.ModelForm):
 
     class Meta:
         model = Namespace
-        fields = ["name", "members", "groups", "weight", "policy", "default_priority_class", "max_priority_class"]
+        fields = [
+            "name",
+            "members",
+            "groups",
+            "weight",
+            "policy",
+            "default_priority_class",
+            "max_priority_class",
+            "guaranteed",
+            "cohort",
+            "borrowing_limit",
+        ]
+        widgets = {
+            "guaranteed": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+            "borrowing_limit": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         cast(forms.ChoiceField, self.fields["policy"]).choices = [("", f"(global: {settings.JOBDASH_POLICY})")] + [
             (name, name) for name in POLICY_NAMES
         ]
+
+    def clean_guaranteed(self):
+        return self.cleaned_data["guaranteed"] or {}  # an empty box: not elastic
+
+    def clean_borrowing_limit(self):
+        return self.cleaned_data["borrowing_limit"] or {}
+
+    def clean(self):
+        """Elastic quota checked by the service's own rules, each problem on its field;
+        namespace_save checks again under the lock when it saves."""
+        super().clean()
+        cleaned = self.cleaned_data
+        if any(field in self.errors for field in ("name", *elastic.FIELDS)):
+            return cleaned
+        probe = Namespace(pk=self.instance.pk, name=cleaned.get("name", self.instance.name))
+        try:
+            cleaned.update(services.elastic_quota_check(probe, **{f: cleaned.get(f) for f in elastic.FIELDS}))
+        except ValidationError as error:
+            self.add_error(None, error)
+        return cleaned
 
 
 @admin.register(Namespace)
@@ -47,13 +83,29 @@ class NamespaceAdmin(admin.ModelAdmin):
         "policy_shown",
         "default_priority_class",
         "max_priority_class",
+        "guaranteed_shown",
+        "cohort_shown",
         "member_count",
         "group_count",
         "created_at",
     ]
-    list_filter = ["policy"]
-    search_fields = ["name"]
+    list_filter = ["policy", "cohort"]
+    search_fields = ["name", "cohort"]
     filter_horizontal = ["members", "groups"]
+    fieldsets = [
+        (None, {"fields": ["name", "members", "groups"]}),
+        ("Queueing", {"fields": ["weight", "policy", "default_priority_class", "max_priority_class"]}),
+        (
+            "Elastic quota",
+            {
+                "fields": ["guaranteed", "cohort", "borrowing_limit"],
+                "description": "The ResourceQuota hard stays the ceiling. A guaranteed share is always given back "
+                "(borrowers are preempted for it); beyond it the namespace borrows what its cohort leaves idle. "
+                'Quota keys as in a ResourceQuota, quantities as text: {"requests.nvidia.com/gpu": "16", '
+                '"requests.cpu": "64"}. Limits and object counts cannot be guaranteed.',
+            },
+        ),
+    ]
 
     def get_queryset(self, request):
         return (
@@ -65,6 +117,14 @@ class NamespaceAdmin(admin.ModelAdmin):
     @admin.display(description="policy", ordering="policy")
     def policy_shown(self, namespace) -> str:
         return namespace.policy or f"(global: {settings.JOBDASH_POLICY})"
+
+    @admin.display(description="guaranteed")
+    def guaranteed_shown(self, namespace) -> str:
+        return ", ".join(f"{key} {value}" for key, value in namespace.guaranteed.items()) or "–"
+
+    @admin.display(description="cohort", ordering="cohort")
+    def cohort_shown(self, namespace) -> str:
+        return namespace.cohort or ("(cluster-wide)" if namespace.guaranteed else "–")
 
     @admin.display(description="members", ordering="member_count")
     def member_count(self, namespace) -> int:
@@ -79,6 +139,18 @@ class NamespaceAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         services.namespace_save(obj)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """The form checked the elastic quota; namespace_save checks it again under the lock.
+        Refused there (another admin's edit to the cohort committed in between): the whole
+        save was rolled back, and the page says why instead of failing."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ValidationError as error:
+            for field, problems in error.message_dict.items():
+                for problem in problems:
+                    self.message_user(request, f"Not saved: {field}: {problem}", messages.ERROR)
+            return redirect(request.get_full_path())
 
 
 class JobEventInline(admin.TabularInline):
@@ -108,11 +180,13 @@ class JobAdmin(admin.ModelAdmin):
         "priority_class",
         "position",
         "reason",
+        "borrowing",
+        "preemptions",
         "source",
         "submitted_by_name",
         "submitted_at",
     ]
-    list_filter = ["state", "namespace", "source", "reason"]
+    list_filter = ["state", "namespace", "source", "reason", "borrowing"]
     search_fields = ["name", "submitted_by_name"]
     list_select_related = ["namespace"]
     ordering = ["-submitted_at"]
@@ -139,6 +213,11 @@ class JobAdmin(admin.ModelAdmin):
         "eta",
         "attempts",
         "requeue_requested_at",
+        "borrowing",
+        "preemptions",
+        "preempted_for",
+        "preempt_at",
+        "preempted_by",
         "manifest_as_submitted",
     )
 

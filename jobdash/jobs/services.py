@@ -332,15 +332,24 @@ def set_elastic_quota(
     return ns
 
 
+def elastic_quota_check(namespace: Namespace, **values: Any) -> dict[str, Any]:
+    """The elastic fields as set_elastic_quota would store them, or its ValidationError; a read
+    (no lock) for forms, which show the problems on their fields before anything is saved."""
+    return _clean_elastic(namespace, values, lock=False)
+
+
 def _clean_elastic_locked(namespace: Namespace, values: dict[str, Any]) -> dict[str, Any]:
     """Lock every namespace row (in primary-key order: two edits never deadlock), then check
     `values` against the others as committed. Every row, not only the cohort's: a namespace
     moving into the cohort concurrently is not among its rows yet."""
+    return _clean_elastic(namespace, values, lock=True)
+
+
+def _clean_elastic(namespace: Namespace, values: dict[str, Any], *, lock: bool) -> dict[str, Any]:
+    rows = Namespace.objects.select_for_update() if lock else Namespace.objects.all()
     others = [
         elastic.Member(pk, name, cohort, guaranteed or {})
-        for pk, name, cohort, guaranteed in Namespace.objects.select_for_update()
-        .order_by("pk")
-        .values_list("pk", "name", "cohort", "guaranteed")
+        for pk, name, cohort, guaranteed in rows.order_by("pk").values_list("pk", "name", "cohort", "guaranteed")
     ]
     quotas, nodes = selectors.cluster_quotas_and_nodes()
     return elastic.clean(

@@ -1,6 +1,7 @@
 """Elastic quota as admins set it and users see it (#15): the validating write service, the
 admin console, the REST API and the pages. The planner's side is tests/queueing/."""
 
+import json
 import time
 
 import pytest
@@ -9,7 +10,7 @@ from django.utils import timezone
 
 from jobdash.jobs import elastic, services
 from jobdash.jobs.exceptions import NotFound, NotMember
-from jobdash.jobs.models import ClusterState, Namespace
+from jobdash.jobs.models import ClusterState, Job, Namespace, State
 
 pytestmark = pytest.mark.django_db
 GPU = "requests.nvidia.com/gpu"
@@ -201,3 +202,101 @@ def test_concurrent_edits_of_one_cohort_are_serialised(staff, team_a, team_b, mo
         outcomes = list(pool.map(edit, ["team-a", "team-b"]))
     assert outcomes[0] == "saved" and "would guarantee 20 nvidia.com/gpu in all" in outcomes[1], outcomes
     assert elastic_fields("team-b")["guaranteed"] == {}
+
+
+# --- the admin console ----------------------------------------------------------------------
+
+
+def namespace_form(namespace: Namespace, **changes) -> dict:
+    data = {
+        "name": namespace.name,
+        "weight": namespace.weight,
+        "policy": namespace.policy,
+        "members": [u.pk for u in namespace.members.all()],
+        "groups": [g.pk for g in namespace.groups.all()],
+        "guaranteed": json.dumps(namespace.guaranteed),
+        "cohort": namespace.cohort,
+        "borrowing_limit": json.dumps(namespace.borrowing_limit),
+    }
+    data.update(changes)
+    return data
+
+
+def change_namespace(client, namespace, **changes):
+    return client.post(f"/admin/jobs/namespace/{namespace.pk}/change/", namespace_form(namespace, **changes))
+
+
+def test_admin_edits_the_elastic_quota_and_lists_it(admin_client, team_a, alice):
+    publish({"team-a": {"hard": {GPU: 16}, "used": {}, "reserved": {}}})
+    response = change_namespace(
+        admin_client, team_a, guaranteed=f'{{"{GPU}": 8}}', cohort="research", borrowing_limit=f'{{"{GPU}": "4"}}'
+    )
+    assert response.status_code == 302
+    assert elastic_fields("team-a") == {"guaranteed": {GPU: "8"}, "cohort": "research", "borrowing_limit": {GPU: "4"}}
+    assert list(Namespace.objects.get(pk=team_a.pk).members.all()) == [alice]  # the rest of the form kept
+    page = admin_client.get(f"/admin/jobs/namespace/{team_a.pk}/change/").content.decode()
+    assert "Elastic quota" in page and "research" in page and GPU in page
+    listing = admin_client.get("/admin/jobs/namespace/").content.decode()
+    assert f"{GPU} 8" in listing and "research" in listing
+    # emptied boxes: the namespace is not elastic any more
+    assert change_namespace(admin_client, team_a, guaranteed="", cohort="", borrowing_limit="").status_code == 302
+    assert elastic_fields("team-a") == {"guaranteed": {}, "cohort": "", "borrowing_limit": {}}
+
+
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"guaranteed": '{"limits.cpu": "4"}'}, "guaranteed", "limits are not guaranteed"),
+        ({"guaranteed": f'{{"{GPU}": "12"}}'}, "guaranteed", "more than the ResourceQuota hard of team-a"),
+        ({"guaranteed": "{not json"}, "guaranteed", "Enter a valid JSON"),
+        ({"cohort": "No Spaces"}, "cohort", "a cohort name is"),
+        ({"borrowing_limit": '{"cpu": "1"}'}, "borrowing_limit", "not a guaranteed key"),
+    ],
+)
+def test_admin_refuses_bad_elastic_quota_on_its_field(admin_client, team_a, changes, field, words):
+    publish({"team-a": {"hard": {GPU: 8}, "used": {}, "reserved": {}}})
+    response = change_namespace(admin_client, team_a, weight=5, **changes)
+    assert response.status_code == 200  # the form again, with its errors
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field] and words in " ".join(errors[field]), errors
+    assert Namespace.objects.get(pk=team_a.pk).weight == 1  # nothing of the form saved
+
+
+def test_admin_refuses_a_cohort_over_the_cluster_naming_the_numbers(admin_client, staff, team_a, team_b):
+    publish()
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "10"})
+    response = change_namespace(admin_client, team_a, guaranteed=f'{{"{GPU}": "10"}}')
+    errors = response.context["adminform"].form.errors["guaranteed"]
+    assert errors == [
+        f"{GPU}: the cluster-wide cohort would guarantee 20 nvidia.com/gpu in all (team-a 10, team-b 10), "
+        "more than the 16 the cluster's schedulable nodes hold"
+    ]
+    assert elastic_fields("team-a")["guaranteed"] == {}
+
+
+def test_admin_save_refused_under_the_lock_rolls_back_and_says_why(admin_client, staff, team_a, team_b, monkeypatch):
+    """Another admin's edit can commit between the form's check and the save: the save's
+    own check (under the lock) refuses it, nothing of the form is saved, the page says why."""
+    publish()
+    monkeypatch.setattr(services, "elastic_quota_check", lambda namespace, **values: values)  # the form saw room
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "10"})
+    response = change_namespace(admin_client, team_a, weight=3, guaranteed=f'{{"{GPU}": "10"}}')
+    assert response.status_code == 302 and response.url == f"/admin/jobs/namespace/{team_a.pk}/change/"
+    page = admin_client.get(response.url).content.decode()
+    assert "Not saved: guaranteed:" in page and "would guarantee 20 nvidia.com/gpu" in page
+    team_a.refresh_from_db()
+    assert team_a.guaranteed == {} and team_a.weight == 1
+
+
+def test_admin_job_page_shows_borrowing_and_preemption(admin_client, jobs):
+    victim, preemptor, _ = jobs
+    Job.objects.filter(pk=victim.pk).update(
+        state=State.RUNNING, borrowing=True, preemptions=2, preempted_for=preemptor, preempt_at=timezone.now()
+    )
+    Job.objects.filter(pk=preemptor.pk).update(preempted_by=victim)
+    page = admin_client.get(f"/admin/jobs/job/{victim.pk}/change/").content.decode()
+    for label in ("Borrowing", "Preemptions", "Preempted for", "Preempt at", "Preempted by"):
+        assert label in page, label
+    assert f"/admin/jobs/job/{preemptor.pk}/change/" in page  # the job it is preempted for, linked
+    listing = admin_client.get("/admin/jobs/job/?borrowing__exact=1").content.decode()
+    assert "a-0" in listing and "a-1" not in listing
