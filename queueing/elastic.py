@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .reasons import Outcome, Reason
-from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
+from .snapshot import PendingJob, RunningJob, Snapshot
 
 
 @dataclass(slots=True, eq=False)
@@ -29,6 +29,7 @@ class _Member:
     limit: Mapping[str, int]  # borrowing limit per key (absent: up to hard)
     cohort: str
     own: dict[str, int] = field(default_factory=dict)  # per guaranteed key
+    claims: dict[str, int] = field(default_factory=dict)  # of its claimed jobs not admitted yet
 
 
 class ElasticQuotas:
@@ -78,7 +79,7 @@ class ElasticQuotas:
                 stopped.add(job.namespace)
         for name, member in self.members.items():
             lendable = self.lendable.setdefault(member.cohort, {})
-            claim = claims.get(name, {})
+            claim = member.claims = claims.get(name, {})
             for key, amount in member.guaranteed.items():
                 lendable[key] = lendable.get(key, 0) + amount - member.own[key] - claim.get(key, 0)
 
@@ -86,11 +87,15 @@ class ElasticQuotas:
         return job.id in self.claimed
 
     def borrows(self, job: PendingJob) -> bool:
-        """Whether admitting ``job`` now takes its namespace beyond its guarantee."""
+        """Whether admitting ``job`` now takes its namespace beyond its guarantee.  A job that
+        did not claim comes after those that did: their share is not its to use."""
         member = self.members.get(job.namespace)
-        if member is None:
+        if member is None or job.id in self.claimed:
             return False
-        return any(member.own[key] + job.demand.get(key, 0) > limit for key, limit in member.guaranteed.items())
+        return any(
+            member.own[key] + member.claims.get(key, 0) + job.demand.get(key, 0) > limit
+            for key, limit in member.guaranteed.items()
+        )
 
     def check(self, job: PendingJob, without: Iterable[RunningJob] = ()) -> Outcome | None:
         """None if ``job`` may be admitted as far as elastic quota goes, else why not;
@@ -101,15 +106,13 @@ class ElasticQuotas:
         freed: dict[str, int] = {}
         for victim in without:
             _add(freed, victim.demand, 1, member.guaranteed)
-        if not any(
-            member.own[key] - freed.get(key, 0) + job.demand.get(key, 0) > limit
-            for key, limit in member.guaranteed.items()
-        ):
+        own = {key: member.own[key] + member.claims.get(key, 0) - freed.get(key, 0) for key in member.guaranteed}
+        if not any(own[key] + job.demand.get(key, 0) > limit for key, limit in member.guaranteed.items()):
             return None
         lendable = self.lendable.setdefault(member.cohort, {})
         for key, guaranteed in member.guaranteed.items():
             needed = job.demand.get(key, 0)
-            beyond = member.own[key] - freed.get(key, 0) + needed - guaranteed
+            beyond = own[key] + needed - guaranteed
             if beyond <= 0 or needed == 0:
                 continue
             detail = {
@@ -128,15 +131,22 @@ class ElasticQuotas:
                 return Reason.CANNOT_BORROW, detail
         return None
 
-    def admit(self, job: PendingJob) -> bool:
-        """Charge an admitted job; returns whether it borrows."""
+    def admit(self, job: PendingJob, without: Iterable[RunningJob] = ()) -> bool:
+        """Charge an admitted job; returns whether it borrows.  ``without``: jobs of its
+        namespace leaving for it, whose usage it takes over (charged: only the rest)."""
         member = self.members.get(job.namespace)
         if member is None:
             return False
         borrowing = self.borrows(job)
-        _add(member.own, job.demand, 1, member.guaranteed)
-        if job.id not in self.claimed:  # a claimed job's share was never lendable
-            _add(self.lendable.setdefault(member.cohort, {}), job.demand, -1, member.guaranteed)
+        charge = dict(job.demand)
+        for victim in without:
+            _add(charge, victim.demand, -1)
+        charge = {key: max(amount, 0) for key, amount in charge.items()}
+        _add(member.own, charge, 1, member.guaranteed)
+        if job.id in self.claimed:  # its share was never lendable: now it is used instead of claimed
+            _add(member.claims, job.demand, -1, member.guaranteed)
+        else:
+            _add(self.lendable.setdefault(member.cohort, {}), charge, -1, member.guaranteed)
         return borrowing
 
     def may_take(self, victim: RunningJob, chosen: Iterable[RunningJob]) -> bool:
@@ -153,13 +163,6 @@ class ElasticQuotas:
     def cohort_of(self, namespace: str) -> str | None:
         member = self.members.get(namespace)
         return None if member is None else member.cohort
-
-    def release(self, job: RunningJob | InFlightJob) -> None:
-        """A victim leaves: its namespace's own usage drops, and its cohort may lend that again."""
-        member = self.members.get(job.namespace)
-        if member is not None:
-            _add(member.own, job.demand, -1, member.guaranteed)
-            _add(self.lendable.setdefault(member.cohort, {}), job.demand, 1, member.guaranteed)
 
 
 def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int, keys: Mapping[str, int] | None = None) -> None:

@@ -417,23 +417,41 @@ class NodePool:
         commit: bool,
     ) -> list[tuple[int, int]] | NodeFailure:
         """``place`` as if the pods ``freed`` ((node number, requests) each) had left.
-        With ``commit`` and a fit, the pool keeps both (the victims gone, the gang
-        placed); otherwise it is left as it was."""
+        With ``commit`` and a fit, the pool keeps both (the pods gone, the gang placed);
+        otherwise it is left as it was."""
+        self.free_pods(freed)
+        placed = self.place(gang, totals)
+        if isinstance(placed, NodeFailure) or not commit:
+            if not isinstance(placed, NodeFailure):
+                for group_number, number in reversed(placed):
+                    self._charge(number, gang[group_number].requests, -1)
+                self.stats["pods_placed"] -= len(placed)
+            for number, requests in freed:
+                self._charge(number, requests, 1)
+        return placed
+
+    def free_pods(self, freed: Iterable[tuple[int, tuple[tuple[str, int], ...]]]) -> None:
+        """Take pods ((node number, requests) each) off their nodes."""
         for number, requests in freed:
             self._charge(number, requests, -1)
         # Failures remembered so far were for less room than there is now.  (One found
-        # with the victims gone stays true once they are charged back: less room.)
+        # with more room stays true once pods are charged back: less room.)
         self._failed.clear()
-        placed = self.place(gang, totals)
-        if commit and not isinstance(placed, NodeFailure):
-            return placed
-        if not isinstance(placed, NodeFailure):
-            for group_number, number in reversed(placed):
-                self._charge(number, gang[group_number].requests, -1)
-            self.stats["pods_placed"] -= len(placed)
-        for number, requests in freed:
-            self._charge(number, requests, 1)
-        return placed
+
+    def charge_pods(self, placed: Iterable[tuple[int, tuple[tuple[str, int], ...]]]) -> None:
+        """Put pods ((node number, requests) each) on their nodes, whatever room is left."""
+        for number, requests in placed:
+            self._charge(number, requests)
+
+    def cap_at(self, other: NodePool, numbers: Iterable[int]) -> None:
+        """Lower these nodes' free amounts to ``other``'s where those are less."""
+        for number in set(numbers):
+            mine, theirs = self.free[number], other.free[number]
+            excess = tuple(
+                (name, amount - theirs.get(name, 0)) for name, amount in mine.items() if amount > theirs.get(name, 0)
+            )
+            if excess:
+                self._charge(number, excess)
 
     # -- reservations --------------------------------------------------------------------
 

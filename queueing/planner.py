@@ -21,7 +21,7 @@ from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
 from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
-from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
+from .snapshot import InFlightJob, Node, PendingJob, RunningJob, Snapshot
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
@@ -36,9 +36,9 @@ _CAPACITY = frozenset(
         Reason.NO_NODE_FITS,
         Reason.NEVER_FITS_QUOTA,
         Reason.NEVER_FITS_NODES,
-        Reason.CANNOT_BORROW,
     }
 )
+# (CannotBorrow is not among them: it depends on whether the job claimed its guarantee.)
 # Outcomes a preempted job's reason wraps: it waits for room, as before it was preempted.
 _ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB, Reason.CANNOT_BORROW})
 
@@ -140,6 +140,13 @@ class _Cycle:
         self.preemptions: list[Preemption] = []
         self.preempting: dict[int, Outcome] = {}  # waiting job -> its Preempting outcome
         self.fair_usage_counted = False
+        # With jobs leaving (victims in their grace period): the nodes as they will be once
+        # each job waiting for its victims has them gone and holds its room there (the room
+        # they leave beyond it goes to later preemptors).  Jobs that start now take room in
+        # both views, and
+        # ``pool`` never has more than ``future`` (_fits_after).
+        self.future: NodePool | None = None
+        self.node_number: dict[str, int] = {}
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
         self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
@@ -170,12 +177,44 @@ class _Cycle:
             members, claimed = self.elastic.members, self.elastic.claimed
             first = [job for job in ordered if job.namespace not in members or job.id in claimed]
             passes = [first, [job for job in ordered if job.namespace in members and job.id not in claimed]]
-        ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 else None
+        # A job whose victims are in their grace period, when its turn comes and it cannot
+        # start yet, holds what it will start on: the victims' room and the free capacity it
+        # needs (_consider_holding).
+        self.leaving: dict[int, list[RunningJob]] = {}
+        for running in self.snapshot.running:
+            if running.preempted_for is not None:
+                self.leaving.setdefault(running.preempted_for, []).append(running)
+        if self.leaving:
+            self._foresee()
+        # Preemptors go first, in queue order: jobs with victims in their grace period (which,
+        # if they cannot start yet, hold the room they will start on: _consider_holding) and
+        # jobs whose victims have just left.  Those victims, while their preemptor still
+        # waits, come last in their pass: the room they left is their preemptor's first.
+        # Those whose victims have just left go before those still waiting for theirs: the room
+        # that has just been freed is theirs.
+        freed_for = {job.preempted_by for job in ordered if job.preempted_by is not None}
+        preemptors = freed_for | set(self.leaving)
+        ahead: list[PendingJob] = []
+        if preemptors:
+            ahead = [job for job in ordered if job.id in freed_for]
+            ahead += [job for job in ordered if job.id in self.leaving and job.id not in freed_for]
+            waiting_ids = {job.id for job in ordered}
+            first_ids = {job.id for job in ahead}
+            passes = [
+                [job for job in jobs if job.id not in first_ids and job.preempted_by not in waiting_ids]
+                + [job for job in jobs if job.id not in first_ids and job.preempted_by in waiting_ids]
+                for jobs in passes
+            ]
+        ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 or preemptors else None
+        consider, record = self._consider_holding if self.leaving else self._consider, self._record
+        for job in ahead:
+            outcome = consider(job)
+            if outcome is not None:
+                record(ranks[id(job)] if ranks is not None else 0, job, outcome)
         for jobs in passes:
             if self.policy.fair_share:
                 self._admit_fair(jobs, ranks)
             else:
-                consider, record = self._consider, self._record
                 for rank, job in enumerate(jobs):
                     outcome = consider(job)
                     if outcome is not None:
@@ -183,7 +222,7 @@ class _Cycle:
         # 3e. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
         self._preempt()
         # 4. Queue positions, 5. estimated start times and statuses.
-        waiting = self._positions(len(passes) > 1)
+        waiting = self._positions(ranks is not None)
         starts, notes, otherwise = self._estimate()
         statuses = {}
         for job, position, outcome in waiting:
@@ -281,6 +320,12 @@ class _Cycle:
                     queue.append((rank, job))
         return waiting
 
+    def _consider_holding(self, job: PendingJob) -> Outcome | None:
+        outcome = self._consider(job)
+        if outcome is not None and job.id in self.leaving and outcome[0] in _ROOM:
+            return self._wait_for_victims(job) or outcome
+        return outcome
+
     def _consider(self, job: PendingJob) -> Outcome | None:
         """Admit ``job`` (return None) or say why not; checks run cheapest first."""
         namespace = self.namespaces[job.namespace]
@@ -366,6 +411,8 @@ class _Cycle:
                 if outcome[0] is not _NEVER_NODES:
                     self._head_waits(job, namespace, nodes=True)
                 return outcome
+            if self.future is not None:  # what starts now is gone from the room holds count on too
+                self.future.charge_pods((node, job.gang[group_number].requests) for group_number, node in placed)
             names = self.pool.names
             counters: dict[int, int] = {}
             pods = []
@@ -478,7 +525,7 @@ class _Cycle:
         # (share, namespace, where its queue resumes): ties go to the namespace name.
         heap = [(self._share(self.namespaces[name], capacity), name, 0) for name in queues]
         heapq.heapify(heap)
-        consider, record = self._consider, self._record
+        consider, record = self._consider_holding if self.leaving else self._consider, self._record
         while heap:
             _, name, resume = heapq.heappop(heap)
             queue = queues[name]
@@ -509,30 +556,50 @@ class _Cycle:
 
     # -- 3e. preemption -------------------------------------------------------------------
 
+    def _foresee(self) -> None:
+        if self.node_fit:  # (a job's own victims leave its room in it when it holds)
+            self.future = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
+
+    def _pods(self, victims: list[RunningJob]) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
+        """The victims' pods as (node number, requests), on schedulable nodes."""
+        if not self.node_number:
+            self.node_number = {self.pool.names[number]: number for number in self.pool.schedulable}
+        pods = []
+        for victim in victims:
+            requests = {group.role: group.requests for group in victim.gang}
+            for role, _, node in victim.placements:
+                number = self.node_number.get(node)
+                if number is not None and role in requests:
+                    pods.append((number, requests[role]))
+        return pods
+
     def _preempt(self) -> None:
         """For each waiting job in turn (those within their guarantee first): a job that
         reclaims its guarantee from borrowers, or outranks jobs of its own namespace,
-        gets the fewest victims that let it fit (preemption.py).  Victims already in
-        their grace period count as gone for the job they leave for, so an unchanged
-        world preempts nothing more."""
+        gets the fewest victims that let it fit (preemption.py), counting its victims
+        already leaving as gone; so an unchanged world preempts nothing more."""
         elastic = self.elastic
         by_priority = any(ns.policy.preempt_lower_priority for ns in self.namespaces.values())
         if not (elastic.active or by_priority) or not self.waiting:
             return
-        leaving: dict[int, list[RunningJob]] = {}
-        for running in self.snapshot.running:
-            if running.preempted_for is not None:
-                leaving.setdefault(running.preempted_for, []).append(running)
         limit = self.snapshot.preemption_limit
-        candidates = victim_order(
+        # Victims leaving for a job that started or is gone are spare: they leave anyway, so
+        # they are the first victims for anyone else (their preemptor changes, not their time).
+        still = {job.id for _, job, _ in self.waiting}
+        spare = victim_order(
+            victim for preemptor, victims in self.leaving.items() if preemptor not in still for victim in victims
+        )
+        candidates = spare + victim_order(
             job
             for job in self.snapshot.running
             if job.preempted_for is None and (limit is None or job.preemptions < limit)
         )
+        if self.future is None:  # nothing is leaving: the nodes as they are are the future
+            self.future = self.pool
         taken: set[int] = set()
-        node_number = {name: number for number, name in enumerate(self.pool.names)}
-        schedulable = set(self.pool.schedulable)
         for _, job, outcome in self.waiting:
+            if job.id in self.preempting:  # holding room its victims leave
+                continue
             reason = outcome[0]
             namespace = self.namespaces[job.namespace]
             if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.node_fit:
@@ -557,38 +624,52 @@ class _Cycle:
                 ]
             else:
                 continue
-            base = leaving.get(job.id, [])
 
-            def fits(victims: list[RunningJob], job: PendingJob = job, base: list[RunningJob] = base) -> bool:
-                return self._fits_without(job, [*base, *victims], node_number, schedulable, commit=False)
+            def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
+                return self._fits_after(job, victims, commit=False)
 
-            if base and fits([]):
-                chosen: list[RunningJob] | None = []
-            elif cause is RECLAIM:
-                chosen = choose_victims(pool, fits, elastic.may_take)
-            else:
-                chosen = choose_victims(pool, fits)
+            chosen = choose_victims(pool, fits, elastic.may_take if cause is RECLAIM else lambda job, chosen: True)
             if chosen is None:
                 continue
-            victims = [*base, *chosen]
-            self._fits_without(job, victims, node_number, schedulable, commit=True)
+            self._fits_after(job, chosen, commit=True)
             for victim in chosen:
                 taken.add(victim.id)
                 self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
+            victims = [*self.leaving.get(job.id, ()), *chosen]
             self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
-    def _fits_without(
-        self,
-        job: PendingJob,
-        victims: list[RunningJob],
-        node_number: Mapping[str, int],
-        schedulable: set[int],
-        commit: bool,
-    ) -> bool:
-        """Whether ``job`` fits its quota, its elastic share and the nodes once ``victims``
-        have left; with ``commit``, charge that future to this cycle's state."""
+    def _wait_for_victims(self, job: PendingJob) -> Outcome | None:
+        """The Preempting outcome of a job that fits once what is leaving has left, holding
+        that room (no later job in the cycle takes it), else None."""
+        if not self._fits_after(job, [], commit=True):
+            return None
+        outcome: Outcome = Reason.PREEMPTING, {"victims": [victim.id for victim in self.leaving[job.id]]}
+        self.preempting[job.id] = outcome
+        return outcome
+
+    def _place_preferring(
+        self, future: NodePool, pods: list[tuple[int, tuple[tuple[str, int], ...]]], job: PendingJob
+    ) -> list[tuple[int, int]] | None:
+        """``job``'s gang on ``future`` as it is now, on the nodes ``pods`` leave first: so that
+        a hold takes no more of what is free now than it must.  None if it does not fit."""
+        first = list(dict.fromkeys(number for number, _ in pods))
+        numbers = first + [number for number in future.schedulable if number not in set(first)]
+        nodes = [
+            Node(future.names[n], future.free[n], {}, self.snapshot.nodes[n].labels, self.snapshot.nodes[n].taints)
+            for n in numbers
+        ]
+        placed = NodePool(nodes, strategy="first").place(job.gang, job.totals)
+        if isinstance(placed, NodeFailure):
+            return None
+        return [(group, numbers[index]) for group, index in placed]
+
+    def _fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool) -> bool:
+        """Whether ``job`` fits its quota, its elastic share and the nodes once its leaving
+        victims and ``victims`` have left (on nodes, also in room others' victims leave
+        beyond what their preemptors hold); with ``commit``, hold that room for it."""
         namespace = self.namespaces[job.namespace]
-        own = [victim for victim in victims if victim.namespace == job.namespace]
+        gone = [*self.leaving.get(job.id, ()), *victims]
+        own = [victim for victim in gone if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
             free = dict(namespace.free)
             for victim in own:
@@ -600,28 +681,28 @@ class _Cycle:
         if self.elastic.active and self.elastic.check(job, without=own) is not None:
             return False
         if self.node_fit:
-            freed = []
-            for victim in victims:
-                requests = {group.role: group.requests for group in victim.gang}
-                for role, _, node in victim.placements:
-                    number = node_number.get(node)
-                    if number is not None and number in schedulable and role in requests:
-                        freed.append((number, requests[role]))
-            placed = self.pool.place_freeing(job.gang, job.totals, freed, commit)
-            if isinstance(placed, NodeFailure):
-                return False
-        if commit:
+            future = self.future
+            assert future is not None  # (set whenever something leaves, and by _preempt)
+            pods = self._pods(gone)
+            if not commit:
+                if isinstance(future.place_freeing(job.gang, job.totals, pods, commit=False), NodeFailure):
+                    return False
+            else:
+                future.free_pods(pods)
+                placed = self._place_preferring(future, pods, job)
+                if placed is None:
+                    future.charge_pods(pods)
+                    return False
+                future.charge_pods((number, job.gang[group].requests) for group, number in placed)
+                if future is not self.pool:
+                    self.pool.cap_at(future, (number for _, number in placed))
+        if commit:  # a hold: what its own namespace's victims free is its; beyond that, free quota now
             if namespace.free is not None:
-                for victim in own:
-                    for key, amount in victim.demand.items():
-                        if key in namespace.free:
-                            namespace.free[key] += amount
                 for key in namespace.free:
-                    namespace.free[key] -= job.demand.get(key, 0)
+                    freed = sum(victim.demand.get(key, 0) for victim in own)
+                    namespace.free[key] -= max(job.demand.get(key, 0) - freed, 0)
             if self.elastic.active:
-                for victim in victims:
-                    self.elastic.release(victim)
-                self.elastic.admit(job)
+                self.elastic.admit(job, without=own)
         return True
 
     # -- 4. estimated start times ----------------------------------------------------------
