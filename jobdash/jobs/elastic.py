@@ -7,8 +7,9 @@ A namespace's ResourceQuota `hard` stays its ceiling. On top of it an admin sets
 - `borrowing_limit`: {guaranteed key: quantity}, the most it may borrow beyond its guarantee.
 
 Keys are ResourceQuota compute keys: `requests.<resource>`, or bare `cpu`, `memory`,
-`ephemeral-storage` (which ResourceQuota reads as their requests). A guarantee is at most
-the namespace's ResourceQuota hard (when the last cycle saw it), and a cohort cannot
+`ephemeral-storage` (which ResourceQuota reads as their requests). A guaranteed key must be
+one the namespace's ResourceQuota limits, the guarantee at most its hard (when the last cycle
+saw the quota), and a cohort cannot
 guarantee more of a resource than the cluster's schedulable nodes hold in all.
 
 The values are stored as written (quantity strings); `amounts()` gives the canonical integers
@@ -177,16 +178,28 @@ def capacity(nodes: Iterable[Mapping[str, Any]]) -> dict[str, int] | None:
 
 
 def _check_hard(name: str, guaranteed: Mapping[str, int], texts: Mapping[str, str], hard: Mapping[str, int]) -> None:
+    """Each guaranteed key is one the namespace's ResourceQuota limits (its status reports the
+    usage of those keys only: the planner could not see what the namespace holds of another),
+    and the guarantee is at most its hard. Skipped while the cluster's quota is unknown."""
+    if not hard:
+        return
     problems = []
     for key, amount in guaranteed.items():
         resource = resource_of(key)
-        for ceiling_key in dict.fromkeys((key, f"requests.{resource}", resource)):
-            if ceiling_key in hard and amount > hard[ceiling_key]:
+        if key not in hard:
+            tracked = [alias for alias in (f"requests.{resource}", resource) if alias != key and alias in hard]
+            if tracked:
+                problems.append(f"{key}: the ResourceQuota of {name} limits {tracked[0]}, not {key}; guarantee that")
+            else:
                 problems.append(
-                    f"{key}: {texts[key]} is more than the ResourceQuota hard of {name} "
-                    f"({ceiling_key}: {format_quantity(resource, hard[ceiling_key])})"
+                    f"{key}: the ResourceQuota of {name} does not limit it (hard: {', '.join(sorted(hard))}), "
+                    "so its usage is unknown; add it to the ResourceQuota first"
                 )
-                break
+        elif amount > hard[key]:
+            problems.append(
+                f"{key}: {texts[key]} is more than the ResourceQuota hard of {name} "
+                f"({format_quantity(resource, hard[key])})"
+            )
     if problems:
         raise ValidationError({"guaranteed": problems})
 

@@ -51,7 +51,7 @@ def elastic_fields(name: str) -> dict:
 
 
 def test_staff_sets_guarantee_cohort_and_limit_as_written(staff, team_a):
-    publish({"team-a": {"hard": {GPU: 16, "requests.cpu": 64000}, "used": {}, "reserved": {}}})
+    publish({"team-a": {"hard": {GPU: 16, "cpu": 64000}, "used": {}, "reserved": {}}})
     ns = services.set_elastic_quota(
         team_a, user=staff, guaranteed={GPU: 8, "cpu": " 20 "}, cohort="research", borrowing_limit={GPU: "4"}
     )
@@ -105,11 +105,25 @@ def test_problems_of_several_fields_come_together(staff, team_a):
 def test_a_guarantee_above_the_resourcequota_hard_is_refused(staff, team_a):
     publish({"team-a": {"hard": {GPU: 8, "cpu": 16000}, "used": {}, "reserved": {}}})
     problems = refused(lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "12"}))
-    assert problems == {"guaranteed": [f"{GPU}: 12 is more than the ResourceQuota hard of team-a ({GPU}: 8)"]}
-    # requests.cpu and cpu are one resource: the bare key's hard is the ceiling of both
-    problems = refused(lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={"requests.cpu": "20"}))
-    assert "requests.cpu: 20 is more than the ResourceQuota hard of team-a (cpu: 16)" in problems["guaranteed"]
+    assert problems == {"guaranteed": [f"{GPU}: 12 is more than the ResourceQuota hard of team-a (8)"]}
     assert services.set_elastic_quota(team_a, user=staff, guaranteed={GPU: "8"}).guaranteed == {GPU: "8"}
+
+
+def test_a_guaranteed_key_must_be_one_the_resourcequota_limits(staff, team_a):
+    """ResourceQuota status reports the usage of its hard keys only: a guarantee of anything
+    else could not be weighed against what the namespace holds."""
+    publish({"team-a": {"hard": {GPU: 8, "cpu": 16000}, "used": {}, "reserved": {}}})
+    problems = refused(
+        lambda: services.set_elastic_quota(team_a, user=staff, guaranteed={"requests.cpu": "8", "memory": "1Gi"})
+    )
+    assert problems == {
+        "guaranteed": [
+            "requests.cpu: the ResourceQuota of team-a limits cpu, not requests.cpu; guarantee that",
+            "memory: the ResourceQuota of team-a does not limit it (hard: cpu, requests.nvidia.com/gpu), "
+            "so its usage is unknown; add it to the ResourceQuota first",
+        ]
+    }
+    assert services.set_elastic_quota(team_a, user=staff, guaranteed={"cpu": "8"}).guaranteed == {"cpu": "8"}
 
 
 def test_without_a_cycle_the_cluster_is_unknown_and_nothing_is_compared(staff, team_a):
