@@ -1,7 +1,8 @@
 """Replay two months of Microsoft's Philly GPU cluster through jobdash, in virtual time.
 
     python -m bench.trace_replay --trace ../shared/traces/philly_2017-10-01_11-30_11vc.csv \\
-        --policy priority [--policy fifo ...] [--from 2017-10-01 --to 2017-10-08] [--parallel 2] [--report]
+        --policy priority [--policy fifo ...] [--quota fixed|borrow|elastic] [--compress 3] \\
+        [--from 2017-10-01 --to 2017-10-08] [--parallel 2] [--report]
 
 ``--policy`` takes a queueing policy (seed, fifo, fifo-besteffort, priority, fair,
 shortest), ``sjf-oracle`` (shortest job first knowing the true durations: a
@@ -14,9 +15,19 @@ jobs on its ManualClock; no wall-clock sleeps.  The cluster and the job mapping
 follow ../shared/traces/README.md: namespaces = the 11 VCs, GPU quota = VC nodes x
 8, 352 nodes of 8 GPUs / 96 CPUs / 768 GiB.
 
-Prints one JSON line per policy (policy, jobs, avg_jct_s, avg_queue_s, p99_queue_s,
-max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s, runtime_s) as each
-replay ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
+``--quota`` (issue #15; repeatable, like ``--policy``): ``fixed`` (the default) is the
+above; ``elastic`` makes each VC's share its guaranteed share and its ResourceQuota the
+whole cluster (352 x 8 GPUs), all VCs in one cohort: a VC borrows what others leave idle
+and a VC within its share reclaims it by preemption (``--grace`` seconds, then the
+victim's TFJob is suspended and requeued; a job is a victim at most
+``--preemption-limit`` times); ``borrow`` borrows the same way but never preempts.
+``--compress K`` divides the time between submissions by K (durations unchanged), for
+a busier cluster.  Labels say both: ``priority+elastic``, ``fifo@x3``.
+
+Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
+avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
+preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s) as each replay
+ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
 bench/results/trace_replay.md (its generated sections) and the PNG plots from the
 summaries of every policy on record for that window; ``--report-only`` does so
 without replaying.
@@ -34,7 +45,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES, iso, load_trace, load_vc_nodes, parse_time
+from bench.replay.records import FIXED, QUOTA_MODES, run_label
+from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES, compress, iso, load_trace, load_vc_nodes, parse_time
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "var" / "trace_replay"
@@ -57,11 +69,20 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
 
     jobs = load_trace(task["trace"], task["start"], task["end"])
     vc_nodes = load_vc_nodes(task["vc_nodes"])
-    config = ReplayConfig(policy=task["policy"], policy_options=task["options"], pin=task["pin"])
+    config = ReplayConfig(
+        policy=task["policy"],
+        policy_options=task["options"],
+        pin=task["pin"],
+        quota=task.get("quota", FIXED),
+        grace_s=task.get("grace", 60.0),
+        preemption_limit=task.get("preemption_limit", 3),
+    )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
     start = task["start"] if task["start"] is not None else (jobs[0].submit if jobs else 0.0)
-    end = task["end"] if task["end"] is not None else (jobs[-1].submit if jobs else start)
+    factor = task.get("compress", 1)
+    jobs = compress(jobs, start, factor)
+    end = start + (task["end"] - start) / factor if task["end"] is not None else (jobs[-1].submit if jobs else start)
     replay = Replay(jobs, vc_nodes, config, start=start, window_end=end)
     result = replay.run(progress=task.get("progress", False))
     summary = summarize(result)
@@ -70,6 +91,9 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["label"] = task["label"]
     summary["options"] = task["options"]
     summary["pin"] = task["pin"]
+    summary["compress"] = factor
+    summary["grace_s"] = config.grace_s
+    summary["preemption_limit"] = config.preemption_limit
     summary["window"] = [iso(start), iso(end)]
     summary["machine"] = {
         "python": platform.python_version(),
@@ -97,6 +121,9 @@ def dump_jobs(result, path: Path) -> None:
             "finished",
             "attempts",
             "partial_s",
+            "requeued_s",
+            "preemptions",
+            "lost_s",
         )
     }
     for rec in result.jobs:
@@ -112,6 +139,9 @@ def dump_jobs(result, path: Path) -> None:
             ("finished", rec.finished_at),
             ("attempts", rec.attempts),
             ("partial_s", rec.partial_s),
+            ("requeued_s", rec.requeued_s),
+            ("preemptions", rec.preemptions),
+            ("lost_s", rec.lost_s),
         ):
             columns[name].append(value)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,6 +164,23 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="policy option, e.g. promote_after_s=7200 (applies to every policy given)",
+    )
+    parser.add_argument(
+        "--quota",
+        action="append",
+        help=f"quota mode, one of {', '.join(QUOTA_MODES)} (default fixed); repeatable, comma-separated",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=60.0,
+        help="elastic: seconds a victim runs on before it is suspended (JOBDASH_PREEMPTION_GRACE_SECONDS)",
+    )
+    parser.add_argument(
+        "--preemption-limit", type=int, default=3, help="elastic: a job preempted this often is no longer a victim"
+    )
+    parser.add_argument(
+        "--compress", type=float, default=1, help="arrivals K times as dense: submission t -> start + (t - start) / K"
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
@@ -162,8 +209,16 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [name for name in names if name not in POLICIES]
         if unknown:
             parser.error(f"unknown policy {unknown[0]!r}; expected one of {', '.join(POLICIES)} or all")
+        quotas = [mode for entry in args.quota or [FIXED] for mode in entry.split(",")]
+        wrong = [mode for mode in quotas if mode not in QUOTA_MODES]
+        if wrong:
+            parser.error(f"unknown quota mode {wrong[0]!r}; expected one of {', '.join(QUOTA_MODES)}")
+        if args.compress <= 0:
+            parser.error("--compress must be positive")
+        factor = int(args.compress) if float(args.compress).is_integer() else args.compress
         options = dict(item.split("=", 1) for item in args.option)
         options = {key: _value(value) for key, value in options.items()}
+        runs = [(name, quota) for name in names for quota in quotas]
         tasks = [
             {
                 "trace": args.trace,
@@ -176,11 +231,15 @@ def main(argv: list[str] | None = None) -> None:
                 "tick": args.tick,
                 "progress": args.progress,
                 "jobs_out": None,
+                "quota": quota,
+                "grace": args.grace,
+                "preemption_limit": args.preemption_limit,
+                "compress": factor,
                 "label": args.label
-                if args.label and len(names) == 1
-                else (f"{name}{'+pin' if args.pin else ''}" + (f"[{','.join(args.option)}]" if args.option else "")),
+                if args.label and len(runs) == 1
+                else run_label(name, args.pin, args.option, quota, args.grace, args.preemption_limit, factor),
             }
-            for name in names
+            for name, quota in runs
         ]
         cache.mkdir(parents=True, exist_ok=True)
         for task in tasks:

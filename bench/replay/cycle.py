@@ -21,7 +21,7 @@ from queueing.reasons import Reason
 from queueing.workload import PodSet, Workload
 
 from .mapping import QUOTA_KEY, workload_of
-from .records import INF, RELEASED, JobRecord
+from .records import COHORT, INF, RELEASED, JobRecord
 
 # Waiting for capacity: the first such job of a namespace is its head (planner._head_waits).
 _HEAD_REASONS = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
@@ -42,7 +42,16 @@ class AdmissionCycles:
 
     def _quotas(self) -> dict[str, NamespaceQuota]:
         for ns in self.dirty_quotas:
-            self.quota_objs[ns] = NamespaceQuota(ns, {QUOTA_KEY: self.hard[ns]}, {QUOTA_KEY: self.quota_used[ns]})
+            if self.elastic:  # the VC's share is its guarantee; one cohort lends what is idle
+                self.quota_objs[ns] = NamespaceQuota(
+                    ns,
+                    {QUOTA_KEY: self.hard[ns]},
+                    {QUOTA_KEY: self.quota_used[ns]},
+                    guaranteed={QUOTA_KEY: self.guaranteed[ns]},
+                    cohort=COHORT,
+                )
+            else:
+                self.quota_objs[ns] = NamespaceQuota(ns, {QUOTA_KEY: self.hard[ns]}, {QUOTA_KEY: self.quota_used[ns]})
         self.dirty_quotas.clear()
         return self.quota_objs
 
@@ -93,6 +102,8 @@ class AdmissionCycles:
             nodes=self._nodes(),
             node_fit=True,
             history=self.durations.as_map() if with_eta else {},
+            # Borrowing without reclaim: no running job is ever a victim.
+            preemption_limit=None if not self.elastic else self.config.preemption_limit if self.preempts else 0,
         )
         planned_at = time.perf_counter()
         result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s if with_eta else 0.0)
@@ -111,12 +122,16 @@ class AdmissionCycles:
         for admission in result.admissions:
             rec = self.records[admission.job_id]
             del self.pending[admission.job_id]
+            rec.borrowing = admission.borrowing
+            stats["borrowing_admitted"] += admission.borrowing
             self._create(rec, now, admission.placement)
         stats["admitted"] += len(result.admissions)
         if result.admissions:
             began = time.perf_counter()
             self.cluster.settle()
             stats["cluster_s"] += time.perf_counter() - began
+        if result.preemptions:
+            self._mark_victims(result.preemptions, now)
         self._track(now)
         self._heads(result, now)
 
@@ -135,9 +150,9 @@ class AdmissionCycles:
         """Start timeouts (dispatch/tracker.py), checked once per cycle like the tracker."""
         timeouts = self.timeouts
         while timeouts and timeouts[0][0] <= now:
-            _, job_id, attempt = heapq.heappop(timeouts)
+            _, job_id, release = heapq.heappop(timeouts)
             rec = self.records.get(job_id)
-            if rec is not None and rec.state == RELEASED and rec.attempts == attempt:
+            if rec is not None and rec.state == RELEASED and rec.releases == release:
                 self._take_back(rec, now)
 
     def _heads(self, result, now: float) -> None:
@@ -181,7 +196,7 @@ class AdmissionCycles:
         while timeouts and (
             timeouts[0][0] <= last
             or timeouts[0][1] not in self.inflight
-            or self.inflight[timeouts[0][1]].attempts != timeouts[0][2]
+            or self.inflight[timeouts[0][1]].releases != timeouts[0][2]
         ):
             heapq.heappop(timeouts)
         if timeouts:

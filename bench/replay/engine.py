@@ -21,6 +21,16 @@ job back and requeue it with exponential backoff like the tracker, Failed after
 ``max_attempts``.
 
 ``policy="none"`` is the cluster without jobdash: every job is created at submission.
+
+Quota (``ReplayConfig.quota``, issue #15): ``fixed`` gives each VC its share (VC nodes x 8
+GPUs) as its ResourceQuota.  ``borrow`` and ``elastic`` make that share the VC's guarantee
+and its ResourceQuota (the ceiling) the whole cluster, one cohort for all VCs; ``borrow``
+never preempts (``Snapshot.preemption_limit=0``), ``elastic`` does as the dispatcher does:
+a victim of ``plan().preemptions`` keeps running ``grace_s`` (``RunningJob.preempted_for``),
+then its TFJob is suspended through kubesim's API (its pods go, kubesim keeps the work
+up to its last checkpoint) and it is queued again with its submission time; its next
+release unsuspends the same TFJob.  If the preemptor was admitted or is gone by then,
+the preemption is called off.
 """
 
 from __future__ import annotations
@@ -41,11 +51,15 @@ from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
 from .history import DurationHistory
-from .mapping import GPU, cluster_config, job_name, tfjob_manifest, workload_of
+from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, tfjob_manifest, workload_of
 from .oracle import OracleSjfPolicy
+from .preemption import Preemptions
 from .records import (  # noqa: F401 (the replay's data, importable from here as before)
+    BORROW,
     DONE,
+    ELASTIC,
     FAILED,
+    FIXED,
     HOUR,
     INF,
     NO_QUEUE,
@@ -68,7 +82,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles):
+class Replay(WatchCache, AdmissionCycles, Preemptions):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -85,12 +99,18 @@ class Replay(WatchCache, AdmissionCycles):
         self.tick = config.tick_s if config.tick_s is not None else (10.0 if config.policy == "seed" else 2.0)
         self.kick = config.kick if config.kick is not None else config.policy != "seed"
         self.clock = ManualClock(self.start)
+        # Each VC's share; with elastic quota it is the guarantee and the ceiling is the cluster.
+        share = {vc: nodes * GPUS_PER_NODE for vc, nodes in vc_nodes.items()}
+        self.elastic = config.quota != FIXED and self.policy is not None
+        cluster_gpus = sum(share.values())
         self.cluster = Cluster(
             cluster_config(
                 vc_nodes,
                 self.start,
                 start_delay_s=config.kubelet_delay_s,
                 operator_max_backoff_s=config.operator_max_backoff_s,
+                quota_gpus={vc: cluster_gpus for vc in vc_nodes} if self.elastic else None,
+                checkpoint_s=config.checkpoint_s,
             ),
             self.clock,
         )
@@ -104,7 +124,9 @@ class Replay(WatchCache, AdmissionCycles):
         self.reservation_after = None if policy is None else policy.reservation_after_s
         self.hold_after = policy.hold_after_s if policy is not None and self.backfill else None
         self.promote_after = None if policy is None else policy.promote_after_s
-        self.needs_running = (policy is not None and policy.fair_share) or self.backfill
+        # Preemption picks its victims among the running jobs.
+        self.preempts = self.elastic and config.quota == ELASTIC
+        self.needs_running = (policy is not None and policy.fair_share) or self.backfill or self.preempts
 
         self.records: dict[int, JobRecord] = {}
         self.all_records: list[JobRecord] = []
@@ -125,14 +147,17 @@ class Replay(WatchCache, AdmissionCycles):
         self.node_objs: dict[str, Node] = {}
         self.dirty_nodes: set[str] = set(self.node_names)
         self.nodes_tuple: tuple[Node, ...] = ()
-        self.hard = {vc: nodes * 8 for vc, nodes in vc_nodes.items()}
+        self.hard = {vc: cluster_gpus for vc in vc_nodes} if self.elastic else share
+        self.guaranteed = share if self.elastic else {}
+        # Victims in their grace period: (deadline, victim id, preemptor id).
+        self.graces: list[tuple[float, int, int]] = []
         self.quota_used: dict[str, int] = {vc: 0 for vc in vc_nodes}
         self.quota_objs: dict[str, NamespaceQuota] = {}
         self.dirty_quotas: set[str] = set(vc_nodes)
         # Cycle scheduling.
         self.last_cycle = self.start
         self.changed_at: float | None = None  # first change since the last cycle
-        self.timeouts: list[tuple[float, int, int]] = []  # (deadline, job id, attempt)
+        self.timeouts: list[tuple[float, int, int]] = []  # (deadline, job id, release number)
         self.backoffs: list[tuple[float, int]] = []
         self.promotions: list[tuple[float, int]] = []
         self.head_trigger: float | None = None
@@ -166,6 +191,10 @@ class Replay(WatchCache, AdmissionCycles):
             "cluster_s": 0.0,
             "max_pending": 0,
             "queue_len_sum": 0,
+            "preemptions_planned": 0,
+            "preemptions": 0,
+            "preemptions_called_off": 0,
+            "borrowing_admitted": 0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
 
@@ -207,6 +236,7 @@ class Replay(WatchCache, AdmissionCycles):
             attempts=rec.attempts,
             backoff_until=backoff_until,
             expected_duration=self._expected(rec),
+            preempted_by=rec.preempted_by,
         )
         if backoff_until is not None:
             heapq.heappush(self.backoffs, (backoff_until, job.id))
@@ -214,19 +244,34 @@ class Replay(WatchCache, AdmissionCycles):
     def _create(self, rec: JobRecord, now: float, placement) -> None:
         rec.state = RELEASED
         rec.released_at = now
+        rec.releases += 1
         if rec.first_released_at is None:
             rec.first_released_at = now
         rec.placement = tuple(placement or ())
-        nodes = tuple(node for _, _, node in rec.placement) if self.config.pin and rec.placement else None
-        self.cluster.create_tfjob(tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration, nodes))
+        if rec.suspended:  # preempted before: its TFJob is still there, suspended (pinning is not redone)
+            self._set_suspend(rec, False)
+        else:
+            nodes = tuple(node for _, _, node in rec.placement) if self.config.pin and rec.placement else None
+            self.cluster.create_tfjob(tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration, nodes))
         if self.policy is not None:
             self.inflight[rec.job.id] = rec
-            heapq.heappush(self.timeouts, (now + self.config.start_timeout_s, rec.job.id, rec.attempts))
+            heapq.heappush(self.timeouts, (now + self.config.start_timeout_s, rec.job.id, rec.releases))
+
+    def _set_suspend(self, rec: JobRecord, suspend: bool) -> None:
+        """Patch the TFJob's runPolicy.suspend, as the dispatcher's gateway does (the operator
+        deletes the pods of a suspended job and creates them again once it is resumed)."""
+        rec.suspended = suspend
+        body = {"spec": {"runPolicy": {"suspend": suspend}}}
+        self.cluster.api.patch(TFJOBS, rec.job.vc, job_name(rec.job.id), "application/merge-patch+json", body)
 
     def _take_back(self, rec: JobRecord, now: float) -> None:
-        """The tracker's start timeout: delete the TFJob (its pods go with it), requeue with backoff."""
+        """The tracker's start timeout: delete the TFJob (its pods go with it), requeue with
+        backoff; a job resumed after a preemption is suspended again instead (unsuspend mode)."""
         self.stats["timeouts"] += 1
-        self.cluster.api.delete(TFJOBS, rec.job.vc, job_name(rec.job.id))
+        if rec.preemptions and rec.attempts + 1 < self.config.max_attempts:
+            self._set_suspend(rec, True)
+        else:
+            self.cluster.api.delete(TFJOBS, rec.job.vc, job_name(rec.job.id))
         self.inflight.pop(rec.job.id, None)
         rec.inflight = None
         rec.attempts += 1
@@ -266,7 +311,8 @@ class Replay(WatchCache, AdmissionCycles):
             next_arrival = jobs[index].submit if index < count else INF
             next_cycle = self._next_cycle() if self.policy is not None else INF
             deadline = controllers.next_deadline()
-            t = min(next_arrival, next_cycle, INF if deadline is None else deadline)
+            next_grace = self.graces[0][0] if self.graces else INF
+            t = min(next_arrival, next_cycle, INF if deadline is None else deadline, next_grace)
             if t == INF:
                 break
             if index >= count and self._drained(t):
@@ -284,6 +330,8 @@ class Replay(WatchCache, AdmissionCycles):
                     cluster_s += time.perf_counter() - mark
                 index += 1
                 kicked = True
+            if now >= next_grace:
+                self._graces(now)
             if self.policy is None:
                 if kicked:
                     mark = time.perf_counter()

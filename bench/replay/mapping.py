@@ -107,10 +107,18 @@ def per_pod_requests(gpus: int) -> dict[str, int]:
 
 
 def cluster_config(
-    vc_nodes: dict[str, int], start_time: float, *, start_delay_s: float = 1.0, operator_max_backoff_s: float = 30.0
+    vc_nodes: dict[str, int],
+    start_time: float,
+    *,
+    start_delay_s: float = 1.0,
+    operator_max_backoff_s: float = 30.0,
+    quota_gpus: dict[str, int] | None = None,
+    checkpoint_s: float = 1800.0,
 ) -> dict[str, Any]:
-    """kubesim's config: one node group of sum(VC nodes) nodes, one namespace per VC with its quota."""
+    """kubesim's config: one node group of sum(VC nodes) nodes, one namespace per VC with its
+    quota (VC nodes x 8 GPUs, or ``quota_gpus[vc]``: elastic quota makes it the whole cluster)."""
     total = sum(vc_nodes.values())
+    quota = quota_gpus if quota_gpus is not None else {vc: nodes * GPUS_PER_NODE for vc, nodes in vc_nodes.items()}
     return {
         "clock": "manual",
         "start_time": start_time,
@@ -126,11 +134,11 @@ def cluster_config(
                 },
             }
         ],
-        "namespaces": [
-            {"name": vc, "quota": {QUOTA_KEY: str(nodes * GPUS_PER_NODE)}} for vc, nodes in sorted(vc_nodes.items())
-        ],
+        "namespaces": [{"name": vc, "quota": {QUOTA_KEY: str(quota[vc])}} for vc in sorted(vc_nodes)],
         "kubelet": {"start_delay_seconds": start_delay_s},
         "operator": {"backoff_seconds": 1.0, "max_backoff_seconds": operator_max_backoff_s},
+        # A suspended (preempted) job keeps its work up to the last checkpoint.
+        "workload": {"default_checkpoint_seconds": checkpoint_s},
         # Nobody watches: keep the per-resource event log short.
         "watch": {"history": 256},
     }

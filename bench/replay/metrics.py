@@ -7,7 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from .records import DONE, FAILED, RELEASED, ReplayResult
+from .records import DONE, FAILED, RELEASED, RUNNING, ReplayResult
 
 SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
 CDF_POINTS = 201
@@ -51,7 +51,8 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     jobs = result.jobs
     started = [rec for rec in jobs if rec.started_at is not None]
     finished = [rec for rec in jobs if rec.state == DONE]
-    waits = sorted(rec.started_at - rec.job.submit for rec in started)
+    # Queueing: submission to the first start, plus the waits after preemptions.
+    waits = sorted(rec.wait_s for rec in started)
     jcts = [rec.finished_at - rec.job.submit for rec in finished]
     end = result.end
     # Gangs that hold resources and cannot ever complete: still incomplete when the replay stopped.
@@ -63,7 +64,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     for rec in jobs:
         by_vc[rec.job.vc].append(rec)
     for vc, recs in sorted(by_vc.items()):
-        vc_waits = [r.started_at - r.job.submit for r in recs if r.started_at is not None]
+        vc_waits = [r.wait_s for r in recs if r.started_at is not None]
         vc_jcts = [r.finished_at - r.job.submit for r in recs if r.state == DONE]
         per_vc[vc] = {
             "jobs": len(recs),
@@ -79,7 +80,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         by_size[size_class(rec.job.gpus)].append(rec)
     for _, _, label in SIZE_CLASSES:
         recs = by_size.get(label, [])
-        size_waits = sorted(r.started_at - r.job.submit for r in recs if r.started_at is not None)
+        size_waits = sorted(r.wait_s for r in recs if r.started_at is not None)
         # A job that never started has waited until the end of the replay (at least).
         unstarted = [end - r.job.submit for r in recs if r.started_at is None]
         per_size[label] = {
@@ -98,6 +99,11 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     )
     util_pct = 100.0 * in_window / (result.total_gpus * window) if result.total_gpus else 0.0
 
+    # GPU-hours run (every run, work later thrown away included) and lost to preemption.
+    run_gpu_s = sum(
+        rec.gpus * (rec.run_s + (end - rec.run_started_at if rec.state == RUNNING else 0.0)) for rec in jobs
+    )
+    lost_gpu_s = sum(rec.gpus * rec.lost_s for rec in jobs)
     cdf = [
         percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
         for i in range(CDF_POINTS)
@@ -115,7 +121,16 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "deadlocked_gangs": len(stuck),
         "max_wait_1gpu_s": per_size["1"]["max_queue_s"],
         "runtime_s": round(result.stats.get("runtime_s", 0.0), 1),
+        "quota": result.config.quota,
+        "preemptions": result.stats.get("preemptions", 0),
+        "preempted_gpu_hours": round(lost_gpu_s / 3600, 1),
+        "gpu_hours": round(run_gpu_s / 3600, 1),
+        "preempted_pct": round(100.0 * lost_gpu_s / run_gpu_s, 3) if run_gpu_s else 0.0,
         # Beyond the JSON line.
+        "jobs_preempted": sum(1 for rec in jobs if rec.preemptions),
+        "max_preemptions": max((rec.preemptions for rec in jobs), default=0),
+        "requeued_wait_s": round(sum(rec.requeued_s for rec in jobs), 1),
+        "borrowing_admitted": result.stats.get("borrowing_admitted", 0),
         "finished": len(finished),
         "not_started": len(never),
         "gave_up": sum(1 for rec in jobs if rec.state == FAILED),
@@ -201,7 +216,10 @@ def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
 
 
 JSON_KEYS = (
+    "label",
     "policy",
+    "quota",
+    "compress",
     "jobs",
     "avg_jct_s",
     "avg_queue_s",
@@ -210,9 +228,16 @@ JSON_KEYS = (
     "gpu_util_pct",
     "deadlocked_gangs",
     "max_wait_1gpu_s",
+    "preemptions",
+    "preempted_gpu_hours",
+    "gpu_hours",
+    "preempted_pct",
     "runtime_s",
 )
 
 
 def json_line(summary: dict[str, Any]) -> dict[str, Any]:
-    return {key: summary[key] for key in JSON_KEYS}
+    """The summary's headline numbers.  ``label`` and ``compress`` are set by the caller
+    (bench/trace_replay.py); a bare summary gets the policy name and 1."""
+    defaults = {"label": summary["policy"], "compress": 1}
+    return {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}

@@ -18,6 +18,38 @@ NO_QUEUE = "none"
 # Job states in the replay.
 QUEUED, RELEASED, RUNNING, DONE, FAILED = "queued", "released", "running", "done", "failed"
 
+# Quota modes (issue #15).  fixed: each VC's ResourceQuota is its share (VC nodes x 8 GPUs)
+# and that is all it gets.  borrow: the share is the VC's guarantee, the ResourceQuota (the
+# ceiling) is the whole cluster, every VC lends to one cohort, and nothing is preempted.
+# elastic: the same, and a VC within its guarantee reclaims what borrowers hold (preemption).
+FIXED, BORROW, ELASTIC = "fixed", "borrow", "elastic"
+QUOTA_MODES = (FIXED, BORROW, ELASTIC)
+COHORT = "philly"
+
+
+def run_label(
+    policy: str,
+    pin: bool = False,
+    options: list[str] | None = None,
+    quota: str = FIXED,
+    grace: float = 60.0,
+    limit: int = 3,
+    factor: float = 1,
+) -> str:
+    """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
+    ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``."""
+    text = f"{policy}{'+pin' if pin else ''}" + (f"[{','.join(options)}]" if options else "")
+    if quota != FIXED:
+        text += f"+{quota}"
+        knobs = []
+        if quota == ELASTIC:  # (borrowing alone never preempts)
+            knobs += [f"grace={grace:g}"] if grace != 60.0 else []
+            knobs += [f"limit={limit}"] if limit != 3 else []
+        text += f"[{','.join(knobs)}]" if knobs else ""
+    if factor != 1:
+        text += f"@x{factor:g}"
+    return text
+
 
 @dataclass
 class ReplayConfig:
@@ -39,6 +71,14 @@ class ReplayConfig:
     pin: bool = False  # experiment: Workers restricted to the planned nodes (node affinity)
     drain_idle_s: float = 6 * HOUR  # no queue: stop once nothing ran or changed this long after the last arrival
     util_bucket_s: float = HOUR
+    quota: str = FIXED  # one of QUOTA_MODES
+    grace_s: float = 60.0  # JOBDASH_PREEMPTION_GRACE_SECONDS: a victim runs this long before it is suspended
+    preemption_limit: int = 3  # a job preempted this often is no longer a victim (elastic)
+    checkpoint_s: float = 1800.0  # kubesim's default checkpoint interval: work kept when a job is suspended
+
+    def __post_init__(self) -> None:
+        if self.quota not in QUOTA_MODES:
+            raise ValueError(f"quota must be one of {', '.join(QUOTA_MODES)}, got {self.quota!r}")
 
 
 class JobRecord:
@@ -69,6 +109,17 @@ class JobRecord:
         "partial_since",
         "partial_s",
         "ever_partial",
+        "releases",
+        "run_started_at",
+        "run_s",
+        "requeued_s",
+        "suspended_at",
+        "suspended",
+        "borrowing",
+        "preemptions",
+        "preempted_for",
+        "preempted_by",
+        "lost_s",
     )
 
     def __init__(self, job: TraceJob):
@@ -93,6 +144,28 @@ class JobRecord:
         self.partial_since: float | None = None
         self.partial_s = 0.0
         self.ever_partial = False
+        # Preemption (elastic quota).  ``started_at`` is the first start; a preempted job runs
+        # again from ``run_started_at``.  ``run_s``: seconds its gang ran, all runs told (work
+        # lost included); ``requeued_s``: seconds it waited again after being suspended;
+        # ``lost_s``: run seconds thrown away (since the last checkpoint) by its preemptions.
+        self.releases = 0  # times released (a start timeout counts for one release)
+        self.run_started_at: float | None = None
+        self.run_s = 0.0
+        self.requeued_s = 0.0
+        self.suspended_at: float | None = None
+        self.suspended = False  # its TFJob exists, suspended: the next release unsuspends it
+        self.borrowing = False  # admitted beyond its namespace's guarantee
+        self.preemptions = 0
+        self.preempted_for: int | None = None  # in its grace period, leaving for this job
+        self.preempted_by: int | None = None  # the job it was last preempted for
+        self.lost_s = 0.0
+
+    @property
+    def wait_s(self) -> float | None:
+        """Queueing delay: submission to the first start, plus every wait after a preemption."""
+        if self.started_at is None:
+            return None
+        return self.started_at - self.job.submit + self.requeued_s
 
 
 @dataclass

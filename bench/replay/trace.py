@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -65,3 +65,13 @@ def load_trace(
 def load_vc_nodes(path: str | Path = DEFAULT_VC_NODES) -> dict[str, int]:
     with Path(path).open(newline="") as handle:
         return {row["vc"]: int(row["node num"]) for row in csv.DictReader(handle)}
+
+
+def compress(jobs: list[TraceJob], start: float, factor: float) -> list[TraceJob]:
+    """Arrivals ``factor`` times as dense: a submission at t moves to start + (t - start) / factor,
+    so the same jobs (same durations) arrive in 1/factor of the time and load the cluster more."""
+    if factor == 1:
+        return jobs
+    if factor <= 0:
+        raise ValueError(f"the compression factor must be positive, got {factor}")
+    return [replace(job, submit=start + (job.submit - start) / factor) for job in jobs]

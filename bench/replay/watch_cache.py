@@ -12,10 +12,9 @@ import heapq
 
 from kubesim.resources import PODS, RESOURCEQUOTAS, TFJOBS
 from kubesim.tfjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
-from queueing import RunningJob
 from queueing.quantity import canonical
 
-from .mapping import GPU, QUOTA_KEY, job_id_of, workload_of
+from .mapping import GPU, QUOTA_KEY, job_id_of
 from .records import DONE, RELEASED, RUNNING, JobRecord
 
 
@@ -112,7 +111,12 @@ class WatchCache:
 
     def _started(self, rec: JobRecord, now: float) -> None:
         rec.state = RUNNING
-        rec.started_at = now
+        if rec.started_at is None:
+            rec.started_at = now
+        rec.run_started_at = now
+        if rec.suspended_at is not None:  # resumed after a preemption
+            rec.requeued_s += now - rec.suspended_at
+            rec.suspended_at = None
         self.inflight.pop(rec.job.id, None)
         rec.inflight = None
         self.busy += rec.gpus
@@ -126,9 +130,7 @@ class WatchCache:
                 if estimate is not None:
                     expected_end = now + estimate
                     heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
-            self.running[rec.job.id] = RunningJob(
-                rec.job.id, rec.job.vc, workload_of(rec.job.gpus), started_at=now, expected_end=expected_end
-            )
+            self.running[rec.job.id] = self._running_job(rec, expected_end)
 
     def _tfjob_event(self, event) -> None:
         obj = event.obj
@@ -154,7 +156,8 @@ class WatchCache:
         self.running.pop(rec.job.id, None)
         del self.records[rec.job.id]
         rec.pods = {}
-        self.durations.record(rec.job.vc, rec.job.gpus, now - rec.started_at)
+        rec.run_s += now - rec.run_started_at
+        self.durations.record(rec.job.vc, rec.job.gpus, rec.run_s)
 
     # -- metrics over time --------------------------------------------------------------------
 

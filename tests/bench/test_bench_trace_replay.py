@@ -168,7 +168,10 @@ def test_summary_and_json_line():
     result = replay(SIX, "fifo")
     line = json_line(summarize(result))
     assert list(line) == [
+        "label",
         "policy",
+        "quota",
+        "compress",
         "jobs",
         "avg_jct_s",
         "avg_queue_s",
@@ -177,9 +180,16 @@ def test_summary_and_json_line():
         "gpu_util_pct",
         "deadlocked_gangs",
         "max_wait_1gpu_s",
+        "preemptions",
+        "preempted_gpu_hours",
+        "gpu_hours",
+        "preempted_pct",
         "runtime_s",
     ]
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
+    assert line["label"] == "fifo" and line["quota"] == "fixed" and line["compress"] == 1
+    assert line["preemptions"] == 0 and line["preempted_gpu_hours"] == 0 and line["preempted_pct"] == 0
+    assert line["gpu_hours"] == round((2 * 100 + 4 * 30 + 8 * 20 + 1 * 5 + 8 * 40 + 1 * 10) / 3600, 1)
     assert json.loads(json.dumps(line)) == line
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 100) == 4 and percentile([], 99) == 0
     # The tail the report plots: waits 1, 1, 101, 122, 1, 39 s -> three above 1 s, two above 39 s, none above 1 h.
@@ -224,3 +234,217 @@ def test_cli_replays_a_trace_file_and_writes_the_report(tmp_path, capsys):
     report = (tmp_path / "results" / "trace_replay.md").read_text()
     assert "| fifo | 6 |" in report and "<!-- generated:targets -->" in report
     assert (tmp_path / "results" / "trace_replay_queue_cdf.png").stat().st_size > 0
+
+
+# -- fixed quotas: the replay as it was before elastic quota ----------------------------------
+
+# synthetic(40, 5) on VCs of two nodes each, replayed by the code before issue #15.
+FIXED_BEFORE = {
+    "fifo": (2712.2, 6866.0, 52.04, 93),
+    "priority": (1591.1, 4924.0, 46.57, 110),
+}
+PRIORITY_STARTS_BEFORE = [
+    7475, 6225, 4347, 643, 4465, 418, 1287, 7475, 4257, 4347, 8, 3905, 1287, 7189, 4257, 89, 597, 1302, 7475, 1456,
+    1614, 4257, 2893, 75, 2370, 4257, 3391, 7475, 5993, 3731, 151, 4347, 1130, 4347, 440, 1287, 199, 1863, 6951, 4347,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", ["fifo", "priority"])
+def test_fixed_quotas_give_the_results_they_gave_before(policy):
+    jobs = synthetic(40, 5)
+    vcs = {"a": 2, "b": 2}
+    result = replay(jobs, policy, vcs)
+    summary = summarize(result)
+    assert (summary["avg_queue_s"], summary["p99_queue_s"], summary["gpu_util_pct"], result.stats["cycles"]) == (
+        FIXED_BEFORE[policy]
+    )
+    if policy == "priority":
+        assert [start for start, _ in (outcome(result)[i] for i in range(1, 41))] == PRIORITY_STARTS_BEFORE
+    assert outcome(replay(jobs, policy, vcs, quota="fixed")) == outcome(result)
+    assert summary["quota"] == "fixed" and summary["preemptions"] == 0 and summary["preempted_gpu_hours"] == 0
+
+
+# -- elastic quota (issue #15) ---------------------------------------------------------------
+
+# VCs a and b of one node each (a share of 8 GPUs, the ceiling 16 with elastic quota).
+# a submits two 8-GPU jobs at once: its share fits one of them.
+BORROWER = [job(1, 0, "a", 8, 10_000), job(2, 0, "a", 8, 5_000)]
+# ... and b, within its share, wants its node back at 2000 s.
+RECLAIM = [*BORROWER, job(3, 2_000, "b", 8, 1_000)]
+
+
+def borrowing(result) -> dict[int, bool]:
+    return {rec.job.id: rec.borrowing for rec in result.jobs}
+
+
+def test_elastic_quota_lets_a_vc_borrow_beyond_its_share_while_the_cluster_is_idle():
+    """Fixed: j2 waits for j1 (a's quota is 8 GPUs), @10002 -> 10003-15003.  Borrowing: a
+    uses b's idle share, j2 runs at once beyond a's guarantee."""
+    assert outcome(replay(BORROWER, "priority")) == {1: (1, 10_001), 2: (10_003, 15_003)}
+    for quota in ("borrow", "elastic"):
+        result = replay(BORROWER, "priority", quota=quota)
+        assert outcome(result) == {1: (1, 10_001), 2: (1, 5_001)}, quota
+        assert borrowing(result) == {1: False, 2: True}
+        assert result.stats["borrowing_admitted"] == 1 and result.stats["preemptions_planned"] == 0
+    # fifo borrows the same way
+    assert outcome(replay(BORROWER, "fifo", quota="elastic")) == {1: (1, 10_001), 2: (1, 5_001)}
+
+
+def test_reclaim_preempts_the_borrower_which_resumes_after_its_last_checkpoint():
+    """elastic.  @2000 j3 (b, within its share) finds no node: the planner preempts j2, a's
+    borrower (j1 is within a's guarantee).  j2 runs on through its 60 s grace period; @2060
+    its TFJob is suspended: it ran 2059 s, kubesim keeps the work up to its last checkpoint
+    (1800 s, the default interval), 259 s are lost, and it is queued again with its
+    submission time.  @2060 (the tick grid from @2000) j3 -> 2061-3061.  @3062 j2 is
+    released again: the same TFJob unsuspended, which does the 3200 s left: 3063-6263."""
+    result = replay(RECLAIM, "priority", quota="elastic")
+    assert outcome(result) == {1: (1, 10_001), 2: (1, 6_263), 3: (2_061, 3_061)}
+    recs = {rec.job.id: rec for rec in result.jobs}
+    victim = recs[2]
+    assert victim.preemptions == 1 and victim.preempted_by == 3 and victim.preempted_for is None
+    assert victim.lost_s == 259 and victim.run_s == 2_059 + 3_200
+    assert victim.run_started_at == T0 + 3_063 and victim.requeued_s == 3_063 - 2_060 and victim.wait_s == 1 + 1_003
+    assert victim.releases == 2 and victim.attempts == 0
+    assert result.stats["preemptions"] == 1 and result.stats["preemptions_called_off"] == 0
+    summary = summarize(result)
+    assert summary["preemptions"] == 1 and summary["jobs_preempted"] == 1 and summary["deadlocked_gangs"] == 0
+    run = 8 * (10_000 + 2_059 + 3_200 + 1_000)
+    assert summary["gpu_hours"] == round(run / 3600, 1) and summary["preempted_gpu_hours"] == round(8 * 259 / 3600, 1)
+    assert summary["preempted_pct"] == round(100 * 8 * 259 / run, 3)
+    assert summary["avg_queue_s"] == pytest.approx((1 + 1_004 + 61) / 3, abs=0.1)
+
+
+def test_a_shorter_checkpoint_interval_loses_less():
+    result = replay(RECLAIM, "priority", quota="elastic", checkpoint_s=600)
+    victim = next(rec for rec in result.jobs if rec.job.id == 2)
+    assert victim.lost_s == 2_059 - 1_800 and victim.run_s == 2_059 + 5_000 - 1_800
+    result = replay(RECLAIM, "priority", quota="elastic", checkpoint_s=0)  # no checkpoints: it all goes
+    victim = next(rec for rec in result.jobs if rec.job.id == 2)
+    assert victim.lost_s == 2_059 and victim.run_s == 2_059 + 5_000
+
+
+def test_borrowing_without_reclaim_never_preempts():
+    """borrow: j3 waits for the borrower to end (5001), @5002 -> 5003-6003."""
+    result = replay(RECLAIM, "priority", quota="borrow")
+    assert outcome(result) == {1: (1, 10_001), 2: (1, 5_001), 3: (5_003, 6_003)}
+    assert result.stats["preemptions_planned"] == 0 and summarize(result)["preemptions"] == 0
+
+
+def test_a_preemption_whose_preemptor_starts_elsewhere_in_the_grace_period_is_called_off():
+    """j1 ends at 2031, in j2's grace period: j3 takes j1's node @2032 -> 2033-3033.  At the
+    deadline (2060) its preemptor runs: j2 keeps running, and ends as if nothing happened."""
+    jobs = [job(1, 0, "a", 8, 2_030), job(2, 0, "a", 8, 5_000), job(3, 2_000, "b", 8, 1_000)]
+    result = replay(jobs, "priority", quota="elastic")
+    assert outcome(result) == {1: (1, 2_031), 2: (1, 5_001), 3: (2_033, 3_033)}
+    assert result.stats["preemptions_planned"] == 1 and result.stats["preemptions_called_off"] == 1
+    assert result.stats["preemptions"] == 0
+    assert all(rec.preemptions == 0 and rec.preempted_for is None and rec.lost_s == 0 for rec in result.jobs)
+
+
+def test_elastic_quota_on_a_busy_synthetic_trace_finishes_every_job():
+    jobs = synthetic(40, 5)
+    vcs = {"a": 2, "b": 2}
+    for policy in ("fifo", "priority"):
+        for quota in ("borrow", "elastic"):
+            result = replay(jobs, policy, vcs, quota=quota)
+            summary = summarize(result)
+            assert summary["finished"] == len(jobs) and summary["deadlocked_gangs"] == 0, (policy, quota)
+            assert all(rec.preemptions <= 3 for rec in result.jobs)
+            if quota == "borrow":
+                assert summary["preemptions"] == 0
+            lost = sum(rec.gpus * rec.lost_s for rec in result.jobs)
+            work = sum(rec.gpus * rec.job.duration for rec in result.jobs)
+            # every job did its work once; what ran beyond that is the work preemption threw away
+            assert sum(rec.gpus * rec.run_s for rec in result.jobs) == pytest.approx(work + lost)
+
+
+# -- compressed arrivals -----------------------------------------------------------------------
+
+
+def test_compress_divides_the_time_between_submissions():
+    from bench.replay.trace import compress
+
+    jobs = [job(1, 0, "a", 1, 10), job(2, 30, "a", 1, 20), job(3, 90, "b", 2, 30)]
+    squeezed = compress(jobs, T0, 3)
+    assert [j.submit - T0 for j in squeezed] == [0, 10, 30]
+    assert [(j.id, j.duration, j.gpus, j.vc) for j in squeezed] == [(j.id, j.duration, j.gpus, j.vc) for j in jobs]
+    assert compress(jobs, T0, 1) is jobs
+    assert [j.submit - (T0 + 30) for j in compress(jobs, T0 + 30, 2)] == [-15, 0, 30]
+    with pytest.raises(ValueError):
+        compress(jobs, T0, 0)
+
+
+def test_cli_runs_quota_modes_and_compression_under_labels_of_their_own(tmp_path, capsys):
+    from bench import trace_replay
+
+    trace, vcs = write_trace(tmp_path, [*RECLAIM, job(4, 3_000, "b", 1, 100)])
+    cache = tmp_path / "cache"
+    common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--from", "2017-10-01", "--cache-dir", str(cache)]
+    trace_replay.main([*common, "--policy", "priority", "--quota", "fixed,borrow", "--quota", "elastic"])
+    trace_replay.main([*common, "--policy", "fifo", "--compress", "3", "--results-dir", str(tmp_path / "r")])
+    lines = {line["label"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert list(lines) == ["priority", "priority+borrow", "priority+elastic", "fifo@x3"]
+    assert [lines[label]["quota"] for label in lines] == ["fixed", "borrow", "elastic", "fixed"]
+    assert [lines[label]["compress"] for label in lines] == [1, 1, 1, 3]
+    assert lines["priority+elastic"]["preemptions"] == 1 and lines["priority+borrow"]["preemptions"] == 0
+    assert lines["priority+elastic"]["preempted_gpu_hours"] == 0.6
+    cached = sorted(path.name for path in (cache / "2017-10-01_all").glob("*.json"))
+    assert cached == ["fifo@x3.json", "priority+borrow.json", "priority+elastic.json", "priority.json"]
+    squeezed = json.loads((cache / "2017-10-01_all" / "fifo@x3.json").read_text())
+    assert squeezed["compress"] == 3 and squeezed["window"] == ["2017-10-01 00:00:00", "2017-10-01 00:16:40"]
+    import gzip
+
+    with gzip.open(cache / "2017-10-01_all" / "jobs" / "fifo@x3.json.gz", "rt") as handle:
+        dumped = json.load(handle)
+    assert [at - T0 for at in dumped["submit"]] == pytest.approx([0, 0, 2_000 / 3, 1_000])
+    assert dumped["preemptions"] == [0] * 4
+
+    # The report: the section on elastic quota and its targets; the main tables only from
+    # fixed quotas at the trace's pace.
+    results = tmp_path / "results"
+    trace_replay.main([*common, "--report-only", "--results-dir", str(results)])
+    report = (results / "trace_replay.md").read_text()
+    assert "## Elastic quota (issue #15)" in report and "| priority+elastic |" in report
+    assert "| shared window | priority+borrow | borrowing, no reclaim |" in report
+    assert "| arrivals x3 | fifo@x3 | fixed quotas |" in report
+    assert report.index("<!-- /generated:targets -->") < report.index("<!-- generated:targets-elastic -->")
+    main_table = report[report.index("<!-- generated:results -->") : report.index("<!-- /generated:results -->")]
+    assert "| priority | 4 |" in main_table and "elastic" not in main_table and "@x3" not in main_table
+
+
+def test_the_report_keeps_main_tables_it_has_no_summaries_for(tmp_path):
+    """A cache with only some of the runs the report shows (another machine): the main
+    tables stay as they are, the section on elastic quota is added."""
+    from bench.replay.report import write_report
+
+    old = (
+        "# Trace replay\n\n<!-- generated:results -->\n| policy | jobs |\n|---|---|\n| seed | 9 |\n"
+        "| priority | 9 |\n<!-- /generated:results -->\n\n<!-- generated:targets -->\n| old |\n"
+        "<!-- /generated:targets -->\n\nProse.\n"
+    )
+    (tmp_path / "trace_replay.md").write_text(old)
+    summaries = []
+    for quota in ("fixed", "elastic"):
+        summary = summarize(replay(RECLAIM, "priority", quota=quota))
+        summary["label"] = "priority" if quota == "fixed" else "priority+elastic"
+        summary["compress"] = 1
+        summaries.append(summary)
+    written = write_report(summaries, tmp_path)
+    report = (tmp_path / "trace_replay.md").read_text()
+    assert written == [tmp_path / "trace_replay.md"]  # no plots either
+    assert report.startswith(old.rstrip()[: old.index("Prose.")])
+    assert "| seed | 9 |" in report and "| old |" in report and "Prose." in report
+    assert "<!-- generated:targets-elastic -->" in report and "| priority+elastic |" in report
+
+
+def write_trace(tmp_path, jobs):
+    trace = tmp_path / "trace.csv"
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for j in jobs:
+        at = int(j.submit - T0)
+        stamp = f"2017-10-01 {at // 3600:02d}:{at % 3600 // 60:02d}:{at % 60:02d}"
+        rows.append(f"{stamp},{j.duration},{j.gpus},{j.duration * j.gpus},{j.vc}")
+    trace.write_text("\n".join(rows) + "\n")
+    vcs = tmp_path / "vc.csv"
+    vcs.write_text("vc,node num\na,1\nb,1\n")
+    return trace, vcs

@@ -1,0 +1,107 @@
+"""Preemption in the replay (issue #15, elastic quota), as the dispatcher does it.
+
+On ``plan().preemptions`` each victim is marked: ``RunningJob.preempted_for`` (it is no
+longer a candidate, and counts as leaving for its preemptor) and a grace deadline
+``grace_s`` later, a time event for the loop.  At the deadline, if the preemptor still
+waits, the victim's TFJob is suspended through kubesim's API (``runPolicy.suspend``: the
+operator deletes its pods, the quota and the nodes are freed, kubesim's work clock keeps
+the work up to the last checkpoint) and the job is queued again with its submission
+time (it keeps its place), ``preempted_by`` set and one more preemption counted; its
+next release unsuspends the same TFJob, whose run then does only the work not kept.  If
+the preemptor was admitted meanwhile, or is gone, the preemption is called off: the
+victim keeps running and may be chosen again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+
+from kubesim.resources import TFJOBS
+from queueing import RunningJob
+
+from .mapping import job_name, workload_of
+from .records import QUEUED, RUNNING, JobRecord
+
+
+class Preemptions:
+    """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
+
+    def _running_job(self, rec: JobRecord, expected_end: float | None) -> RunningJob:
+        """What the snapshot shows of a running job: preemption reads its placements, whether
+        it borrows, how often it was preempted and whether it is leaving already."""
+        placements = (
+            tuple(sorted(("Worker", index, node) for alive, node, _, index in rec.pods.values() if alive and node))
+            if self.preempts
+            else ()
+        )
+        return RunningJob(
+            rec.job.id,
+            rec.job.vc,
+            workload_of(rec.job.gpus),
+            started_at=rec.run_started_at,
+            expected_end=expected_end,
+            priority=0,
+            borrowing=rec.borrowing,
+            placements=placements,
+            preemptions=rec.preemptions,
+            preempted_for=rec.preempted_for,
+        )
+
+    def _mark_victims(self, preemptions, now: float) -> None:
+        """The plan's preemptions: each victim runs on through its grace period."""
+        for preemption in preemptions:
+            rec = self.records.get(preemption.victim)
+            running = self.running.get(preemption.victim)
+            if rec is None or running is None or rec.state != RUNNING:
+                raise AssertionError(f"plan() preempts job {preemption.victim}, which does not run")
+            self.stats["preemptions_planned"] += 1
+            rec.preempted_for = preemption.preemptor
+            self.running[rec.job.id] = dataclasses.replace(running, preempted_for=preemption.preemptor)
+            heapq.heappush(self.graces, (now + self.config.grace_s, rec.job.id, preemption.preemptor))
+            self._changed(now)
+
+    def _graces(self, now: float) -> None:
+        """Victims whose grace period ended: suspended and queued again, or called off."""
+        graces = self.graces
+        while graces and graces[0][0] <= now:
+            _, job_id, preemptor = heapq.heappop(graces)
+            rec = self.records.get(job_id)
+            if rec is None or rec.state != RUNNING or rec.preempted_for != preemptor:
+                continue  # it ended in its grace period
+            if preemptor in self.pending:
+                began = time.perf_counter()
+                self._suspend(rec, now, preemptor)
+                self.stats["cluster_s"] += time.perf_counter() - began
+            else:  # admitted meanwhile, or gone (failed): the victim keeps running
+                self.stats["preemptions_called_off"] += 1
+                rec.preempted_for = None
+                self.running[job_id] = dataclasses.replace(self.running[job_id], preempted_for=None)
+                self._changed(now)
+
+    def _suspend(self, rec: JobRecord, now: float, preemptor: int) -> None:
+        self.stats["preemptions"] += 1
+        self._integrate(now)
+        key = (TFJOBS.plural, rec.job.vc, job_name(rec.job.id))
+        kept, since = self.cluster.work.progress(key)
+        assert rec.run_started_at is not None  # (it runs)
+        run = now - rec.run_started_at
+        # Queued before its pods go, so their deletion is not taken for a partial gang.
+        rec.state = QUEUED
+        self.busy -= rec.gpus
+        self.running.pop(rec.job.id, None)
+        rec.run_s += run
+        self._set_suspend(rec, True)
+        self.cluster.settle()  # the operator deletes the pods: quota and nodes freed
+        kept_now, _ = self.cluster.work.progress(key)
+        if since is not None:
+            run = now - since  # (the same instant, as kubesim saw the gang form)
+        rec.lost_s += max(0.0, run - (kept_now - kept))
+        rec.suspended_at = now
+        rec.preemptions += 1
+        rec.preempted_by = preemptor
+        rec.preempted_for = None
+        self.last_progress = now
+        self._enqueue(rec, backoff_until=None)
+        self._changed(now)
