@@ -8,10 +8,12 @@ summaries; the prose around it is kept as it is.
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from .metrics import SIZE_CLASSES
+from .records import BORROW, ELASTIC, FIXED, run_label
 
 REPORT = "trace_replay.md"
 CDF_PNG = "trace_replay_queue_cdf.png"
@@ -298,23 +300,158 @@ def _replace(text: str, name: str, body: str) -> str:
     return text.rstrip() + "\n\n" + block + "\n"
 
 
+def _insert_after(text: str, after: str, name: str, body: str) -> str:
+    """``_replace``, but a new block goes right after block ``after`` (if there is one)."""
+    start, end = f"<!-- generated:{name} -->", f"<!-- /generated:{name} -->"
+    anchor = f"<!-- /generated:{after} -->"
+    if start in text or anchor not in text:
+        return _replace(text, name, body)
+    return text.replace(anchor, f"{anchor}\n\n{start}\n{body}\n{end}", 1)
+
+
+def _shown_labels(text: str) -> set[str]:
+    """The runs the results table shows now (its first column)."""
+    match = re.search(r"<!-- generated:results -->(.*?)<!-- /generated:results -->", text, re.S)
+    if not match:
+        return set()
+    rows = [line for line in match.group(1).splitlines() if line.startswith("| ")]
+    return {row.split("|")[1].strip() for row in rows[1:]}
+
+
+def is_base(summary: dict[str, Any]) -> bool:
+    """A run of the main tables: fixed quotas, the trace's own arrival times."""
+    return summary.get("quota", FIXED) == FIXED and summary.get("compress", 1) == 1
+
+
 def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Rewrite the generated sections.  The main ones (fixed quotas, the trace's own pace)
+    are rewritten only if the summaries cover every run they show now, so a report over a
+    partial cache (another machine, a few runs) keeps the numbers it had; the section on
+    elastic quota only if there are summaries for it."""
     summaries = sorted(summaries, key=_rank)
-    main = [s for s in summaries if s["label"] == s["policy"]]
+    base = [s for s in summaries if is_base(s)]
+    main = [s for s in base if s["label"] == s["policy"]]
     by_label = {s["label"]: s for s in main}
     out.mkdir(parents=True, exist_ok=True)
     path = out / REPORT
     text = path.read_text() if path.exists() else SKELETON
-    sections = {
-        "results": results_table(summaries),
-        "helios": helios_table(),
-        "targets": targets_table(by_label),
-        "sizes": size_table(summaries),
-        "vcs": vc_table(main),
-        "eta": eta_table(summaries),
-        "cost": cost_table(summaries),
-    }
-    for name, body in sections.items():
-        text = _replace(text, name, body)
+    written = [path]
+    missing = _shown_labels(text) - {s["label"] for s in base}
+    if base and not missing:
+        sections = {
+            "results": results_table(base),
+            "helios": helios_table(),
+            "targets": targets_table(by_label),
+            "sizes": size_table(base),
+            "vcs": vc_table(main),
+            "eta": eta_table(base),
+            "cost": cost_table(base),
+        }
+        for name, body in sections.items():
+            text = _replace(text, name, body)
+        written += plots(main, out)
+    elif missing:
+        print(f"# the main tables are kept as they are: no summary for {', '.join(sorted(missing))}", file=sys.stderr)
+    runs = elastic_runs(summaries)
+    if any(not is_base(s) for s in runs):
+        if "<!-- generated:elastic -->" not in text:
+            text = text.rstrip() + "\n\n" + ELASTIC_HEADING
+        text = _replace(text, "elastic", elastic_table(runs))
+        text = _replace(text, "elastic-vcs", vc_table(runs))
+        text = _insert_after(text, "targets", "targets-elastic", elastic_targets(runs))
     path.write_text(text)
-    return [path, *plots(main, out)]
+    return written
+
+
+# -- issue #15: elastic quota ------------------------------------------------------------------
+
+QUOTA_ORDER = (FIXED, BORROW, ELASTIC)
+QUOTA_TEXT = {FIXED: "fixed quotas", BORROW: "borrowing, no reclaim", ELASTIC: "borrowing + reclaim"}
+ELASTIC_HEADING = """## Elastic quota (issue #15)
+
+<!-- generated:elastic -->
+<!-- /generated:elastic -->
+
+Average queueing (s) by VC:
+
+<!-- generated:elastic-vcs -->
+<!-- /generated:elastic-vcs -->
+"""
+
+
+def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs the section compares: strict FIFO and the default policy, under each quota
+    mode, at each pace; ordered by pace, then policy, then quota mode."""
+    runs = [
+        s
+        for s in summaries
+        if s["policy"] in ("fifo", DEFAULT)
+        # the plain runs: no other variants (pin, policy options, grace or limit not the default)
+        and s["label"] == run_label(s["policy"], quota=s.get("quota", FIXED), factor=s.get("compress", 1))
+    ]
+
+    def key(s: dict[str, Any]) -> tuple:
+        quota = s.get("quota", FIXED)
+        return (s.get("compress", 1), s["policy"] != "fifo", QUOTA_ORDER.index(quota), s["label"])
+
+    return sorted(runs, key=key)
+
+
+def _pace(summary: dict[str, Any]) -> str:
+    factor = summary.get("compress", 1)
+    return "shared window" if factor == 1 else f"arrivals x{factor:g}"
+
+
+def elastic_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | quota | jobs | avg queueing (s) | p99 | 1-GPU longest wait | preemptions "
+        "(jobs, called off) | GPU-h lost to preemption | % of GPU-h run | GPU util | deadlocked gangs | "
+        "replay wall time |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        st = s.get("stats", {})
+        preemptions = s.get("preemptions", 0)
+        detail = (
+            f" ({s.get('jobs_preempted', 0):,}, {st.get('preemptions_called_off', 0):,})"
+            if preemptions or st.get("preemptions_called_off")
+            else ""
+        )
+        rows.append(
+            f"| {_pace(s)} | {s['label']} | {QUOTA_TEXT[s.get('quota', FIXED)]} | {s['jobs']:,} | "
+            f"{_s(s['avg_queue_s'])} | {_h(s['p99_queue_s'])} | {_h(s['max_wait_1gpu_s'])} | "
+            f"{preemptions:,}{detail} | {s.get('preempted_gpu_hours', 0.0):,.1f} | {s.get('preempted_pct', 0.0):.2f}% | "
+            f"{s['gpu_util_pct']:.1f}% | {s['deadlocked_gangs']} | {s['runtime_s']:.0f} s |"
+        )
+    return "\n".join(rows)
+
+
+def elastic_targets(runs: list[dict[str, Any]]) -> str:
+    rows = ["| target (issue #15) | measured | met |", "|---|---|---|"]
+    for factor in sorted({s.get("compress", 1) for s in runs}):
+        here = {(s["policy"], s.get("quota", FIXED)): s for s in runs if s.get("compress", 1) == factor}
+        elastic, fifo = here.get((DEFAULT, ELASTIC)), here.get(("fifo", FIXED))
+        where = _pace({"compress": factor})
+        if elastic and fifo:
+            ratio = elastic["avg_queue_s"] / fifo["avg_queue_s"] if fifo["avg_queue_s"] else float("inf")
+            rows.append(
+                f"| {where}: {DEFAULT} with elastic quota, avg queueing <= 0.3 x strict FIFO with fixed quotas | "
+                f"{_s(elastic['avg_queue_s'])} s vs {_s(fifo['avg_queue_s'])} s = {ratio:.2f} x | "
+                f"{'yes' if ratio <= 0.3 else 'no'} |"
+            )
+        if elastic:
+            pct = elastic.get("preempted_pct", 0.0)
+            rows.append(
+                f"| {where}: GPU-hours lost to preemption <= 2% of those run | "
+                f"{elastic.get('preempted_gpu_hours', 0.0):,.1f} of {elastic.get('gpu_hours', 0.0):,.0f} GPU-h "
+                f"= {pct:.2f}% | {'yes' if pct <= 2.0 else 'no'} |"
+            )
+    if runs:
+        worst = max(s["deadlocked_gangs"] for s in runs)
+        slowest = max(runs, key=lambda s: s["runtime_s"])
+        rows.append(f"| zero deadlocked gangs | max {worst} over {len(runs)} runs | {'yes' if worst == 0 else 'no'} |")
+        rows.append(
+            f"| a full replay in <= 10 min | slowest ({slowest['label']}): {slowest['runtime_s']:.0f} s wall | "
+            f"{'yes' if slowest['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |"
+        )
+    return "\n".join(rows)
