@@ -95,12 +95,28 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["grace_s"] = config.grace_s
     summary["preemption_limit"] = config.preemption_limit
     summary["window"] = [iso(start), iso(end)]
+    summary["code"] = code_version()
     summary["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_avg": [round(x, 2) for x in os.getloadavg()],
     }
     return summary
+
+
+def code_version() -> dict[str, Any]:
+    """The commit replayed, and whether the code the replay runs (queueing, kubesim, bench)
+    had changes not committed yet."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    changed = git("status", "--porcelain", "--", "queueing", "kubesim", "bench").splitlines()
+    return {"commit": git("rev-parse", "--short", "HEAD").strip(), "uncommitted": sorted(line[3:] for line in changed)}
 
 
 def dump_jobs(result, path: Path) -> None:

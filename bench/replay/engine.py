@@ -194,6 +194,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             "preemptions_planned": 0,
             "preemptions": 0,
             "preemptions_called_off": 0,
+            "preemptions_reassigned": 0,
             "borrowing_admitted": 0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
@@ -342,7 +343,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             if progress and now >= next_report:
                 next_report += 86400.0
                 print(
-                    f"# {self.config.policy}: day {(now - self.start) / 86400:.0f}, {index} submitted, "
+                    f"# {self.config.policy}{'' if self.config.quota == FIXED else '+' + self.config.quota}: day {(now - self.start) / 86400:.0f}, {index} submitted, "
                     f"{len(self.pending)} queued, {len(self.running)} running, "
                     f"{time.perf_counter() - began:.0f} s",
                     file=sys.stderr,

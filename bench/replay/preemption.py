@@ -50,16 +50,21 @@ class Preemptions:
         )
 
     def _mark_victims(self, preemptions, now: float) -> None:
-        """The plan's preemptions: each victim runs on through its grace period."""
+        """The plan's preemptions: each victim runs on through its grace period.  A victim
+        already leaving (for a job that no longer needs it) changes preemptor, not deadline."""
         for preemption in preemptions:
             rec = self.records.get(preemption.victim)
             running = self.running.get(preemption.victim)
             if rec is None or running is None or rec.state != RUNNING:
                 raise AssertionError(f"plan() preempts job {preemption.victim}, which does not run")
-            self.stats["preemptions_planned"] += 1
+            if rec.preempted_for is None:
+                self.stats["preemptions_planned"] += 1
+                rec.preempt_at = now + self.config.grace_s
+            else:
+                self.stats["preemptions_reassigned"] += 1
             rec.preempted_for = preemption.preemptor
             self.running[rec.job.id] = dataclasses.replace(running, preempted_for=preemption.preemptor)
-            heapq.heappush(self.graces, (now + self.config.grace_s, rec.job.id, preemption.preemptor))
+            heapq.heappush(self.graces, (rec.preempt_at, rec.job.id, preemption.preemptor))
             self._changed(now)
 
     def _graces(self, now: float) -> None:
@@ -76,7 +81,7 @@ class Preemptions:
                 self.stats["cluster_s"] += time.perf_counter() - began
             else:  # admitted meanwhile, or gone (failed): the victim keeps running
                 self.stats["preemptions_called_off"] += 1
-                rec.preempted_for = None
+                rec.preempted_for = rec.preempt_at = None
                 self.running[job_id] = dataclasses.replace(self.running[job_id], preempted_for=None)
                 self._changed(now)
 
@@ -101,7 +106,7 @@ class Preemptions:
         rec.suspended_at = now
         rec.preemptions += 1
         rec.preempted_by = preemptor
-        rec.preempted_for = None
+        rec.preempted_for = rec.preempt_at = None
         self.last_progress = now
         self._enqueue(rec, backoff_until=None)
         self._changed(now)

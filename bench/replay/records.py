@@ -118,6 +118,7 @@ class JobRecord:
         "borrowing",
         "preemptions",
         "preempted_for",
+        "preempt_at",
         "preempted_by",
         "lost_s",
     )
@@ -157,6 +158,7 @@ class JobRecord:
         self.borrowing = False  # admitted beyond its namespace's guarantee
         self.preemptions = 0
         self.preempted_for: int | None = None  # in its grace period, leaving for this job
+        self.preempt_at: float | None = None  # ... until then
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
 
