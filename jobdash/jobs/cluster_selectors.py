@@ -6,12 +6,16 @@ Numbers stay canonical integers (cpu in millicores, memory in bytes, GPUs and po
 counts); the page formats them.
 """
 
+from typing import Any
+
 from django.conf import settings
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
 
 from jobdash.leader import BackendError
 from jobdash.leader.factory import elector_from_settings
 
-from .models import ClusterState, Cycle, Fence
+from .models import ClusterState, Cycle, Fence, Namespace, State
 
 # Plain names for the Kubernetes resources shown (a dotted name cannot be a serializer
 # field or a template lookup): gpu is nvidia.com/gpu.
@@ -97,10 +101,37 @@ def gpu_fit(rows: list[dict]) -> list[dict]:
     return [{"gpus": k, "nodes": sum(1 for f in free if f >= k), "pods": sum(f // k for f in free)} for k in GPU_SIZES]
 
 
+def elastic_overview() -> dict:
+    """Elastic quota across namespaces, in one query: per namespace that is elastic or has
+    seen preemption, its cohort and guarantee, how often its jobs were preempted in all,
+    and how many of its jobs borrow or are in their grace period (being preempted) now."""
+    holding = Q(jobs__state__in=(State.RELEASED, State.RUNNING))
+    rows = (
+        Namespace.objects.annotate(
+            preemptions=Coalesce(Sum("jobs__preemptions"), 0),
+            borrowing=Count("jobs", filter=holding & Q(jobs__borrowing=True)),
+            grace=Count(
+                "jobs", filter=holding & (Q(jobs__preempted_for__isnull=False) | Q(jobs__preempt_at__isnull=False))
+            ),
+        )
+        .order_by("cohort", "name")
+        .values("name", "cohort", "guaranteed", "preemptions", "borrowing", "grace")
+    )
+    counts = ("preemptions", "borrowing", "grace")
+    shown: list[dict] = []
+    for row in rows:
+        found: dict[str, Any] = {**row}
+        if found["guaranteed"] or any(found[part] for part in counts):
+            shown.append({**found, "guaranteed": dict(found["guaranteed"] or {})})
+    totals = {part: sum(int(row[part]) for row in shown) for part in counts}
+    return {"namespaces": shown, "totals": totals}
+
+
 def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
-    """Nodes with allocatable/allocated/free, the GPU fit table, totals, the leader and
-    the last cycles. Three queries (cluster state, fence, cycles) plus the election
-    backend's holder check made by leader()."""
+    """Nodes with allocatable/allocated/free, the GPU fit table, totals, the leader, the
+    last cycles and elastic quota (guarantees, borrowing, preemptions). Four queries
+    (cluster state, fence, cycles, namespaces) plus the election backend's holder check
+    made by leader()."""
     state = ClusterState.objects.filter(id=1).values("updated_at", "nodes").first() or {"updated_at": None, "nodes": []}
     rows = node_rows(state["nodes"] or [])
     totals = {
@@ -114,4 +145,5 @@ def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
         "gpu_fit": gpu_fit(rows),
         "leader": leader(reveal_identity=True),
         "cycles": recent_cycles(cycles),
+        "elastic": elastic_overview(),
     }

@@ -5,7 +5,13 @@ The API returns the canonical numbers and these quantities; only the pages need 
 percentages and phrases.
 """
 
+import re
+from collections.abc import Mapping
 from datetime import datetime
+
+from django.urls import reverse
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from queueing import format_quantity
 from queueing.fit import quota_lines
@@ -46,11 +52,25 @@ def quota_amounts(amounts: dict) -> dict:
     return {key: quota_quantity(key, amount) for key, amount in sorted(amounts.items())}
 
 
-def quota_summary(quota: dict | None) -> dict | None:
-    """hard / used / reserved of one namespace, as quantities; None when it has no ResourceQuota."""
+def quota_summary(quota: dict | None, guaranteed: Mapping[str, int] | None = None) -> dict | None:
+    """hard / used / reserved of one namespace and free (hard - used - reserved, as the planner
+    counts it), as quantities; for an elastic namespace (`guaranteed`: jobs.elastic.amounts of
+    its guarantee) also, per guaranteed key, what it borrows (held beyond the guarantee, held
+    being used + reserved: its own usage in queueing/elastic.py) and what of the guarantee is
+    free. None when it has no ResourceQuota."""
     if not quota:
         return None
-    return {part: quota_amounts(quota.get(part, {})) for part in ("hard", "used", "reserved")}
+    hard, used, reserved = quota.get("hard", {}), quota.get("used", {}), quota.get("reserved", {})
+    summary = {part: quota_amounts(quota.get(part, {})) for part in ("hard", "used", "reserved")}
+    summary["free"] = {
+        key: quota_quantity(key, max(0, hard[key] - used.get(key, 0) - reserved.get(key, 0))) for key in sorted(hard)
+    }
+    shares = dict(guaranteed or {})
+    held = {key: used.get(key, 0) + reserved.get(key, 0) for key in shares}
+    summary["guaranteed"] = quota_amounts(shares)
+    summary["borrowed"] = {key: quota_quantity(key, max(0, held[key] - g)) for key, g in sorted(shares.items())}
+    summary["guaranteed_free"] = {key: quota_quantity(key, max(0, g - held[key])) for key, g in sorted(shares.items())}
+    return summary
 
 
 # queueing.reasons.Reason -> what a person reads first; the row's message has the numbers.
@@ -63,7 +83,29 @@ REASON_WORDS = {
     "BackingOff": "Retrying after a pause",
     "NeverFitsQuota": "Never fits the quota",
     "NeverFitsNodes": "Never fits any node",
+    "CannotBorrow": "Waiting for capacity to borrow",
+    "Preempting": "Making room: other jobs are preempted for it",
+    "Preempted": "Preempted: waiting again in its place",
 }
+
+
+# "job 12", "jobs 3, 4 and 5", "job(s) 3, 4" (queueing/reasons.py, the dispatcher's events)
+_JOB_IDS = re.compile(r"\b(jobs?|job\(s\)) (#?\d{1,18}(?:(?:, | and )#?\d{1,18})*)\b")
+_ID = re.compile(r"#?(\d{1,18})")
+
+
+def link_job_ids(text: str) -> SafeString:
+    """`text` escaped, with the job ids it names linked to their pages: a preempted job's
+    events and reason name the job it makes room for, the preemptor's name its victims."""
+
+    def ids(match: re.Match) -> str:
+        linked = _ID.sub(
+            lambda m: format_html('<a href="{}">{}</a>', reverse("job-detail", args=[int(m[1])]), m[0]), match[2]
+        )
+        return f"{match[1]} {linked}"
+
+    # Safe: the text is escaped first, and what is inserted are links around digits.
+    return mark_safe(_JOB_IDS.sub(ids, str(conditional_escape(text))))
 
 
 def reason_words(reason: str) -> str:
@@ -97,15 +139,24 @@ def until(moment: datetime | None, now: datetime) -> str:
     return "any moment" if seconds < 5 else f"in {duration(seconds)}"
 
 
-def quota_bars(quota: dict | None) -> list[dict]:
+def _pct(part: int, whole: int) -> float:
+    return round(min(100.0, 100.0 * part / whole), 1) if whole else (100.0 if part else 0.0)
+
+
+def quota_bars(quota: dict | None, guaranteed: Mapping[str, int] | None = None) -> list[dict]:
     """One bar per resource the quota constrains: used and reserved as shares of hard, and
     free as the planner counts it (queueing.fit.quota_lines).
+
+    Elastic keys (in `guaranteed`, jobs.elastic.amounts of the namespace's guarantee) also
+    show the guarantee as a mark on the bar and what is held beyond it as borrowed: held
+    (used + reserved) up to the guarantee is drawn as used and reserved, the rest as borrowed.
 
     Over 100% is possible (a quota lowered under running jobs): the bar is capped, the
     numbers are not."""
     if not quota:
         return []
     hard, used, reserved = quota.get("hard", {}), quota.get("used", {}), quota.get("reserved", {})
+    shares = guaranteed or {}
     shown = {part: quota_amounts(values) for part, values in (("hard", hard), ("used", used), ("reserved", reserved))}
     bars = []
     for line in quota_lines({}, hard, used, reserved):
@@ -113,19 +164,38 @@ def quota_bars(quota: dict | None) -> list[dict]:
         u, r = used.get(key, 0), reserved.get(key, 0)
         used_pct = min(100.0, 100.0 * u / limit) if limit else (100.0 if u else 0.0)
         reserved_pct = min(100.0 - used_pct, 100.0 * r / limit) if limit else 0.0
-        bars.append(
-            {
-                "key": key,
-                "hard": shown["hard"].get(key, "0"),
-                "used": shown["used"].get(key, "0"),
-                "reserved": shown["reserved"].get(key, "0"),
-                "free": quota_quantity(key, max(free, 0)),
-                "used_pct": round(used_pct, 1),
-                "reserved_pct": round(reserved_pct, 1),
-                "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
-                "full": free <= 0,
-            }
-        )
+        bar = {
+            "key": key,
+            "hard": shown["hard"].get(key, "0"),
+            "used": shown["used"].get(key, "0"),
+            "reserved": shown["reserved"].get(key, "0"),
+            "free": quota_quantity(key, max(free, 0)),
+            "used_pct": round(used_pct, 1),
+            "reserved_pct": round(reserved_pct, 1),
+            "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
+            "full": free <= 0,
+            "elastic": key in shares,
+        }
+        if key in shares:
+            g = shares[key]
+            u_in = min(u, g)
+            r_in = min(r, g - u_in)
+            borrowed = u + r - u_in - r_in
+            used_pct = _pct(u_in, limit)
+            reserved_pct = min(100.0 - used_pct, _pct(r_in, limit))
+            bar.update(
+                {
+                    "guaranteed": quota_quantity(key, g),
+                    "borrowed": quota_quantity(key, borrowed),
+                    "guaranteed_free": quota_quantity(key, max(0, g - u - r)),
+                    "borrowing": borrowed > 0,
+                    "used_pct": used_pct,
+                    "reserved_pct": round(reserved_pct, 1),
+                    "borrowed_pct": round(min(100.0 - used_pct - reserved_pct, _pct(borrowed, limit)), 1),
+                    "guaranteed_pct": _pct(g, limit),
+                }
+            )
+        bars.append(bar)
     return bars
 
 

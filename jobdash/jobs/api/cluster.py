@@ -62,6 +62,25 @@ class CycleSerializer(serializers.Serializer):
     term = serializers.IntegerField(allow_null=True)
 
 
+class PreemptionCountsSerializer(serializers.Serializer):
+    preemptions = serializers.IntegerField(help_text="preemptions of its jobs, in all time (sum of job.preemptions)")
+    borrowing = serializers.IntegerField(help_text="released or running jobs admitted beyond the guarantee, now")
+    grace = serializers.IntegerField(help_text="released or running jobs being preempted (in their grace period), now")
+
+
+class ElasticNamespaceSerializer(PreemptionCountsSerializer):
+    name = serializers.CharField()
+    cohort = serializers.CharField(help_text="blank: the cluster-wide cohort")
+    guaranteed = serializers.DictField(child=serializers.CharField(), help_text="guaranteed share per quota key")
+
+
+class ElasticSerializer(serializers.Serializer):
+    namespaces = ElasticNamespaceSerializer(
+        many=True, help_text="namespaces that are elastic or whose jobs were preempted, by cohort"
+    )
+    totals = PreemptionCountsSerializer()
+
+
 class ClusterSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField(allow_null=True, help_text="when the last cycle published what it saw")
     nodes = NodeSerializer(many=True)
@@ -69,10 +88,12 @@ class ClusterSerializer(serializers.Serializer):
     gpu_fit = GpuFitSerializer(many=True)
     leader = LeaderSerializer()
     cycles = CycleSerializer(many=True, help_text="the most recent first")
+    elastic = ElasticSerializer(help_text="elastic quota: guarantees, borrowing and preemption per namespace")
 
 
 @extend_schema(
-    responses={200: ClusterSerializer}, description="Nodes, GPU fragmentation, leader and recent cycles (staff)."
+    responses={200: ClusterSerializer},
+    description="Nodes, GPU fragmentation, leader, recent cycles and elastic quota's preemptions (staff).",
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsStaff])

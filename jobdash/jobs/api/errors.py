@@ -1,5 +1,7 @@
 """Every API error has one shape: {"errors": [{"path": "...", "message": "..."}]}."""
 
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -23,9 +25,22 @@ def errors_response(problems, status: int, headers=None) -> Response:
     return Response({"errors": list(problems)}, status=status, headers=headers)
 
 
+def _django_problems(error: DjangoValidationError):
+    """A service's ValidationError (keyed by field, as forms show it) in the API's shape."""
+    if hasattr(error, "error_dict"):
+        for field, messages in error.message_dict.items():
+            for message in messages:
+                yield {"path": "" if field == NON_FIELD_ERRORS else field, "message": message}
+    else:
+        for message in error.messages:
+            yield {"path": "", "message": message}
+
+
 def exception_handler(exc, context):
     if isinstance(exc, JobdashError):
         return errors_response(({"path": p.path, "message": p.message} for p in exc.problems), exc.status)
+    if isinstance(exc, DjangoValidationError):
+        return errors_response(_django_problems(exc), 400)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .. import elastic
 from ..models import Job, JobEvent, Namespace
 from ..presenters import demand_summary, quota_summary
 
@@ -47,6 +48,22 @@ class JobSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace.name")
     demand = serializers.SerializerMethodField()
     submitted_by = serializers.CharField(source="submitted_by_name")
+    borrowing = serializers.BooleanField(
+        read_only=True, help_text="Admitted beyond its namespace's guaranteed share, on capacity its cohort lends."
+    )
+    preemptions = serializers.IntegerField(read_only=True, help_text="How often it was preempted.")
+    preempted_for = serializers.IntegerField(
+        source="preempted_for_id",
+        read_only=True,
+        allow_null=True,
+        help_text="While it is being preempted (its grace period): the job it makes room for.",
+    )
+    preempt_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When its grace period ends and it is suspended."
+    )
+    preempted_by = serializers.IntegerField(
+        source="preempted_by_id", read_only=True, allow_null=True, help_text="The job it last made room for."
+    )
 
     class Meta:
         model = Job
@@ -71,6 +88,11 @@ class JobSerializer(serializers.ModelSerializer):
             "started_at",
             "finished_at",
             "attempts",
+            "borrowing",
+            "preemptions",
+            "preempted_for",
+            "preempt_at",
+            "preempted_by",
             "manifest",
         ]
 
@@ -86,17 +108,78 @@ class JobDetailSerializer(JobSerializer):
         fields = JobSerializer.Meta.fields + ["events"]
 
 
+def _quantities(help_text: str) -> serializers.DictField:
+    return serializers.DictField(child=serializers.CharField(), help_text=help_text)
+
+
+class QuotaSerializer(serializers.Serializer):
+    """Per ResourceQuota key, as Kubernetes quantities, as of the last admission cycle."""
+
+    hard = _quantities("The ResourceQuota's hard limits.")
+    used = _quantities("Used, as the ResourceQuota's status reports it.")
+    reserved = _quantities("Demand of released jobs whose pods are not all created yet.")
+    free = _quantities("hard - used - reserved (at least 0), as the planner counts it.")
+    guaranteed = _quantities("The guaranteed share (elastic quota); empty when the namespace is not elastic.")
+    borrowed = _quantities("Per guaranteed key: what it holds (used + reserved) beyond its guarantee.")
+    guaranteed_free = _quantities("Per guaranteed key: what of the guarantee it does not hold.")
+
+
+class ElasticQuotaSerializer(serializers.Serializer):
+    """PATCH /api/v1/namespaces/<name>/ (staff): the fields given are set, the others stay."""
+
+    guaranteed = serializers.DictField(
+        child=serializers.CharField(max_length=128),
+        required=False,
+        help_text='Guaranteed share per ResourceQuota compute key, e.g. {"requests.nvidia.com/gpu": "16"}; '
+        "{} makes the namespace not elastic. At most the ResourceQuota hard; a cohort's guarantees together "
+        "at most the cluster's schedulable capacity.",
+    )
+    cohort = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=63,
+        help_text="Namespaces of one cohort lend each other idle guaranteed capacity; blank: the cluster-wide cohort.",
+    )
+    borrowing_limit = serializers.DictField(
+        child=serializers.CharField(max_length=128),
+        required=False,
+        help_text="Most it may borrow beyond its guarantee, per guaranteed key; {}: up to the ResourceQuota hard.",
+    )
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            known = ", ".join(self.fields)
+            raise serializers.ValidationError({name: [f"unknown field; known: {known}"] for name in unknown})
+        return attrs
+
+
 class NamespaceSerializer(serializers.ModelSerializer):
     queue_length = serializers.IntegerField(source="queued")
     released = serializers.IntegerField()
     running = serializers.IntegerField()
+    guaranteed = _quantities("Guaranteed share per quota key (elastic quota); empty: not elastic.")
+    cohort = serializers.CharField(help_text="Blank: the cluster-wide cohort.")
+    borrowing_limit = _quantities("Most it may borrow beyond its guarantee, per key; empty: up to the quota's hard.")
     quota = serializers.SerializerMethodField()
 
     class Meta:
         model = Namespace
-        fields = ["name", "weight", "queue_length", "released", "running", "quota"]
+        fields = [
+            "name",
+            "weight",
+            "queue_length",
+            "released",
+            "running",
+            "guaranteed",
+            "cohort",
+            "borrowing_limit",
+            "quota",
+        ]
 
-    @extend_schema_field(serializers.DictField(allow_null=True))
+    @extend_schema_field(QuotaSerializer(allow_null=True))
     def get_quota(self, namespace: Namespace) -> dict | None:
-        """hard, used (from the cluster) and reserved (by released jobs not yet started), as of the last cycle."""
-        return quota_summary(self.context.get("cluster_quotas", {}).get(namespace.name))
+        """hard, used (from the cluster) and reserved (by released jobs not yet started), as of
+        the last cycle, with free, and for an elastic namespace guaranteed, borrowed and guaranteed_free."""
+        quota = self.context.get("cluster_quotas", {}).get(namespace.name)
+        return quota_summary(quota, elastic.amounts(namespace.guaranteed))

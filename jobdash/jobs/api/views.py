@@ -15,6 +15,7 @@ from ..models import JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT, UNAVAILABLE
 from .serializers import (
+    ElasticQuotaSerializer,
     JobDetailSerializer,
     JobSerializer,
     JobSubmitSerializer,
@@ -156,10 +157,22 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         return Response(JobSerializer(job).data)
 
 
-class NamespaceViewSet(KnownParameters, mixins.ListModelMixin, viewsets.GenericViewSet):
+NAMESPACE_NAME = OpenApiParameter(
+    "name",
+    str,
+    OpenApiParameter.PATH,
+    description="The namespace.",
+    pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    examples=[OpenApiExample("a namespace", value="team-a")],
+)
+
+
+@extend_schema_view(retrieve=extend_schema(parameters=[NAMESPACE_NAME]))
+class NamespaceViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = NamespaceSerializer
     lookup_field = "name"
     lookup_value_regex = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    parser_classes = [LimitedJSONParser]
 
     def get_queryset(self):
         return selectors.namespace_summaries(self.request.user)
@@ -168,18 +181,30 @@ class NamespaceViewSet(KnownParameters, mixins.ListModelMixin, viewsets.GenericV
         return {**super().get_serializer_context(), "cluster_quotas": selectors.cluster_quotas()}
 
     @extend_schema(
-        responses={200: JobSerializer(many=True)},
-        parameters=[
-            OpenApiParameter(
-                "name",
-                str,
-                OpenApiParameter.PATH,
-                description="The namespace.",
-                pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                examples=[OpenApiExample("a namespace", value="team-a")],
+        request=ElasticQuotaSerializer,
+        responses={200: NamespaceSerializer},
+        parameters=[NAMESPACE_NAME],
+        examples=[
+            OpenApiExample(
+                "16 GPUs guaranteed in cohort research, at most 8 more borrowed",
+                value={
+                    "guaranteed": {"requests.nvidia.com/gpu": "16"},
+                    "cohort": "research",
+                    "borrowing_limit": {"requests.nvidia.com/gpu": "8"},
+                },
+                request_only=True,
             )
         ],
     )
+    def partial_update(self, request, name=None):
+        """Staff only: the namespace's elastic quota (guaranteed share, cohort, borrowing limit).
+        Each refusal is a 400 naming the field and the numbers; nothing is written then."""
+        body = ElasticQuotaSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.set_elastic_quota(name, user=request.user, **body.validated_data)
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(responses={200: JobSerializer(many=True)}, parameters=[NAMESPACE_NAME])
     @action(detail=True, methods=["get"])
     def queue(self, request, name=None):
         """Pending jobs of the namespace in admission order: position 1 is released next."""
