@@ -39,6 +39,10 @@ ROW_FIELDS = (
     "message",
     "eta",
     "attempts",
+    "borrowing",
+    "preemptions",
+    "preempted_for",
+    "preempt_at",
 )
 STATE_FILTERS = ("", "Queued", "Running", *[str(s) for s in FINISHED_STATES])
 

@@ -8,10 +8,21 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import charts, cluster_selectors, dashboard, examples, presenters, preview, priority, selectors, services
+from . import (
+    charts,
+    cluster_selectors,
+    dashboard,
+    elastic,
+    examples,
+    presenters,
+    preview,
+    priority,
+    selectors,
+    services,
+)
 from .exceptions import InvalidInput, JobdashError, NotFound
 from .forms import PriorityForm, ReasonForm, SubmitForm
-from .models import Job, Source
+from .models import Job, Source, State
 from .presenters import cluster_page
 
 # How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
@@ -40,6 +51,11 @@ def _decorate(jobs, now) -> None:
         job.elapsed = presenters.since(job.started_at or job.released_at, now)
         if job.finished_at and job.started_at:
             job.ran = presenters.duration((job.finished_at - job.started_at).total_seconds())
+        # Elastic quota: what the job holds beyond its guarantee, and whether it is leaving for another job.
+        holds = job.state in (State.RELEASED, State.RUNNING)
+        job.borrowing_now = holds and job.borrowing
+        job.leaving = holds and job.preempted_for_id is not None
+        job.leave_words = presenters.until(job.preempt_at, now) if job.leaving else ""
 
 
 @login_required
@@ -70,7 +86,7 @@ def namespace_jobs(request, name: str):
         "kinds": dashboard.kind_filters(),
         "now": now,
         "counts": shown.counts,
-        "quota_bars": presenters.quota_bars(shown.quota),
+        "quota_bars": presenters.quota_bars(shown.quota, elastic.amounts(namespace.guaranteed)),
         "poll_seconds": POLL_SECONDS,
         **tables,
     }

@@ -10,7 +10,9 @@ from django.utils import timezone
 
 from jobdash.jobs import elastic, services
 from jobdash.jobs.exceptions import NotFound, NotMember
-from jobdash.jobs.models import ClusterState, Job, Namespace, State
+from jobdash.jobs.models import ClusterState, Job, JobEvent, Namespace, State
+
+from .conftest import token_client
 
 pytestmark = pytest.mark.django_db
 GPU = "requests.nvidia.com/gpu"
@@ -314,3 +316,213 @@ def test_admin_job_page_shows_borrowing_and_preemption(admin_client, jobs):
     assert f"/admin/jobs/job/{preemptor.pk}/change/" in page  # the job it is preempted for, linked
     listing = admin_client.get("/admin/jobs/job/?borrowing__exact=1").content.decode()
     assert "a-0" in listing and "a-1" not in listing
+
+
+# --- the REST API ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def elastic_team_a(staff, team_a):
+    """team-a: 8 GPUs hard, 4 guaranteed in cohort research; 5 used and 1 reserved, so 2 borrowed."""
+    publish({"team-a": {"hard": {GPU: 8, "cpu": 64000}, "used": {GPU: 5, "cpu": 6500}, "reserved": {GPU: 1}}})
+    return services.set_elastic_quota(
+        team_a, user=staff, guaranteed={GPU: "4", "cpu": "8"}, cohort="research", borrowing_limit={GPU: "3"}
+    )
+
+
+def test_namespaces_show_the_elastic_quota_and_its_figures(api, elastic_team_a, bob):
+    (listed,) = api.get("/api/v1/namespaces/").json()["results"]
+    detail = api.get("/api/v1/namespaces/team-a/").json()
+    assert listed == detail
+    assert detail["guaranteed"] == {GPU: "4", "cpu": "8"} and detail["cohort"] == "research"
+    assert detail["borrowing_limit"] == {GPU: "3"}
+    quota = detail["quota"]
+    assert quota["guaranteed"] == {"cpu": "8", GPU: "4"}
+    assert quota["borrowed"] == {"cpu": "0", GPU: "2"}  # 5 used + 1 reserved, 4 guaranteed
+    assert quota["guaranteed_free"] == {"cpu": "1500m", GPU: "0"}
+    assert quota["free"] == {"cpu": "57500m", GPU: "2"}
+    assert token_client(bob).get("/api/v1/namespaces/team-a/").status_code == 404
+
+
+def test_a_plain_namespace_has_no_guarantee(api, team_a):
+    publish({"team-a": {"hard": {GPU: 8}, "used": {GPU: 5}, "reserved": {}}})
+    detail = api.get("/api/v1/namespaces/team-a/").json()
+    assert detail["guaranteed"] == {} and detail["cohort"] == "" and detail["borrowing_limit"] == {}
+    assert detail["quota"]["guaranteed"] == {} and detail["quota"]["borrowed"] == {}
+    assert detail["quota"]["free"] == {GPU: "3"}
+
+
+def test_staff_patches_the_elastic_quota(staff_api, api):
+    publish()
+    response = staff_api.patch(
+        "/api/v1/namespaces/team-a/", {"guaranteed": {GPU: 8}, "cohort": "research"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["guaranteed"] == {GPU: "8"} and response.json()["cohort"] == "research"
+    assert response.json()["queue_length"] == 0  # the namespace as the list shows it
+    # fields not given stay
+    response = staff_api.patch("/api/v1/namespaces/team-a/", {"borrowing_limit": {GPU: "2"}}, format="json")
+    assert elastic_fields("team-a") == {"guaranteed": {GPU: "8"}, "cohort": "research", "borrowing_limit": {GPU: "2"}}
+    assert api.get("/api/v1/namespaces/team-a/").json()["borrowing_limit"] == {GPU: "2"}
+
+
+def test_members_may_not_patch(api, team_a):
+    response = api.patch("/api/v1/namespaces/team-a/", {"guaranteed": {GPU: "8"}}, format="json")
+    assert response.status_code == 403 and "only staff" in response.json()["errors"][0]["message"]
+    assert api.patch("/api/v1/namespaces/team-b/", {"cohort": "x"}, format="json").status_code == 404
+    assert elastic_fields("team-a")["guaranteed"] == {}
+
+
+@pytest.mark.parametrize(
+    "body, path, words",
+    [
+        ({"guaranteed": {"limits.cpu": "4"}}, "guaranteed", "limits.cpu: limits are not guaranteed"),
+        ({"guaranteed": {GPU: "-3"}}, "guaranteed", "must be >= 0"),
+        ({"guaranteed": {GPU: ""}}, f"guaranteed.{GPU}", "may not be blank"),
+        ({"guaranteed": "16"}, "guaranteed", "dictionary"),
+        ({"cohort": "Research!"}, "cohort", "a cohort name is"),
+        ({"borrowing_limit": {GPU: "1"}}, "borrowing_limit", "not a guaranteed key"),
+        ({"guaranteed": {GPU: "10"}, "gaurantee": {}}, "gaurantee", "unknown field"),
+        ({"guaranteed": {GPU: "17"}}, "guaranteed", "would guarantee 17 nvidia.com/gpu in all (team-a 17)"),
+    ],
+)
+def test_bad_patches_are_400_naming_the_field(staff_api, body, path, words):
+    publish()
+    response = staff_api.patch("/api/v1/namespaces/team-a/", body, format="json")
+    assert response.status_code == 400, response.content
+    errors = response.json()["errors"]
+    assert [e["path"] for e in errors] == [path] and words in errors[0]["message"], errors
+    assert elastic_fields("team-a") == {"guaranteed": {}, "cohort": "", "borrowing_limit": {}}
+
+
+def test_put_and_other_fields_are_not_offered(staff_api):
+    assert staff_api.put("/api/v1/namespaces/team-a/", {"cohort": "x"}, format="json").status_code == 405
+    response = staff_api.patch("/api/v1/namespaces/team-a/", {"weight": 5}, format="json")
+    assert response.status_code == 400 and response.json()["errors"][0]["path"] == "weight"
+
+
+def test_jobs_show_borrowing_and_preemption(api, jobs):
+    victim, preemptor, _ = jobs
+    deadline = timezone.now()
+    Job.objects.filter(pk=victim.pk).update(
+        state=State.RUNNING, borrowing=True, preemptions=1, preempted_for=preemptor, preempt_at=deadline
+    )
+    shown = api.get(f"/api/v1/jobs/{victim.pk}/").json()
+    assert shown["borrowing"] is True and shown["preemptions"] == 1
+    assert shown["preempted_for"] == preemptor.pk and shown["preempted_by"] is None and shown["preempt_at"]
+    plain = api.get(f"/api/v1/jobs/{preemptor.pk}/").json()
+    assert (plain["borrowing"], plain["preemptions"], plain["preempted_for"], plain["preempt_at"]) == (
+        False,
+        0,
+        None,
+        None,
+    )
+
+
+def test_the_schema_documents_the_elastic_fields(staff_api):
+    schema = staff_api.get("/api/v1/schema/?format=json").json()
+    assert "patch" in schema["paths"]["/api/v1/namespaces/{name}/"]
+    namespace = schema["components"]["schemas"]["Namespace"]["properties"]
+    assert {"guaranteed", "cohort", "borrowing_limit", "quota"} <= set(namespace)
+    job = schema["components"]["schemas"]["Job"]["properties"]
+    assert {"borrowing", "preemptions", "preempted_for", "preempted_by", "preempt_at"} <= set(job)
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def browser(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def test_quota_bars_show_guaranteed_borrowed_and_free(browser, elastic_team_a):
+    page = browser.get("/ns/team-a/").content.decode()
+    # GPU: 8 hard, 4 guaranteed (the mark at 50%), 5 used + 1 reserved: 4 within, 2 borrowed
+    assert "5 used + 1 reserved of 8 · 2 free" in page
+    assert '<strong class="borrowed">2 borrowed</strong>' in page and "4 guaranteed" in page
+    assert 'class="bar-guarantee" style="left: 50.0%"' in page
+    assert 'class="bar-used" style="width: 50.0%"' in page  # 4 of the 5 used are within the guarantee
+    assert 'class="bar-borrowed" style="width: 25.0%"' in page
+    # cpu: 6.5 used of 8 guaranteed, nothing borrowed
+    assert "8 guaranteed · 1500m of it free" in page
+    assert "cohort research" in page
+
+
+def test_plain_namespaces_keep_plain_bars(browser, team_a):
+    publish({"team-a": {"hard": {GPU: 8}, "used": {GPU: 4}, "reserved": {}}})
+    page = browser.get("/ns/team-a/").content.decode()
+    assert "4 used + 0 reserved of 8 · 4 free" in page
+    assert "bar-guarantee" not in page and "guaranteed" not in page
+
+
+def test_borrowing_and_leaving_badges_on_job_lists_and_the_job_page(browser, jobs):
+    borrower, leaving, queued = jobs
+    soon = timezone.now() + timezone.timedelta(minutes=2)
+    Job.objects.filter(pk=borrower.pk).update(state=State.RUNNING, borrowing=True)
+    Job.objects.filter(pk=leaving.pk).update(
+        state=State.RUNNING, borrowing=True, preempted_for=queued, preempt_at=soon, preemptions=1
+    )
+    Job.objects.filter(pk=queued.pk).update(borrowing=True)  # stale: a queued job holds nothing
+    listing = browser.get("/ns/team-a/").content.decode()
+    running = listing[listing.index('id="running-table"') :]
+    assert running.count('class="badge badge-borrowing"') == 2
+    assert running.count('class="badge badge-preempting"') == 1 and "preempted, leaves in 1m" in running
+    queue = listing[listing.index('id="queue-table"') : listing.index('id="running-table"')]
+    assert "badge" not in queue
+
+    page = browser.get(f"/jobs/{leaving.pk}/").content.decode()
+    assert 'class="badge badge-borrowing"' in page and 'id="job-borrowing"' in page
+    assert f'being preempted to make room for <a href="/jobs/{queued.pk}/">job {queued.pk}</a>' in page
+    assert 'id="job-preemptions">1 time' in page
+    plain = browser.get(f"/jobs/{queued.pk}/").content.decode()
+    assert "badge-borrowing" not in plain and "job-preemption" not in plain
+
+
+def test_preemption_events_link_the_other_job_in_both_timelines(browser, jobs):
+    victim, preemptor, _ = jobs
+    JobEvent.objects.create(
+        job=victim, type="Preempting", actor="jobdash", message=f"to make room for job {preemptor.pk}; grace 30s"
+    )
+    JobEvent.objects.create(
+        job=preemptor, type="Preempting", actor="jobdash", message=f"preempting job(s) {victim.pk} <for it>"
+    )
+    JobEvent.objects.create(
+        job=victim, type="Preempted", actor="jobdash", message=f"suspended to make room for job {preemptor.pk}"
+    )
+    Job.objects.filter(pk=victim.pk).update(
+        preemptions=1,
+        preempted_by=preemptor,
+        reason="Preempted",
+        message=f"preempted to make room for job {preemptor.pk}; back in its place, ...",
+    )
+    page = browser.get(f"/jobs/{victim.pk}/").content.decode()
+    link = f'<a href="/jobs/{preemptor.pk}/">{preemptor.pk}</a>'
+    assert f"to make room for job {link}; grace 30s" in page and f"suspended to make room for job {link}" in page
+    assert "Preempted: waiting again in its place" in page  # the reason in words, its message linked too
+    assert f"preempted to make room for job {link}; back" in page
+    assert f'last to make room for <a href="/jobs/{preemptor.pk}/">job {preemptor.pk}</a>' in page
+    other = browser.get(f"/jobs/{preemptor.pk}/").content.decode()
+    assert f'preempting job(s) <a href="/jobs/{victim.pk}/">{victim.pk}</a> &lt;for it&gt;' in other  # escaped
+
+
+def test_cluster_page_and_api_count_borrowing_grace_and_preemptions(client, staff, staff_api, jobs, team_b):
+    a0, a1, a2 = jobs
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "4"}, cohort="vision")
+    Job.objects.filter(pk=a0.pk).update(state=State.RUNNING, borrowing=True, preemptions=2)
+    Job.objects.filter(pk=a1.pk).update(
+        state=State.RELEASED, borrowing=True, preempted_for=a2, preempt_at=timezone.now(), preemptions=1
+    )
+    Job.objects.filter(pk=a2.pk).update(preemptions=3)  # queued again after three preemptions
+    elastic_part = staff_api.get("/api/v1/cluster/").json()["elastic"]
+    assert elastic_part["totals"] == {"preemptions": 6, "borrowing": 2, "grace": 1}
+    assert elastic_part["namespaces"] == [
+        {"name": "team-a", "cohort": "", "guaranteed": {}, "preemptions": 6, "borrowing": 2, "grace": 1},
+        {"name": "team-b", "cohort": "vision", "guaranteed": {GPU: "4"}, "preemptions": 0, "borrowing": 0, "grace": 0},
+    ]
+    client.force_login(staff)
+    page = client.get("/cluster/").content.decode()
+    assert "2 jobs borrowing now · 1 being preempted (in their grace period) · 6 preemptions in all" in page
+    row = page[page.index('data-namespace="team-b"') :]
+    assert "vision" in row and f"{GPU} 4" in row
