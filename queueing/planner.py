@@ -147,6 +147,7 @@ class _Cycle:
         # ``pool`` never has more than ``future`` (_fits_after).
         self.future: NodePool | None = None
         self.node_number: dict[str, int] = {}
+        self.reassigned: set[int] = set()  # spare victims taken over by another preemptor
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
         self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
@@ -190,9 +191,10 @@ class _Cycle:
         # if they cannot start yet, hold the room they will start on: _consider_holding) and
         # jobs whose victims have just left.  Those victims, while their preemptor still
         # waits, come last in their pass: the room they left is their preemptor's first.
-        # Those whose victims have just left go before those still waiting for theirs: the room
-        # that has just been freed is theirs.
+        # Those whose victims have just left (or ended on their own) go before those still
+        # waiting for theirs: the room that has just been freed is theirs.
         freed_for = {job.preempted_by for job in ordered if job.preempted_by is not None}
+        freed_for.update(job.id for job in ordered if job.preempting and job.id not in self.leaving)
         preemptors = freed_for | set(self.leaving)
         ahead: list[PendingJob] = []
         if preemptors:
@@ -583,11 +585,14 @@ class _Cycle:
         if not (elastic.active or by_priority) or not self.waiting:
             return
         limit = self.snapshot.preemption_limit
-        # Victims leaving for a job that started or is gone are spare: they leave anyway, so
-        # they are the first victims for anyone else (their preemptor changes, not their time).
-        still = {job.id for _, job, _ in self.waiting}
+        # Victims leaving for a job that started, is gone, or cannot use them now (it holds
+        # nothing) are spare: they leave anyway, so they are the first victims for anyone else
+        # (their preemptor changes, not their time).
         spare = victim_order(
-            victim for preemptor, victims in self.leaving.items() if preemptor not in still for victim in victims
+            victim
+            for preemptor, victims in self.leaving.items()
+            if preemptor not in self.preempting
+            for victim in victims
         )
         candidates = spare + victim_order(
             job
@@ -634,8 +639,11 @@ class _Cycle:
             self._fits_after(job, chosen, commit=True)
             for victim in chosen:
                 taken.add(victim.id)
+                if victim.preempted_for is not None:
+                    self.reassigned.add(victim.id)
                 self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
-            victims = [*self.leaving.get(job.id, ()), *chosen]
+            victims = [victim for victim in self.leaving.get(job.id, ()) if victim.id not in self.reassigned]
+            victims += chosen
             self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
     def _wait_for_victims(self, job: PendingJob) -> Outcome | None:
@@ -668,7 +676,8 @@ class _Cycle:
         victims and ``victims`` have left (on nodes, also in room others' victims leave
         beyond what their preemptors hold); with ``commit``, hold that room for it."""
         namespace = self.namespaces[job.namespace]
-        gone = [*self.leaving.get(job.id, ()), *victims]
+        mine = [victim for victim in self.leaving.get(job.id, ()) if victim.id not in self.reassigned]
+        gone = [*mine, *victims]
         own = [victim for victim in gone if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
             free = dict(namespace.free)

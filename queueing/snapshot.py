@@ -168,6 +168,8 @@ class PendingJob:
     expected_duration: float | None = None
     # The job this one was last preempted to make room for (it keeps its place in the queue).
     preempted_by: int | None = None
+    # It waited for victims to leave after the previous cycle (its reason was Preempting).
+    preempting: bool = False
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -187,6 +189,7 @@ class PendingJob:
         expected_duration: float | None = None,
         demand: Mapping[str, int] | None = None,
         preempted_by: int | None = None,
+        preempting: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -198,6 +201,7 @@ class PendingJob:
         set_(self, "backoff_until", backoff_until)
         set_(self, "expected_duration", expected_duration)
         set_(self, "preempted_by", preempted_by)
+        set_(self, "preempting", preempting)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)

@@ -394,14 +394,21 @@ def test_preemption_rules_hold_on_random_worlds(snapshot, within):
     for admission in result.admissions:
         job = waiting[admission.job_id]
         assert admission.placement is not None and len(admission.placement) == job.demand["pods"]
-    # An unchanged world, one cycle later, with the victims in their grace period: nothing more.
-    marked = _marked(snapshot, result)
-    again = plan(marked, _policy(within))
-    leaving = {job.id for job in marked.running if job.preempted_for is not None}
-    assert {p.victim for p in again.preemptions} <= leaving  # at most a new preemptor for a victim leaving anyway
-    for preemptor in {p.preemptor for p in result.preemptions}:
-        # It goes first now: it starts, or waits for its victims only.
-        assert preemptor in again.admitted or again.pending[preemptor].reason is Reason.PREEMPTING
+    # No preemption cycle: planning the world again and again, each plan applied (its jobs
+    # start, its victims are in their grace period, nothing else changes) comes to rest,
+    # and no job is preempted twice.
+    world, preempted = snapshot, {p.victim for p in result.preemptions}
+    for _ in range(8):
+        world = _marked(world, result)
+        leaving = {job.id for job in world.running if job.preempted_for is not None}
+        result = plan(world, _policy(within))
+        new = {p.victim for p in result.preemptions} - leaving
+        assert not new & preempted
+        preempted |= new
+        if not new and not result.admissions:
+            break
+    else:
+        raise AssertionError("planning an unchanged world does not come to rest")
 
 
 @SETTINGS
@@ -541,6 +548,18 @@ class World:
         for job_id in within:
             self.claimed_at.setdefault(job_id, self.now)
         result = plan(self.snapshot(), "priority")
+        for job_id, status in result.pending.items():  # (the dispatcher keeps each job's reason)
+            job = self.pending[job_id]
+            if job.preempting != (status.reason is Reason.PREEMPTING):
+                self.pending[job_id] = PendingJob(
+                    job.id,
+                    job.namespace,
+                    job.priority,
+                    job.submitted_at,
+                    job.workload,
+                    preempted_by=job.preempted_by,
+                    preempting=status.reason is Reason.PREEMPTING,
+                )
         for admission in result.admissions:
             job = self.pending.pop(admission.job_id)
             self.running[job.id] = {
@@ -567,13 +586,12 @@ class World:
             victim = self.running[preemption.victim]
             if victim["for"] is None:
                 victim["for"], victim["leave_at"] = preemption.preemptor, self.now + self.grace
-            else:  # leaving for a job that started: now for another, at the same time
-                assert victim["for"] not in self.pending
+            else:  # spare (its preemptor started or cannot use it now): for another, at the same time
                 victim["for"] = preemption.preemptor
         self.now += self.tick
 
 
-@pytest.mark.parametrize("seed", range(int(os.environ.get("QUEUEING_SEQUENCES", 30))))
+@pytest.mark.parametrize("seed", range(int(os.environ.get("QUEUEING_SEQUENCES", 100))))
 def test_a_job_within_its_guarantee_never_waits_on_borrowers_longer_than_grace_plus_one_cycle(seed):
     world = World(seed)
     for step in range(60):
