@@ -301,7 +301,8 @@ def namespace_save(namespace: Namespace) -> Namespace:
     lock), and a changed weight, policy or guarantee is a reason for a new cycle."""
     namespace.full_clean(validate_unique=False, validate_constraints=False)
     with transaction.atomic():
-        cleaned = _clean_elastic_locked(namespace, {f: getattr(namespace, f) for f in elastic.FIELDS})
+        others = _lock_namespaces()
+        cleaned = _clean_elastic(namespace, {f: getattr(namespace, f) for f in elastic.FIELDS}, others)
         for field, value in cleaned.items():
             setattr(namespace, field, value)
         namespace.save()
@@ -323,9 +324,11 @@ def set_elastic_quota(
         raise NotMember("only staff may set a namespace's elastic quota")
     given = {"guaranteed": guaranteed, "cohort": cohort, "borrowing_limit": borrowing_limit}
     with transaction.atomic():
+        others = _lock_namespaces()
+        # Read under the lock: a concurrent edit of another of these fields is not undone.
         values = dict(Namespace.objects.filter(pk=ns.pk).values(*elastic.FIELDS).get())
         values.update({field: value for field, value in given.items() if value is not UNSET})
-        cleaned = _clean_elastic_locked(ns, values)
+        cleaned = _clean_elastic(ns, values, others)
         Namespace.objects.filter(pk=ns.pk).update(**cleaned)
         transaction.on_commit(_queue_changed)
     ns.refresh_from_db()
@@ -335,22 +338,24 @@ def set_elastic_quota(
 def elastic_quota_check(namespace: Namespace, **values: Any) -> dict[str, Any]:
     """The elastic fields as set_elastic_quota would store them, or its ValidationError; a read
     (no lock) for forms, which show the problems on their fields before anything is saved."""
-    return _clean_elastic(namespace, values, lock=False)
+    return _clean_elastic(namespace, values, _members(Namespace.objects.all()))
 
 
-def _clean_elastic_locked(namespace: Namespace, values: dict[str, Any]) -> dict[str, Any]:
-    """Lock every namespace row (in primary-key order: two edits never deadlock), then check
-    `values` against the others as committed. Every row, not only the cohort's: a namespace
-    moving into the cohort concurrently is not among its rows yet."""
-    return _clean_elastic(namespace, values, lock=True)
+def _lock_namespaces() -> list[elastic.Member]:
+    """Lock every namespace row, in primary-key order (two edits never deadlock), and read
+    them as committed. Every row, not only the cohort's: a namespace moving into the cohort
+    concurrently is not among its rows yet."""
+    return _members(Namespace.objects.select_for_update())
 
 
-def _clean_elastic(namespace: Namespace, values: dict[str, Any], *, lock: bool) -> dict[str, Any]:
-    rows = Namespace.objects.select_for_update() if lock else Namespace.objects.all()
-    others = [
+def _members(rows: models.QuerySet[Namespace]) -> list[elastic.Member]:
+    return [
         elastic.Member(pk, name, cohort, guaranteed or {})
         for pk, name, cohort, guaranteed in rows.order_by("pk").values_list("pk", "name", "cohort", "guaranteed")
     ]
+
+
+def _clean_elastic(namespace: Namespace, values: dict[str, Any], others: list[elastic.Member]) -> dict[str, Any]:
     quotas, nodes = selectors.cluster_quotas_and_nodes()
     return elastic.clean(
         pk=namespace.pk,

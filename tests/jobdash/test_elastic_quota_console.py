@@ -259,6 +259,27 @@ def test_admin_edits_the_elastic_quota_and_lists_it(admin_client, team_a, alice)
     assert elastic_fields("team-a") == {"guaranteed": {}, "cohort": "", "borrowing_limit": {}}
 
 
+def test_admin_adds_an_elastic_namespace_within_the_cohort(admin_client, staff, team_b):
+    publish()
+    services.set_elastic_quota(team_b, user=staff, guaranteed={GPU: "10"})
+    form = {
+        "name": "team-c",
+        "weight": 1,
+        "policy": "",
+        "members": [],
+        "groups": [],
+        "cohort": "",
+        "borrowing_limit": "",
+    }
+    response = admin_client.post("/admin/jobs/namespace/add/", {**form, "guaranteed": f'{{"{GPU}": "7"}}'})
+    assert "would guarantee 17 nvidia.com/gpu in all (team-c 7, team-b 10)" in " ".join(
+        response.context["adminform"].form.errors["guaranteed"]
+    )
+    assert not Namespace.objects.filter(name="team-c").exists()
+    response = admin_client.post("/admin/jobs/namespace/add/", {**form, "guaranteed": f'{{"{GPU}": "6"}}'})
+    assert response.status_code == 302 and elastic_fields("team-c")["guaranteed"] == {GPU: "6"}
+
+
 @pytest.mark.parametrize(
     "changes, field, words",
     [
