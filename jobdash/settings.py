@@ -201,6 +201,13 @@ JOBDASH_RELEASE_CONCURRENCY = env_number("JOBDASH_RELEASE_CONCURRENCY", 16, mini
 # claims stranded without their object are re-sent every cycle.
 JOBDASH_RECONCILE_EVERY_CYCLES = env_number("JOBDASH_RECONCILE_EVERY_CYCLES", 5, minimum=1)
 JOBDASH_KICK_DEBOUNCE_SECONDS = env_number("JOBDASH_KICK_DEBOUNCE_SECONDS", 0.2, minimum=0.0)
+# Elastic quota and preemption: a victim keeps running this long after it is told (a
+# Kubernetes Event on its object, so it can checkpoint), then is suspended and queued again;
+# a job preempted this often is no longer a victim; a higher PriorityClass preempting a
+# lower one within a namespace is off unless asked for.
+JOBDASH_PREEMPTION_GRACE_SECONDS = env_number("JOBDASH_PREEMPTION_GRACE_SECONDS", 60.0, minimum=0.0)
+JOBDASH_PREEMPTION_LIMIT = env_number("JOBDASH_PREEMPTION_LIMIT", 3, minimum=0)
+JOBDASH_PREEMPT_WITHIN_NAMESPACE = env_bool("JOBDASH_PREEMPT_WITHIN_NAMESPACE", False)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_IGNORE_RESULT = True

@@ -77,6 +77,11 @@ def pod_role(kind_key: str, pod: PodInfo, roles: Iterable[str] = ()) -> str:
     return only[0] if len(only) == 1 else ""
 
 
+def can_suspend(kind_key: str) -> bool:
+    """Whether the kind has a suspend flag (preemption suspends it, else deletes it)."""
+    return bool(BY_KEY[kind_key].suspend_path)
+
+
 def suspend_patch(kind_key: str, suspended: bool) -> dict[str, Any]:
     """A merge patch setting the kind's suspend flag."""
     patch: dict[str, Any] = suspended  # type: ignore[assignment]

@@ -4,7 +4,9 @@ import functools
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -255,6 +257,33 @@ class KubeGateway:
             patch,
             _content_type="application/merge-patch+json",
         )
+
+    def announce(self, key: ObjectKey, uid: str, reason: str, message: str) -> None:
+        """A Kubernetes Event on the job's object (what `kubectl describe` and the job's own
+        code can watch for), from jobdash."""
+        kind_key, namespace, name = key
+        adapter = kinds.adapter(kind_key)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": adapter.api_version,
+                "kind": adapter.kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "jobdash"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self._call(self._core.create_namespaced_event, namespace, body)
 
     def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None:
         self._patch(key, {**kinds.suspend_patch(key[0], suspended), **convert.term_patch(term)})

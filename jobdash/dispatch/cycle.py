@@ -2,7 +2,8 @@
 
 1. snapshot  - database + watch cache -> queueing.Snapshot (snapshot_phase.build)
 2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
-3. release   - claim under the leader's term, create or unsuspend (release.release)
+3. release   - claim under the leader's term, create or unsuspend (release.release);
+               preempt: victims are told to leave after their grace period (preempt.mark)
 4. statuses  - write position/reason/message/ETA back, only rows that changed
 5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track);
                claims stranded without their object are re-sent (reconcile.resend_stranded,
@@ -24,7 +25,7 @@ import queueing
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 
-from . import bulk, publish, snapshot_phase, tracker, transitions
+from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 
@@ -48,6 +49,8 @@ class DispatchSettings:
     # (adopt objects of Queued jobs) runs every `reconcile_every` cycles.
     repair_after_s: float = 3.0
     reconcile_every: int = 5
+    preemption_grace_s: float = 60.0
+    preempt_within_namespace: bool = False
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -62,6 +65,8 @@ class DispatchSettings:
             status_interval_s=settings.JOBDASH_STATUS_INTERVAL_SECONDS,
             repair_after_s=max(3.0, 2 * settings.JOBDASH_TICK_SECONDS),
             reconcile_every=settings.JOBDASH_RECONCILE_EVERY_CYCLES,
+            preemption_grace_s=settings.JOBDASH_PREEMPTION_GRACE_SECONDS,
+            preempt_within_namespace=settings.JOBDASH_PREEMPT_WITHIN_NAMESPACE,
         )
 
 
@@ -73,6 +78,7 @@ class CycleResult:
     phases: dict = field(default_factory=dict)
     skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
+    preempted: int = 0  # victims told to leave this cycle
 
 
 def _as_datetime(seconds: float | None) -> datetime | None:
@@ -85,7 +91,9 @@ class Dispatcher:
     def __init__(self, gateway: ClusterGateway, config: DispatchSettings | None = None):
         self.gateway = gateway
         self.config = config or DispatchSettings.from_django()
-        self.policy = queueing.get_policy(self.config.policy)
+        self.policy = queueing.get_policy(
+            self.config.policy, preempt_lower_priority=self.config.preempt_within_namespace
+        )
         self.cache = snapshot_phase.CycleCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
@@ -157,7 +165,9 @@ class Dispatcher:
         result.admitted = len(plan.admissions)
         lap("plan")
         # 3. release
-        admissions = [(a.job_id, [list(p) for p in a.placement] if a.placement else None) for a in plan.admissions]
+        admissions = [
+            (a.job_id, [list(p) for p in a.placement] if a.placement else None, a.borrowing) for a in plan.admissions
+        ]
         try:
             result.released = release_phase.release(
                 self.gateway,
@@ -171,6 +181,11 @@ class Dispatcher:
         except transitions.StaleSnapshot as error:
             log.info("cycle: released nothing, %s", error)
             result.skipped = True
+        # (3b) preempt: victims are told and leave after their grace period (preempt.evict)
+        if not result.skipped:
+            result.preempted = preempt.mark(
+                self.gateway, plan.preemptions, grace_s=self.config.preemption_grace_s, term=term
+            )
         lap("release")
         # 4. statuses
         everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s

@@ -79,7 +79,8 @@ def reconcile(
     release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
     counts["resent"] = len(resend)
 
-    queued = Job.objects.filter(pk__in=ours, state=State.QUEUED).values_list("id", flat=True)
+    # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)
+    queued = Job.objects.filter(pk__in=ours, state=State.QUEUED, preempted_by__isnull=True).values_list("id", flat=True)
     for job_id in queued:
         if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
             transitions.created(job_id, ours[job_id].uid)

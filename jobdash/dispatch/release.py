@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
@@ -81,7 +82,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None)
 
 def release(
     gateway: gw.ClusterGateway,
-    admissions: Iterable[tuple[int, list | None]],
+    admissions: Iterable[tuple[Any, ...]],  # (job id, placement[, borrowing])
     *,
     term: int,
     mode: str,
@@ -127,11 +128,13 @@ def send_all(
     """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
     if not job_ids:
         return {}
-    rows = Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name")
-    manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace in rows}
+    rows = list(Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name", "preemptions"))
+    manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace, _ in rows}
+    # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
+    modes = {job_id: "unsuspend" if preemptions else mode for job_id, _, _, preemptions in rows}
     replace_finished_namesakes(gateway, manifests, term)
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
-        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], mode, term), job_ids))
+        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], modes[job_id], term), job_ids))
     counts: dict[str, int] = {}
     # The usual outcome, a created object, is recorded for all jobs in one statement.
     uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}

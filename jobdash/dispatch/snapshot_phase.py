@@ -11,12 +11,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
+from jobdash.jobs import elastic
 from jobdash.jobs.models import Job, Namespace, State
-from queueing import POLICY_NAMES, PodSet, Workload
+from queueing import POLICY_NAMES, PodSet, Reason, Workload
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,8 @@ class CycleCache:
 
     @staticmethod
     def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:
-        return (row["priority"], row["attempts"], row["backoff_until"], drop_count)
+        preempting = row["reason"] == str(Reason.PREEMPTING)
+        return (row["priority"], row["attempts"], row["backoff_until"], drop_count, row["preempted_by_id"], preempting)
 
     def fresh(self, row: Mapping[str, Any], *, drop_count: bool) -> bool:
         """Whether get(row) can answer without the row's workload."""
@@ -83,7 +86,9 @@ class CycleCache:
             return cached[1]
         workload = Workload.from_json(workload_json)
         demand = workload.quota_demand()
-        if drop_count:
+        # In unsuspend mode the suspended object already exists and counts in quota used; so
+        # does the object of a job preempted by suspending it.
+        if drop_count or (row["preemptions"] and kinds.can_suspend(kinds.key_of(row["api_version"], row["kind"]))):
             demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
         job = PendingJob(
             id=row["id"],
@@ -94,6 +99,8 @@ class CycleCache:
             attempts=row["attempts"],
             backoff_until=epoch(row["backoff_until"]),
             demand=demand,
+            preempted_by=row["preempted_by_id"],
+            preempting=row["reason"] == str(Reason.PREEMPTING),
         )
         self._jobs[row["id"]] = (version, job)
         return job
@@ -120,9 +127,12 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
             "reason",
             "message",
             "eta",
+            "preemptions",
+            "kind",
+            "api_version",
+            "preempted_by_id",
         )
     )
-    # In unsuspend mode the suspended object already exists and counts in quota used.
     drop_count = release_mode == "unsuspend"
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
     stale = [row["id"] for row in rows if not cache.fresh(row, drop_count=drop_count)]
@@ -201,12 +211,22 @@ def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
     )
 
 
-def _quotas(gateway: ClusterGateway, managed: Mapping[str, int]) -> dict[str, NamespaceQuota]:
+def _quotas(gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]]) -> dict[str, NamespaceQuota]:
+    """`managed`: per namespace its weight and elastic quota (Namespace rows)."""
     by_namespace = defaultdict(list)
     for quota in gateway.quotas():
-        if quota.namespace in managed:
+        namespace = managed.get(quota.namespace)
+        if namespace is not None:
             by_namespace[quota.namespace].append(
-                NamespaceQuota(quota.namespace, quota.hard, quota.used, weight=managed[quota.namespace])
+                NamespaceQuota(
+                    quota.namespace,
+                    quota.hard,
+                    quota.used,
+                    weight=namespace["weight"],
+                    guaranteed=elastic.amounts(namespace["guaranteed"]),
+                    cohort=namespace["cohort"],
+                    borrowing_limit=elastic.amounts(namespace["borrowing_limit"]),
+                )
             )
     return {name: NamespaceQuota.combine(quotas) for name, quotas in by_namespace.items()}
 
@@ -272,8 +292,8 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool) -> Observation:
     now = timezone.now().timestamp()
-    namespaces = list(Namespace.objects.values_list("name", "weight", "policy"))
-    managed = {name: weight for name, weight, _ in namespaces}
+    namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
+    managed = {row["name"]: row for row in namespaces}
     rows = pending_rows(cache, release_mode=release_mode)
     # The cache keeps finished pods and objects until they are deleted: read only the live
     # pods (node usage) and the pods and objects of released jobs, not all of them.
@@ -282,7 +302,19 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
     in_flight, running = [], []
     active = list(
         Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-            "id", "namespace__name", "name", "kind", "api_version", "state", "placement", "released_at", "started_at"
+            "id",
+            "namespace__name",
+            "name",
+            "kind",
+            "api_version",
+            "state",
+            "placement",
+            "released_at",
+            "started_at",
+            "priority",
+            "borrowing",
+            "preemptions",
+            "preempted_for_id",
         )
     )
     keys = {
@@ -314,7 +346,19 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
                 )
             )
         else:
-            running.append(RunningJob(row["id"], namespace, workload, started_at=epoch(row["started_at"]) or now))
+            running.append(
+                RunningJob(
+                    row["id"],
+                    namespace,
+                    workload,
+                    started_at=epoch(row["started_at"]) or now,
+                    priority=row["priority"],
+                    borrowing=row["borrowing"],
+                    placements=tuple(tuple(pod) for pod in row["placement"] or ()),
+                    preemptions=row["preemptions"],
+                    preempted_for=row["preempted_for_id"],
+                )
+            )
 
     snapshot = Snapshot(
         now=now,
@@ -325,6 +369,7 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         nodes=_nodes(gateway, live_pods),
         node_fit=node_fit,
         history=recent_runs,
-        policies=namespace_policies((name, policy) for name, _, policy in namespaces),
+        policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
+        preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
     )
     return Observation(snapshot, rows, by_job)

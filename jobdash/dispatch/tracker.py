@@ -10,7 +10,8 @@
   attempt limit. This breaks a node-level deadlock the planner did not foresee;
 - cancelled jobs: their object is deleted;
 - requeue requested by an operator (jobs.services.job_requeue): taken back like a start
-  timeout, then Queued again with a short backoff, attempts unchanged.
+  timeout, then Queued again with a short backoff, attempts unchanged;
+- preempted jobs whose grace period is over: queued again, objects suspended (preempt.evict).
 """
 
 import logging
@@ -27,7 +28,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
-from . import transitions
+from . import preempt, transitions
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ def track(
             counts["errors"] += 1
     moves.apply()
     counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term)
+    for outcome, count in preempt.evict(gateway, term=term).items():
+        if count:
+            counts[outcome] += count
     return dict(counts)
 
 

@@ -4,6 +4,7 @@ the cycle can never move a job twice."""
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
@@ -56,14 +57,19 @@ def current_term() -> int | None:
     return Fence.objects.filter(id=1).values_list("term", flat=True).first()
 
 
-def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int | None = None) -> list[int]:
-    """Queued -> Released for each (job id, placement), under the fence: the fence row is
+def claim(
+    admissions: Iterable[tuple[Any, ...]],
+    term: int,
+    *,
+    seen: int | None = None,
+) -> list[int]:
+    """Queued -> Released for each (job id, placement[, borrowing]), under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
     together (bulk.update_rows), in the order of `admissions`."""
     now = timezone.now()
-    wanted = dict(admissions)
+    wanted = {admission[0]: (admission[1], len(admission) > 2 and bool(admission[2])) for admission in admissions}
     with transaction.atomic():
         fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
         recorded, claims = fence if fence else (None, 0)
@@ -77,8 +83,8 @@ def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int
             Fence.objects.filter(id=1).update(claims=F("claims") + 1)
         bulk.update_rows(
             Job,
-            [(job_id, wanted[job_id]) for job_id in claimed],
-            ["placement"],
+            [(job_id, *wanted[job_id]) for job_id in claimed],
+            ["placement", "borrowing"],
             constants=dict(
                 state=State.RELEASED,
                 released_at=now,
@@ -89,6 +95,7 @@ def claim(admissions: Iterable[tuple[int, list | None]], term: int, *, seen: int
                 eta=None,
                 backoff_until=None,
                 object_uid="",
+                preempted_by=None,
             ),
         )
         bulk.insert_events(
@@ -240,6 +247,65 @@ def mark_released(job_id: int, term: int | None, note: str) -> bool:
         reason="",
         message="",
         eta=None,
+    )
+
+
+def preempting(
+    victim: int, preemptor: int, *, leave_at: datetime, note: str, preemptor_note: str, term: int | None
+) -> bool:
+    """A running job is to make room for `preemptor`: it keeps running until `leave_at` (its
+    grace period). A victim already leaving for a job that no longer needs it (spare) keeps
+    its time and makes room for `preemptor` instead. Events on both jobs' timelines."""
+    with transaction.atomic():
+        hold_term(term)
+        victims = Job.objects.filter(pk=victim, state=State.RUNNING)
+        moved = victims.filter(preempted_for__isnull=True).update(preempted_for=preemptor, preempt_at=leave_at)
+        if not moved:
+            moved = (
+                victims.filter(preempted_for__isnull=False)
+                .exclude(preempted_for=preemptor)
+                .update(preempted_for=preemptor)
+            )
+        if moved:
+            bulk.insert_events(
+                [(victim, "Preempting", note, DISPATCHER), (preemptor, "Preempting", preemptor_note, DISPATCHER)]
+            )
+    return bool(moved)
+
+
+def preemption_called_off(victim: int, note: str, term: int | None) -> bool:
+    with transaction.atomic():
+        hold_term(term)
+        moved = Job.objects.filter(pk=victim, state=State.RUNNING, preempted_for__isnull=False).update(
+            preempted_for=None, preempt_at=None
+        )
+        if moved:
+            bulk.insert_events([(victim, "PreemptionCalledOff", note, DISPATCHER)])
+    return bool(moved)
+
+
+def preempted(victim: int, preemptor: int, note: str, term: int | None) -> bool:
+    """Running -> Queued after the grace period, keeping its place (its submission time):
+    its reason says for whom, until the next cycle says what it waits for."""
+    return _fenced_compare_and_set(
+        victim,
+        term,
+        from_states=(State.RUNNING,),
+        to_state=State.QUEUED,
+        event="Preempted",
+        note=note,
+        actor=DISPATCHER,
+        released_at=None,
+        started_at=None,
+        placement=None,
+        reason="Preempted",
+        message=note,
+        preempted_for=None,
+        preempt_at=None,
+        preempted_by=preemptor,
+        preemptions=F("preemptions") + 1,
+        borrowing=False,
+        requeue_requested_at=None,
     )
 
 

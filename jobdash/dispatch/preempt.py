@@ -1,0 +1,103 @@
+"""Preemption, in two steps a grace period apart (queueing/preemption.py decides who).
+
+1. mark (phase 3 of a cycle, after the releases): each victim is told, on its timeline and
+   by a Kubernetes Event on its object (so the job can checkpoint), that it leaves at the
+   end of its grace period to make room for its preemptor; the preemptor's timeline names
+   it. It keeps running meanwhile, and the planner counts it as leaving.
+2. evict (the tracker's pass): a victim whose grace period is over is queued again, keeping
+   its place, and its object suspended (or deleted, for a kind without suspend); the work
+   it did up to its last checkpoint is kept by the job itself. If its preemptor no longer
+   waits (it started, was cancelled, or finished), the preemption is called off.
+Both are fenced by the leader's term like every other change.
+"""
+
+import logging
+from collections.abc import Iterable
+from datetime import timedelta
+
+from django.utils import timezone
+
+from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
+from jobdash.jobs.models import Job, State
+from queueing.preemption import RECLAIM, Preemption
+
+from . import transitions
+
+log = logging.getLogger(__name__)
+WHY = {RECLAIM: "to give its namespace's guaranteed share back", "priority": "for a job of higher priority"}
+
+
+def mark(gateway: gw.ClusterGateway, preemptions: Iterable[Preemption], *, grace_s: float, term: int | None) -> int:
+    preemptions = list(preemptions)
+    if not preemptions:
+        return 0
+    ids = {p.victim for p in preemptions} | {p.preemptor for p in preemptions}
+    rows = {
+        row["id"]: row
+        for row in Job.objects.filter(pk__in=ids).values(
+            "id", "name", "namespace__name", "kind", "api_version", "object_uid", "preempt_at"
+        )
+    }
+    leave_at = timezone.now() + timedelta(seconds=grace_s)
+    marked = 0
+    for preemption in preemptions:
+        victim, preemptor = rows.get(preemption.victim), rows.get(preemption.preemptor)
+        if victim is None or preemptor is None:
+            continue
+        when = victim["preempt_at"] or leave_at
+        note = (
+            f"preempted to make room for job {preemption.preemptor} ({preemptor['namespace__name']}/"
+            f"{preemptor['name']}) {WHY.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, "
+            "checkpoint before then"
+        )
+        preemptor_note = (
+            f"preempting job {preemption.victim} ({victim['namespace__name']}/{victim['name']}) to make room for this "
+            f"one; it leaves at {when:%H:%M:%S} UTC"
+        )
+        if not transitions.preempting(
+            preemption.victim,
+            preemption.preemptor,
+            leave_at=leave_at,
+            note=note,
+            preemptor_note=preemptor_note,
+            term=term,
+        ):
+            continue
+        marked += 1
+        key = kinds.object_key(victim["api_version"], victim["kind"], victim["namespace__name"], victim["name"])
+        try:
+            gateway.announce(key, victim["object_uid"], "Preempting", note)
+        except gw.GatewayError as error:  # the timeline has it; the Event is a courtesy
+            log.warning("preemption event for job %s: %s", preemption.victim, error)
+    return marked
+
+
+def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
+    """Victims whose grace period is over: queued again and their objects suspended."""
+    counts = {"preempted": 0, "called-off": 0}
+    due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=timezone.now()).values(
+        "id", "name", "namespace__name", "kind", "api_version", "preempted_for_id", "preempted_for__state"
+    )
+    for row in due:
+        preemptor = row["preempted_for_id"]
+        if preemptor is None or row["preempted_for__state"] != State.QUEUED:
+            note = f"preemption called off: job {preemptor} no longer waits for the room"
+            counts["called-off"] += transitions.preemption_called_off(row["id"], note, term)
+            continue
+        note = f"preempted to make room for job {preemptor}; queued again in its place"
+        if not transitions.preempted(row["id"], preemptor, note, term):
+            continue
+        key = kinds.object_key(row["api_version"], row["kind"], row["namespace__name"], row["name"])
+        try:
+            if kinds.can_suspend(key[0]):
+                gateway.set_suspended(key, True, term)
+            else:
+                gateway.delete_job_object(key, term)
+        except gw.NotFound:
+            pass
+        except gw.GatewayError as error:
+            # Queued, its object still running: reconcile adopts it back as Released.
+            log.warning("suspending preempted job %s: %s", row["id"], error)
+        counts["preempted"] += 1
+    return counts
