@@ -130,8 +130,10 @@ class AdmissionCycles:
             began = time.perf_counter()
             self.cluster.settle()
             stats["cluster_s"] += time.perf_counter() - began
-        if result.preemptions:
-            self._mark_victims(result.preemptions, now)
+        if self.preempts:
+            if result.preemptions:
+                self._mark_victims(result.preemptions, now)
+            self._note_preempting(result)
         self._track(now)
         self._heads(result, now)
 

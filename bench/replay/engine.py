@@ -249,6 +249,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
         if rec.first_released_at is None:
             rec.first_released_at = now
         rec.placement = tuple(placement or ())
+        rec.preempted_by = None  # (the dispatcher's claim clears it)
         if rec.suspended:  # preempted before: its TFJob is still there, suspended (pinning is not redone)
             self._set_suspend(rec, False)
         else:

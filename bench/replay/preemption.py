@@ -20,6 +20,7 @@ import time
 
 from kubesim.resources import TFJOBS
 from queueing import RunningJob
+from queueing.reasons import Reason
 
 from .mapping import job_name, workload_of
 from .records import QUEUED, RUNNING, JobRecord
@@ -66,6 +67,17 @@ class Preemptions:
             self.running[rec.job.id] = dataclasses.replace(running, preempted_for=preemption.preemptor)
             heapq.heappush(self.graces, (rec.preempt_at, rec.job.id, preemption.preemptor))
             self._changed(now)
+
+    def _note_preempting(self, result) -> None:
+        """``PendingJob.preempting``: whether the job's reason is Preempting (it waits for
+        victims to leave), as the dispatcher reads it from the job's stored reason; the next
+        plan lets it go first once the room is there."""
+        pending = self.pending
+        for job_id, status in result.pending.items():
+            flag = status.reason is Reason.PREEMPTING
+            job = pending.get(job_id)
+            if job is not None and job.preempting is not flag:
+                pending[job_id] = dataclasses.replace(job, preempting=flag)
 
     def _graces(self, now: float) -> None:
         """Victims whose grace period ended: suspended and queued again, or called off."""

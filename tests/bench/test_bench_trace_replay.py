@@ -14,6 +14,7 @@ import pytest
 from bench.replay.engine import Replay, ReplayConfig
 from bench.replay.metrics import json_line, percentile, summarize
 from bench.replay.trace import TraceJob, load_trace, parse_time
+from queueing import plan
 
 T0 = parse_time("2017-10-01")
 TWO_VCS = {"a": 1, "b": 1}
@@ -301,7 +302,8 @@ def test_reclaim_preempts_the_borrower_which_resumes_after_its_last_checkpoint()
     assert outcome(result) == {1: (1, 10_001), 2: (1, 6_263), 3: (2_061, 3_061)}
     recs = {rec.job.id: rec for rec in result.jobs}
     victim = recs[2]
-    assert victim.preemptions == 1 and victim.preempted_by == 3 and victim.preempted_for is None
+    assert victim.preemptions == 1 and victim.preempted_for is None
+    assert victim.preempted_by is None  # (cleared when it was released again, as the dispatcher's claim does)
     assert victim.lost_s == 259 and victim.run_s == 2_059 + 3_200
     assert victim.run_started_at == T0 + 3_063 and victim.requeued_s == 3_063 - 2_060 and victim.wait_s == 1 + 1_003
     assert victim.releases == 2 and victim.attempts == 0
@@ -330,15 +332,42 @@ def test_borrowing_without_reclaim_never_preempts():
     assert result.stats["preemptions_planned"] == 0 and summarize(result)["preemptions"] == 0
 
 
-def test_a_preemption_whose_preemptor_starts_elsewhere_in_the_grace_period_is_called_off():
-    """j1 ends at 2031, in j2's grace period: j3 takes j1's node @2032 -> 2033-3033.  At the
-    deadline (2060) its preemptor runs: j2 keeps running, and ends as if nothing happened."""
+def test_a_preemption_whose_preemptor_starts_elsewhere_in_the_grace_period_is_called_off(monkeypatch):
+    """j1 ends at 2031, in j2's grace period.  The planner (as of this writing) has j3 hold
+    out for its victim; one that starts it on j1's node instead (@2032 -> 2033-3033) is
+    stood in for here: at the deadline (2060) j3 runs, so the preemption is called off and
+    j2 ends as if nothing had happened."""
+    import dataclasses
+
+    from bench.replay import cycle
+
+    def starting_preemptors_on_free_room(snapshot, policy, **options):
+        leaving = {job.preempted_for for job in snapshot.running if job.preempted_for is not None}
+        if leaving:  # the plan of a world where nobody leaves, if it starts a preemptor
+            unmarked = tuple(dataclasses.replace(job, preempted_for=None) for job in snapshot.running)
+            alternative = plan(dataclasses.replace(snapshot, running=unmarked, preemption_limit=0), policy, **options)
+            if leaving & set(alternative.admitted):
+                return alternative
+        return plan(snapshot, policy, **options)
+
+    monkeypatch.setattr(cycle, "plan", starting_preemptors_on_free_room)
     jobs = [job(1, 0, "a", 8, 2_030), job(2, 0, "a", 8, 5_000), job(3, 2_000, "b", 8, 1_000)]
     result = replay(jobs, "priority", quota="elastic")
     assert outcome(result) == {1: (1, 2_031), 2: (1, 5_001), 3: (2_033, 3_033)}
     assert result.stats["preemptions_planned"] == 1 and result.stats["preemptions_called_off"] == 1
     assert result.stats["preemptions"] == 0
     assert all(rec.preemptions == 0 and rec.preempted_for is None and rec.lost_s == 0 for rec in result.jobs)
+
+
+def test_a_victim_that_ends_in_its_grace_period_is_not_suspended():
+    """j2 would end at 2031 anyway: at the deadline there is nothing to suspend; j3 takes
+    the node it left (@2032 -> 2033-3033)."""
+    jobs = [job(1, 0, "a", 8, 10_000), job(2, 0, "a", 8, 2_030), job(3, 2_000, "b", 8, 1_000)]
+    result = replay(jobs, "priority", quota="elastic")
+    assert outcome(result) == {1: (1, 10_001), 2: (1, 2_031), 3: (2_033, 3_033)}
+    assert result.stats["preemptions_planned"] == 1 and result.stats["preemptions"] == 0
+    assert result.stats["preemptions_called_off"] == 0
+    assert all(rec.preemptions == 0 and rec.lost_s == 0 for rec in result.jobs)
 
 
 def test_elastic_quota_on_a_busy_synthetic_trace_finishes_every_job():
