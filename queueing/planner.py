@@ -323,10 +323,14 @@ class _Cycle:
         return waiting
 
     def _consider_holding(self, job: PendingJob) -> Outcome | None:
-        outcome = self._consider(job)
-        if outcome is not None and job.id in self.leaving and outcome[0] in _ROOM:
-            return self._wait_for_victims(job) or outcome
-        return outcome
+        """A job whose victims are leaving waits for them and holds the room they leave,
+        even if it could start now: starting early, it would take room that later
+        preemptors were promised (the room its victims leave beyond its needs)."""
+        if job.id in self.leaving and not (job.backoff_until is not None and job.backoff_until > self.now):
+            held = self._wait_for_victims(job)
+            if held is not None:
+                return held
+        return self._consider(job)
 
     def _consider(self, job: PendingJob) -> Outcome | None:
         """Admit ``job`` (return None) or say why not; checks run cheapest first."""
@@ -637,12 +641,16 @@ class _Cycle:
             if chosen is None:
                 continue
             self._fits_after(job, chosen, commit=True)
+            taken.update(victim.id for victim in self.leaving.get(job.id, ()))  # what it counts on
             for victim in chosen:
                 taken.add(victim.id)
                 if victim.preempted_for is not None:
                     self.reassigned.add(victim.id)
                 self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
-            victims = [victim for victim in self.leaving.get(job.id, ()) if victim.id not in self.reassigned]
+            chosen_ids = {victim.id for victim in chosen}
+            victims = [
+                v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
+            ]
             victims += chosen
             self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
@@ -676,7 +684,8 @@ class _Cycle:
         victims and ``victims`` have left (on nodes, also in room others' victims leave
         beyond what their preemptors hold); with ``commit``, hold that room for it."""
         namespace = self.namespaces[job.namespace]
-        mine = [victim for victim in self.leaving.get(job.id, ()) if victim.id not in self.reassigned]
+        chosen = {victim.id for victim in victims}
+        mine = [v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen]
         gone = [*mine, *victims]
         own = [victim for victim in gone if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
