@@ -135,7 +135,12 @@ def namespace_overrides(policies: Mapping[str, Policy | str], default: Policy) -
     resolved = {}
     for namespace, policy in policies.items():
         if isinstance(policy, str):
-            policy = default if policy == default.name else get_policy(policy)
+            # (Preemption within a namespace is the cluster's setting, whatever orders its queue.)
+            policy = (
+                default
+                if policy == default.name
+                else get_policy(policy, preempt_lower_priority=default.preempt_lower_priority)
+            )
         if policy is not default:
             resolved[namespace] = policy
     return resolved
