@@ -125,11 +125,12 @@ def shot(page, name: str) -> None:
 def test_submit_queue_run_cancel_in_a_browser(page, stack):
     expect = playwright_api.expect
     url = stack.url
-    User.objects.create_user("root", password="root-pass-123", is_staff=True, is_superuser=True)
+    root = User.objects.create_user("root", password="root-pass-123", is_staff=True, is_superuser=True)
     ns = Namespace.objects.create(name="team-a")
     ana = User.objects.create_user("ana", password="x")
     ns.members.add(ana)
-    services.job_submit(user=ana, manifest=blocker("warmup", 10), source="api")
+    # Holds the quota until the test cancels it (a timed one would end early on a slow machine).
+    warmup = services.job_submit(user=ana, manifest=blocker("warmup", 600), source="api")
 
     # log in
     page.goto(f"{url}/login/")
@@ -173,6 +174,7 @@ def test_submit_queue_run_cancel_in_a_browser(page, stack):
     expect(page.locator("#quota-bars")).to_contain_text("requests.cpu")
     shot(page, "dashboard")
     page.evaluate("window.notReloaded = true")
+    services.job_cancel(job_id=warmup.pk, user=root, reason="done warming up")
     expect(page.locator("#running-table")).to_contain_text("mnist-cpu", timeout=20_000)
     assert page.evaluate("window.notReloaded === true")
     expect(page.locator("#live-summary")).to_contain_text("0 queued")
