@@ -192,9 +192,10 @@ class _Cycle:
         # jobs whose victims have just left.  Those victims, while their preemptor still
         # waits, come last in their pass: the room they left is their preemptor's first.
         # Those whose victims have just left (or ended on their own) go before those still
-        # waiting for theirs: the room that has just been freed is theirs.
-        freed_for = {job.preempted_by for job in ordered if job.preempted_by is not None}
-        freed_for.update(job.id for job in ordered if job.preempting and job.id not in self.leaving)
+        # waiting for theirs: the room that has just been freed is theirs.  (Which jobs waited
+        # for victims is what their last status said: a job's old victims may still be queued
+        # long after it started, and been preempted since itself.)
+        freed_for = {job.id for job in ordered if job.preempting and job.id not in self.leaving}
         preemptors = freed_for | set(self.leaving)
         ahead: list[PendingJob] = []
         if preemptors:
