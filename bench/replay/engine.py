@@ -51,7 +51,7 @@ from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
 from .history import DurationHistory
-from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, tfjob_manifest, workload_of
+from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, node_affinity, tfjob_manifest, workload_of
 from .oracle import OracleSjfPolicy
 from .preemption import Preemptions
 from .records import (  # noqa: F401 (the replay's data, importable from here as before)
@@ -250,20 +250,24 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             rec.first_released_at = now
         rec.placement = tuple(placement or ())
         rec.preempted_by = None  # (the dispatcher's claim clears it)
-        if rec.suspended:  # preempted before: its TFJob is still there, suspended (pinning is not redone)
-            self._set_suspend(rec, False)
+        nodes = tuple(node for _, _, node in rec.placement) if self.config.pin and rec.placement else None
+        if rec.suspended:  # preempted before: its TFJob is still there, suspended
+            self._set_suspend(rec, False, nodes)
         else:
-            nodes = tuple(node for _, _, node in rec.placement) if self.config.pin and rec.placement else None
             self.cluster.create_tfjob(tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration, nodes))
         if self.policy is not None:
             self.inflight[rec.job.id] = rec
             heapq.heappush(self.timeouts, (now + self.config.start_timeout_s, rec.job.id, rec.releases))
 
-    def _set_suspend(self, rec: JobRecord, suspend: bool) -> None:
+    def _set_suspend(self, rec: JobRecord, suspend: bool, nodes: tuple[str, ...] | None = None) -> None:
         """Patch the TFJob's runPolicy.suspend, as the dispatcher's gateway does (the operator
-        deletes the pods of a suspended job and creates them again once it is resumed)."""
+        deletes the pods of a suspended job and creates them again once it is resumed);
+        ``nodes`` (--pin): the Workers are restricted to these nodes from now on."""
         rec.suspended = suspend
-        body = {"spec": {"runPolicy": {"suspend": suspend}}}
+        body: dict[str, Any] = {"spec": {"runPolicy": {"suspend": suspend}}}
+        if nodes:
+            template = {"spec": {"affinity": node_affinity(nodes)}}
+            body["spec"]["tfReplicaSpecs"] = {"Worker": {"template": template}}
         self.cluster.api.patch(TFJOBS, rec.job.vc, job_name(rec.job.id), "application/merge-patch+json", body)
 
     def _take_back(self, rec: JobRecord, now: float) -> None:

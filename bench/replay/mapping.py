@@ -65,19 +65,7 @@ def tfjob_manifest(
         "containers": [{"name": "tensorflow", "image": "philly/replay:1", "resources": pod_resources(per_pod)}]
     }
     if nodes:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(nodes))}
-                            ]
-                        }
-                    ]
-                }
-            }
-        }
+        pod_spec["affinity"] = node_affinity(nodes)
     metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
     if duration is not None:
         metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
@@ -90,6 +78,23 @@ def tfjob_manifest(
                 "Worker": {"replicas": workers, "restartPolicy": "Never", "template": {"spec": pod_spec}}
             }
         },
+    }
+
+
+def node_affinity(nodes: tuple[str, ...]) -> dict[str, Any]:
+    """Pods restricted to these nodes (a required node affinity on ``kubernetes.io/hostname``)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(nodes))}
+                        ]
+                    }
+                ]
+            }
+        }
     }
 
 

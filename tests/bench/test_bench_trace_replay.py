@@ -477,3 +477,18 @@ def write_trace(tmp_path, jobs):
     vcs = tmp_path / "vc.csv"
     vcs.write_text("vc,node num\na,1\nb,1\n")
     return trace, vcs
+
+
+def test_a_pinned_victim_resumes_on_the_nodes_planned_for_its_new_release():
+    """--pin: the resumed TFJob's Workers are restricted to the nodes of its new placement
+    (j2 ran on node-1, which j3 took; it resumes on node-0 once j1 is done)."""
+    jobs = [job(1, 0, "a", 8, 3_000), job(2, 0, "a", 8, 5_000), job(3, 2_000, "b", 8, 10_000)]
+    config = ReplayConfig(policy="priority", quota="elastic", pin=True)
+    engine = Replay(jobs, TWO_VCS, config, start=T0)
+    result = engine.run()
+    assert outcome(result) == {1: (1, 3_001), 2: (1, 6_203), 3: (2_061, 12_061)}
+    victim = next(rec for rec in result.jobs if rec.job.id == 2)
+    assert victim.preemptions == 1 and victim.placement == (("Worker", 0, "node-0"),)
+    spec = engine.cluster.tfjob("a", "job-2")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["node-0"]
