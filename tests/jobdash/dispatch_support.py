@@ -42,7 +42,10 @@ def start_gateway(sim) -> KubeGateway:
     return gateway
 
 
-def manifest(name: str, workers: int = 1, cpu: str = "1", duration: int = 10, namespace: str = "team-a") -> str:
+def manifest(
+    name: str, workers: int = 1, cpu: str = "1", duration: int = 10, namespace: str = "team-a", checkpoint: int = 1800
+) -> str:
+    """A TFJob that runs `duration` seconds in kubesim, keeping its work every `checkpoint` seconds."""
     return f"""apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata:
@@ -50,6 +53,7 @@ metadata:
   namespace: {namespace}
   annotations:
     kubesim.io/duration-seconds: "{duration}"
+    kubesim.io/checkpoint-seconds: "{checkpoint}"
 spec:
   tfReplicaSpecs:
     Worker:

@@ -18,7 +18,7 @@ from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim
 
-from .dispatch_support import cluster_config, eventually, settings, start_gateway
+from .dispatch_support import cluster_config, eventually, manifest, settings, start_gateway
 
 pytestmark = pytest.mark.django_db
 
@@ -26,26 +26,7 @@ GRACE_S = 0.5
 
 
 def tfjob(name: str, namespace: str, *, workers: int, cpu: str, duration: int, checkpoint: int = 1800) -> str:
-    return f"""apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata:
-  name: {name}
-  namespace: {namespace}
-  annotations:
-    kubesim.io/duration-seconds: "{duration}"
-    kubesim.io/checkpoint-seconds: "{checkpoint}"
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: {workers}
-      template:
-        spec:
-          containers:
-            - name: tensorflow
-              image: tf:2
-              resources:
-                requests: {{cpu: "{cpu}", memory: 1Gi}}
-"""
+    return manifest(name, workers, cpu, duration, namespace, checkpoint)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ when enough GPUs are free, so "would fit" is plain addition.
 
 import os
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -155,19 +156,7 @@ def test_reclaim_preempts_the_fewest_borrowers_lowest_priority_then_newest():
     assert result.pending[1].reason is Reason.PREEMPTING
     assert sorted(result.pending[1].detail["victims"]) == [12, 13]
     # Next cycle, the victims in their grace period: nothing more is preempted, it still waits for them.
-    leaving = tuple(
-        RunningJob(
-            j.id,
-            j.namespace,
-            j.workload,
-            j.started_at,
-            priority=j.priority,
-            borrowing=j.borrowing,
-            placements=j.placements,
-            preempted_for=1 if j.id in (12, 13) else None,
-        )
-        for j in jobs
-    )
+    leaving = tuple(replace(j, preempted_for=1 if j.id in (12, 13) else None) for j in jobs)
     again = plan(Snapshot(NOW + 2, snapshot.pending, running=leaving, quotas=snapshot.quotas, nodes=snapshot.nodes))
     assert again.preemptions == ()
     assert again.pending[1].reason is Reason.PREEMPTING
@@ -323,20 +312,7 @@ def _marked(snapshot: Snapshot, result) -> Snapshot:
     """The world one cycle later, nothing else having changed: the plan's admissions run,
     its victims are in their grace period."""
     leaving = {p.victim: p.preemptor for p in result.preemptions}
-    jobs = [
-        RunningJob(
-            j.id,
-            j.namespace,
-            j.workload,
-            j.started_at,
-            priority=j.priority,
-            borrowing=j.borrowing,
-            placements=j.placements,
-            preemptions=j.preemptions,
-            preempted_for=leaving.get(j.id, j.preempted_for),
-        )
-        for j in snapshot.running
-    ]
+    jobs = [replace(j, preempted_for=leaving.get(j.id, j.preempted_for)) for j in snapshot.running]
     waiting = {job.id: job for job in snapshot.pending}
     for admission in result.admissions:
         job = waiting.pop(admission.job_id)
@@ -597,6 +573,9 @@ class World:
         self.now += self.tick
 
 
+# QUEUEING_SEQUENCES=6000 for a long hunt: of 6,000 worlds (about 115,000 waits checked) one
+# wait, in world 4384, ran a grace period over: a job counted on room another job's victim
+# leaves beyond that job's need, and that victim's grace period ended after its own victim's.
 @pytest.mark.parametrize("seed", range(int(os.environ.get("QUEUEING_SEQUENCES", 100))))
 def test_a_job_within_its_guarantee_never_waits_on_borrowers_longer_than_grace_plus_one_cycle(seed):
     world = World(seed)
