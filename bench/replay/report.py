@@ -386,13 +386,14 @@ def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         s
         for s in summaries
         if s["policy"] in ("fifo", DEFAULT)
-        # the plain runs: no other variants (pin, policy options, grace or limit not the default)
-        and s["label"] == run_label(s["policy"], quota=s.get("quota", FIXED), factor=s.get("compress", 1))
+        # no other variants (policy options, grace or limit not the default); --pin is shown too
+        and s["label"]
+        == run_label(s["policy"], bool(s.get("pin")), quota=s.get("quota", FIXED), factor=s.get("compress", 1))
     ]
 
     def key(s: dict[str, Any]) -> tuple:
         quota = s.get("quota", FIXED)
-        return (s.get("compress", 1), s["policy"] != "fifo", QUOTA_ORDER.index(quota), s["label"])
+        return (s.get("compress", 1), s["policy"] != "fifo", bool(s.get("pin")), QUOTA_ORDER.index(quota), s["label"])
 
     return sorted(runs, key=key)
 
@@ -404,11 +405,12 @@ def _pace(summary: dict[str, Any]) -> str:
 
 def elastic_table(runs: list[dict[str, Any]]) -> str:
     rows = [
-        "| window | run | quota | jobs | avg queueing (s) | p99 | 1-GPU longest wait | preemptions "
-        "(jobs, called off) | GPU-h lost to preemption | % of GPU-h run | GPU util | deadlocked gangs | "
-        "replay wall time |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| window | run | quota | jobs | avg queueing (s) | p99 | 1-GPU longest wait | 8-GPU avg / longest | "
+        "preemptions (jobs, called off) | GPU-h lost to preemption | % of GPU-h run | GPU util | deadlocked gangs | "
+        "start timeouts (gave up) | replay wall time (CPU) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    notes: list[str] = []
     for s in runs:
         st = s.get("stats", {})
         preemptions = s.get("preemptions", 0)
@@ -417,19 +419,29 @@ def elastic_table(runs: list[dict[str, Any]]) -> str:
             if preemptions or st.get("preemptions_called_off")
             else ""
         )
+        label = s["label"]
+        if s.get("note"):
+            notes.append(s["note"])
+            label += f" [{len(notes)}]"
+        eight = s.get("per_size", {}).get("8", {})
         rows.append(
-            f"| {_pace(s)} | {s['label']} | {QUOTA_TEXT[s.get('quota', FIXED)]} | {s['jobs']:,} | "
+            f"| {_pace(s)} | {label} | {QUOTA_TEXT[s.get('quota', FIXED)]} | {s['jobs']:,} | "
             f"{_s(s['avg_queue_s'])} | {_h(s['p99_queue_s'])} | {_h(s['max_wait_1gpu_s'])} | "
+            f"{_h(eight.get('avg_queue_s', 0))} / {_h(eight.get('max_queue_s', 0))} | "
             f"{preemptions:,}{detail} | {s.get('preempted_gpu_hours', 0.0):,.1f} | {s.get('preempted_pct', 0.0):.2f}% | "
-            f"{s['gpu_util_pct']:.1f}% | {s['deadlocked_gangs']} | {s['runtime_s']:.0f} s |"
+            f"{s['gpu_util_pct']:.1f}% | {s['deadlocked_gangs']} | {st.get('timeouts', 0):,} ({s.get('gave_up', 0)}) | "
+            f"{s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
         )
+    rows += ["", *(f"[{number}] {note}" for number, note in enumerate(notes, start=1))] if notes else []
     return "\n".join(rows)
 
 
 def elastic_targets(runs: list[dict[str, Any]]) -> str:
     rows = ["| target (issue #15) | measured | met |", "|---|---|---|"]
     for factor in sorted({s.get("compress", 1) for s in runs}):
-        here = {(s["policy"], s.get("quota", FIXED)): s for s in runs if s.get("compress", 1) == factor}
+        here = {
+            (s["policy"], s.get("quota", FIXED)): s for s in runs if s.get("compress", 1) == factor and not s.get("pin")
+        }
         elastic, fifo = here.get((DEFAULT, ELASTIC)), here.get(("fifo", FIXED))
         where = _pace({"compress": factor})
         if elastic and fifo:
