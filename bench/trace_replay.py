@@ -67,6 +67,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     from bench.replay.engine import Replay, ReplayConfig
     from bench.replay.metrics import summarize
 
+    code = code_version()  # (before the replay: the code it runs is the code imported now)
     jobs = load_trace(task["trace"], task["start"], task["end"])
     vc_nodes = load_vc_nodes(task["vc_nodes"])
     config = ReplayConfig(
@@ -95,7 +96,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["grace_s"] = config.grace_s
     summary["preemption_limit"] = config.preemption_limit
     summary["window"] = [iso(start), iso(end)]
-    summary["code"] = code_version()
+    summary["code"] = code
     summary["machine"] = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
