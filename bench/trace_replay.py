@@ -106,8 +106,8 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def code_version() -> dict[str, Any]:
-    """The commit replayed, and whether the code the replay runs (queueing, kubesim, bench)
-    had changes not committed yet."""
+    """The commit replayed, and the files of the code the replay runs (queueing, kubesim,
+    the replay) with changes not committed yet."""
     import subprocess
 
     def git(*args: str) -> str:
@@ -116,7 +116,8 @@ def code_version() -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             return ""
 
-    changed = git("status", "--porcelain", "--", "queueing", "kubesim", "bench").splitlines()
+    changed = git("status", "--porcelain", "--", "queueing", "kubesim", "bench/replay", "bench/trace_replay.py")
+    changed = changed.splitlines()
     return {"commit": git("rev-parse", "--short", "HEAD").strip(), "uncommitted": sorted(line[3:] for line in changed)}
 
 
