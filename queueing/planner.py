@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .backfill import CycleBackfill
@@ -607,6 +607,9 @@ class _Cycle:
         if self.future is None:  # nothing is leaving: the nodes as they are are the future
             self.future = self.pool
         taken: set[int] = set()
+        # A search that failed fails again for a job of the same shape, namespace and
+        # priority: room and candidates only shrink during the phase.
+        failed: set[tuple[str, int, int, str, bool]] = set()
         for _, job, outcome in self.waiting:
             if job.id in self.preempting:  # holding room its victims leave
                 continue
@@ -638,8 +641,16 @@ class _Cycle:
             def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
                 return self._fits_after(job, victims, commit=False)
 
-            chosen = choose_victims(pool, fits, elastic.may_take if cause is RECLAIM else lambda job, chosen: True)
+            # (A job with victims of its own leaving is unlike the others of its shape.)
+            shape = (job.namespace, id(job.gang), job.priority, cause, elastic.is_claimed(job))
+            alike = job.id not in self.leaving
+            if alike and shape in failed:
+                continue
+            chosen = choose_victims(pool, fits, self._may_take(cause))
             if chosen is None:
+                if alike:
+                    failed.add(shape)
+                    self.keep_alive.append(job.gang)
                 continue
             self._fits_after(job, chosen, commit=True)
             taken.update(victim.id for victim in self.leaving.get(job.id, ()))  # what it counts on
@@ -654,6 +665,9 @@ class _Cycle:
             ]
             victims += chosen
             self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+
+    def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
+        return self.elastic.may_take if cause is RECLAIM else _always
 
     def _wait_for_victims(self, job: PendingJob) -> Outcome | None:
         """The Preempting outcome of a job that fits once what is leaving has left, holding
@@ -759,6 +773,10 @@ class _Cycle:
             self.eta_horizon_s,
             self.backfill.estimate,
         )
+
+
+def _always(job: RunningJob, chosen: list[RunningJob]) -> bool:
+    return True
 
 
 def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:

@@ -5,9 +5,9 @@ nodes that borrowers of its cohort hold (elastic.py).  *Priority*: in a namespac
 whose policy allows it, a job waits on lower-priority jobs of its own namespace.
 
 Candidates are taken lowest priority first, then the most recently started (the
-least work lost), until the waiting job would fit; then any victim the job could do
-without is put back, until none can be: with more room never making a fit fail,
-no proper subset of the victims would have been enough.
+least work lost): the shortest run of them that lets the waiting job fit; then any
+victim the job could do without is put back, until none can be: with more room never
+making a fit fail, no proper subset of the victims would have been enough.
 """
 
 from __future__ import annotations
@@ -46,14 +46,23 @@ def choose_victims(
     ``fits(victims)``: whether the waiting job fits once ``victims`` have left;
     ``allowed(job, chosen)``: whether ``job`` may still be taken after ``chosen``.
     """
-    chosen: list[RunningJob] = []
+    # Every candidate that may be taken, in order; one fit check with all of them (a search
+    # that fails costs one placement), then the shortest prefix that fits, by bisection:
+    # the same victims as adding one at a time, since more room never makes a fit fail.
+    sequence: list[RunningJob] = []
     for job in candidates:
-        if chosen and fits(chosen):
-            break
-        if allowed(job, chosen):
-            chosen.append(job)
-    if not chosen or not fits(chosen):
+        if allowed(job, sequence):
+            sequence.append(job)
+    if not sequence or not fits(sequence):
         return None
+    low, high = 1, len(sequence)
+    while low < high:
+        middle = (low + high) // 2
+        if fits(sequence[:middle]):
+            high = middle
+        else:
+            low = middle + 1
+    chosen = sequence[:high]
     # Put back every victim the job can do without, until none can be (most recent picks first:
     # they were taken last, as the least suitable).
     shrinking = True
