@@ -1,0 +1,226 @@
+"""Phase 3e of a cycle and the holds around it: preemption (see planner.py).
+
+With jobs leaving (victims in their grace period) the cycle keeps a second view of the
+nodes, ``future``: the nodes as they will be once each job waiting for its victims has them
+gone and holds its room there (the room they leave beyond its need goes to later
+preemptors).  Jobs that start now take room in both views, and ``pool`` never has more
+than ``future``.  The victims themselves are chosen by preemption.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from .elastic import ElasticQuotas
+from .fit import NodeFailure, NodePool, quota_check
+from .policy import Policy
+from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
+from .reasons import Outcome, Reason
+from .snapshot import Node, PendingJob, RunningJob, Snapshot
+
+
+class NamespaceState(Protocol):
+    """What preemption reads and charges of a namespace's state in the cycle."""
+
+    hard: dict[str, int] | None
+    free: dict[str, int] | None
+    policy: Policy
+
+
+class PreemptionPhase:
+    """Mixed into planner._Cycle, whose __init__ and run() set these."""
+
+    snapshot: Snapshot
+    node_fit: bool
+    strategy: str
+    pool: NodePool
+    namespaces: Mapping[str, NamespaceState]
+    elastic: ElasticQuotas
+    waiting: list[tuple[int, PendingJob, Outcome]]
+    keep_alive: list[object]
+    preemptions: list[Preemption]
+    preempting: dict[int, Outcome]  # waiting job -> its Preempting outcome
+    leaving: dict[int, list[RunningJob]]  # preemptor -> its victims in their grace period
+    future: NodePool | None
+    node_number: dict[str, int]
+    reassigned: set[int]  # spare victims taken over by another preemptor
+
+    def _foresee(self) -> None:
+        if self.node_fit:  # (a job's own victims leave its room in it when it holds)
+            self.future = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
+
+    def _pods(self, victims: list[RunningJob]) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
+        """The victims' pods as (node number, requests), on schedulable nodes."""
+        if not self.node_number:
+            self.node_number = {self.pool.names[number]: number for number in self.pool.schedulable}
+        pods = []
+        for victim in victims:
+            requests = {group.role: group.requests for group in victim.gang}
+            for role, _, node in victim.placements:
+                number = self.node_number.get(node)
+                if number is not None and role in requests:
+                    pods.append((number, requests[role]))
+        return pods
+
+    def _preempt(self) -> None:
+        """For each waiting job in turn (those within their guarantee first): a job that
+        reclaims its guarantee from borrowers, or outranks jobs of its own namespace,
+        gets the fewest victims that let it fit (preemption.py), counting its victims
+        already leaving as gone; so an unchanged world preempts nothing more."""
+        elastic = self.elastic
+        by_priority = any(ns.policy.preempt_lower_priority for ns in self.namespaces.values())
+        if not (elastic.active or by_priority) or not self.waiting:
+            return
+        limit = self.snapshot.preemption_limit
+        # Victims leaving for a job that started, is gone, or cannot use them now (it holds
+        # nothing) are spare: they leave anyway, so they are the first victims for anyone else
+        # (their preemptor changes, not their time).
+        spare = victim_order(
+            victim
+            for preemptor, victims in self.leaving.items()
+            if preemptor not in self.preempting
+            for victim in victims
+        )
+        candidates = spare + victim_order(
+            job
+            for job in self.snapshot.running
+            if job.preempted_for is None and (limit is None or job.preemptions < limit)
+        )
+        if self.future is None:  # nothing is leaving: the nodes as they are are the future
+            self.future = self.pool
+        taken: set[int] = set()
+        # A search that failed fails again for a job of the same shape, namespace and
+        # priority: room and candidates only shrink during the phase.
+        failed: set[tuple[str, int, int, str, bool]] = set()
+        for _, job, outcome in self.waiting:
+            if job.id in self.preempting:  # holding room its victims leave
+                continue
+            reason = outcome[0]
+            namespace = self.namespaces[job.namespace]
+            if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.node_fit:
+                cause = RECLAIM
+                cohort = elastic.cohort_of(job.namespace)
+                pool = [
+                    victim
+                    for victim in candidates
+                    if victim.borrowing
+                    and victim.id not in taken
+                    and victim.namespace != job.namespace
+                    and elastic.cohort_of(victim.namespace) == cohort
+                ]
+            elif namespace.policy.preempt_lower_priority and (
+                reason is Reason.QUOTA_EXCEEDED or reason is Reason.NO_NODE_FITS or reason is Reason.CANNOT_BORROW
+            ):
+                cause = PRIORITY
+                pool = [
+                    victim
+                    for victim in candidates
+                    if victim.namespace == job.namespace and victim.priority < job.priority and victim.id not in taken
+                ]
+            else:
+                continue
+
+            def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
+                return self._fits_after(job, victims, commit=False)
+
+            # (A job with victims of its own leaving is unlike the others of its shape.)
+            shape = (job.namespace, id(job.gang), job.priority, cause, elastic.is_claimed(job))
+            alike = job.id not in self.leaving
+            if alike and shape in failed:
+                continue
+            chosen = choose_victims(pool, fits, self._may_take(cause))
+            if chosen is None:
+                if alike:
+                    failed.add(shape)
+                    self.keep_alive.append(job.gang)
+                continue
+            self._fits_after(job, chosen, commit=True)
+            taken.update(victim.id for victim in self.leaving.get(job.id, ()))  # what it counts on
+            for victim in chosen:
+                taken.add(victim.id)
+                if victim.preempted_for is not None:
+                    self.reassigned.add(victim.id)
+                self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
+            chosen_ids = {victim.id for victim in chosen}
+            victims = [
+                v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
+            ]
+            victims += chosen
+            self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+
+    def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
+        return self.elastic.may_take if cause is RECLAIM else _always
+
+    def _wait_for_victims(self, job: PendingJob) -> Outcome | None:
+        """The Preempting outcome of a job that fits once what is leaving has left, holding
+        that room (no later job in the cycle takes it), else None."""
+        if not self._fits_after(job, [], commit=True):
+            return None
+        outcome: Outcome = Reason.PREEMPTING, {"victims": [victim.id for victim in self.leaving[job.id]]}
+        self.preempting[job.id] = outcome
+        return outcome
+
+    def _place_preferring(
+        self, future: NodePool, pods: list[tuple[int, tuple[tuple[str, int], ...]]], job: PendingJob
+    ) -> list[tuple[int, int]] | None:
+        """``job``'s gang on ``future`` as it is now, on the nodes ``pods`` leave first: so that
+        a hold takes no more of what is free now than it must.  None if it does not fit."""
+        first = list(dict.fromkeys(number for number, _ in pods))
+        numbers = first + [number for number in future.schedulable if number not in set(first)]
+        nodes = [
+            Node(future.names[n], future.free[n], {}, self.snapshot.nodes[n].labels, self.snapshot.nodes[n].taints)
+            for n in numbers
+        ]
+        placed = NodePool(nodes, strategy="first").place(job.gang, job.totals)
+        if isinstance(placed, NodeFailure):
+            return None
+        return [(group, numbers[index]) for group, index in placed]
+
+    def _fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool) -> bool:
+        """Whether ``job`` fits its quota, its elastic share and the nodes once its leaving
+        victims and ``victims`` have left (on nodes, also in room others' victims leave
+        beyond what their preemptors hold); with ``commit``, hold that room for it."""
+        namespace = self.namespaces[job.namespace]
+        chosen = {victim.id for victim in victims}
+        mine = [v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen]
+        gone = [*mine, *victims]
+        own = [victim for victim in gone if victim.namespace == job.namespace]
+        if namespace.free is not None and namespace.hard is not None:
+            free = dict(namespace.free)
+            for victim in own:
+                for key, amount in victim.demand.items():
+                    if key in free:
+                        free[key] += amount
+            if quota_check(job.demand, namespace.hard, free)[1] is not None:
+                return False
+        if self.elastic.active and self.elastic.check(job, without=own) is not None:
+            return False
+        if self.node_fit:
+            future = self.future
+            assert future is not None  # (set whenever something leaves, and by _preempt)
+            pods = self._pods(gone)
+            if not commit:
+                if isinstance(future.place_freeing(job.gang, job.totals, pods, commit=False), NodeFailure):
+                    return False
+            else:
+                future.free_pods(pods)
+                placed = self._place_preferring(future, pods, job)
+                if placed is None:
+                    future.charge_pods(pods)
+                    return False
+                future.charge_pods((number, job.gang[group].requests) for group, number in placed)
+                if future is not self.pool:
+                    self.pool.cap_at(future, (number for _, number in placed))
+        if commit:  # a hold: what its own namespace's victims free is its; beyond that, free quota now
+            if namespace.free is not None:
+                for key in namespace.free:
+                    freed = sum(victim.demand.get(key, 0) for victim in own)
+                    namespace.free[key] -= max(job.demand.get(key, 0) - freed, 0)
+            if self.elastic.active:
+                self.elastic.admit(job, without=own)
+        return True
+
+
+def _always(job: RunningJob, chosen: list[RunningJob]) -> bool:
+    return True
