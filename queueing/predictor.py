@@ -40,7 +40,12 @@ covers 89% (bench/results/predictor_accuracy.md).  q is never below 0, so
 Memory is bounded: at most ``max_keys`` keys per level (least recently used
 evicted), ``runs_per_key`` runs per key, ``calibration_window`` residuals per
 source.  No randomness, no clock: the same stream gives the same predictions.
-Pure Python, standard library only.
+Pure Python, standard library only (and the core's ``Workload``).
+
+``likely_total`` answers for a job that is running already: the median of the
+runs on record that lasted longer than it has so far (the planner's forecast
+uses it for running jobs' ends, so a job past its median is not taken to end
+at once).
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from .eta import DURATION_ANNOTATION, parse_duration
+from .workload import Workload
 
 LEVELS: tuple[str, ...] = ("user+name", "name", "user", "namespace+shape", "namespace", "shape", "cluster")
 STATED_SOURCES: tuple[str, ...] = ("stated+user", "stated+namespace", "stated")
@@ -115,6 +123,22 @@ class JobFeatures:
     gpus: int = 0
     pods: int = 1
     stated_s: float | None = None
+
+    @classmethod
+    def of(cls, workload: Workload, namespace: str, submitter: str = "") -> JobFeatures:
+        """A submitted job's features: its kind, name, GPUs and pods, and its
+        ``jobdash.io/expected-duration`` annotation as the stated expectation."""
+        gpus = sum(amount for name, amount in workload.requests.items() if name.endswith("/gpu"))
+        stated = workload.annotations.get(DURATION_ANNOTATION)
+        return cls(
+            namespace=namespace,
+            submitter=submitter,
+            kind=workload.kind,
+            name=workload.name,
+            gpus=gpus,
+            pods=workload.pods,
+            stated_s=parse_duration(stated) if stated else None,
+        )
 
     def keys(self) -> tuple[tuple[str, Hashable] | None, ...]:
         """(level, key) per level of ``LEVELS``, None where the job lacks the feature."""
@@ -237,6 +261,35 @@ class DurationPredictor:
         if stated is not None:
             log_median, source, samples = stated
             return self._bounded(log_median, source, samples, None)
+        found = self._history(features)
+        if found is None:
+            return NO_PREDICTION
+        level, window = found
+        return self._bounded(_lower_median(window.ordered), level, len(window), window)
+
+    def likely_total(self, features: JobFeatures, elapsed_s: float) -> float | None:
+        """The likely whole duration of a job that has run ``elapsed_s`` so far: the median of
+        the history's runs that lasted longer (a run already past most of its peers is one of
+        the long ones), else, past every run on record or past its stated figure, twice
+        ``elapsed_s`` (the median of a heavy tail: as long again as it has lasted).  Without
+        ``elapsed_s`` it is ``predict``'s median; None only with no history and no statement."""
+        if not elapsed_s > 0:
+            return self.predict(features).median_s
+        stated = self._stated(features)
+        if stated is not None:
+            total = math.exp(stated[0])
+            return total if total > elapsed_s else 2 * elapsed_s
+        found = self._history(features)
+        if found is None:
+            return None
+        ordered = found[1].ordered
+        longer = ordered[bisect.bisect_right(ordered, math.log(max(elapsed_s, MIN_DURATION_S))) :]
+        if not longer:
+            return 2 * elapsed_s
+        return max(math.exp(_lower_median(longer)), elapsed_s)
+
+    def _history(self, features: JobFeatures) -> tuple[str, _Window] | None:
+        """The most specific level with enough runs for this job, and its window."""
         for entry in features.keys():
             if entry is None:
                 continue
@@ -246,8 +299,8 @@ class DurationPredictor:
                 continue
             needed = 1 if level == "cluster" else self.min_samples
             if len(window) >= needed:
-                return self._bounded(_lower_median(window.ordered), level, len(window), window)
-        return NO_PREDICTION
+                return level, window
+        return None
 
     def _stated(self, features: JobFeatures) -> tuple[float, str, int] | None:
         stated = features.stated_s

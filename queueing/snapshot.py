@@ -268,6 +268,12 @@ class RunningJob:
     namespace's guaranteed share; ``preemptions`` counts how often it has been
     preempted already; ``preempted_for`` is the job it is being preempted for (in
     its grace period: it still runs, and is no longer a candidate).
+
+    Ends: ``expected_end`` is the end its estimate at start gave (backfill takes a
+    job past it to end any moment, so a proven-short estimate lets nothing more
+    in); ``likely_end`` is the likely end given how long it has run already
+    (``predictor.DurationPredictor.likely_total``), which the start-time forecast
+    uses.  None: derived from ``expected_end`` or the history.
     """
 
     id: int
@@ -280,6 +286,7 @@ class RunningJob:
     placements: Any = ()
     preemptions: int = 0
     preempted_for: int | None = None
+    likely_end: float | None = None
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)

@@ -117,7 +117,21 @@ class Job(models.Model):
     position = models.PositiveIntegerField(null=True, blank=True)
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
+    # The likely start (as many jobs start after it as before) and the late bound (90 % start
+    # by then), recalibrated each cycle (queueing.eta_calibration).
     eta = models.DateTimeField(null=True, blank=True)
+    eta_late = models.DateTimeField(null=True, blank=True)
+    # The first range the job was given, kept: the promise a late job is measured against, the
+    # namespace's track record, and (with the raw forecast) what the calibration learns from.
+    eta_first_at = models.DateTimeField(null=True, blank=True)
+    eta_first = models.DateTimeField(null=True, blank=True)
+    eta_first_late = models.DateTimeField(null=True, blank=True)
+    eta_first_forecast = models.DateTimeField(null=True, blank=True)
+    # The run time predicted when the dispatcher first saw the job (queueing.predictor): likely,
+    # 90 % bound, and which history answered.
+    predicted_duration_s = models.FloatField(null=True, blank=True)
+    predicted_p90_s = models.FloatField(null=True, blank=True)
+    prediction_source = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     # A requeued job (start timeout, transient release failure) waits until then.
     backoff_until = models.DateTimeField(null=True, blank=True)
@@ -159,6 +173,8 @@ class Job(models.Model):
             models.Index(fields=["namespace", "-submitted_at"], name="job_ns_submitted"),
             # Each cycle reads the most recently finished jobs for the run-time history (ETAs).
             models.Index(fields=["state", "-finished_at"], name="job_state_finished"),
+            # The start-time calibration and the track record read the latest starts.
+            models.Index(fields=["-started_at"], name="job_started"),
         ]
 
     def __str__(self) -> str:

@@ -215,3 +215,51 @@ def test_bad_settings_are_refused():
     for coverage in (0.0, 1.0):
         with pytest.raises(ValueError):
             DurationPredictor(coverage=coverage)
+
+
+# -- a running job's likely whole duration ---------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(stream_st, features_st, st.floats(min_value=0.0, max_value=1e7), st.floats(min_value=1.0, max_value=1e6))
+def test_likely_total_is_past_the_elapsed_time_and_grows_with_it(stream, features, elapsed, more):
+    predictor = DurationPredictor(min_samples=1)
+    for seen, seconds in stream:
+        predictor.observe(seen, seconds)
+    total = predictor.likely_total(features, elapsed)
+    later = predictor.likely_total(features, elapsed + more)
+    if total is None:
+        assert later is None and predictor.predict(features).source == "none"
+        return
+    assert total >= elapsed and later is not None and later >= elapsed + more
+    assert later >= total  # monotone: running longer never makes the job look shorter
+
+
+def test_likely_total_is_the_median_of_the_longer_runs_then_as_long_again():
+    predictor = DurationPredictor(min_samples=3)
+    job = JobFeatures("team-a", gpus=1)
+    for seconds in (60, 120, 600, 3600, 36000):
+        predictor.observe(job, seconds)
+    assert predictor.likely_total(job, 0) == pytest.approx(600)  # nothing run yet: the median
+    assert predictor.likely_total(job, 500) == pytest.approx(3600)  # of 600, 3600, 36000
+    assert predictor.likely_total(job, 4000) == pytest.approx(36000)
+    assert predictor.likely_total(job, 50000) == pytest.approx(100000)  # past every run on record
+    stated = JobFeatures("team-b", stated_s=1800)
+    assert predictor.likely_total(stated, 600) == pytest.approx(1800)
+    assert predictor.likely_total(stated, 2000) == pytest.approx(4000)
+    assert DurationPredictor().likely_total(JobFeatures("x"), 100) is None
+
+
+def test_features_of_a_workload():
+    from queueing import PodSet, Workload
+
+    workload = Workload(
+        "PyTorchJob",
+        "kubeflow.org/v1",
+        "bert-large-run7",
+        "team-a",
+        (PodSet("Master", 1, {"nvidia.com/gpu": 2}), PodSet("Worker", 3, {"nvidia.com/gpu": 2})),
+        annotations={"jobdash.io/expected-duration": "1h30m"},
+    )
+    features = JobFeatures.of(workload, "team-a", "alice")
+    assert features == JobFeatures("team-a", "alice", "PyTorchJob", "bert-large-run7", 8, 4, 5400.0)
