@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from queueing.workload import ADAPTERS
 
+from .estimates import EstimateRecord, estimate_record
 from .models import ACTIVE_STATES, FINISHED_STATES, ClusterState, Job, Namespace, State
 from .selectors import QUEUE_ORDER, cluster_quotas
 
@@ -38,6 +39,8 @@ ROW_FIELDS = (
     "reason",
     "message",
     "eta",
+    "eta_late",
+    "eta_first_late",
     "attempts",
     "borrowing",
     "preemptions",
@@ -119,8 +122,9 @@ def namespace_quota(namespace: Namespace) -> dict | None:
 
 @dataclass(frozen=True)
 class NamespacePage:
-    """Everything the namespace dashboard shows; `history` only for the full page (the
-    live part polled by htmx does not redraw the chart)."""
+    """Everything the namespace dashboard shows; `history` and `estimates` (the track record
+    of its start estimates) only for the full page (the live part polled by htmx does not
+    redraw the chart, and the record changes only as jobs start)."""
 
     counts: dict[str, int]
     quota: dict | None
@@ -128,6 +132,7 @@ class NamespacePage:
     running: Page | None
     finished: Page | None
     history: "History | None"
+    estimates: EstimateRecord | None = None
 
 
 def namespace_page(
@@ -140,7 +145,8 @@ def namespace_page(
     now: datetime,
 ) -> NamespacePage:
     """The namespace dashboard's one selector: a page query and a count per table shown,
-    the counts per state, the quota as the last cycle saw it, and (full page) the history."""
+    the counts per state, the quota as the last cycle saw it, and (full page) the history
+    and the track record of its start estimates."""
     return NamespacePage(
         counts=namespace_state_counts(namespace),
         quota=namespace_quota(namespace),
@@ -148,6 +154,7 @@ def namespace_page(
         running=running_page(namespace, filters, running_page_number),
         finished=finished_page(namespace, filters, page),
         history=None if live else history(namespace, now=now),
+        estimates=None if live else estimate_record(namespace),
     )
 
 

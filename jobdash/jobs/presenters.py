@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from queueing import format_quantity
 from queueing.fit import quota_lines
+
+from .estimates import CLOSE_ENOUGH, RECORD_JOBS, EstimateRecord, FirstEstimate
 
 
 def _quantities(amounts: dict) -> dict:
@@ -255,3 +258,99 @@ def cluster_page(overview: dict) -> dict:
         for name, t in overview["totals"].items()
     }
     return {**overview, "nodes": nodes, "totals": totals}
+
+
+# Start-time estimates (issue #16): the range a queued job is given, the run time predicted
+# for it, how its first estimate did, and a namespace's track record.
+
+
+def clock(moment: datetime | None, now: datetime) -> str:
+    """A time of day, with the date when it is not today's: "14:20", "Nov 25 09:05"."""
+    if moment is None:
+        return ""
+    local, today = timezone.localtime(moment), timezone.localtime(now)
+    return local.strftime("%H:%M" if local.date() == today.date() else "%b %d %H:%M")
+
+
+def start_range(likely: datetime | None, late: datetime | None, now: datetime) -> dict | None:
+    """An estimated start as the pages show it ("likely in 12m, in 55m at the latest (90 %)",
+    templates/jobs/_start_range.html): the likely start and the late bound (90 % of jobs start
+    by then), each with relative words and a clock time. None when the start is unknown."""
+    if likely is None:
+        return None
+    return {
+        "likely": likely,
+        "likely_words": until(likely, now),
+        "likely_clock": clock(likely, now),
+        "late": late,
+        "late_words": until(late, now),
+        "late_clock": clock(late, now),
+    }
+
+
+# queueing.predictor's sources (Prediction.source) -> which history the prediction came from.
+PREDICTION_SOURCE_WORDS = {
+    "user+name": "from this user's runs of this name",
+    "name": "from this namespace's runs of this name",
+    "user": "from this user's runs in this namespace",
+    "namespace+shape": "from this namespace's runs of the same kind and size",
+    "namespace": "from this namespace's runs",
+    "shape": "from the cluster's runs of the same kind and size",
+    "cluster": "from all runs on the cluster",
+    "stated+user": "from the run time stated on the job, corrected by how this user's stated run times turned out",
+    "stated+namespace": "from the run time stated on the job, corrected by how this namespace's stated run times turned out",
+    "stated": "from the run time stated on the job",
+    "none": "no similar runs have finished yet and the job states no run time",
+}
+
+
+def prediction_source_words(source: str) -> str:
+    return PREDICTION_SOURCE_WORDS.get(source, f"from {source}" if source else "")
+
+
+def predicted_run_time(likely_s: float | None, p90_s: float | None, source: str) -> str:
+    """ "likely 42m, at most 2h 06m (90 %), from this user's runs of this name"; "" when the
+    dispatcher has not predicted it yet."""
+    if not source:
+        return ""
+    words = prediction_source_words(source)
+    if likely_s is None:
+        return f"unknown: {words}"
+    bound = f", at most {duration(p90_s)} (90 %)" if p90_s is not None else ""
+    return f"likely {duration(likely_s)}{bound}, {words}"
+
+
+def first_estimate_words(outcome: FirstEstimate | None) -> str:
+    """How a started job's first estimate did: "started 6m after the likely time given at
+    submission; within the 90 % bound". "" when it had none."""
+    if outcome is None:
+        return ""
+    seconds = outcome.late_by.total_seconds()
+    if abs(seconds) < 60:
+        words = "started at the likely time given at submission"
+    else:
+        side = "after" if seconds > 0 else "before"
+        words = f"started {duration(abs(seconds))} {side} the likely time given at submission"
+    if outcome.past_bound_by is None:
+        return words
+    if outcome.past_bound_by.total_seconds() <= 0:
+        return f"{words}; within the 90 % bound"
+    return f"{words}; {duration(outcome.past_bound_by.total_seconds())} past the 90 % bound"
+
+
+def estimate_record_words(record: EstimateRecord) -> str:
+    """A namespace's track record in a sentence (the record's jobs are its latest starts)."""
+    if not record.jobs:
+        return "Start estimates here: no estimates to judge yet."
+    n = record.jobs
+    close = f"{int(CLOSE_ENOUGH.total_seconds() // 60)} min"
+    of_jobs = (
+        f"of the last {n} jobs"
+        if n == RECORD_JOBS
+        else ("of the 1 job so far" if n == 1 else f"of the {n} jobs so far")
+    )
+    bound = "its late bound" if n == 1 else "their late bound"
+    return (
+        f"Start estimates here: within {close} for {record.within_20_min} {of_jobs}; "
+        f"{record.by_late_bound} of {n} started by {bound}."
+    )

@@ -1,5 +1,7 @@
 """Server-rendered pages. Thin: parse, call one service or selector, render."""
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,6 +15,7 @@ from . import (
     cluster_selectors,
     dashboard,
     elastic,
+    estimates,
     examples,
     presenters,
     preview,
@@ -47,7 +50,8 @@ def _decorate(jobs, now) -> None:
         job.demand = presenters.demand_summary(job.workload)
         job.waiting = presenters.since(job.submitted_at, now)
         job.reason_words = presenters.reason_words(job.reason)
-        job.eta_words = presenters.until(job.eta, now)
+        job.start_range = presenters.start_range(job.eta, job.eta_late, now)
+        job.past_late_bound = estimates.past_late_bound(job, now)
         job.elapsed = presenters.since(job.started_at or job.released_at, now)
         if job.finished_at and job.started_at:
             job.ran = presenters.duration((job.finished_at - job.started_at).total_seconds())
@@ -79,7 +83,7 @@ def namespace_jobs(request, name: str):
     for table in tables.values():
         if table is not None:
             _decorate(table, now)
-    context = {
+    context: dict[str, Any] = {
         "namespace": namespace,
         "filters": filters,
         "states": dashboard.STATE_FILTERS,
@@ -93,6 +97,7 @@ def namespace_jobs(request, name: str):
     if shown.history is None:
         return render(request, "jobs/_namespace_live.html", context)
     context["chart"] = charts.queue_chart(shown.history)
+    context["estimate_record"] = presenters.estimate_record_words(shown.estimates or estimates.EstimateRecord())
     return render(request, "jobs/namespace.html", context)
 
 
@@ -105,6 +110,14 @@ def job_detail(request, job_id: int):
         pods = dashboard.job_pods(job)
     now = timezone.now()
     _decorate([job], now)
+    # The job page alone: the first range it was given, how that did, and its predicted run time.
+    if job.state == State.QUEUED and job.eta_first is not None:
+        job.first_range = presenters.start_range(job.eta_first, job.eta_first_late, now)
+        job.first_given = presenters.since(job.eta_first_at, now)
+    job.first_estimate_words = presenters.first_estimate_words(estimates.first_estimate_outcome(job))
+    job.run_time_words = presenters.predicted_run_time(
+        job.predicted_duration_s, job.predicted_p90_s, job.prediction_source
+    )
     context = {
         "job": job,
         "now": now,
