@@ -1,7 +1,8 @@
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import elastic
+from .. import elastic, estimates
 from ..models import Job, JobEvent, Namespace
 from ..presenters import demand_summary, quota_summary
 
@@ -64,6 +65,46 @@ class JobSerializer(serializers.ModelSerializer):
     preempted_by = serializers.IntegerField(
         source="preempted_by_id", read_only=True, allow_null=True, help_text="The job it last made room for."
     )
+    # Start-time estimates (issue #16), written by the dispatcher; read-only.
+    eta = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="The likely start of a queued job: as many jobs start after it as before. Null when unknown "
+        "(the message says why).",
+    )
+    eta_late = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="The late bound of a queued job's start: 90 % of jobs start by then. Null when unknown.",
+    )
+    eta_first_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the job was first given an estimated start."
+    )
+    eta_first = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="The first likely start it was given (kept after it starts: what its start is measured against).",
+    )
+    eta_first_late = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The first late bound (90 %) it was given."
+    )
+    predicted_duration_s = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="The likely run time in seconds, predicted when the dispatcher first saw the job.",
+    )
+    predicted_p90_s = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="The run time in seconds 90 % of such jobs finish within."
+    )
+    prediction_source = serializers.CharField(
+        read_only=True,
+        help_text='Which history the prediction came from: "user+name", "name", "user", "namespace+shape", '
+        '"namespace", "shape", "cluster", "stated+user", "stated+namespace", "stated", or "none" (no prediction); '
+        '"" before the dispatcher has seen the job.',
+    )
+    past_late_bound = serializers.SerializerMethodField(
+        help_text="Queued and still waiting after the first late bound it was given; the message says why."
+    )
 
     class Meta:
         model = Job
@@ -80,6 +121,14 @@ class JobSerializer(serializers.ModelSerializer):
             "reason",
             "message",
             "eta",
+            "eta_late",
+            "eta_first_at",
+            "eta_first",
+            "eta_first_late",
+            "past_late_bound",
+            "predicted_duration_s",
+            "predicted_p90_s",
+            "prediction_source",
             "demand",
             "source",
             "submitted_by",
@@ -99,6 +148,9 @@ class JobSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DictField())
     def get_demand(self, job: Job) -> dict:
         return demand_summary(job.workload)
+
+    def get_past_late_bound(self, job: Job) -> bool:
+        return estimates.past_late_bound(job, self.context.get("now") or timezone.now())
 
 
 class JobDetailSerializer(JobSerializer):
@@ -154,6 +206,18 @@ class ElasticQuotaSerializer(serializers.Serializer):
         return attrs
 
 
+class EstimateRecordSerializer(serializers.Serializer):
+    """The namespace's track record of start estimates."""
+
+    jobs = serializers.IntegerField(
+        help_text=f"Its last started jobs that had been given an estimated start (at most {estimates.RECORD_JOBS})."
+    )
+    within_20_min = serializers.IntegerField(
+        help_text="Of those, how many started within 20 minutes (either side) of the likely start first given."
+    )
+    by_late_bound = serializers.IntegerField(help_text="Of those, how many started by the late bound first given.")
+
+
 class NamespaceSerializer(serializers.ModelSerializer):
     queue_length = serializers.IntegerField(source="queued")
     released = serializers.IntegerField()
@@ -162,6 +226,7 @@ class NamespaceSerializer(serializers.ModelSerializer):
     cohort = serializers.CharField(help_text="Blank: the cluster-wide cohort.")
     borrowing_limit = _quantities("Most it may borrow beyond its guarantee, per key; empty: up to the quota's hard.")
     quota = serializers.SerializerMethodField()
+    estimate_record = serializers.SerializerMethodField()
 
     class Meta:
         model = Namespace
@@ -175,6 +240,7 @@ class NamespaceSerializer(serializers.ModelSerializer):
             "cohort",
             "borrowing_limit",
             "quota",
+            "estimate_record",
         ]
 
     @extend_schema_field(QuotaSerializer(allow_null=True))
@@ -183,3 +249,11 @@ class NamespaceSerializer(serializers.ModelSerializer):
         the last cycle, with free, and for an elastic namespace guaranteed, borrowed and guaranteed_free."""
         quota = self.context.get("cluster_quotas", {}).get(namespace.name)
         return quota_summary(quota, elastic.amounts(namespace.guaranteed))
+
+    @extend_schema_field(EstimateRecordSerializer)
+    def get_estimate_record(self, namespace: Namespace) -> dict[str, int]:
+        """Of its last 10 started jobs that had an estimated start: how many started within 20
+        minutes of the likely start first given, and how many by the late bound first given."""
+        records = self.context.get("estimate_records")
+        record = records[namespace.pk] if records and namespace.pk in records else estimates.estimate_record(namespace)
+        return record.as_dict()

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from queueing.workload import ADAPTERS
 
-from .. import selectors, services
+from .. import estimates, selectors, services
 from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
@@ -179,6 +179,16 @@ class NamespaceViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveMo
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "cluster_quotas": selectors.cluster_quotas()}
+
+    def list(self, request, *args, **kwargs):
+        """The namespaces you may see: queue counts, quota, and the track record of their start estimates."""
+        # One query for the track records of the whole page (the serializer would ask per namespace).
+        namespaces = self.filter_queryset(self.get_queryset())
+        page = self.paginate_queryset(namespaces)
+        shown = list(namespaces) if page is None else page
+        context = {**self.get_serializer_context(), "estimate_records": estimates.estimate_records(shown)}
+        data = NamespaceSerializer(shown, many=True, context=context).data
+        return Response(data) if page is None else self.get_paginated_response(data)
 
     @extend_schema(
         request=ElasticQuotaSerializer,
