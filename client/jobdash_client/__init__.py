@@ -3,7 +3,7 @@
 from jobdash_client import Client
 jd = Client("http://127.0.0.1:8000", token="...")
 job = jd.submit("examples/mnist-cpu.yaml", priority=10)
-print(job.state, job.position, job.reason, job.eta)
+print(job.state, job.position, job.reason, job.eta, job.eta_late)
 jd.wait(job.id, until="finished")
 """
 
@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Union
 
@@ -60,10 +61,15 @@ class Job:
     position: int | None
     reason: str
     message: str
-    eta: str | None
+    eta: str | None  # the likely start (as many jobs start after it as before), ISO 8601
     demand: Mapping[str, Any]
     raw: Mapping[str, Any] = field(repr=False)
     priority_class: str = ""
+    eta_late: str | None = None  # the late bound: 90 % of jobs start by then
+    predicted_duration_s: float | None = None  # the likely run time
+    predicted_p90_s: float | None = None  # 90 % of such jobs finish within it
+    prediction_source: str = ""  # which history predicted it: "user+name", ..., "none"
+    past_late_bound: bool = False  # queued after the late bound it was first given
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -81,6 +87,11 @@ class Job:
             demand=data.get("demand", {}),
             raw=data,
             priority_class=data.get("priority_class") or "",
+            eta_late=data.get("eta_late"),
+            predicted_duration_s=data.get("predicted_duration_s"),
+            predicted_p90_s=data.get("predicted_p90_s"),
+            prediction_source=data.get("prediction_source") or "",
+            past_late_bound=bool(data.get("past_late_bound")),
         )
 
     @property
@@ -90,7 +101,7 @@ class Job:
     def describe(self) -> str:
         if self.state == "Queued":
             where = f"#{self.position}" if self.position else "not yet placed"
-            eta = f", expected start {self.eta}" if self.eta else ""
+            eta = f", {_start_range(self.eta, self.eta_late)}" if self.eta else ""
             why = f": {self.reason} — {self.message}" if self.reason else ""
             return f"{self.kind} {self.namespace}/{self.name} Queued {where}{eta}{why}".lstrip()
         why = f": {self.message}" if self.state in ("Failed", "Cancelled") and self.message else ""
@@ -208,6 +219,32 @@ def _reached(job: Job, until: str) -> bool:
     if until == "finished":
         return False
     return _ORDER.index(job.state) >= _ORDER.index(until)
+
+
+def _start_range(likely: str, late: str | None) -> str:
+    """ "likely start 2026-11-24 14:20 UTC, by 15:05 UTC at the latest (90 %)": fixed times,
+    not "in 12 min", so that wait() prints a line only when the estimate changes."""
+    likely_at, late_at = _moment(likely), _moment(late) if late else None
+    if likely_at is None:
+        shown = f"likely start {likely}"
+    else:
+        shown = f"likely start {likely_at:%Y-%m-%d %H:%M} UTC"
+    if not late:
+        return shown
+    if late_at is None or likely_at is None:
+        return f"{shown}, by {late} at the latest (90 %)"
+    day = "" if late_at.date() == likely_at.date() else f"{late_at:%Y-%m-%d} "
+    return f"{shown}, by {day}{late_at:%H:%M} UTC at the latest (90 %)"
+
+
+def _moment(text: str) -> datetime | None:
+    """An API time (ISO 8601, "Z" for UTC) in UTC; None if it does not read as one."""
+    try:
+        moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except (TypeError, ValueError):
+        return None
+    utc = timezone.utc  # noqa: UP017 (the client supports Python 3.9, which has no datetime.UTC)
+    return moment.astimezone(utc) if moment.tzinfo else moment.replace(tzinfo=utc)
 
 
 def _manifest_text(manifest: ManifestLike) -> str:

@@ -106,6 +106,61 @@ def test_describe_says_why_a_job_failed():
     assert done.describe() == "PyTorchJob team-a/x Succeeded"
 
 
+def test_describe_gives_a_queued_jobs_start_range():
+    from jobdash_client import Job as ClientJob
+
+    base = {"id": 1, "namespace": "team-a", "name": "x", "kind": "TFJob", "priority": 0, "state": "Queued"}
+    queued = {**base, "position": 2, "reason": "QuotaExceeded", "message": "quota requests.cpu"}
+    ranged = ClientJob.from_json({**queued, "eta": "2026-11-24T14:20:00Z", "eta_late": "2026-11-24T15:05:30.5Z"})
+    assert ranged.describe() == (
+        "TFJob team-a/x Queued #2, likely start 2026-11-24 14:20 UTC, by 15:05 UTC at the latest (90 %): "
+        "QuotaExceeded — quota requests.cpu"
+    )
+    overnight = ClientJob.from_json({**queued, "eta": "2026-11-24T23:40:00+00:00", "eta_late": "2026-11-25T01:00:00Z"})
+    assert "likely start 2026-11-24 23:40 UTC, by 2026-11-25 01:00 UTC at the latest (90 %)" in overnight.describe()
+    likely_only = ClientJob.from_json({**queued, "eta": "2026-11-24T14:20:00Z", "eta_late": None})
+    assert "likely start 2026-11-24 14:20 UTC:" in likely_only.describe()
+    assert "latest" not in likely_only.describe()
+    unknown = ClientJob.from_json({**base, "position": None, "eta": None})
+    assert unknown.describe() == "TFJob team-a/x Queued not yet placed"
+    # An older server without the new fields still reads.
+    assert (unknown.eta_late, unknown.predicted_duration_s, unknown.prediction_source, unknown.past_late_bound) == (
+        None,
+        None,
+        "",
+        False,
+    )
+
+
+def test_the_start_range_and_prediction_through_the_client(client):
+    from datetime import UTC, datetime, timedelta
+
+    job = client.submit(manifest("estimated"))
+    now = datetime.now(UTC)
+    likely = (now + timedelta(hours=1)).replace(second=0, microsecond=0)
+    late = likely + timedelta(minutes=45)
+    Job.objects.filter(pk=job.id).update(
+        position=1,
+        eta=likely,
+        eta_late=late,
+        eta_first_at=now - timedelta(hours=2),
+        eta_first=now - timedelta(hours=1),
+        eta_first_late=now - timedelta(minutes=30),
+        predicted_duration_s=2520.0,
+        predicted_p90_s=7560.0,
+        prediction_source="user+name",
+    )
+    got = client.get(job.id)
+    assert (got.eta, got.eta_late) == (f"{likely:%Y-%m-%dT%H:%M:%S}Z", f"{late:%Y-%m-%dT%H:%M:%S}Z")
+    assert (got.predicted_duration_s, got.predicted_p90_s, got.prediction_source) == (2520.0, 7560.0, "user+name")
+    assert got.past_late_bound is True  # still queued after its first late bound
+    day = "" if late.date() == likely.date() else f"{late:%Y-%m-%d} "
+    assert (
+        f"#1, likely start {likely:%Y-%m-%d %H:%M} UTC, by {day}{late:%H:%M} UTC at the latest (90 %)" in got.describe()
+    )
+    assert [j.past_late_bound for j in client.queue("team-a")] == [True]
+
+
 def test_priority_classes_through_the_client(client, settings):
     classes = {"low": 100, "normal": 1000, "urgent": 100000}
     objects = [
