@@ -24,9 +24,16 @@ victim's TFJob is suspended and requeued; a job is a victim at most
 ``--compress K`` divides the time between submissions by K (durations unchanged), for
 a busier cluster.  Labels say both: ``priority+elastic``, ``fifo@x3``.
 
+``--estimator`` (issue #16): ``new`` (the default) estimates durations with queueing's
+DurationPredictor and gives running jobs likely ends for the start-time forecast;
+``old`` with the median of the VC's last runs of the same GPU count, as before (label
+``priority+old-est``).  Either way the forecasts go through a StartCalibrator (a likely
+start and a 90% late bound), and the summary says how they fared.
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
-preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s) as each replay
+preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
+eta_median_rel_error, eta_late_pct, interval_coverage_pct) as each replay
 ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
 bench/results/trace_replay.md (its generated sections) and the PNG plots from the
 summaries of every policy on record for that window; ``--report-only`` does so
@@ -45,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.replay.records import FIXED, QUOTA_MODES, run_label
+from bench.replay.records import ESTIMATORS, FIXED, NEW_ESTIMATOR, QUOTA_MODES, run_label
 from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES, compress, iso, load_trace, load_vc_nodes, parse_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,6 +84,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         quota=task.get("quota", FIXED),
         grace_s=task.get("grace", 60.0),
         preemption_limit=task.get("preemption_limit", 3),
+        estimator=task.get("estimator", NEW_ESTIMATOR),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -162,9 +170,12 @@ def dump_jobs(result, path: Path) -> None:
             ("lost_s", rec.lost_s),
         ):
             columns[name].append(value)
+    # The sampled forecasts, to study the start ranges without replaying:
+    # (job id, forecast start, forecast at, likely start, late bound).
+    dumped: dict[str, Any] = {**columns, "eta_samples": [list(sample) for sample in result.eta_samples]}
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt") as handle:
-        json.dump(columns, handle)
+        json.dump(dumped, handle)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -199,6 +210,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--compress", type=float, default=1, help="arrivals K times as dense: submission t -> start + (t - start) / K"
+    )
+    parser.add_argument(
+        "--estimator",
+        choices=ESTIMATORS,
+        default=NEW_ESTIMATOR,
+        help="duration estimator: new (queueing.predictor, likely ends of running jobs) or old "
+        "(median of the VC's last runs of the GPU count)",
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
@@ -253,9 +271,12 @@ def main(argv: list[str] | None = None) -> None:
                 "grace": args.grace,
                 "preemption_limit": args.preemption_limit,
                 "compress": factor,
+                "estimator": args.estimator,
                 "label": args.label
                 if args.label and len(runs) == 1
-                else run_label(name, args.pin, args.option, quota, args.grace, args.preemption_limit, factor),
+                else run_label(
+                    name, args.pin, args.option, quota, args.grace, args.preemption_limit, factor, args.estimator
+                ),
             }
             for name, quota in runs
         ]

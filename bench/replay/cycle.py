@@ -12,11 +12,12 @@ the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
 
-from queueing import InFlightJob, NamespaceQuota, Node, Snapshot, plan
+from queueing import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, plan
 from queueing.reasons import Reason
 from queueing.workload import PodSet, Workload
 
@@ -93,11 +94,17 @@ class AdmissionCycles:
         self.last_cycle = now
         with_eta = now >= self.next_eta
         began = time.perf_counter()
+        if with_eta and self.predictor is not None:
+            running = self._running_likely(now)
+        elif self.needs_running or with_eta:
+            running = tuple(self.running.values())
+        else:
+            running = ()
         snapshot = Snapshot(
             now=now,
             pending=tuple(self.pending.values()),
             in_flight=tuple(self._in_flight(rec) for rec in self.inflight.values()),
-            running=tuple(self.running.values()) if (self.needs_running or with_eta) else (),
+            running=running,
             quotas=self._quotas(),
             nodes=self._nodes(),
             node_fit=True,
@@ -137,16 +144,40 @@ class AdmissionCycles:
         self._track(now)
         self._heads(result, now)
 
+    def _running_likely(self, now: float) -> tuple[RunningJob, ...]:
+        """The running jobs, each with its likely end given how long it has run (the new
+        estimator, for the start-time forecast; only in the cycles that forecast)."""
+        began = time.perf_counter()
+        likely_total, features, records = self.predictor.likely_total, self.features, self.records
+        replace = dataclasses.replace
+        running = []
+        for job in self.running.values():
+            rec = records[job.id]
+            total = likely_total(features(rec.job.vc, rec.job.gpus), now - job.started_at)
+            running.append(job if total is None else replace(job, likely_end=job.started_at + total))
+        self.stats["likely_end_s"] += time.perf_counter() - began
+        return tuple(running)
+
     def _sample_etas(self, now: float, result) -> None:
+        """Every waiting job's first forecast is kept (the calibrator learns from it once the job
+        starts); a sample of this cycle's forecasts, spread over the queue, goes through the
+        calibrator as it stands now: (job, forecast start, now, likely start, late bound)."""
         stats = self.stats
         stats["eta_cycles"] += 1
         waiting = [status for status in result.pending.values() if not status.reason.never]
         self.eta_pending_seen += len(waiting)
-        self.eta_with_estimate += sum(1 for status in waiting if status.eta is not None)
         with_eta = [status for status in waiting if status.eta is not None]
+        self.eta_with_estimate += len(with_eta)
+        self.eta_with_note += sum(1 for status in waiting if status.eta is None and status.eta_note)
+        first, records = self.first_etas, self.records
+        for status in with_eta:  # (a job requeued after a preemption has had its first)
+            if status.job_id not in first and records[status.job_id].started_at is None:
+                first[status.job_id] = (now, status.eta)
         step = max(1, len(with_eta) // self.config.eta_sample)
+        start_range = self.calibrator.range
         for status in with_eta[::step]:
-            self.eta_samples.append((status.job_id, status.eta, now))
+            likely, late = start_range(now, status.eta)
+            self.eta_samples.append((status.job_id, status.eta, now, likely, late))
 
     def _track(self, now: float) -> None:
         """Start timeouts (dispatch/tracker.py), checked once per cycle like the tracker."""

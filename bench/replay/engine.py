@@ -31,6 +31,17 @@ then its TFJob is suspended through kubesim's API (its pods go, kubesim keeps th
 up to its last checkpoint) and it is queued again with its submission time; its next
 release unsuspends the same TFJob.  If the preemptor was admitted or is gone by then,
 the preemption is called off.
+
+Durations and start times (issue #16, ``ReplayConfig.estimator``).  ``old``: a job's
+estimate is the median of its VC's last runs of its GPU count (``history.py``), taken at
+submission for the queue and at its start for backfill's expected end.  ``new``, as the
+dispatcher does it: queueing's ``DurationPredictor`` predicts at submission (the median
+is ``PendingJob.expected_duration`` and, from its start, the running job's expected end)
+and learns each job's run time when it finishes; in the cycles that forecast start
+times, a running job's ``likely_end`` is its likely whole duration given how long it has
+run (``likely_total``).  Either way each sampled forecast goes through a
+``StartCalibrator`` (a likely start and a 90% late bound), which learns from each job's
+first forecast once that job starts.
 """
 
 from __future__ import annotations
@@ -45,13 +56,24 @@ from kubesim.clock import ManualClock
 from kubesim.cluster import Cluster
 from kubesim.resources import NODES, TFJOBS
 from queueing import NamespaceQuota, Node, PendingJob, RunningJob
+from queueing.eta_calibration import StartCalibrator
 from queueing.policies import get_policy
 from queueing.policy import Policy
+from queueing.predictor import DurationPredictor, JobFeatures
 from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
 from .history import DurationHistory
-from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, node_affinity, tfjob_manifest, workload_of
+from .mapping import (
+    GPU,
+    GPUS_PER_NODE,
+    cluster_config,
+    job_name,
+    node_affinity,
+    pods_of,
+    tfjob_manifest,
+    workload_of,
+)
 from .oracle import OracleSjfPolicy
 from .preemption import Preemptions
 from .records import (  # noqa: F401 (the replay's data, importable from here as before)
@@ -62,6 +84,7 @@ from .records import (  # noqa: F401 (the replay's data, importable from here as
     FIXED,
     HOUR,
     INF,
+    NEW_ESTIMATOR,
     NO_QUEUE,
     QUEUED,
     RELEASED,
@@ -168,6 +191,12 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
         self.shadow_trigger: float | None = None
         self.next_eta = self.start if config.eta_every_s else INF
         self.durations = DurationHistory(config.history_size, config.history_window)
+        # The new estimator (issue #16); None: the old one (self.durations) alone.
+        self.predictor = DurationPredictor() if config.estimator == NEW_ESTIMATOR else None
+        self.job_features: dict[tuple[str, int], JobFeatures] = {}
+        # Start ranges: the calibrator, and each waiting job's first forecast (at, start) until it starts.
+        self.calibrator = StartCalibrator()
+        self.first_etas: dict[int, tuple[float, float]] = {}
         # Metrics.
         self.busy = 0  # GPUs of running gangs
         self.held = 0  # GPUs of bound pods
@@ -177,8 +206,8 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
         self.util_buckets: list[float] = []
         self.held_buckets: list[float] = []
         self.last_progress = self.start
-        self.eta_samples: list[tuple[int, float, float]] = []
-        self.eta_cycles = self.eta_pending_seen = self.eta_with_estimate = 0
+        self.eta_samples: list[tuple[int, float, float, float, float]] = []
+        self.eta_cycles = self.eta_pending_seen = self.eta_with_estimate = self.eta_with_note = 0
         self.stats: dict[str, Any] = {
             "cycles": 0,
             "eta_cycles": 0,
@@ -196,18 +225,33 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             "preemptions_called_off": 0,
             "preemptions_reassigned": 0,
             "borrowing_admitted": 0,
+            "likely_end_s": 0.0,
+            "calibration_observed": 0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
 
     def estimate(self, vc: str, gpus: int) -> float | None:
-        """The no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
+        """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
         return self.durations.estimate(vc, gpus)
+
+    def features(self, vc: str, gpus: int) -> JobFeatures:
+        """What the predictor knows of a trace job at submission (the trace has no user or name)."""
+        found = self.job_features.get((vc, gpus))
+        if found is None:
+            found = self.job_features[(vc, gpus)] = JobFeatures(
+                namespace=vc, kind="TFJob", gpus=gpus, pods=pods_of(gpus)[0]
+            )
+        return found
 
     # -- arrivals, releases, take-backs --------------------------------------------------------
 
     def _submit(self, job: TraceJob, now: float) -> None:
         rec = JobRecord(job)
-        rec.estimate = self.estimate(job.vc, job.gpus)
+        if self.predictor is not None:
+            rec.prediction = self.predictor.predict(self.features(job.vc, job.gpus))
+            rec.estimate = rec.prediction.median_s
+        else:
+            rec.estimate = self.estimate(job.vc, job.gpus)
         self.records[job.id] = rec
         self.all_records.append(rec)
         if self.policy is None:
@@ -221,7 +265,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
     def _expected(self, rec: JobRecord) -> float | None:
         if self.oracle:
             return rec.job.duration
-        if self.uses_estimate:
+        if self.uses_estimate or self.predictor is not None:  # (the dispatcher gives every job its prediction)
             return rec.estimate
         return None
 
@@ -383,6 +427,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             eta_pending_seen=self.eta_pending_seen,
             eta_with_estimate=self.eta_with_estimate,
             stats=self.stats,
+            eta_with_note=self.eta_with_note,
         )
 
     def _drained(self, t: float) -> bool:

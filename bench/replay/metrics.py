@@ -7,7 +7,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from .records import DONE, FAILED, RELEASED, RUNNING, ReplayResult
+from queueing.eta_calibration import BANDS, band_of
+
+from .records import DONE, FAILED, OLD_ESTIMATOR, RELEASED, RUNNING, ReplayResult
 
 SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
 CDF_POINTS = 201
@@ -152,7 +154,11 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "held_hourly_pct": [
             round(100.0 * b / (result.total_gpus * size), 2) if result.total_gpus else 0.0 for b in result.held_buckets
         ],
-        "eta": eta_accuracy(result),
+        "estimator": result.config.estimator,
+        "eta": (eta := eta_accuracy(result)),
+        "eta_median_rel_error": eta["median_rel_error"],
+        "eta_late_pct": eta["late_pct"],
+        "interval_coverage_pct": eta["interval_coverage_pct"],
         "estimate": estimate_accuracy(result),
         "stats": {key: (round(value, 3) if isinstance(value, float) else value) for key, value in result.stats.items()},
     }
@@ -162,37 +168,84 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     return summary
 
 
-def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
-    """How close the planner's estimated start times (sampled hourly) came to the real starts."""
-    starts = {rec.job.id: rec.started_at for rec in result.jobs}
-    errors, relative, late = [], [], 0
-    for job_id, predicted, at in result.eta_samples:
-        actual = starts.get(job_id)
-        if actual is None:
-            continue
-        error = actual - predicted
-        errors.append(abs(error))
-        late += error > 0
-        relative.append(abs(error) / max(actual - at, 60.0))
-    errors.sort()
-    relative.sort()
-    seen = result.eta_pending_seen
+def _errors(pairs: list[tuple[float, float, float]]) -> dict[str, Any]:
+    """(predicted start, actual start, predicted at) -> error figures: |error|, |error| over
+    the real wait from the forecast (at least a minute), and the share that started later."""
+    errors = sorted(abs(actual - predicted) for predicted, actual, _ in pairs)
+    relative = sorted(abs(actual - predicted) / max(actual - at, 60.0) for predicted, actual, at in pairs)
+    late = sum(1 for predicted, actual, _ in pairs if actual > predicted)
     return {
-        "cycles": result.eta_cycles,
-        "waiting_seen": seen,
-        "with_eta_pct": round(100.0 * result.eta_with_estimate / seen, 1) if seen else 0.0,
-        "samples": len(errors),
         "median_abs_error_s": round(percentile(errors, 50), 1),
         "p90_abs_error_s": round(percentile(errors, 90), 1),
         "median_rel_error": round(percentile(relative, 50), 3),
-        "late_pct": round(100.0 * late / len(errors), 1) if errors else 0.0,
+        "late_pct": round(100.0 * late / len(pairs), 1) if pairs else 0.0,
     }
 
 
+def _band_label(index: int) -> str:
+    edges = (0.0, *BANDS)
+    low = edges[index]
+    return f">= {low / 3600:g} h" if index == len(BANDS) else f"{low / 3600:g}-{BANDS[index] / 3600:g} h"
+
+
+def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
+    """How close the start times the queue gives (sampled hourly) came to the real starts:
+    the planner's forecast as it is (``raw_...``), the likely start the calibrator makes of it
+    (``median_rel_error``, ``late_pct``, ...) and its 90% late bound (``interval_coverage_pct``:
+    the share that started by it).  Per band of forecast wait (the calibrator's bands) too."""
+    # A job preempted and queued again is forecast again: its start after the forecast is its
+    # last (re)start (exact for one preemption; fixed quotas preempt nothing).
+    starts = {rec.job.id: (rec.started_at, rec.run_started_at) for rec in result.jobs}
+    raw, likely, covered, widths = [], [], 0, []
+    bands: list[list[tuple[float, float, float, float]]] = [[] for _ in range(len(BANDS) + 1)]
+    for job_id, predicted, at, likely_at, late_at in result.eta_samples:
+        first, last = starts.get(job_id, (None, None))
+        actual = first if first is not None and first >= at else last
+        if actual is None or actual < at:
+            continue
+        raw.append((predicted, actual, at))
+        likely.append((likely_at, actual, at))
+        covered += actual <= late_at
+        widths.append((late_at - at) / max(likely_at - at, 60.0))
+        bands[band_of(max(predicted - at, 0.0))].append((predicted, actual, at, late_at))
+    widths.sort()
+    seen = result.eta_pending_seen
+    figures: dict[str, Any] = {
+        "cycles": result.eta_cycles,
+        "waiting_seen": seen,
+        "with_eta_pct": round(100.0 * result.eta_with_estimate / seen, 1) if seen else 0.0,
+        "with_eta_or_note_pct": round(100.0 * (result.eta_with_estimate + result.eta_with_note) / seen, 1)
+        if seen
+        else 0.0,
+        "samples": len(raw),
+        **{f"raw_{key}": value for key, value in _errors(raw).items()},
+        **_errors(likely),
+        "interval_coverage_pct": round(100.0 * covered / len(raw), 1) if raw else 0.0,
+        "median_late_over_likely": round(percentile(widths, 50), 2),
+    }
+    by_band = []
+    for index, samples in enumerate(bands):
+        if not samples:
+            continue
+        pairs = [(p, a, at) for p, a, at, _ in samples]
+        row = {"band": _band_label(index), "samples": len(samples)}
+        row.update({f"raw_{key}": value for key, value in _errors(pairs).items() if key != "p90_abs_error_s"})
+        row["interval_coverage_pct"] = round(100.0 * sum(a <= late for _, a, _, late in samples) / len(samples), 1)
+        by_band.append(row)
+    figures["bands"] = by_band
+    return figures
+
+
 def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
-    """The no-oracle duration estimate (median of the namespace's recent runs of the same
-    shape) made at each job's submission, against the job's real duration."""
+    """The no-oracle duration estimate made at each job's submission (the old estimator's:
+    the median of the namespace's recent runs of the same shape; the new one's: the
+    predictor's median) against the job's real duration; the new one's 90% bound too."""
     pairs = [(rec.estimate, rec.job.duration) for rec in result.jobs if rec.estimate is not None]
+    bounds = [
+        rec.job.duration <= rec.prediction.p90_s
+        for rec in result.jobs
+        if rec.prediction is not None and rec.prediction.p90_s is not None
+    ]
     if not pairs:
         return {"coverage_pct": 0.0}
     ratios = sorted(estimate / actual for estimate, actual in pairs)
@@ -212,6 +265,8 @@ def estimate_accuracy(result: ReplayResult) -> dict[str, Any]:
         "median_ratio": round(percentile(ratios, 50), 3),
         "within_2x_pct": round(100.0 * within2 / len(pairs), 1),
         "pair_order_agreement_pct": round(100.0 * agree / total, 1) if total else 0.0,
+        "median_rel_error": round(percentile(sorted(abs(e - a) / a for e, a in pairs if a > 0), 50), 3),
+        **({"p90_coverage_pct": round(100.0 * sum(bounds) / len(bounds), 1)} if bounds else {}),
     }
 
 
@@ -233,11 +288,16 @@ JSON_KEYS = (
     "gpu_hours",
     "preempted_pct",
     "runtime_s",
+    "estimator",
+    "eta_median_rel_error",
+    "eta_late_pct",
+    "interval_coverage_pct",
 )
 
 
 def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     """The summary's headline numbers.  ``label`` and ``compress`` are set by the caller
     (bench/trace_replay.py); a bare summary gets the policy name and 1."""
-    defaults = {"label": summary["policy"], "compress": 1}
+    defaults = {"label": summary["policy"], "compress": 1, "estimator": OLD_ESTIMATOR}
+    defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
     return {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}

@@ -7,6 +7,7 @@ from typing import Any
 
 from queueing import InFlightJob
 from queueing.planner import DEFAULT_ETA_HORIZON_S
+from queueing.predictor import Prediction
 
 from .mapping import per_pod_requests, pods_of
 from .trace import TraceJob
@@ -26,6 +27,13 @@ FIXED, BORROW, ELASTIC = "fixed", "borrow", "elastic"
 QUOTA_MODES = (FIXED, BORROW, ELASTIC)
 COHORT = "philly"
 
+# Duration estimators (issue #16).  old: the median of the VC's last 20 runs of the same GPU
+# count (history.DurationHistory), the figure the planner's history gives.  new: queueing's
+# DurationPredictor (most specific history with enough runs, fed each job's run time when it
+# finishes), and running jobs' likely ends given how long they have run (likely_total).
+OLD_ESTIMATOR, NEW_ESTIMATOR = "old", "new"
+ESTIMATORS = (OLD_ESTIMATOR, NEW_ESTIMATOR)
+
 
 def run_label(
     policy: str,
@@ -35,9 +43,11 @@ def run_label(
     grace: float = 60.0,
     limit: int = 3,
     factor: float = 1,
+    estimator: str = NEW_ESTIMATOR,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
-    ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``."""
+    ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
+    old duration estimator; the new one is the default and goes unnamed)."""
     text = f"{policy}{'+pin' if pin else ''}" + (f"[{','.join(options)}]" if options else "")
     if quota != FIXED:
         text += f"+{quota}"
@@ -46,6 +56,8 @@ def run_label(
             knobs += [f"grace={grace:g}"] if grace != 60.0 else []
             knobs += [f"limit={limit}"] if limit != 3 else []
         text += f"[{','.join(knobs)}]" if knobs else ""
+    if estimator != NEW_ESTIMATOR:
+        text += f"+{estimator}-est"
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -75,10 +87,13 @@ class ReplayConfig:
     grace_s: float = 60.0  # JOBDASH_PREEMPTION_GRACE_SECONDS: a victim runs this long before it is suspended
     preemption_limit: int = 3  # a job preempted this often is no longer a victim (elastic)
     checkpoint_s: float = 1800.0  # kubesim's default checkpoint interval: work kept when a job is suspended
+    estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
             raise ValueError(f"quota must be one of {', '.join(QUOTA_MODES)}, got {self.quota!r}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
 
 
 class JobRecord:
@@ -91,6 +106,7 @@ class JobRecord:
         "state",
         "attempts",
         "estimate",
+        "prediction",
         "released_at",
         "first_released_at",
         "started_at",
@@ -131,6 +147,7 @@ class JobRecord:
         self.state = QUEUED
         self.attempts = 0
         self.estimate: float | None = None
+        self.prediction: Prediction | None = None  # the new estimator's, at submission
         self.released_at: float | None = None
         self.first_released_at: float | None = None
         self.started_at: float | None = None
@@ -183,8 +200,11 @@ class ReplayResult:
     held_buckets: list[float]  # GPU-seconds of bound pods per bucket
     partial_node_gpu_s: float
     partial_quota_gpu_s: float
-    eta_samples: list[tuple[int, float, float]]  # (job id, predicted start, predicted at)
+    # (job id, the forecast's start, forecast at, likely start, late bound): the forecast
+    # through the StartCalibrator as it stood then
+    eta_samples: list[tuple[int, float, float, float, float]]
     eta_cycles: int
     eta_pending_seen: int
     eta_with_estimate: int
     stats: dict[str, Any]
+    eta_with_note: int = 0  # waiting jobs with no ETA but a note saying why

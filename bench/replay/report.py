@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import SIZE_CLASSES
-from .records import BORROW, ELASTIC, FIXED, run_label
+from .records import BORROW, ELASTIC, FIXED, NEW_ESTIMATOR, OLD_ESTIMATOR, run_label
 
 REPORT = "trace_replay.md"
 CDF_PNG = "trace_replay_queue_cdf.png"
@@ -163,13 +163,18 @@ def eta_table(summaries: list[dict[str, Any]]) -> str:
         if s["policy"] == "none":
             continue
         e, a = s["estimate"], s["eta"]
+        # The planner's forecast as it is (raw_...; summaries before issue #16 had no other).
+        raw = {key: a.get(f"raw_{key}", a.get(key, 0)) for key in _ERROR_KEYS}
         rows.append(
             f"| {s['label']} | {e.get('coverage_pct', 0):.0f}% | {e.get('within_2x_pct', 0):.0f}% | "
             f"{_h(e.get('median_abs_error_s', 0))} | {e.get('pair_order_agreement_pct', 0):.0f}% | {a['cycles']:,} | "
-            f"{a['with_eta_pct']:.0f}% | {_h(a['median_abs_error_s'])} | {_h(a['p90_abs_error_s'])} | "
-            f"{a['median_rel_error']:.2f} | {a['late_pct']:.0f}% |"
+            f"{a['with_eta_pct']:.0f}% | {_h(raw['median_abs_error_s'])} | {_h(raw['p90_abs_error_s'])} | "
+            f"{raw['median_rel_error']:.2f} | {raw['late_pct']:.0f}% |"
         )
     return "\n".join(rows)
+
+
+_ERROR_KEYS = ("median_abs_error_s", "p90_abs_error_s", "median_rel_error", "late_pct")
 
 
 def cost_table(summaries: list[dict[str, Any]]) -> str:
@@ -359,8 +364,22 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
         text = _replace(text, "elastic", elastic_table(runs))
         text = _replace(text, "elastic-vcs", vc_table(runs))
         text = _insert_after(text, "targets", "targets-elastic", elastic_targets(runs))
+    ranged = range_runs(summaries)
+    if ranged:
+        if "<!-- generated:ranges -->" not in text:
+            text = _insert_section(text, RANGES_HEADING, before="## Elastic quota (issue #15)")
+        text = _replace(text, "ranges", ranges_table(ranged))
+        text = _replace(text, "ranges-bands", bands_table(ranged))
+        text = _replace(text, "targets-ranges", ranges_targets(ranged))
     path.write_text(text)
     return written
+
+
+def _insert_section(text: str, section: str, before: str) -> str:
+    """A new section goes before heading ``before`` (at the end if there is none)."""
+    if before in text:
+        return text.replace(before, section.rstrip() + "\n\n" + before, 1)
+    return text.rstrip() + "\n\n" + section
 
 
 # -- issue #15: elastic quota ------------------------------------------------------------------
@@ -388,12 +407,25 @@ def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if s["policy"] in ("fifo", DEFAULT)
         # no other variants (policy options, grace or limit not the default); --pin is shown too
         and s["label"]
-        == run_label(s["policy"], bool(s.get("pin")), quota=s.get("quota", FIXED), factor=s.get("compress", 1))
+        == run_label(
+            s["policy"],
+            bool(s.get("pin")),
+            quota=s.get("quota", FIXED),
+            factor=s.get("compress", 1),
+            estimator=s.get("estimator", NEW_ESTIMATOR),  # (runs before issue #16 were unnamed)
+        )
     ]
 
     def key(s: dict[str, Any]) -> tuple:
         quota = s.get("quota", FIXED)
-        return (s.get("compress", 1), s["policy"] != "fifo", bool(s.get("pin")), QUOTA_ORDER.index(quota), s["label"])
+        return (
+            s.get("compress", 1),
+            s["policy"] != "fifo",
+            bool(s.get("pin")),
+            QUOTA_ORDER.index(quota),
+            s.get("estimator") != OLD_ESTIMATOR,
+            s["label"],
+        )
 
     return sorted(runs, key=key)
 
@@ -475,5 +507,138 @@ def elastic_targets(runs: list[dict[str, Any]]) -> str:
         rows.append(
             f"| a full replay in <= 10 min | {'; '.join(shown)}{'; ' if shown else ''}slowest ({slowest['label']}): "
             f"{slowest['runtime_s']:.0f} s wall | {'yes' if slowest['runtime_s'] <= TARGET_RUNTIME_S else 'no'} |"
+        )
+    return "\n".join(rows)
+
+
+# -- issue #16: start-time ranges ----------------------------------------------------------------
+
+ESTIMATOR_TEXT = {OLD_ESTIMATOR: "old (VC median)", NEW_ESTIMATOR: "new (predictor)"}
+RANGES_HEADING = """## Start-time ranges (issue #16)
+
+<!-- generated:ranges -->
+<!-- /generated:ranges -->
+
+By band of the forecast wait (the calibrator's bands):
+
+<!-- generated:ranges-bands -->
+<!-- /generated:ranges-bands -->
+
+<!-- generated:targets-ranges -->
+<!-- /generated:targets-ranges -->
+"""
+
+
+def range_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs with start ranges (made since issue #16), ordered by pace, quota, policy, estimator."""
+    runs = [s for s in summaries if s["policy"] != "none" and "interval_coverage_pct" in s.get("eta", {})]
+
+    def key(s: dict[str, Any]) -> tuple:
+        policy = s["policy"]
+        return (
+            s.get("compress", 1),
+            QUOTA_ORDER.index(s.get("quota", FIXED)),
+            ORDER.index(policy) if policy in ORDER else len(ORDER),
+            s.get("estimator") != OLD_ESTIMATOR,
+            s["label"],
+        )
+
+    return sorted(runs, key=key)
+
+
+def ranges_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | duration estimator | avg queueing (s) | ETA median relative error: forecast / likely | "
+        "started later than: forecast / likely | late bound covers | late bound / likely wait (median) | "
+        "ETA samples (calibrator's observations) | waiting jobs with an ETA (or a note) | "
+        "duration estimate within 2x (90% bound covers) | replay wall time (CPU) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        a, e, st = s["eta"], s.get("estimate", {}), s.get("stats", {})
+        bound = f" ({e['p90_coverage_pct']:.0f}%)" if "p90_coverage_pct" in e else ""
+        rows.append(
+            f"| {_pace(s)} | {s['label']} | {ESTIMATOR_TEXT.get(s.get('estimator', ''), '?')} | "
+            f"{_s(s['avg_queue_s'])} | {a['raw_median_rel_error']:.2f} / {a['median_rel_error']:.2f} | "
+            f"{a['raw_late_pct']:.0f}% / {a['late_pct']:.0f}% | {a['interval_coverage_pct']:.1f}% | "
+            f"{a['median_late_over_likely']:.1f} x | {a['samples']:,} ({st.get('calibration_observed', 0):,}) | "
+            f"{a['with_eta_pct']:.1f}% ({a.get('with_eta_or_note_pct', a['with_eta_pct']):.1f}%) | "
+            f"{e.get('within_2x_pct', 0):.0f}%{bound} | {s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
+        )
+    return "\n".join(rows)
+
+
+def bands_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | forecast wait | samples | forecast: median relative error | started later than forecast | "
+        "late bound covers |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        for band in s["eta"].get("bands", []):
+            rows.append(
+                f"| {_pace(s)} | {s['label']} | {band['band']} | {band['samples']:,} | "
+                f"{band['raw_median_rel_error']:.2f} | {band['raw_late_pct']:.0f}% | "
+                f"{band['interval_coverage_pct']:.1f}% |"
+            )
+    return "\n".join(rows)
+
+
+def _versus(old: dict[str, Any] | None, key: str, unit: str = "", digits: int = 2) -> str:
+    """The old estimator's figure, as an aside."""
+    return f"; old estimator {old[key]:.{digits}f}{unit}" if old else ""
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def ranges_targets(runs: list[dict[str, Any]]) -> str:
+    """Issue #16's targets, for the default policy with the new estimator (fixed quotas)."""
+    rows = ["| target (issue #16) | measured | met |", "|---|---|---|"]
+    here = {(s.get("compress", 1), s["policy"], s.get("estimator")): s for s in runs if s.get("quota", FIXED) == FIXED}
+    for factor in sorted({key[0] for key in here}):
+        where = _pace({"compress": factor})
+        new, old = here.get((factor, DEFAULT, NEW_ESTIMATOR)), here.get((factor, DEFAULT, OLD_ESTIMATOR))
+        oracle = here.get((factor, "sjf-oracle", NEW_ESTIMATOR)) or here.get((factor, "sjf-oracle", OLD_ESTIMATOR))
+        if new:
+            a = new["eta"]
+            o = old["eta"] if old else None
+            rows.append(
+                f"| {where}: ETA median relative error of the likely start <= 0.25 | {a['median_rel_error']:.2f} "
+                f"(the forecast: {a['raw_median_rel_error']:.2f}){_versus(o, 'median_rel_error')} | "
+                f"{_met(a['median_rel_error'] <= 0.25)} |"
+            )
+            rows.append(
+                f"| {where}: 40-60% start later than the likely start | {a['late_pct']:.0f}% "
+                f"(the forecast: {a['raw_late_pct']:.0f}%){_versus(o, 'late_pct', '%', 0)} | "
+                f"{_met(40 <= a['late_pct'] <= 60)} |"
+            )
+            rows.append(
+                f"| {where}: the 90% late bound covers >= 88% of starts | {a['interval_coverage_pct']:.1f}% "
+                f"of {a['samples']:,} samples{_versus(o, 'interval_coverage_pct', '%', 1)} | "
+                f"{_met(a['interval_coverage_pct'] >= 88)} |"
+            )
+            noted = a.get("with_eta_or_note_pct", a["with_eta_pct"])
+            rows.append(
+                f"| {where}: every waiting job has an ETA or a note | {a['with_eta_pct']:.1f}% an ETA, "
+                f"{noted:.1f}% an ETA or a note, of {a['waiting_seen']:,} seen | {_met(noted >= 100.0)} |"
+            )
+        if new and oracle:
+            ratio = new["avg_queue_s"] / oracle["avg_queue_s"] if oracle["avg_queue_s"] else float("inf")
+            rows.append(
+                f"| {where}: {DEFAULT} avg queueing <= 1.5 x sjf-oracle | {_s(new['avg_queue_s'])} s vs "
+                f"{_s(oracle['avg_queue_s'])} s = {ratio:.2f} x | {_met(ratio <= 1.5)} |"
+            )
+    if runs:
+        slowest = max(runs, key=lambda s: s["runtime_s"])
+        shown = [
+            f"{s['label']}: {s['runtime_s']:.0f} s wall, {s.get('stats', {}).get('cpu_s', 0):.0f} s CPU"
+            for s in runs
+            if s["policy"] == DEFAULT and s.get("estimator") == NEW_ESTIMATOR
+        ]
+        rows.append(
+            f"| a full replay in <= 10 min | {'; '.join(shown)}{'; ' if shown else ''}slowest ({slowest['label']}): "
+            f"{slowest['runtime_s']:.0f} s wall | {_met(slowest['runtime_s'] <= TARGET_RUNTIME_S)} |"
         )
     return "\n".join(rows)

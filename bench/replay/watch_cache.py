@@ -125,12 +125,18 @@ class WatchCache:
         if self.policy is not None:
             expected_end = None
             if self.backfill:
-                # The estimate when it starts (the dispatcher would store it with the job).
-                estimate = self.estimate(rec.job.vc, rec.job.gpus)
+                # The estimate when it starts (the dispatcher would store it with the job);
+                # the new estimator's is the prediction made at submission.
+                estimate = rec.estimate if self.predictor is not None else self.estimate(rec.job.vc, rec.job.gpus)
                 if estimate is not None:
                     expected_end = now + estimate
                     heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
             self.running[rec.job.id] = self._running_job(rec, expected_end)
+            first = self.first_etas.pop(rec.job.id, None)
+            if first is not None:  # its first forecast, against its real wait from then
+                at, eta = first
+                self.calibrator.observe(max(eta - at, 0.0), now - at)
+                self.stats["calibration_observed"] += 1
 
     def _tfjob_event(self, event) -> None:
         obj = event.obj
@@ -158,6 +164,8 @@ class WatchCache:
         rec.pods = {}
         rec.run_s += now - rec.run_started_at
         self.durations.record(rec.job.vc, rec.job.gpus, rec.run_s)
+        if self.predictor is not None:
+            self.predictor.observe(self.features(rec.job.vc, rec.job.gpus), rec.run_s, rec.prediction)
 
     # -- metrics over time --------------------------------------------------------------------
 

@@ -186,7 +186,12 @@ def test_summary_and_json_line():
         "gpu_hours",
         "preempted_pct",
         "runtime_s",
+        "estimator",
+        "eta_median_rel_error",
+        "eta_late_pct",
+        "interval_coverage_pct",
     ]
+    assert line["estimator"] == "new"
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert line["label"] == "fifo" and line["quota"] == "fixed" and line["compress"] == 1
     assert line["preemptions"] == 0 and line["preempted_gpu_hours"] == 0 and line["preempted_pct"] == 0
@@ -252,16 +257,17 @@ PRIORITY_STARTS_BEFORE = [
 
 @pytest.mark.parametrize("policy", ["fifo", "priority"])
 def test_fixed_quotas_give_the_results_they_gave_before(policy):
+    """... with the old duration estimator (issue #16: the new one changes what backfill sees)."""
     jobs = synthetic(40, 5)
     vcs = {"a": 2, "b": 2}
-    result = replay(jobs, policy, vcs)
+    result = replay(jobs, policy, vcs, estimator="old")
     summary = summarize(result)
     assert (summary["avg_queue_s"], summary["p99_queue_s"], summary["gpu_util_pct"], result.stats["cycles"]) == (
         FIXED_BEFORE[policy]
     )
     if policy == "priority":
         assert [start for start, _ in (outcome(result)[i] for i in range(1, 41))] == PRIORITY_STARTS_BEFORE
-    assert outcome(replay(jobs, policy, vcs, quota="fixed")) == outcome(result)
+    assert outcome(replay(jobs, policy, vcs, quota="fixed", estimator="old")) == outcome(result)
     assert summary["quota"] == "fixed" and summary["preemptions"] == 0 and summary["preempted_gpu_hours"] == 0
 
 
@@ -492,3 +498,110 @@ def test_a_pinned_victim_resumes_on_the_nodes_planned_for_its_new_release():
     spec = engine.cluster.tfjob("a", "job-2")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == ["node-0"]
+
+
+# -- start-time ranges (issue #16) -------------------------------------------------------------
+
+
+def busy(count: int = 120, seed: int = 7, hours: int = 10) -> list[TraceJob]:
+    """Jobs of 5 min to 2 h on VCs of one node each: a queue that lasts for hours."""
+    import random
+
+    rng = random.Random(seed)
+    return [
+        job(i, rng.randrange(0, hours * 3600), rng.choice("ab"), rng.choice([1, 1, 2, 4, 8]), rng.randrange(300, 7200))
+        for i in range(1, count + 1)
+    ]
+
+
+@pytest.fixture(scope="module")
+def ranged():
+    """The busy trace under priority with each estimator, forecasts every 10 minutes."""
+    jobs = sorted(busy(), key=lambda j: (j.submit, j.id))
+    return {
+        estimator: Replay(jobs, TWO_VCS, ReplayConfig(policy="priority", estimator=estimator, eta_every_s=600.0), T0)
+        for estimator in ("old", "new")
+    }
+
+
+def test_start_ranges_are_sampled_calibrated_and_scored(ranged):
+    for estimator, engine in ranged.items():
+        result = engine.run()
+        assert result.config.estimator == estimator
+        assert result.eta_samples and all(len(sample) == 5 for sample in result.eta_samples)
+        for _, eta, at, likely, late in result.eta_samples:
+            assert at <= likely <= late and eta >= at
+        # One observation per job given a forecast, when it starts; the calibrator is past its warm-up.
+        assert engine.calibrator.observed == result.stats["calibration_observed"] > 50
+        assert not engine.first_etas  # every job forecast has started
+        assert any(likely != eta for _, eta, _, likely, _ in result.eta_samples[-50:])
+        summary = summarize(result)
+        eta = summary["eta"]
+        for key in ("median_rel_error", "late_pct", "median_abs_error_s", "raw_median_rel_error", "raw_late_pct"):
+            assert eta[key] >= 0, key
+        assert 0 <= eta["interval_coverage_pct"] <= 100 and 0 <= eta["late_pct"] <= 100
+        assert eta["median_late_over_likely"] >= 1
+        assert eta["with_eta_or_note_pct"] == 100.0 and eta["with_eta_pct"] <= 100.0
+        assert sum(band["samples"] for band in eta["bands"]) == eta["samples"]
+        assert (summary["estimator"], summary["interval_coverage_pct"]) == (estimator, eta["interval_coverage_pct"])
+        assert summary["eta_median_rel_error"] == eta["median_rel_error"] and summary["eta_late_pct"] == eta["late_pct"]
+        assert summary["deadlocked_gangs"] == 0 and summary["finished"] == len(result.jobs)
+        estimate = summary["estimate"]
+        assert 0 < estimate["within_2x_pct"] <= 100
+        assert ("p90_coverage_pct" in estimate) == (estimator == "new")
+
+
+def test_the_new_estimator_predicts_and_learns_and_gives_likely_ends_only_when_forecasting(monkeypatch):
+    from bench.replay import cycle
+
+    seen = []
+
+    def recording(snapshot, policy, **options):
+        seen.append((options.get("eta_horizon_s", 0.0) > 0, [job.likely_end for job in snapshot.running]))
+        return plan(snapshot, policy, **options)
+
+    monkeypatch.setattr(cycle, "plan", recording)
+    jobs = sorted(busy(40, seed=2, hours=3), key=lambda j: (j.submit, j.id))
+    engine = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority", eta_every_s=600.0), T0)
+    result = engine.run()
+    assert engine.predictor is not None and engine.predictor.observed == len(jobs)
+    forecasting = [ends for eta, ends in seen if eta and ends]
+    # (the first forecast comes before any job has finished: nothing to predict from yet)
+    assert [all(end is not None for end in ends) for ends in forecasting[1:]] == [True] * (len(forecasting) - 1)
+    assert all(end is None for eta, ends in seen if not eta for end in ends)  # ordinary cycles pay nothing
+    later = [rec for rec in result.jobs if rec.prediction is not None and rec.prediction.source != "none"]
+    assert later and all(rec.estimate == rec.prediction.median_s for rec in result.jobs)
+    assert result.stats["likely_end_s"] > 0
+
+    seen.clear()
+    old = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority", estimator="old", eta_every_s=600.0), T0)
+    old.run()
+    assert old.predictor is None and all(end is None for _, ends in seen for end in ends)
+    with pytest.raises(ValueError):
+        ReplayConfig(policy="priority", estimator="oracle")
+
+
+def test_cli_names_the_old_estimator_and_the_report_compares_ranges(tmp_path, capsys):
+    from bench import trace_replay
+
+    trace, vcs = write_trace(tmp_path, sorted(busy(60, seed=4, hours=4), key=lambda j: (j.submit, j.id)))
+    cache, results = tmp_path / "cache", tmp_path / "results"
+    common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--from", "2017-10-01", "--cache-dir", str(cache)]
+    trace_replay.main([*common, "--policy", "priority", "--estimator", "old"])
+    trace_replay.main([*common, "--policy", "priority,sjf-oracle", "--results-dir", str(results), "--report"])
+    lines = {line["label"]: line for line in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert list(lines) == ["priority+old-est", "priority", "sjf-oracle"]
+    assert [line["estimator"] for line in lines.values()] == ["old", "new", "new"]
+    assert all(0 <= line["interval_coverage_pct"] <= 100 for line in lines.values())
+    report = (results / "trace_replay.md").read_text()
+    assert "## Start-time ranges (issue #16)" in report
+    section = report[report.index("<!-- generated:ranges -->") : report.index("<!-- /generated:ranges -->")]
+    assert "| shared window | priority+old-est | old (VC median) |" in section
+    assert "| shared window | priority | new (predictor) |" in section
+    targets = report[report.index("<!-- generated:targets-ranges -->") :]
+    assert "avg queueing <= 1.5 x sjf-oracle" in targets and "the 90% late bound covers" in targets
+    import gzip
+
+    with gzip.open(cache / "2017-10-01_all" / "jobs" / "priority.json.gz", "rt") as handle:
+        dumped = json.load(handle)
+    assert dumped["eta_samples"] and all(len(sample) == 5 for sample in dumped["eta_samples"])
