@@ -14,6 +14,7 @@ Then one Cycle row records the cycle and its phase timings, for the status page.
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -24,6 +25,7 @@ from django.utils import timezone
 import queueing
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
+from queueing.eta_calibration import StartCalibrator
 
 from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
@@ -189,7 +191,14 @@ class Dispatcher:
         lap("release")
         # 4. statuses
         everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s
-        write_statuses(observed.pending, plan, shifts=everything)
+        write_statuses(
+            observed.pending,
+            plan,
+            shifts=everything,
+            ranges=self.cache.learning.calibrator,
+            now=observed.snapshot.now,
+            overruns=observed.overruns,
+        )
         if everything:
             self._all_statuses_at = time.monotonic()
         lap("statuses")
@@ -224,37 +233,82 @@ class Dispatcher:
         return result
 
 
-def write_statuses(rows: list[snapshot_phase.PendingRow], plan, *, shifts: bool = True) -> int:
-    """Position, reason, message and ETA of every job still waiting; only changed rows are
-    written, and a changed reason leaves an event on the job's timeline.
+def write_statuses(
+    rows: list[snapshot_phase.PendingRow],
+    plan,
+    *,
+    shifts: bool = True,
+    ranges: StartCalibrator | None = None,
+    now: float | None = None,
+    overruns: Mapping[str, list[str]] | None = None,
+) -> int:
+    """Position, reason, message and start range of every job still waiting; only changed
+    rows are written, and a changed reason leaves an event on the job's timeline.
 
-    `shifts=False` skips rows whose only change is their position, message or ETA (a
-    queue of thousands moves up as its heads are admitted, and rewriting every row each
-    cycle costs more than the rest of the cycle); a changed reason and a job without a
-    position yet are always written."""
-    changed, events = [], []
+    The plan's forecast becomes a likely start and a late bound (`ranges`: the leader's
+    StartCalibrator; None: the forecast as is, no bound). A job's first range is kept with
+    the raw forecast (what the calibration learns from when it starts); a job still waiting
+    past its first late bound says so, and names the running jobs of its namespace that ran
+    past their own (`overruns`). A job seen for the first time has its run-time prediction
+    stored with its status.
+
+    `shifts=False` skips rows whose only change is their position, message or start range
+    (a queue of thousands moves up as its heads are admitted, and rewriting every row each
+    cycle costs more than the rest of the cycle); a changed reason, a job without a position
+    yet and a job's first range are always written."""
+    now = time.time() if now is None else now
+    overruns = overruns or {}
+    changed, firsts, predicted, events = [], [], [], []
     for row in rows:
+        if row.prediction is not None:  # (an admitted job keeps it too: its run is measured against it)
+            p = row.prediction
+            predicted.append((row.job.id, p.median_s, p.p90_s, p.source))
         status = plan.pending.get(row.job.id)
         if status is None:
             continue  # admitted this cycle
-        eta = status.eta
-        same_eta = (eta is None) == (row.eta is None) and (eta is None or abs(eta - row.eta) < 1.0)
+        forecast = status.eta
+        eta = late = None
+        if forecast is not None:
+            eta, late = ranges.range(now, forecast) if ranges is not None else (forecast, None)
+            if row.eta_first_at is None:
+                firsts.append((row.job.id, *map(_as_datetime, (now, eta, late, forecast))))
         reason = str(status.reason)
         message = status.message
-        if eta is None and status.eta_note:
+        if forecast is None and status.eta_note:
             message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
-        if (status.position, reason, message) == (row.position, row.reason, row.message) and same_eta:
+        if row.eta_first_late is not None and now > row.eta_first_late:
+            message = f"{message.rstrip('.')}. {_past_late_bound(row.eta_first_late, overruns.get(row.job.namespace))}"
+        same = _same(eta, row.eta) and _same(late, row.eta_late)
+        if (status.position, reason, message) == (row.position, row.reason, row.message) and same:
             continue
         if not shifts and reason == row.reason and row.position is not None:
             continue
-        changed.append((row.job.id, status.position, reason, message, _as_datetime(eta)))
+        changed.append((row.job.id, status.position, reason, message, _as_datetime(eta), _as_datetime(late)))
         if reason != row.reason:
             events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
     with transaction.atomic():
         # Only rows still Queued: a job cancelled or released meanwhile keeps its state's fields.
-        bulk.update_rows(Job, changed, ["position", "reason", "message", "eta"], only_states=(State.QUEUED,))
+        fields = ["position", "reason", "message", "eta", "eta_late"]
+        bulk.update_rows(Job, changed, fields, only_states=(State.QUEUED,))
+        first = ["eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast"]
+        bulk.update_rows(Job, firsts, first, only_states=(State.QUEUED,))
+        bulk.update_rows(Job, predicted, ["predicted_duration_s", "predicted_p90_s", "prediction_source"])
         bulk.insert_events(events)
     return len(changed)
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return (a is None) == (b is None) and (a is None or b is None or abs(a - b) < 1.0)
+
+
+def _past_late_bound(late: float, overruns: list[str] | None) -> str:
+    given = _as_datetime(late)
+    assert given is not None
+    said = f"Past its late bound ({given:%Y-%m-%d %H:%M} UTC)"
+    if overruns:
+        shown = "; ".join(overruns[:3]) + (f"; and {len(overruns) - 3} more" if len(overruns) > 3 else "")
+        return f"{said}: running jobs here ran longer than expected: {shown}."
+    return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
 
 
 def prune_cycles(keep: int | None = None) -> int:

@@ -18,11 +18,14 @@ from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs import elastic
 from jobdash.jobs.models import Job, Namespace, State
+from jobdash.jobs.presenters import duration
 from queueing import POLICY_NAMES, PodSet, Reason, Workload
+from queueing.predictor import Prediction
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 
+from .predictions import Learning
+
 log = logging.getLogger(__name__)
-HISTORY_SIZE = 20  # finished runs per (namespace, shape) kept for duration estimates
 
 
 def epoch(moment) -> float | None:
@@ -38,6 +41,10 @@ class PendingRow:
     reason: str
     message: str
     eta: float | None
+    eta_late: float | None = None
+    eta_first_at: float | None = None  # when it was first given a start range (None: not yet)
+    eta_first_late: float | None = None
+    prediction: Prediction | None = None  # made this cycle, to be stored with the status
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,9 @@ class Observation:
     # The pods of the Released/Running jobs by their object key, as the snapshot saw
     # them: publish counts their phases without asking the watch cache again.
     active_pods: dict[ObjectKey, list[PodInfo]]
+    # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
+    # job waiting there is late (statuses).
+    overruns: dict[str, list[str]]
 
 
 class CycleCache:
@@ -58,33 +68,44 @@ class CycleCache:
     - the PendingJob of each queued job (its parsed workload and pod groups), rebuilt only
       when the row's priority, attempts or backoff change;
     - the parsed workloads of the active (Released/Running) jobs;
-    - the namespace, shape and run time of recently finished jobs (the duration history).
+    - what the leader has learned of run times and start estimates (predictions.Learning).
     """
 
     def __init__(self) -> None:
         self._jobs: dict[int, tuple[tuple, PendingJob]] = {}
-        # A job's workload never changes after submission: parsed once while it is active,
-        # and its duration-history shape once it has finished.
+        # A job's workload never changes after submission: parsed once while it is active.
         self.workloads: dict[int, Workload] = {}
-        self.finished: dict[int, tuple[str, str, float]] = {}  # id -> (namespace, shape, run seconds)
+        self.learning = Learning()
 
     @staticmethod
     def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:
         preempting = row["reason"] == str(Reason.PREEMPTING)
-        return (row["priority"], row["attempts"], row["backoff_until"], drop_count, row["preempted_by_id"], preempting)
+        return (
+            row["priority"],
+            row["attempts"],
+            row["backoff_until"],
+            drop_count,
+            row["preempted_by_id"],
+            preempting,
+            row["predicted_duration_s"],
+        )
 
     def fresh(self, row: Mapping[str, Any], *, drop_count: bool) -> bool:
         """Whether get(row) can answer without the row's workload."""
         cached = self._jobs.get(row["id"])
         return cached is not None and cached[0] == self._version(row, drop_count)
 
-    def get(self, row: Mapping[str, Any], workload_json: Any, *, drop_count: bool) -> PendingJob:
-        """`workload_json`: the row's stored workload; only read when the row is not fresh()."""
+    def cached_workload(self, job_id: int) -> Workload | None:
+        cached = self._jobs.get(job_id)
+        return None if cached is None else cached[1].workload
+
+    def get(self, row: Mapping[str, Any], workload: Workload | None, *, drop_count: bool) -> PendingJob:
+        """`workload`: the row's parsed workload; only read when the row is not fresh()."""
         version = self._version(row, drop_count)
         cached = self._jobs.get(row["id"])
         if cached is not None and cached[0] == version:
             return cached[1]
-        workload = Workload.from_json(workload_json)
+        assert workload is not None  # (the caller parses it for every row not fresh)
         demand = workload.quota_demand()
         # In unsuspend mode the suspended object already exists and counts in quota used; so
         # does the object of a job preempted by suspending it.
@@ -98,6 +119,7 @@ class CycleCache:
             workload=workload,
             attempts=row["attempts"],
             backoff_until=epoch(row["backoff_until"]),
+            expected_duration=row["predicted_duration_s"],
             demand=demand,
             preempted_by=row["preempted_by_id"],
             preempting=row["reason"] == str(Reason.PREEMPTING),
@@ -131,22 +153,49 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
             "kind",
             "api_version",
             "preempted_by_id",
+            "submitted_by_name",
+            "predicted_duration_s",
+            "prediction_source",
+            "eta_late",
+            "eta_first_at",
+            "eta_first_late",
         )
     )
     drop_count = release_mode == "unsuspend"
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
-    stale = [row["id"] for row in rows if not cache.fresh(row, drop_count=drop_count)]
-    workloads = dict(Job.objects.filter(pk__in=stale).values_list("id", "workload")) if stale else {}
-    result = [
-        PendingRow(
-            cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
-            row["position"],
-            row["reason"],
-            row["message"],
-            epoch(row["eta"]),
-        )
+    unpredicted = {row["id"] for row in rows if not row["prediction_source"]}
+    stale = [
+        row["id"]
         for row in rows
+        if not cache.fresh(row, drop_count=drop_count)
+        or (row["id"] in unpredicted and cache.cached_workload(row["id"]) is None)
     ]
+    workloads = {
+        job_id: Workload.from_json(data)
+        for job_id, data in (Job.objects.filter(pk__in=stale).values_list("id", "workload") if stale else ())
+    }
+    result = []
+    for row in rows:
+        prediction = None
+        if row["id"] in unpredicted:
+            # First sight: predicted once, stored with its status, its expected duration from now on.
+            workload = workloads.get(row["id"]) or cache.cached_workload(row["id"])
+            assert workload is not None
+            prediction = cache.learning.predict(workload, row)
+            row["predicted_duration_s"] = prediction.median_s
+        result.append(
+            PendingRow(
+                cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
+                row["position"],
+                row["reason"],
+                row["message"],
+                epoch(row["eta"]),
+                epoch(row["eta_late"]),
+                epoch(row["eta_first_at"]),
+                epoch(row["eta_first_late"]),
+                prediction,
+            )
+        )
     cache.retain(row.job.id for row in result)
     return result
 
@@ -240,41 +289,6 @@ def _workloads(ids: Iterable[int], known: Mapping[int, object]) -> dict[int, Wor
     return {job_id: Workload.from_json(data) for job_id, data in rows}
 
 
-def history(cache: CycleCache | None = None) -> dict[tuple[str, str], tuple[float, ...]]:
-    """Recent run durations of succeeded jobs, by namespace and shape."""
-    from queueing.eta import shape_key
-
-    cache = cache if cache is not None else CycleCache()
-    # Which jobs are the recent ones is asked every time; what they were (namespace, shape,
-    # run time) never changes once they finished, so it is read once per job.
-    recent = list(
-        Job.objects.filter(state=State.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
-        .order_by("-finished_at")
-        .values_list("id", flat=True)[:2000]
-    )
-    known = {job_id: cache.finished[job_id] for job_id in recent if job_id in cache.finished}
-    missing = [job_id for job_id in recent if job_id not in known]
-    if missing:
-        # Jobs that just finished were active a moment ago: their workloads are parsed already.
-        parsed = {job_id: cache.workloads[job_id] for job_id in missing if job_id in cache.workloads}
-        rows = list(
-            Job.objects.filter(pk__in=missing).values_list("id", "namespace__name", "started_at", "finished_at")
-        )
-        unparsed = _workloads((row[0] for row in rows), parsed)
-        for job_id, namespace, started_at, finished_at in rows:
-            workload = parsed.get(job_id) or unparsed[job_id]
-            assert started_at is not None and finished_at is not None  # `recent` are finished jobs that ran
-            known[job_id] = (namespace, shape_key(workload), (finished_at - started_at).total_seconds())
-    cache.finished = known
-    runs: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for job_id in recent:
-        namespace, shape, seconds = known[job_id]
-        key = (namespace, shape)
-        if len(runs[key]) < HISTORY_SIZE:
-            runs[key].append(seconds)
-    return {key: tuple(values) for key, values in runs.items()}
-
-
 def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Namespace.policy overrides for Snapshot.policies. The model validates the name on
     save; a name that is no longer a policy (after an upgrade) falls back to the global
@@ -300,6 +314,7 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
     live_pods = gateway.live_pods()
 
     in_flight, running = [], []
+    overruns: dict[str, list[str]] = defaultdict(list)
     active = list(
         Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
             "id",
@@ -315,6 +330,10 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
             "borrowing",
             "preemptions",
             "preempted_for_id",
+            "submitted_by_name",
+            "predicted_duration_s",
+            "predicted_p90_s",
+            "prediction_source",
         )
     )
     keys = {
@@ -325,7 +344,8 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
     exists = {
         keys[row["id"]] for row in active if row["state"] == State.RELEASED and gateway.job_object(keys[row["id"]])
     }
-    recent_runs = history(cache)  # before the workloads of jobs no longer active are dropped
+    learning = cache.learning
+    learning.refresh(cache.workloads)  # before the workloads of jobs no longer active are dropped
     workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
     workloads.update(_workloads((row["id"] for row in active), workloads))
     cache.workloads = workloads
@@ -333,6 +353,9 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         key = keys[row["id"]]
         namespace = row["namespace__name"]
         workload = workloads[row["id"]]
+        predicted = row["predicted_duration_s"]
+        if not row["prediction_source"]:  # (released before predictions were made)
+            predicted = learning.predict(workload, row).median_s
         if row["state"] == State.RELEASED:
             created = [p for p in by_job.get(key, ()) if not p.deleting]
             in_flight.append(
@@ -343,15 +366,26 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
                     placements=_unbound_placements(key[0], workload, row["placement"], created),
                     outstanding=_outstanding(key[0], workload, created, key in exists),
                     released_at=epoch(row["released_at"]) or now,
+                    expected_duration=predicted,
                 )
             )
         else:
+            started_at = epoch(row["started_at"]) or now
+            likely = learning.likely_total(workload, row, now - started_at)
+            bound = row["predicted_p90_s"]
+            if bound is not None and now - started_at > bound:
+                overruns[namespace].append(
+                    f"job {row['id']} ({row['name']}) has run {duration(now - started_at)},"
+                    f" {duration(bound)} at most was expected"
+                )
             running.append(
                 RunningJob(
                     row["id"],
                     namespace,
                     workload,
-                    started_at=epoch(row["started_at"]) or now,
+                    started_at=started_at,
+                    expected_end=None if predicted is None else started_at + predicted,
+                    likely_end=None if likely is None else started_at + likely,
                     priority=row["priority"],
                     borrowing=row["borrowing"],
                     placements=tuple(tuple(pod) for pod in row["placement"] or ()),
@@ -368,8 +402,7 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         quotas=_quotas(gateway, managed),
         nodes=_nodes(gateway, live_pods),
         node_fit=node_fit,
-        history=recent_runs,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
     )
-    return Observation(snapshot, rows, by_job)
+    return Observation(snapshot, rows, by_job, dict(overruns))

@@ -1,0 +1,124 @@
+"""What the leader has learned of run times and of its own start estimates.
+
+One `Learning` per Dispatcher (per leader process): a `queueing.DurationPredictor`
+fed with every job that succeeded, and a `queueing.eta_calibration.StartCalibrator`
+fed with every job that started after it was given a first estimate. A new leader
+learns the recent past from the database on its first cycle (the last `BOOTSTRAP`
+finished and started jobs, oldest first), then only what happened since the cycle
+before: two indexed reads per cycle, by finish and by start time.
+
+A job's prediction is made once, when the dispatcher first sees it, and stored on
+its row (`predicted_duration_s`, `predicted_p90_s`, `prediction_source`): its
+expected duration in every cycle after, and what its error is measured against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from jobdash.jobs.models import Job, State
+from queueing.eta_calibration import StartCalibrator
+from queueing.predictor import DurationPredictor, JobFeatures, Prediction
+from queueing.workload import Workload
+
+BOOTSTRAP = 2000  # finished jobs (and started ones) a new leader learns from
+
+
+class _Since:
+    """Rows newer than the last read by one timestamp column, each read once: rows can
+    share a timestamp (one bulk update stamps many), so the ids at the mark are kept."""
+
+    def __init__(self) -> None:
+        self.mark: datetime | None = None
+        self.at_mark: set[int] = set()
+
+    def new(self, rows: Iterable[tuple[int, datetime]]) -> list[int]:
+        """`rows`: (id, timestamp) at or after the mark, in timestamp order -> ids not seen yet."""
+        fresh = []
+        for job_id, moment in rows:
+            if self.mark is not None and moment == self.mark and job_id in self.at_mark:
+                continue
+            if self.mark is None or moment > self.mark:
+                self.mark, self.at_mark = moment, set()
+            self.at_mark.add(job_id)
+            fresh.append(job_id)
+        return fresh
+
+
+class Learning:
+    def __init__(self) -> None:
+        self.predictor = DurationPredictor()
+        self.calibrator = StartCalibrator()
+        self._finished = _Since()
+        self._started = _Since()
+
+    def refresh(self, workloads: dict[int, Workload]) -> None:
+        """Learn from the jobs that finished or started since the last call. `workloads`:
+        parsed workloads already at hand (the active jobs'), to spare parsing them again."""
+        self._learn_durations(workloads)
+        self._learn_starts()
+
+    @staticmethod
+    def _recent(since: _Since, column: str, **filters) -> list[int]:
+        """Ids of the rows matching `filters` whose `column` is at or past `since`'s mark and
+        not read before (on the first call, the newest BOOTSTRAP), oldest first."""
+        mark = since.mark
+        rows = Job.objects.filter(**filters)
+        if mark is None:
+            newest = rows.order_by(f"-{column}").values_list("id", column)[:BOOTSTRAP]
+            return since.new(sorted(newest, key=lambda row: (row[1], row[0])))
+        return since.new(rows.filter(**{f"{column}__gte": mark}).order_by(column, "id").values_list("id", column))
+
+    def _learn_durations(self, workloads: dict[int, Workload]) -> None:
+        ids = self._recent(self._finished, "finished_at", state=State.SUCCEEDED, started_at__isnull=False)
+        if not ids:
+            return
+        fields = (
+            "id",
+            "namespace__name",
+            "submitted_by_name",
+            "started_at",
+            "finished_at",
+            "predicted_duration_s",
+            "predicted_p90_s",
+            "prediction_source",
+        )
+        rows = {row["id"]: row for row in Job.objects.filter(pk__in=ids).values(*fields)}
+        unparsed = [job_id for job_id in ids if job_id not in workloads]
+        parsed = dict(workloads)
+        if unparsed:
+            for job_id, data in Job.objects.filter(pk__in=unparsed).values_list("id", "workload"):
+                parsed[job_id] = Workload.from_json(data)
+        for job_id in ids:
+            row = rows[job_id]
+            seconds = (row["finished_at"] - row["started_at"]).total_seconds()
+            said = None
+            if row["prediction_source"]:
+                said = Prediction(row["predicted_duration_s"], row["predicted_p90_s"], row["prediction_source"])
+            self.predictor.observe(self.features(parsed[job_id], row), seconds, said)
+
+    def _learn_starts(self) -> None:
+        # (a preempted job waited its first run too: not what its first estimate was about)
+        ids = self._recent(
+            self._started, "started_at", eta_first_forecast__isnull=False, started_at__isnull=False, preemptions=0
+        )
+        if not ids:
+            return
+        rows = Job.objects.filter(pk__in=ids).values_list("eta_first_at", "eta_first_forecast", "started_at")
+        for given_at, forecast, started_at in rows:
+            if given_at is None or forecast is None or started_at is None:
+                continue
+            self.calibrator.observe((forecast - given_at).total_seconds(), (started_at - given_at).total_seconds())
+
+    @staticmethod
+    def features(workload: Workload, row: Mapping[str, Any]) -> JobFeatures:
+        """`row`: the job's values with namespace__name and submitted_by_name."""
+        return JobFeatures.of(workload, row["namespace__name"], row.get("submitted_by_name") or "")
+
+    def predict(self, workload: Workload, row: Mapping[str, Any]) -> Prediction:
+        return self.predictor.predict(self.features(workload, row))
+
+    def likely_total(self, workload: Workload, row: Mapping[str, Any], elapsed_s: float) -> float | None:
+        return self.predictor.likely_total(self.features(workload, row), elapsed_s)
