@@ -110,8 +110,10 @@ def job_detail(request, job_id: int):
         pods = dashboard.job_pods(job)
     now = timezone.now()
     _decorate([job], now)
-    # The job page alone: the first range it was given, how that did, and its predicted run time.
-    if job.state == State.QUEUED and job.eta_first is not None:
+    # The job page alone: the first range it was given (while it waits, once the range has
+    # moved), how that did once it started, and its predicted run time.
+    moved = (job.eta_first, job.eta_first_late) != (job.eta, job.eta_late)
+    if job.state == State.QUEUED and job.eta_first is not None and (moved or job.past_late_bound):
         job.first_range = presenters.start_range(job.eta_first, job.eta_first_late, now)
         job.first_given = presenters.since(job.eta_first_at, now)
     job.first_estimate_words = presenters.first_estimate_words(estimates.first_estimate_outcome(job))

@@ -193,6 +193,19 @@ def test_job_page_says_how_the_first_estimate_did(browser, base, late_by, bound_
     assert "First estimate" not in page and "Estimated start" not in page  # those are for queued jobs
 
 
+def test_job_page_shows_the_first_estimate_once_the_range_has_moved(browser, base):
+    now = now_s()
+    likely, late = now + 10 * MIN, now + 40 * MIN
+    Job.objects.filter(pk=base.pk).update(
+        eta=likely, eta_late=late, eta_first_at=now - MIN, eta_first=likely, eta_first_late=late
+    )
+    page = text(browser.get(f"/jobs/{base.pk}/").content.decode())
+    assert "Estimated start likely in" in page and "First estimate" not in page
+    Job.objects.filter(pk=base.pk).update(eta=likely + 5 * MIN)
+    page = text(browser.get(f"/jobs/{base.pk}/").content.decode())
+    assert f"First estimate likely {presenters.clock(likely, now)}, by {presenters.clock(late, now)}" in page
+
+
 def test_job_page_without_estimates_or_prediction(browser, base):
     page = text(browser.get(f"/jobs/{base.pk}/").content.decode())
     assert "Estimated start unknown" in page
