@@ -56,6 +56,7 @@ import re
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 from .eta import DURATION_ANNOTATION, parse_duration
@@ -142,6 +143,11 @@ class JobFeatures:
 
     def keys(self) -> tuple[tuple[str, Hashable] | None, ...]:
         """(level, key) per level of ``LEVELS``, None where the job lacks the feature."""
+        return self._keys
+
+    @cached_property
+    def _keys(self) -> tuple[tuple[str, Hashable] | None, ...]:
+        # (Computed once per JobFeatures: a running job's are asked every cycle.)
         tokens = "-".join(name_tokens(self.name))
         shape = (self.kind, self.pods, self.gpus)
         user = (self.namespace, self.submitter) if self.submitter else None

@@ -53,6 +53,7 @@ class Learning:
         self.calibrator = StartCalibrator()
         self._finished = _Since()
         self._started = _Since()
+        self._running: dict[int, JobFeatures] = {}
 
     def refresh(self, workloads: dict[int, Workload]) -> None:
         """Learn from the jobs that finished or started since the last call. `workloads`:
@@ -121,4 +122,12 @@ class Learning:
         return self.predictor.predict(self.features(workload, row))
 
     def likely_total(self, workload: Workload, row: Mapping[str, Any], elapsed_s: float) -> float | None:
-        return self.predictor.likely_total(self.features(workload, row), elapsed_s)
+        """For a running job, asked every cycle: its features are kept while it runs (`retain`)."""
+        features = self._running.get(row["id"])
+        if features is None:
+            features = self._running[row["id"]] = self.features(workload, row)
+        return self.predictor.likely_total(features, elapsed_s)
+
+    def retain(self, running: Iterable[int]) -> None:
+        keep = set(running)
+        self._running = {job_id: f for job_id, f in self._running.items() if job_id in keep}

@@ -394,6 +394,7 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
                 )
             )
 
+    learning.retain(job.id for job in running)
     snapshot = Snapshot(
         now=now,
         pending=tuple(row.job for row in rows),
