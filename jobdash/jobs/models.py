@@ -175,6 +175,8 @@ class Job(models.Model):
             models.Index(fields=["state", "-finished_at"], name="job_state_finished"),
             # The start-time calibration and the track record read the latest starts.
             models.Index(fields=["-started_at"], name="job_started"),
+            # A namespace's track record: its latest starts.
+            models.Index(fields=["namespace", "-started_at"], name="job_ns_started"),
         ]
 
     def __str__(self) -> str:
