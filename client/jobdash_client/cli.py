@@ -1,0 +1,346 @@
+"""The `jobdash` command: submit, list, queue, describe, cancel, wait, watch and login,
+on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from . import FINISHED, Client, Job, JobdashError, WaitTimeout
+from . import cli_output as out
+from .cli_config import ConfigError, config_path, resolve, write_config
+
+STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
+WAIT_FOR = ("Released", "Running", "Succeeded", "Failed", "Cancelled", "finished")
+# wait's exit codes: reached, ended in another final state, timed out; and any error.
+REACHED, OTHER_END, TIMED_OUT, WAIT_ERROR = 0, 1, 2, 3
+
+
+class Failure(Exception):
+    """A one-line error for stderr."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    error_code = WAIT_ERROR if args.command == "wait" else 1
+    try:
+        return int(args.run(args))
+    except (Failure, ConfigError) as error:
+        _say(str(error))
+    except JobdashError as error:
+        _say(_refused(error, getattr(args, "subject", "")))
+    except requests.exceptions.JSONDecodeError as error:  # a 2xx answer that is not JSON
+        _say(f"{_server(args)} did not answer as jobdash's API does ({error}); is the server URL right?")
+    except requests.ConnectionError as error:
+        _say(f"cannot connect to {_server(args)}: {_connection_problem(error)}")
+    except requests.Timeout:
+        _say(f"{_server(args)} did not answer in time")
+    except requests.RequestException as error:
+        _say(f"request to {_server(args)} failed: {error}")
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # never a traceback, unless asked for
+        if os.environ.get("JOBDASH_DEBUG"):
+            raise
+        _say(f"unexpected error: {type(error).__name__}: {error} (JOBDASH_DEBUG=1 shows the traceback)")
+    return error_code
+
+
+# --- commands ---
+
+
+def login(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("JOBDASH_TOKEN")
+    if not token and sys.stdin.isatty():
+        token = getpass.getpass("Token: ")
+    if not token:
+        raise Failure("login needs --token (or JOBDASH_TOKEN)")
+    if not args.server.startswith(("http://", "https://")):
+        raise Failure(f"the server must be an http:// or https:// URL, not {args.server!r}")
+    path = config_path()
+    write_config(path, args.server, token)
+    print(f"Saved the server {args.server} and its token to {path}")
+    return 0
+
+
+def submit(args: argparse.Namespace) -> int:
+    client, created, failed = _client(args), [], False
+    for label, text in _manifests(args.files):
+        try:
+            created.append(client.submit(text, args.priority, args.namespace, args.priority_class))
+        except JobdashError as error:
+            if error.status in (401, 404):
+                raise  # the same for every file
+            failed = True
+            for problem in [str(e) for e in error.errors] or [""]:
+                _say(f"{label}: refused (HTTP {error.status})" + (f": {problem}" if problem else ""))
+    if created:
+        _show(args, out.to_data(created), lambda: out.submitted_rows(created))
+    return 1 if failed else 0
+
+
+def list_jobs(args: argparse.Namespace) -> int:
+    jobs = _client(args).jobs(namespace=args.namespace, state=args.state, kind=args.kind)
+    _show(args, out.to_data(jobs), lambda: out.job_rows(jobs) if jobs else "No jobs.")
+    return 0
+
+
+def queue(args: argparse.Namespace) -> int:
+    args.subject = f"namespace {args.namespace}"
+    jobs = _client(args).queue(args.namespace)
+    _show(args, out.to_data(jobs), lambda: out.queue_rows(jobs))
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    args.subject = f"job {args.id}"
+    job = _client(args).get(args.id)
+    _show(args, out.to_data(job), lambda: out.describe(job))
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    client, cancelled, failed = _client(args), [], False
+    for job_id in args.ids:
+        try:
+            cancelled.append(client.cancel(job_id))
+        except JobdashError as error:
+            if error.status == 401:
+                raise
+            failed = True
+            _say(_refused(error, f"job {job_id}"))
+    if cancelled:
+        _show(args, out.to_data(cancelled), lambda: "\n".join(f"job {j.id} {j.describe()}" for j in cancelled))
+    return 1 if failed else 0
+
+
+def wait(args: argparse.Namespace) -> int:
+    args.subject = f"job {args.id}"
+    until = args.state if args.state in ("Released", "Running") else "finished"
+    progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        job = _client(args).wait(args.id, until, timeout=args.timeout, poll=args.poll, progress=progress)
+    except WaitTimeout as timeout:
+        print(f"job {args.id}: still {timeout.job.state} after {args.timeout:g}s (waited for {args.state})")
+        return TIMED_OUT
+    if _reached(job, args.state):
+        print(f"job {job.id}: {job.state}" + ("" if job.state == args.state else f" (it got to {args.state})"))
+        return REACHED
+    why = f": {job.message}" if job.message else ""
+    print(f"job {job.id}: {job.state}, not {args.state}{why}")
+    return OTHER_END
+
+
+def watch(args: argparse.Namespace) -> int:
+    client = _client(args)
+    what = f"queue {args.namespace}" if args.namespace else "queues of all namespaces"
+    first = True
+    try:
+        while True:
+            try:
+                jobs = _waiting(client, args.namespace)
+                shown = out.dump(out.to_data(jobs), args.output) if args.output else None
+                if shown is None:
+                    shown = out.queue_rows(jobs, namespaces=not args.namespace)
+                    shown = f"{out.banner(what, args.interval)}\n\n{shown}"
+            except (requests.RequestException, JobdashError) as error:
+                if first:
+                    raise
+                shown = f"{out.banner(what, args.interval)}\n\nerror: {_refused(error, '') if isinstance(error, JobdashError) else error}"
+            first = False
+            if args.output == "yaml" and not args.once:
+                shown = "---\n" + shown
+            elif args.output is None and not args.once and sys.stdout.isatty():
+                shown = "\033[H\033[2J" + shown  # redraw in place, like watch(1)
+            print(shown, flush=True)
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+# --- plumbing ---
+
+
+def _client(args: argparse.Namespace) -> Client:
+    settings = resolve(getattr(args, "server", None), getattr(args, "token", None))
+    args.resolved_server = settings.server
+    return Client(settings.server, settings.token, timeout=args.request_timeout)
+
+
+def _server(args: argparse.Namespace) -> str:
+    return getattr(args, "resolved_server", None) or "the server"
+
+
+def _show(args: argparse.Namespace, data: Any, human: Callable[[], str]) -> None:
+    print(out.dump(data, args.output) if args.output else human())
+
+
+def _manifests(files: Sequence[str]) -> list[tuple[str, str]]:
+    """(label, YAML text) per job: each file (`-` is stdin), split at `---` when it holds several."""
+    manifests = []
+    for name in files:
+        try:
+            text = sys.stdin.read() if name == "-" else Path(name).read_text()
+        except OSError as error:
+            raise Failure(f"{name}: {error.strerror or error}") from None
+        label = "(stdin)" if name == "-" else name
+        documents = [d for d in re.split(r"(?m)^---[ \t]*(?:#.*)?$\n?", text) if not _empty(d)]
+        if len(documents) > 1:
+            manifests += [(f"{label} (document {i})", d) for i, d in enumerate(documents, 1)]
+        else:
+            manifests.append((label, text))
+    return manifests
+
+
+def _empty(document: str) -> bool:
+    try:
+        return yaml.safe_load(document) is None
+    except yaml.YAMLError:
+        return False  # the server says what is wrong with it
+
+
+def _waiting(client: Client, namespace: str | None) -> list[Job]:
+    if namespace:
+        return client.queue(namespace)
+    jobs = client.jobs(state="Queued")
+    return sorted(jobs, key=lambda j: (j.namespace, j.position is None, j.position or 0, j.id))
+
+
+def _reached(job: Job, state: str) -> bool:
+    if state == "finished":
+        return job.state in FINISHED
+    if state in FINISHED:
+        return job.state == state
+    if job.state == state or (state == "Released" and job.state == "Running"):
+        return True
+    # Finished since: it got there if it was released or started on the way.
+    return job.state == "Succeeded" or bool(job.raw.get("started_at" if state == "Running" else "released_at"))
+
+
+def _refused(error: JobdashError, subject: str) -> str:
+    detail = "; ".join(str(e) for e in error.errors)
+    if error.status == 401:
+        return f"not authenticated (HTTP 401: {detail or 'token refused'}): check --token, JOBDASH_TOKEN or `jobdash login`"
+    if error.status == 403:
+        return f"forbidden (HTTP 403){': ' + detail if detail else ''}"
+    if error.status == 404:
+        return f"{subject} not found (HTTP 404)" if subject else f"not found (HTTP 404): {detail}"
+    about = f"{subject}: " if subject else ""
+    return f"{about}refused (HTTP {error.status}){': ' + detail if detail else ''}"
+
+
+def _connection_problem(error: requests.ConnectionError) -> str:
+    text = str(error)
+    if "Connection refused" in text:
+        return "connection refused (is jobdash running there?)"
+    if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+        return "unknown host"
+    return text.splitlines()[0][:200]
+
+
+def _say(message: str) -> None:
+    print(f"jobdash: {message}", file=sys.stderr)
+
+
+def _state(text: str, choices: Sequence[str]) -> str:
+    for choice in choices:
+        if choice.lower() == text.lower():
+            return choice
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(choices)}")
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    connection = argparse.ArgumentParser(add_help=False)
+    group = connection.add_argument_group("server")
+    # SUPPRESS: given before or after the command, the flag is kept (argparse would reset it).
+    group.add_argument("--server", default=argparse.SUPPRESS, help="jobdash's URL (else JOBDASH_URL, else the config)")
+    group.add_argument("--token", default=argparse.SUPPRESS, help="API token (else JOBDASH_TOKEN, else the config)")
+    group.add_argument("--request-timeout", type=_positive, default=argparse.SUPPRESS, help="seconds per request (30)")
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("-o", "--output", choices=("json", "yaml"), help="the API's objects instead of a table")
+
+    parser = argparse.ArgumentParser(
+        prog="jobdash",
+        parents=[connection],
+        description="jobdash's admission queue from the command line. Server and token: --server/--token, else "
+        "JOBDASH_URL/JOBDASH_TOKEN, else $JOBDASH_CONFIG or ~/.config/jobdash/config.yaml (`jobdash login`).",
+    )
+    parser.set_defaults(request_timeout=30.0)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], help: str, *parents: Any) -> Any:
+        sub = commands.add_parser(name, help=help, description=help, parents=[connection, *parents])
+        sub.set_defaults(run=run)
+        return sub
+
+    sub = commands.add_parser("login", help="save the server and token in the config file (mode 0600)")
+    sub.add_argument("--server", required=True, help="jobdash's URL, e.g. http://127.0.0.1:8000")
+    sub.add_argument("--token", help="API token (asked for when not given)")
+    sub.set_defaults(run=login)
+
+    sub = command("submit", submit, "submit manifests: one job per file (or per YAML document)", output)
+    sub.add_argument("files", nargs="+", metavar="FILE", help="a manifest file; - reads standard input")
+    sub.add_argument("-n", "--namespace", help="the namespace, when the manifest names none")
+    sub.add_argument("--priority-class", help="a PriorityClass of the cluster, within the namespace's limit")
+    sub.add_argument("--priority", type=int, default=0, help="a numeric priority (staff only)")
+
+    sub = command("list", list_jobs, "list jobs", output)
+    sub.add_argument("-n", "--namespace")
+    sub.add_argument("--state", type=lambda t: _state(t, STATES), metavar="|".join(STATES))
+    sub.add_argument("--kind", help="e.g. TFJob, PyTorchJob")
+
+    sub = command("queue", queue, "a namespace's waiting jobs in admission order, with their start ranges", output)
+    sub.add_argument("namespace", metavar="NS")
+
+    sub = command("describe", describe, "a job: state, reason, start range, predicted run time, events", output)
+    sub.add_argument("id", type=int, metavar="ID")
+
+    sub = command("cancel", cancel, "cancel jobs", output)
+    sub.add_argument("ids", nargs="+", type=int, metavar="ID")
+
+    sub = command(
+        "wait",
+        wait,
+        "wait until a job reaches a state; exit 0 reached, 1 ended in another final state, 2 timed out, 3 error",
+    )
+    sub.add_argument("id", type=int, metavar="ID")
+    sub.add_argument(
+        "--for",
+        dest="state",
+        required=True,
+        type=lambda t: _state(t, WAIT_FOR),
+        metavar="|".join(WAIT_FOR),
+        help="finished: any final state",
+    )
+    sub.add_argument("--timeout", type=_positive, help="seconds (default: no limit)")
+    sub.add_argument("--poll", type=_positive, default=2.0, help="seconds between reads (2)")
+    sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+    sub = command("watch", watch, "reprint the queue every few seconds until Ctrl-C", output)
+    sub.add_argument("namespace", nargs="?", metavar="NS", help="default: every namespace you see")
+    sub.add_argument("-i", "--interval", type=_positive, default=5.0, help="seconds (5)")
+    sub.add_argument("--once", action="store_true", help="print once and exit")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())
