@@ -167,7 +167,7 @@ def describe(job: Job) -> str:
         lines.append(("Attempts", raw["attempts"]))
     if raw.get("preemptions"):
         lines.append(("Preemptions", raw["preemptions"]))
-    width = max(len(label) for label, _ in lines) + 2
+    width = 14  # fixed, so that the values line up from one job to the next
     text = "\n".join(f"{label + ':':<{width}}{NONE if value in (None, '') else value}" for label, value in lines)
     events = raw.get("events") or []
     rows = ((moment(e.get("created_at")), e.get("type"), e.get("actor"), e.get("message")) for e in events)
