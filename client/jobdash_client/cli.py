@@ -60,16 +60,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def login(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get("JOBDASH_TOKEN")
+    server = getattr(args, "server", None) or os.environ.get("JOBDASH_URL")
+    token = getattr(args, "token", None) or os.environ.get("JOBDASH_TOKEN")
+    if not server:
+        raise Failure("login needs --server URL (or JOBDASH_URL)")
     if not token and sys.stdin.isatty():
         token = getpass.getpass("Token: ")
     if not token:
         raise Failure("login needs --token (or JOBDASH_TOKEN)")
-    if not args.server.startswith(("http://", "https://")):
-        raise Failure(f"the server must be an http:// or https:// URL, not {args.server!r}")
+    if not server.startswith(("http://", "https://")):
+        raise Failure(f"the server must be an http:// or https:// URL, not {server!r}")
     path = config_path()
-    write_config(path, args.server, token)
-    print(f"Saved the server {args.server} and its token to {path}")
+    write_config(path, server, token)
+    print(f"Saved the server {server} and its token to {path}")
     return 0
 
 
@@ -293,8 +296,8 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     sub = commands.add_parser("login", help="save the server and token in the config file (mode 0600)")
-    sub.add_argument("--server", required=True, help="jobdash's URL, e.g. http://127.0.0.1:8000")
-    sub.add_argument("--token", help="API token (asked for when not given)")
+    sub.add_argument("--server", default=argparse.SUPPRESS, help="jobdash's URL, e.g. http://127.0.0.1:8000")
+    sub.add_argument("--token", default=argparse.SUPPRESS, help="API token (asked for when not given)")
     sub.set_defaults(run=login)
 
     sub = command("submit", submit, "submit manifests: one job per file (or per YAML document)", output)

@@ -250,6 +250,10 @@ def test_config_precedence_flag_env_file(jobdash, server, tmp_path):
     assert none.returncode == 1
     assert none.stderr.startswith("jobdash: no server configured: pass --server URL, set JOBDASH_URL")
 
+    assert (
+        jobdash("login", "--token", token, env={}, check=1).stderr
+        == "jobdash: login needs --server URL (or JOBDASH_URL)\n"
+    )
     saved = jobdash("login", "--server", url, "--token", token, env={}, check=0)
     config = tmp_path / "config.yaml"
     assert str(config) in saved.stdout
