@@ -182,10 +182,17 @@ def _errors(pairs: list[tuple[float, float, float]]) -> dict[str, Any]:
     }
 
 
-def _band_label(index: int) -> str:
-    edges = (0.0, *BANDS)
-    low = edges[index]
-    return f">= {low / 3600:g} h" if index == len(BANDS) else f"{low / 3600:g}-{BANDS[index] / 3600:g} h"
+def _seconds(value: float) -> str:
+    return f"{value / 3600:g} h" if value >= 3600 else f"{value / 60:g} min"
+
+
+def band_label(index: int) -> str:
+    """The calibrator's band ``index`` of forecast wait: "< 10 min", "10 min - 1 h", ..., ">= 6 h"."""
+    if index == 0:
+        return f"< {_seconds(BANDS[0])}"
+    if index == len(BANDS):
+        return f">= {_seconds(BANDS[-1])}"
+    return f"{_seconds(BANDS[index - 1])} - {_seconds(BANDS[index])}"
 
 
 def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
@@ -228,7 +235,7 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
         if not samples:
             continue
         pairs = [(p, a, at) for p, a, at, _ in samples]
-        row = {"band": _band_label(index), "samples": len(samples)}
+        row = {"band": band_label(index), "samples": len(samples)}
         row.update({f"raw_{key}": value for key, value in _errors(pairs).items() if key != "p90_abs_error_s"})
         row["interval_coverage_pct"] = round(100.0 * sum(a <= late for _, a, _, late in samples) / len(samples), 1)
         by_band.append(row)

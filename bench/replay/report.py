@@ -367,19 +367,12 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     ranged = range_runs(summaries)
     if ranged:
         if "<!-- generated:ranges -->" not in text:
-            text = _insert_section(text, RANGES_HEADING, before="## Elastic quota (issue #15)")
+            text = text.rstrip() + "\n\n" + RANGES_HEADING
         text = _replace(text, "ranges", ranges_table(ranged))
         text = _replace(text, "ranges-bands", bands_table(ranged))
         text = _replace(text, "targets-ranges", ranges_targets(ranged))
     path.write_text(text)
     return written
-
-
-def _insert_section(text: str, section: str, before: str) -> str:
-    """A new section goes before heading ``before`` (at the end if there is none)."""
-    if before in text:
-        return text.replace(before, section.rstrip() + "\n\n" + before, 1)
-    return text.rstrip() + "\n\n" + section
 
 
 # -- issue #15: elastic quota ------------------------------------------------------------------
