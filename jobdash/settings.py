@@ -7,6 +7,8 @@ from typing import TypeVar
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from jobdash import logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JOBDASH_VAR_DIR", BASE_DIR / "var"))
 
@@ -77,6 +79,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /metrics first: a scrape by the pod's address is not refused by ALLOWED_HOSTS.
+    "jobdash.metrics.MetricsEndpoint",
     "django.middleware.security.SecurityMiddleware",
     "jobdash.jobs.middleware.RefuseUnstorableInput",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -245,9 +249,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-}
+# --- metrics and logs (docs/operations.md, "Metrics and logs") ---
+# /metrics needs no login; with a token set, scrapes must send `Authorization: Bearer <token>`.
+JOBDASH_METRICS_TOKEN = os.environ.get("JOBDASH_METRICS_TOKEN", "").strip()
+# The dispatcher's processes (worker, beat, run_dispatcher, run_embedded) and the webhook's
+# listener export their metrics on this port; 0: not at all.
+JOBDASH_METRICS_PORT = env_number("JOBDASH_METRICS_PORT", 0, minimum=0)
+# One line per record: JSON (the deployment's) or readable text; stdlib loggers included.
+JOBDASH_LOG_FORMAT = env_choice("JOBDASH_LOG_FORMAT", "console", logs.FORMATS)
+LOGGING = logs.configure(JOBDASH_LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))

@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from jobdash.accounts.views import api_token
+from jobdash.metrics import metrics_view
 from jobdash.health import healthz
 
 # The admission webhook is not routed here: it has its own listener (webhooks/wsgi.py),
@@ -17,6 +18,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/token/", api_token, name="api-token"),
     path("healthz", healthz, name="healthz"),
+    # (answered first by jobdash.metrics.MetricsEndpoint, before the host check)
+    path("metrics", metrics_view, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url=static("jobdash/favicon.svg"), permanent=True)),
     path("", include("jobdash.jobs.urls")),
 ]
