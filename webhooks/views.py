@@ -10,11 +10,13 @@ review that denies with the reason, never a 500, so the API server shows people 
 """
 
 import logging
+import time
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseNotAllowed, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from jobdash import metrics
 from queueing.workload import BY_KEY
 
 from . import decide, review
@@ -46,6 +48,7 @@ def admission(request: HttpRequest, plural: str):
             },
             status=400,
         )
+    started = time.perf_counter()
     try:
         decision = decide.decide(
             admission, mode=settings.JOBDASH_WEBHOOK_MODE, own_identities=settings.JOBDASH_OWN_IDENTITIES
@@ -58,6 +61,7 @@ def admission(request: HttpRequest, plural: str):
             reason="InternalError",
             message=f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
         )
+    metrics.observe_review(admission.kind, decision.allowed, time.perf_counter() - started)
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
 
 

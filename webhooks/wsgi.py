@@ -34,3 +34,7 @@ class WebhookHandler(WSGIHandler):
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jobdash.settings")
 django.setup(set_prefix=False)
 application = WebhookHandler()
+
+from jobdash import metrics  # noqa: E402 (after django.setup)
+
+metrics.serve()  # JOBDASH_METRICS_PORT: the listener itself answers only the API server

@@ -12,6 +12,7 @@ from celery.beat import Scheduler
 from django.conf import settings
 from django.db import close_old_connections
 
+from jobdash import metrics
 from jobdash.leader import LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
 
@@ -30,6 +31,7 @@ class LeaderGatedScheduler(Scheduler):
         # Started on the first tick, not in __init__: celery also builds a scheduler
         # just to print its banner, and that one must not take part in the election.
         if self.leader is None:
+            metrics.serve()  # JOBDASH_METRICS_PORT (0: off): this replica's jobdash_leader
             self.leader = LeaderLoop(
                 elector_from_settings(),
                 on_elected=self._elected,

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import queueing
+from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 from queueing.eta_calibration import StartCalibrator
@@ -145,6 +146,7 @@ class Dispatcher:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
         two workers); the claim refuses the one whose snapshot is stale (StaleSnapshot),
         and the term refuses a deposed leader's (StaleTerm)."""
+        logs.bind_term(term)
         result = CycleResult()
         started = timezone.now()
         clock = time.perf_counter()
@@ -209,6 +211,7 @@ class Dispatcher:
         # 6. publish: quotas with reservations, nodes and our pods' phases
         publish.publish(observed.snapshot, publish.active_pod_phases(self.gateway, observed.active_pods))
         lap("publish")
+        metrics.observe_cycle(result.phases)
         Cycle.objects.create(
             started_at=started,
             duration_ms=sum(result.phases.values()),

@@ -6,6 +6,7 @@ import threading
 
 from django.db import close_old_connections, connections
 
+from jobdash import logs, metrics
 from jobdash.leader import Elector, LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
 
@@ -50,6 +51,7 @@ class DispatcherLoop:
         self.wake.set()
 
     def start(self) -> None:
+        metrics.serve()  # JOBDASH_METRICS_PORT (0: off)
         kick.register(self.wake)
         self.leader.start()
         self.thread.start()
@@ -71,6 +73,7 @@ class DispatcherLoop:
                 continue
             try:
                 if reconciled_term != term:
+                    logs.bind_term(term)
                     transitions.take_term(term, self.leader.leadership.identity if self.leader.leadership else "")
                     log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
                     reconciled_term = term

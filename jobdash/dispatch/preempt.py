@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
@@ -65,11 +66,17 @@ def mark(gateway: gw.ClusterGateway, preemptions: Iterable[Preemption], *, grace
         ):
             continue
         marked += 1
+        metrics.count_preemption(victim["namespace__name"])
         key = kinds.object_key(victim["api_version"], victim["kind"], victim["namespace__name"], victim["name"])
         try:
             gateway.announce(key, victim["object_uid"], "Preempting", note)
         except gw.GatewayError as error:  # the timeline has it; the Event is a courtesy
-            log.warning("preemption event for job %s: %s", preemption.victim, error)
+            log.warning(
+                "preemption event for job %s: %s",
+                preemption.victim,
+                error,
+                extra=logs.job(preemption.victim, victim["namespace__name"]),
+            )
     return marked
 
 
@@ -98,6 +105,8 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
             pass
         except gw.GatewayError as error:
             # Queued, its object still running: reconcile adopts it back as Released.
-            log.warning("suspending preempted job %s: %s", row["id"], error)
+            log.warning(
+                "suspending preempted job %s: %s", row["id"], error, extra=logs.job(row["id"], row["namespace__name"])
+            )
         counts["preempted"] += 1
     return counts

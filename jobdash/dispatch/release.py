@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import FINISHED_STATES, Job, State
@@ -91,7 +92,10 @@ def release(
     seen: int | None = None,
 ) -> dict[str, int]:
     claimed = transitions.claim(admissions, term, seen=seen)
-    return send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
+    metrics.observe_released(claimed)
+    counts = send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
+    metrics.count_releases(counts)
+    return counts
 
 
 def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, dict], term: int | None) -> int:
@@ -130,6 +134,7 @@ def send_all(
         return {}
     rows = list(Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name", "preemptions"))
     manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace, _ in rows}
+    namespaces = {job_id: namespace for job_id, _, namespace, _ in rows}
     # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
     modes = {job_id: "unsuspend" if preemptions else mode for job_id, _, _, preemptions in rows}
     replace_finished_namesakes(gateway, manifests, term)
@@ -146,5 +151,10 @@ def send_all(
             continue
         result = record(outcome, backoff_seconds=backoff_seconds, term=term)
         counts[result] = counts.get(result, 0) + 1
-        log.warning("release of job %s: %s", outcome.job_id, outcome.error)
+        log.warning(
+            "release of job %s: %s",
+            outcome.job_id,
+            outcome.error,
+            extra=logs.job(outcome.job_id, namespaces.get(outcome.job_id)),
+        )
     return counts

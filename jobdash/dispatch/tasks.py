@@ -2,13 +2,15 @@
 once per worker process and is started on first use."""
 
 import logging
+import logging.config
 import os
 import threading
 
 import redis
-from celery import shared_task
+from celery import shared_task, signals
 from django.conf import settings
 
+from jobdash import logs, metrics
 from jobdash.cluster.factory import gateway_from_settings
 
 from . import transitions
@@ -43,7 +45,31 @@ def admission_cycle(term: int | None = None) -> dict:
 
 @shared_task(name="jobdash.reconcile", ignore_result=True)
 def reconcile(term: int) -> dict:
+    logs.bind_term(term)
     return dispatcher().reconcile(term)
+
+
+@signals.setup_logging.connect
+def _logging(loglevel=None, **kwargs) -> None:
+    """The worker and beat log as the settings say (JOBDASH_LOG_FORMAT), not in Celery's format."""
+    logging.config.dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
+
+
+# JOBDASH_METRICS_PORT: with PROMETHEUS_MULTIPROC_DIR the worker's main process serves every
+# pool process's metrics; without, the pool process that runs the cycles serves its own
+# (the deployment runs one: --concurrency 1).
+@signals.worker_init.connect
+def _metrics_in_main(**kwargs) -> None:
+    if metrics.multiprocess():
+        metrics.serve()
+
+
+@signals.worker_process_init.connect
+def _metrics_in_pool_process(**kwargs) -> None:
+    if not metrics.multiprocess():
+        metrics.serve()
 
 
 def _kick_quietly() -> None:

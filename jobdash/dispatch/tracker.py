@@ -24,6 +24,7 @@ from typing import Any
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
+from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
@@ -93,7 +94,7 @@ def track(
         try:
             counts[_follow(gateway, config, job, key, objects.get(key), running, now, moves, term)] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
-            log.warning("tracking job %s: %s", job["id"], error)
+            log.warning("tracking job %s: %s", job["id"], error, extra=logs.job(job["id"], job["namespace__name"]))
             counts["errors"] += 1
     moves.apply()
     counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term)
@@ -114,7 +115,7 @@ class _Moves:
         self.finished: list[tuple[int, str, str, bool]] = []
 
     def apply(self) -> None:
-        transitions.running_many(self.running, self.term)
+        metrics.observe_started(transitions.running_many(self.running, self.term))
         transitions.finish_many(self.finished, self.term)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from jobdash import metrics
+
 log = logging.getLogger("jobdash.leader")
 
 
@@ -140,6 +142,7 @@ class LeaderLoop:
             with self._lock:
                 self._leadership = got
             log.info("elected: %s term %s", got.identity, got.term)
+            metrics.set_leader(got.identity, got.term, True)
             self._call(self.on_elected, got)
             return
         wait = getattr(self.elector, "wait_for_change", None)
@@ -158,6 +161,7 @@ class LeaderLoop:
         with self._lock:
             was, self._leadership = self._leadership, None
         if was is not None:
+            metrics.set_leader(was.identity, None, False)
             self._call(self.on_lost)
 
     @staticmethod
