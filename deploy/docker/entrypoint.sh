@@ -11,9 +11,13 @@
 #             Kubernetes cert-manager issues them)
 #   self-signed CERT KEY   a self-signed certificate for JOBDASH_TLS_SANS, kept if present
 #             (the embedded stack's simulated API server)
-#   migrate   apply database migrations, then exit (before web starts)
+#   migrate   apply database migrations, then exit (Kubernetes: the Job jobdash-migrate;
+#             compose: the one-shot service `migrate`)
+#   wait-for-migrations   wait until every migration of this image is applied (migrate
+#             --check every 5 s), then exit: the Deployments' init container
 #   worker    celery worker: admission cycles and the cluster tracker
-#   beat      celery beat: the elected leader emits cycles
+#   beat      celery beat: the elected leader emits cycles; every tick touches
+#             /tmp/jobdash-beat-heartbeat (its liveness probe reads the age)
 #   kubesim   the simulated cluster (docker compose's stand-in for Kubernetes)
 #   *         anything else is run as given
 # Configuration comes only from the environment: docs/operations.md.
@@ -36,7 +40,18 @@ self_signed() {
     echo "entrypoint: generated a self-signed certificate for $sans in $cert" >&2
 }
 
+# prometheus_client's multiprocess mode (gunicorn's workers export together): its
+# directory must exist and hold nothing of a previous run.
+metrics_dir() {
+    dir=${PROMETHEUS_MULTIPROC_DIR:-}
+    if [ -n "$dir" ]; then
+        mkdir -p "$dir"
+        find "$dir" -mindepth 1 -delete
+    fi
+}
+
 web() {
+    metrics_dir
     set -- --config "$(dirname "$0")/gunicorn.conf.py" --bind "0.0.0.0:${PORT:-8000}" \
         --workers "${WEB_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-8}" --worker-class gthread \
         --timeout "${GUNICORN_TIMEOUT:-30}" --keep-alive "${GUNICORN_KEEPALIVE:-75}" \
@@ -78,6 +93,7 @@ webhook() {
             exit 2
         fi
     done
+    metrics_dir
     # --cert-reqs 2 is ssl.CERT_REQUIRED: the handshake fails without a certificate from $ca.
     exec gunicorn --config "$(dirname "$0")/gunicorn.conf.py" --bind "0.0.0.0:${WEBHOOK_PORT:-9443}" \
         --workers "${WEBHOOK_CONCURRENCY:-2}" --threads "${GUNICORN_THREADS:-8}" --worker-class gthread \
@@ -121,6 +137,15 @@ certs() {
     fi
 }
 
+# Exits once the database has every migration this image knows (the migrate Job has run).
+# It never migrates itself: two web replicas must not migrate at once.
+wait_for_migrations() {
+    until python manage.py migrate --check --noinput >/dev/null; do
+        echo "entrypoint: waiting for the migrations (the jobdash-migrate Job) or the database" >&2
+        sleep 5
+    done
+}
+
 command=${1:-web}
 [ "$#" -gt 0 ] && shift
 case "$command" in
@@ -129,8 +154,11 @@ case "$command" in
     certs) certs "$@" ;;
     self-signed) [ -s "$1" ] || self_signed "$1" "$2" ;;
     migrate) exec python manage.py migrate --noinput "$@" ;;
+    wait-for-migrations) wait_for_migrations ;;
     worker) exec celery -A jobdash worker -Q celery --concurrency 1 --loglevel "${LOG_LEVEL:-INFO}" "$@" ;;
-    beat) exec celery -A jobdash beat --loglevel "${LOG_LEVEL:-INFO}" "$@" ;;
+    # HeartbeatScheduler: LeaderGatedScheduler (settings) plus the file its probes read
+    beat) exec celery -A jobdash beat -S jobdash.dispatch.management.commands.beat_heartbeat:HeartbeatScheduler \
+        --loglevel "${LOG_LEVEL:-INFO}" "$@" ;;
     kubesim)
         exec python -m kubesim serve --host 0.0.0.0 --port "${KUBESIM_PORT:-6443}" \
             --config "${KUBESIM_CONFIG:-deploy/compose/kubesim.yaml}" \

@@ -3,13 +3,19 @@
 Used by both listeners (entrypoint.sh web and webhook). The access log skips what would
 drown it: the probes' /healthz and the admission webhook's answered reviews (the API
 server calls it for every job create, and its audit log has them; the webhook logs each
-job it queues). Anything else, and any webhook answer that
-is not a 200, is logged as usual.
+job it queues), and Prometheus' scrapes of /metrics. Anything else, and any webhook
+answer that is not a 200, is logged as usual.
+
+Under PROMETHEUS_MULTIPROC_DIR (set in deploy/base for the web and the webhook; the
+entrypoint empties the directory before gunicorn starts) every worker's metrics are
+exported together, and a dead worker's live gauges are dropped (child_exit).
 """
+
+import os
 
 from gunicorn.glogging import Logger
 
-QUIET_PATHS = frozenset({"/healthz"})
+QUIET_PATHS = frozenset({"/healthz", "/metrics"})
 # The webhook's paths, one per managed kind (/webhooks/admission/<plural>): whatever kinds
 # the registry holds, without naming them here.
 QUIET_PREFIXES = ("/webhooks/admission/",)
@@ -27,3 +33,10 @@ class AccessLogger(Logger):
 
 
 logger_class = AccessLogger
+
+
+def child_exit(server, worker):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

