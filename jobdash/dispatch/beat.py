@@ -12,7 +12,7 @@ from celery.beat import Scheduler
 from django.conf import settings
 from django.db import close_old_connections
 
-from jobdash import metrics
+from jobdash import logs, metrics
 from jobdash.leader import LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
 
@@ -71,6 +71,7 @@ class LeaderGatedScheduler(Scheduler):
         if leadership is None:
             return None
         entry.kwargs = {**(entry.kwargs or {}), "term": leadership.term}
+        logs.bind_term(leadership.term)
         log.info("beat: emit %s term=%s", entry.task, leadership.term)
         return super().apply_async(entry, producer=producer, advance=advance, **kwargs)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from jobdash import metrics
+from jobdash import logs, metrics
 
 log = logging.getLogger("jobdash.leader")
 
@@ -143,6 +143,7 @@ class LeaderLoop:
                 self._leadership = got
             log.info("elected: %s term %s", got.identity, got.term)
             metrics.set_leader(got.identity, got.term, True)
+            logs.bind_term(got.term)  # on this thread's lines, the on_elected callback's too
             self._call(self.on_elected, got)
             return
         wait = getattr(self.elector, "wait_for_change", None)
