@@ -5,8 +5,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from jobdash.accounts.views import api_token
-from jobdash.metrics import metrics_view
 from jobdash.health import healthz
+from jobdash.metrics import metrics_view
 
 # The admission webhook is not routed here: it has its own listener (webhooks/wsgi.py),
 # which only the API server can reach.
