@@ -94,8 +94,9 @@ def test_a_job_through_the_dispatcher_shows_in_every_family(user, sim, gateway, 
     # Its first range, as a cycle gives one when the forecast has a run time to go by.
     now = timezone.now()
     Job.objects.filter(pk=waiting.pk).update(eta_first_at=now, eta_first=now, eta_first_late=now + timedelta(hours=1))
-    run_until(dispatcher, sim, gateway, first, State.SUCCEEDED)
-    run_until(dispatcher, sim, gateway, waiting, State.SUCCEEDED)
+    for job in (first, waiting):  # each seen Running by the tracker (that is when it observes), then done
+        run_until(dispatcher, sim, gateway, job, State.RUNNING)
+        run_until(dispatcher, sim, gateway, job, State.SUCCEEDED)
     never = submit(user, "too-big", workers=8, cpu="1")  # 8 CPU > the quota's 6: never fits
     dispatcher.cycle(term)
     submit(user, "unplanned", namespace="team-b")  # no cycle has seen it yet
