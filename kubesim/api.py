@@ -273,6 +273,10 @@ class Api:
 
         return self._update(rt, namespace, name, mutate, user, dry_run, subresource, precondition=None)
 
+    def update_with(self, rt, namespace, name, mutate, user, dry_run, subresource) -> tuple[dict, Warnings]:
+        """Update by ``mutate(current) -> new`` (server-side apply), retried on a concurrent write."""
+        return self._update(rt, namespace, name, mutate, user, dry_run, subresource, precondition=None)
+
     def _update(
         self, rt, namespace, name, mutate, user, dry_run, subresource, precondition, internal=False
     ) -> tuple[dict, Warnings]:
@@ -316,6 +320,8 @@ class Api:
         for key in ("name", "namespace", "uid", "creationTimestamp", "generation"):
             if key in current["metadata"]:
                 meta[key] = current["metadata"][key]
+        if "managedFields" not in meta and "managedFields" in current["metadata"]:
+            meta["managedFields"] = current["metadata"]["managedFields"]  # omitted on an update: kept
         if rt.status_subresource:
             if "status" in current:
                 new["status"] = current["status"]

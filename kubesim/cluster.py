@@ -9,10 +9,11 @@ deadline). With a real clock ``start()`` runs the controllers in a thread.
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 
 from .admission import Admission, UserInfo
 from .api import Api
-from .clock import Clock, ManualClock, RealClock
+from .clock import Clock, ManualClock, RealClock, rfc3339
 from .config import Config, from_dict, node_objects
 from .controllers import Controllers, Kubelet, WorkClock
 from .errors import ApiError
@@ -24,15 +25,19 @@ from .mpioperator import MPIOperator
 from .operator import TrainingOperator
 from .ownership import Owners
 from .quota import QuotaTracker
+from .rbac import Authorizer, default_cluster_roles
 from .resources import (
     ALL,
     BY_API_VERSION_KIND,
+    CLUSTERROLES,
     JOBS,
     JOBSETS,
+    LEASES,
     MPIJOBS,
     NAMESPACES,
     NODES,
     PODS,
+    RBAC_TYPES,
     RESOURCEQUOTAS,
     TFJOBS,
     TRAINING_TYPES,
@@ -42,6 +47,13 @@ from .resources import (
 from .scheduler import Scheduler
 from .trainercontroller import TrainJobController
 from .webhook_clients import ClientCredentials
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+def rfc3339_micro(ts: float) -> str:
+    """metav1.MicroTime, as a Lease's renewTime is written."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Cluster:
@@ -62,6 +74,7 @@ class Cluster:
         self.audit: list[dict] = []
         self.api = Api(self.store, self.quota, self.admission, self.audit)
         self.faults = Faults(cfg.faults)
+        self.authorizer = Authorizer(self.store, cfg.rbac, RBAC_TYPES)
         self.owners = Owners(self.store, (PODS, JOBS, JOBSETS))
         backoff = (cfg.backoff_seconds, cfg.max_backoff_seconds)
         self.operator = TrainingOperator(self.api, self.owners, *backoff)
@@ -128,9 +141,18 @@ class Cluster:
                     },
                     internal=True,
                 )
-        for group in self.config.nodes:
-            for node in node_objects(group):
-                create(NODES, "", node, internal=True)
+        nodes = [node for group in self.config.nodes for node in node_objects(group)]
+        started = rfc3339(self.clock.now())
+        for node in nodes:  # the kubelet's first status post
+            for condition in node["status"]["conditions"]:
+                condition.setdefault("lastHeartbeatTime", started)
+                condition.setdefault("lastTransitionTime", started)
+        for node in nodes:
+            create(NODES, "", node, internal=True)
+        self._node_leases([n["metadata"]["name"] for n in nodes])
+        if self.config.rbac:
+            for role in default_cluster_roles():
+                create(CLUSTERROLES, "", role, internal=True)
         for manifest in self.config.objects:
             rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion", ""), manifest.get("kind", "")))
             if rt is None:
@@ -141,6 +163,21 @@ class Cluster:
                 copy.deepcopy(manifest),
                 internal=True,
             )
+
+    def _node_leases(self, names: list[str]) -> None:
+        """kube-node-lease: each node's heartbeat Lease, as its kubelet keeps it (``kubectl describe node``)."""
+        create = self.api.create
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NODE_LEASE_NAMESPACE}}
+        create(NAMESPACES, "", namespace, internal=True)
+        now = rfc3339_micro(self.clock.now())
+        for name in names:
+            lease = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now},
+            }
+            create(LEASES, NODE_LEASE_NAMESPACE, lease, internal=True)
 
     # --- identities ------------------------------------------------------------------------
 

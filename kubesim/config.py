@@ -28,6 +28,11 @@ workload: {default_duration_seconds: 60.0, default_checkpoint_seconds: 1800.0}
 watch: {history: 20000, bookmark_interval_seconds: 30.0}
 faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, latency_ms: 5}]
 objects: []                # any further manifests to create at start (webhook configs, ...)
+tls: false                 # true: serve HTTPS with a self-signed CA (in the kubeconfig), as
+                           # `serve --tls` does; kubectl sends its token only over HTTPS
+rbac: false                # true: authorize requests with the RBAC objects (Roles, ClusterRoles
+                           # and their bindings, system:masters may do everything); false: any
+                           # authenticated user may do everything
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ _TOP_KEYS = {
     "faults",
     "objects",
     "start_time",
+    "tls",
+    "rbac",
 }
 
 
@@ -78,6 +85,8 @@ class Config:
     bookmark_interval_seconds: float = 30.0
     faults: list[dict] = field(default_factory=list)
     objects: list[dict] = field(default_factory=list)
+    tls: bool = False
+    rbac: bool = False
 
 
 def _section(data: dict, name: str, keys: set[str]) -> dict:
@@ -143,6 +152,11 @@ def from_dict(data: dict | None) -> Config:
     config.bookmark_interval_seconds = float(watch.get("bookmark_interval_seconds", 30.0))
     config.faults = list(data.get("faults") or [])
     config.objects = list(data.get("objects") or [])
+    for key in ("tls", "rbac"):
+        if not isinstance(data.get(key, False), bool):
+            raise ValueError(f"{key}: must be true or false")
+    config.tls = bool(data.get("tls", False))
+    config.rbac = bool(data.get("rbac", False))
     return config
 
 

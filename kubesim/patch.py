@@ -127,6 +127,16 @@ def json_patch(target: object, operations: object) -> object:
     return doc
 
 
+def _without_directives(patch: object) -> object:
+    """A strategic merge patch's directives ($setElementOrder/..., $retainKeys, $patch) dropped:
+    kubesim merges it as a merge patch (lists replaced whole), which is what the rest says."""
+    if isinstance(patch, dict):
+        return {k: _without_directives(v) for k, v in patch.items() if not str(k).startswith("$")}
+    if isinstance(patch, list):
+        return [_without_directives(v) for v in patch]
+    return patch
+
+
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 JSON_PATCH_TYPE = "application/json-patch+json"
 
@@ -138,6 +148,8 @@ def apply_patch(target: dict, content_type: str, body: object) -> dict:
         if media in MERGE_TYPES:
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the body of a merge patch must be a JSON object")
+            if media == MERGE_TYPES[1]:
+                body = _without_directives(body)
             # Deep copy first: merge_patch shares untouched subtrees with its target.
             result = merge_patch(copy.deepcopy(target), body)
         elif media == JSON_PATCH_TYPE:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import batchjob, jobset, mpijob, trainer, trainingop
+from . import batchjob, jobset, mpijob, priorityclass, rbac, trainer, trainingop
 from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -370,68 +370,15 @@ def _validate_trainjob_runtime(store: Any, obj: dict) -> list[dict]:
     ]
 
 
-INT32_MAX = 2**31 - 1
-# Above this, values are reserved for the system's own classes (system-cluster-critical, ...).
-HIGHEST_USER_PRIORITY = 1_000_000_000
-PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
-
-
-def _validate_priority_class(obj: dict) -> list[dict]:
-    """scheduling.k8s.io/v1 PriorityClass, as the API server validates it: value an int32
-    no higher than 1e9 (above is for system-* classes), preemptionPolicy one of two."""
-    causes: list[dict] = []
-    value = obj.get("value")
-    if value is None:
-        causes.append(required("value"))
-    elif isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value <= INT32_MAX:
-        causes.append(cause("value", f"Invalid value: {value!r}: must be a 32-bit integer"))
-    elif value > HIGHEST_USER_PRIORITY and not str(obj["metadata"].get("name", "")).startswith("system-"):
-        causes.append(
-            cause(
-                "value",
-                f"Invalid value: {value}: maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}",
-            )
-        )
-    default = obj.get("globalDefault", False)
-    if not isinstance(default, bool):
-        causes.append(cause("globalDefault", f"Invalid value: {default!r}: must be a boolean"))
-    policy = obj.get("preemptionPolicy", "PreemptLowerPriority")
-    if policy not in PREEMPTION_POLICIES:
-        causes.append(
-            cause(
-                "preemptionPolicy",
-                f"Unsupported value: {policy!r}: supported values: {', '.join(map(repr, PREEMPTION_POLICIES))}",
-                "FieldValueNotSupported",
-            )
-        )
-    description = obj.get("description", "")
-    if not isinstance(description, str):
-        causes.append(cause("description", "must be a string"))
-    return causes
-
-
-def _default_priority_class(obj: dict) -> None:
-    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
-    obj.setdefault("globalDefault", False)
-
-
-def _validate_priority_class_update(old: dict, new: dict) -> list[dict]:
-    if old.get("value") != new.get("value"):
-        return [cause("value", "Forbidden: may not be changed in an update.", "FieldValueForbidden")]
-    if old.get("preemptionPolicy") != new.get("preemptionPolicy"):
-        return [cause("preemptionPolicy", "Invalid value: field is immutable", "FieldValueInvalid")]
-    return []
-
-
 PRIORITYCLASSES = ResourceType(
     "scheduling.k8s.io",
     "v1",
     "priorityclasses",
     "PriorityClass",
     False,
-    validate=_validate_priority_class,
-    default=_default_priority_class,
-    validate_update=_validate_priority_class_update,
+    validate=priorityclass.validate,
+    default=priorityclass.default,
+    validate_update=priorityclass.validate_update,
 )
 
 MUTATING = ResourceType(
@@ -453,6 +400,27 @@ VALIDATING = ResourceType(
     default=_default_webhooks,
 )
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, validate=_validate_lease)
+ROLES = ResourceType(rbac.GROUP, rbac.VERSION, "roles", "Role", True, validate=rbac.validate_role)
+CLUSTERROLES = ResourceType(rbac.GROUP, rbac.VERSION, "clusterroles", "ClusterRole", False, validate=rbac.validate_role)
+ROLEBINDINGS = ResourceType(
+    rbac.GROUP,
+    rbac.VERSION,
+    "rolebindings",
+    "RoleBinding",
+    True,
+    validate=rbac.validate_binding,
+    validate_update=rbac.validate_binding_update,
+)
+CLUSTERROLEBINDINGS = ResourceType(
+    rbac.GROUP,
+    rbac.VERSION,
+    "clusterrolebindings",
+    "ClusterRoleBinding",
+    False,
+    validate=rbac.validate_binding,
+    validate_update=rbac.validate_binding_update,
+)
+RBAC_TYPES = {rt.kind: rt for rt in (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)}
 
 ALL = (
     NAMESPACES,
@@ -471,6 +439,7 @@ ALL = (
     MUTATING,
     VALIDATING,
     LEASES,
+    *RBAC_TYPES.values(),
 )
 # The job kinds: quota counts them (count/<plural>.<group>) and the audit records their creates.
 WORKLOADS = (*TRAINING_TYPES, MPIJOBS, JOBS, JOBSETS, TRAINJOBS)

@@ -11,7 +11,6 @@ advancing a manual clock.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import ssl
 import threading
@@ -19,9 +18,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from . import openapi
+from .admission import UserInfo
+from .apply import APPLY_PATCH, server_side_apply
 from .cluster import Cluster
+from .discovery import discovery
 from .errors import ApiError, bad_request, internal, method_not_allowed, unauthorized
-from .resources import ALL, BY_GROUP_PLURAL, ResourceType
+from .protobuf import PROTOBUF, decode_review, unsupported
+from .resources import BY_GROUP_PLURAL, ResourceType
+from .tables import table, wants_table
 
 VERSION = {
     "major": "1",
@@ -66,75 +71,6 @@ def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None
     return rt, namespace, name, subresource
 
 
-def _version_priority(version: str) -> tuple:
-    """Kubernetes version priority: GA before beta before alpha, higher numbers first."""
-    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
-    if match is None:
-        return (3, 0, 0, version)
-    level = {None: 0, "beta": 1, "alpha": 2}[match.group(2)]
-    return (level, -int(match.group(1)), -int(match.group(3) or 0), version)
-
-
-def _group_versions() -> dict[str, list[str]]:
-    versions: dict[str, list[str]] = {}
-    for rt in ALL:
-        if rt.group and rt.version not in versions.setdefault(rt.group, []):
-            versions[rt.group].append(rt.version)
-    return {g: sorted(v, key=_version_priority) for g, v in sorted(versions.items())}
-
-
-def _api_group(group: str, versions: list[str]) -> dict:
-    listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-    return {"name": group, "versions": listed, "preferredVersion": listed[0]}
-
-
-def _resource_list(group_version: str, group: str, version: str) -> dict:
-    resources: list[dict] = []
-    for rt in ALL:
-        if rt.group != group or rt.version != version:
-            continue
-        resources.append(
-            {
-                "name": rt.plural,
-                "singularName": rt.kind.lower(),
-                "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-            }
-        )
-        if rt.status_subresource:
-            resources.append(
-                {
-                    "name": f"{rt.plural}/status",
-                    "singularName": "",
-                    "namespaced": rt.namespaced,
-                    "kind": rt.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
-
-
-def _discovery(path: str) -> dict | None:
-    if path == "/api":
-        return {
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
-        }
-    if path == "/api/v1":
-        return _resource_list("v1", "", "v1")
-    groups = _group_versions()
-    if path == "/apis":
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_api_group(g, v) for g, v in groups.items()]}
-    parts = path.split("/")
-    if len(parts) == 3 and parts[1] == "apis" and parts[2] in groups:
-        return {"kind": "APIGroup", "apiVersion": "v1", **_api_group(parts[2], groups[parts[2]])}
-    if len(parts) == 4 and parts[1] == "apis" and parts[3] in groups.get(parts[2], ()):
-        return _resource_list(f"{parts[2]}/{parts[3]}", parts[2], parts[3])
-    return None
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # small JSON replies must not wait for delayed ACKs
@@ -162,9 +98,14 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    def _protobuf(self) -> bool:
+        return (self.headers.get("Content-Type") or "").split(";")[0].strip() == PROTOBUF
+
     def _body(self) -> object:
         if not self._raw:
             return None
+        if self._protobuf():
+            raise unsupported()
         try:
             return json.loads(self._raw)
         except ValueError:
@@ -218,13 +159,22 @@ class Handler(BaseHTTPRequestHandler):
         user = cluster.authenticate(auth[7:].strip() if auth.startswith("Bearer ") else None)
         if user is None:
             raise unauthorized()
-        if method == "GET" and (doc := _discovery(path)) is not None:
+        if self.headers.get("Impersonate-User"):
+            user = self._impersonate(user)
+        if method == "GET" and (doc := discovery(path)) is not None:
             return self._send(200, doc)
+        if method == "GET" and path.startswith("/openapi/"):
+            return self._openapi(path)
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            body = decode_review(self._raw) if self._protobuf() else self._body()
+            return self._send(201, cluster.authorizer.review(user, body))
         route = _route(path)
         if route is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         rt, namespace, name, subresource = route
         verb = self._verb(method, name, query)
+        if cluster.authorizer.enabled:
+            cluster.authorizer.authorize(user, verb, rt.group, rt.plural, subresource, namespace or "", name or "")
         delay, error = cluster.faults.check(verb, rt.plural)
         if delay:
             time.sleep(delay)
@@ -232,32 +182,41 @@ class Handler(BaseHTTPRequestHandler):
             raise error
         dry_run = query.get("dryRun") == "All"
         api = cluster.api
+        as_table = wants_table(self.headers.get("Accept") or "")
         if verb == "watch":
-            return self._watch(rt, namespace, name, query)
+            return self._watch(rt, namespace, name, query, query.get("includeObject", "Metadata") if as_table else None)
         if verb == "list":
-            return self._send(
-                200,
-                api.list(
-                    rt,
-                    namespace,
-                    query.get("labelSelector"),
-                    query.get("fieldSelector"),
-                    _number(query, "limit", int) or 0,
-                    query.get("continue") or None,
-                ),
+            result = api.list(
+                rt,
+                namespace,
+                query.get("labelSelector"),
+                query.get("fieldSelector"),
+                _number(query, "limit", int) or 0,
+                query.get("continue") or None,
             )
+            if as_table:
+                result = self._table(rt, result["items"], result["metadata"], query)
+            return self._send(200, result)
         if verb == "create":
             obj, warnings = api.create(rt, namespace or "", self._body(), user, dry_run)
             return self._send(201, obj, _warning_headers(warnings))
         # _verb gives the verbs below only to a named object.
         assert name is not None
         if verb == "get":
-            return self._send(200, api.get(rt, namespace or "", name))
+            obj = api.get(rt, namespace or "", name)
+            if as_table:
+                obj = self._table(rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, query)
+            return self._send(200, obj)
         if verb == "update":
             obj, warnings = api.replace(rt, namespace or "", name, self._body(), user, dry_run, subresource)
             return self._send(200, obj, _warning_headers(warnings))
         if verb == "patch":
             content_type = self.headers.get("Content-Type") or ""
+            if content_type.split(";")[0].strip().lower() == APPLY_PATCH:
+                code, obj, warnings = server_side_apply(
+                    api, rt, namespace or "", name, self._raw, query, user, dry_run, subresource
+                )
+                return self._send(code, obj, _warning_headers(warnings))
             obj, warnings = api.patch(rt, namespace or "", name, content_type, self._body(), user, dry_run, subresource)
             return self._send(200, obj, _warning_headers(warnings))
         if verb == "delete":
@@ -266,6 +225,40 @@ class Handler(BaseHTTPRequestHandler):
                 options["propagationPolicy"] = query["propagationPolicy"]
             return self._send(200, api.delete(rt, namespace or "", name, options, dry_run, user))
         raise method_not_allowed()
+
+    def _impersonate(self, user: UserInfo) -> UserInfo:
+        """Impersonate-User/-Group (``kubectl --as``), for those RBAC lets impersonate."""
+        name = self.headers.get("Impersonate-User") or ""
+        groups = tuple(self.headers.get_all("Impersonate-Group") or ())
+        authorizer = self.server.cluster.authorizer
+        for kind, value in [("users", name)] + [("groups", g) for g in groups]:
+            allowed, _ = authorizer.decide(user, {"verb": "impersonate", "group": "", "resource": kind, "name": value})
+            if not allowed:
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'{kind} "{value}" is forbidden: User "{user.username}" cannot impersonate resource "{kind}" '
+                    'in API group "" at the cluster scope',
+                )
+        return UserInfo(name, (*groups, "system:authenticated"))
+
+    def _openapi(self, path: str) -> None:
+        if path == "/openapi/v2":
+            accept = self.headers.get("Accept") or "*/*"
+            if "json" not in accept and "*/*" not in accept:
+                # client-go asks for protobuf only; kubesim has JSON: 406 as from a server without it
+                raise ApiError(406, "NotAcceptable", "only application/json is served for /openapi/v2")
+            return self._send(200, openapi.v2_document())
+        if path == "/openapi/v3":
+            return self._send(200, openapi.v3_root())
+        document = openapi.v3_document(path.removeprefix("/openapi/v3/"))
+        if document is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return self._send(200, document)
+
+    def _table(self, rt: ResourceType, items: list[dict], meta: dict, query: dict) -> dict:
+        now = self.server.cluster.clock.now()
+        return table(rt.group, rt.plural, items, now, meta, query.get("includeObject", "Metadata"))
 
     @staticmethod
     def _verb(method: str, name: str | None, query: dict) -> str:
@@ -279,7 +272,10 @@ class Handler(BaseHTTPRequestHandler):
             raise method_not_allowed()
         return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or "unsupported"
 
-    def _watch(self, rt: ResourceType, namespace: str | None, name: str | None, query: dict) -> None:
+    def _watch(
+        self, rt: ResourceType, namespace: str | None, name: str | None, query: dict, as_table: str | None
+    ) -> None:
+        """``as_table``: the includeObject of a Table watch (each event's object a one-row Table)."""
         field_selector = query.get("fieldSelector")
         if name:  # GET .../pods/x?watch=true watches a single object
             field_selector = ",".join(filter(None, [field_selector, f"metadata.name={name}"]))
@@ -298,6 +294,8 @@ class Handler(BaseHTTPRequestHandler):
         self.server.watch_started()
         try:
             for line in stream:
+                if as_table is not None:
+                    line = self._table_event(rt, line, as_table)
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
             self.wfile.write(b"0\r\n\r\n")
         except ConnectionAbortedError:
@@ -309,6 +307,14 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             if hasattr(stream, "close"):
                 stream.close()  # unregisters the watcher even if the client went away
+
+    def _table_event(self, rt: ResourceType, line: bytes, include: str) -> bytes:
+        event = json.loads(line)
+        obj = event.get("object") or {}
+        if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and "metadata" in obj:
+            meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+            event["object"] = table(rt.group, rt.plural, [obj], self.server.cluster.clock.now(), meta, include)
+        return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
     def _control(self, method: str, path: str, query: dict) -> None:
         cluster = self.server.cluster
@@ -377,15 +383,35 @@ class KubesimServer(ThreadingHTTPServer):
         sends a bearer token only over HTTPS); plain HTTP without."""
         super().__init__((host, port), Handler)
         self.tls = tls
+        self._tls_context: ssl.SSLContext | None = None
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
-            self.socket = context.wrap_socket(self.socket, server_side=True)
+            context.set_alpn_protocols(["http/1.1"])
+            self._tls_context = context
         self.cluster = cluster
         self.verbose = verbose
         self.errors: list[str] = []
         self.watches = 0
         self._thread: threading.Thread | None = None
+
+    def finish_request(self, request, client_address) -> None:
+        """Runs in the connection's thread: the TLS handshake happens there, so a slow or
+        broken client never holds up accepting the next connection."""
+        if self._tls_context is None:
+            return super().finish_request(request, client_address)
+        try:
+            conn = self._tls_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return None  # a failed handshake (an HTTP client, an untrusting one): nothing to answer
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
 
     def watch_started(self) -> None:
         self.watches += 1

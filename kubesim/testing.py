@@ -36,6 +36,7 @@ from .manifests import (
     xgboostjob_manifest,
 )
 from .server import KubesimServer
+from .tls import serving_certificate
 
 __all__ = [
     "RunningKubesim",
@@ -61,6 +62,7 @@ class RunningKubesim:
         self.kubeconfig_path = kubeconfig_path
         self._workdir = workdir
         self._stopped = False
+        self.ca_pem: bytes | None = None  # the CA of the HTTPS certificate (tls=True)
 
     @property
     def model(self):
@@ -82,6 +84,9 @@ class RunningKubesim:
         token = self.token_for(username) if username else users[0]["token"]
         configuration = client.Configuration()
         configuration.host = self.url
+        if self.ca_pem is not None:
+            ca_file = Path(self._workdir) / "tls" / "ca.crt"
+            configuration.ssl_ca_cert = str(ca_file)
         configuration.api_key = {"BearerToken": token}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         return client.ApiClient(configuration)
@@ -109,20 +114,26 @@ def running_kubesim(
     clock: Clock | None = None,
     kubeconfig_path: str | None = None,
     verbose: bool = False,
+    tls: bool | None = None,
 ) -> Iterator[RunningKubesim]:
     """Start kubesim in this process; with ``manual_clock`` (or ``clock: manual`` in the config)
-    no controller thread runs: time and reactions move only by ``advance``/``settle``."""
+    no controller thread runs: time and reactions move only by ``advance``/``settle``.
+    ``tls`` (default: the config's ``tls``): serve HTTPS with a self-signed CA, written into
+    the kubeconfig, as kubectl needs; ``sim.ca_pem`` is the CA."""
     cfg = config if isinstance(config, Config) else from_dict(config)
     if clock is None and manual_clock:
         clock = ManualClock(cfg.start_time or ManualClock.DEFAULT_START)
     cluster = Cluster(cfg, clock)
-    server = KubesimServer(cluster, "127.0.0.1", 0, verbose=verbose)
     workdir = tempfile.mkdtemp(prefix="kubesim-")
+    certificate = serving_certificate(Path(workdir) / "tls") if (cfg.tls if tls is None else tls) else None
+    server = KubesimServer(cluster, "127.0.0.1", 0, verbose=verbose, tls=certificate.pair if certificate else None)
     path = kubeconfig_path or str(Path(workdir) / "kubeconfig")
-    write_kubeconfig(path, server.url, cfg.users)
+    ca_pem = certificate.ca_pem if certificate else None
+    write_kubeconfig(path, server.url, cfg.users, ca_pem=ca_pem)
     server.start_background()
     cluster.start()
     sim = RunningKubesim(cluster, server, path, workdir)
+    sim.ca_pem = ca_pem
     try:
         yield sim
     finally:

@@ -1,0 +1,214 @@
+"""RBAC (rbac.authorization.k8s.io/v1) and SelfSubjectAccessReview (authorization.k8s.io/v1).
+
+Roles, ClusterRoles and their bindings are stored like any object. With ``rbac: true`` in
+the config every API request is authorized by them as kube-apiserver's RBAC authorizer
+does (rules by verb, API group, resource[/subresource] and resource name; bindings to a
+User, Group or ServiceAccount; ``system:masters`` may do everything); without, every
+authenticated user may do everything (AlwaysAllow), kubesim's historic behaviour. A
+SelfSubjectAccessReview (``kubectl auth can-i``) answers from the same decision.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import ApiError
+from .validation import cause, required
+
+if TYPE_CHECKING:
+    from .admission import UserInfo
+
+GROUP, VERSION = "rbac.authorization.k8s.io", "v1"
+ALL_ACCESS = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+# The default ClusterRoles kubesim bootstraps (simplified: every resource, no aggregation).
+DEFAULT_CLUSTER_ROLES = {
+    "cluster-admin": ALL_ACCESS + [{"nonResourceURLs": ["*"], "verbs": ["*"]}],
+    "admin": ALL_ACCESS,
+    "edit": ALL_ACCESS,
+    "view": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
+}
+
+
+def validate_role(obj: dict) -> list[dict]:
+    causes: list[dict] = []
+    for i, rule in enumerate(obj.get("rules") or []):
+        if not isinstance(rule, dict) or not rule.get("verbs"):
+            causes.append(required(f"rules[{i}].verbs", "Required value: verbs must contain at least one value"))
+        elif rule.get("nonResourceURLs") and obj.get("kind") == "Role":
+            causes.append(
+                cause(
+                    f"rules[{i}].nonResourceURLs", "Invalid value: namespaced rules cannot apply to non-resource URLs"
+                )
+            )
+    return causes
+
+
+def validate_binding(obj: dict) -> list[dict]:
+    ref = obj.get("roleRef")
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return [required("roleRef.name")]
+    allowed = ("ClusterRole",) if obj.get("kind") == "ClusterRoleBinding" else ("Role", "ClusterRole")
+    if ref.get("kind") not in allowed:
+        return [
+            cause("roleRef.kind", f"Unsupported value: {ref.get('kind')!r}: supported values: {', '.join(allowed)}")
+        ]
+    return []
+
+
+def validate_binding_update(old: dict, new: dict) -> list[dict]:
+    if old.get("roleRef") != new.get("roleRef"):
+        return [cause("roleRef", "Invalid value: cannot change roleRef", "FieldValueInvalid")]
+    return []
+
+
+def default_cluster_roles() -> list[dict]:
+    return [
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": rules,
+        }
+        for name, rules in DEFAULT_CLUSTER_ROLES.items()
+    ]
+
+
+def _matches(values: list | None, wanted: str) -> bool:
+    return bool(values) and ("*" in values or wanted in values)  # type: ignore[operator]
+
+
+def _rule_allows(rule: dict, attrs: dict) -> bool:
+    if not _matches(rule.get("verbs"), attrs["verb"]):
+        return False
+    if attrs.get("path") is not None:  # a non-resource request
+        urls = rule.get("nonResourceURLs") or []
+        path = attrs["path"]
+        return any(u == "*" or u == path or (u.endswith("*") and path.startswith(u[:-1])) for u in urls)
+    if not _matches(rule.get("apiGroups"), attrs.get("group", "")):
+        return False
+    resource = attrs.get("resource", "")
+    sub = attrs.get("subresource", "")
+    full = f"{resource}/{sub}" if sub else resource
+    resources = rule.get("resources") or []
+    if not ("*" in resources or full in resources or (sub and f"*/{sub}" in resources)):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or attrs.get("name", "") in names
+
+
+def _subject_matches(subject: dict, user: UserInfo, namespace: str) -> bool:
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return name == user.username
+    if kind == "Group":
+        return name in user.groups or name in ("system:authenticated",)
+    if kind == "ServiceAccount":
+        sa_namespace = subject.get("namespace") or namespace
+        return user.username == f"system:serviceaccount:{sa_namespace}:{name}"
+    return False
+
+
+class Authorizer:
+    def __init__(self, store: Any, enabled: bool, role_types: dict[str, Any]):
+        """``role_types``: Kind -> ResourceType of Role, ClusterRole, RoleBinding, ClusterRoleBinding."""
+        self.store, self.enabled, self.types = store, enabled, role_types
+
+    def decide(self, user: UserInfo, attrs: dict) -> tuple[bool, str]:
+        """(allowed, reason) for request attributes (verb, group, resource, subresource,
+        namespace, name; or path and verb for a non-resource URL)."""
+        if "system:masters" in user.groups:
+            return True, ""
+        if not self.enabled:
+            return True, ""
+        namespace = attrs.get("namespace") or ""
+        for binding in self.store.items(self.types["ClusterRoleBinding"], None):
+            if self._grants(binding, user, attrs, ""):
+                return True, self._reason(binding, user)
+        if namespace and attrs.get("path") is None:
+            for binding in self.store.items(self.types["RoleBinding"], namespace):
+                if self._grants(binding, user, attrs, namespace):
+                    return True, self._reason(binding, user)
+        return False, ""
+
+    def _grants(self, binding: dict, user: UserInfo, attrs: dict, namespace: str) -> bool:
+        subjects = binding.get("subjects") or []
+        if not any(_subject_matches(s, user, namespace) for s in subjects):
+            return False
+        ref = binding.get("roleRef") or {}
+        kind = ref.get("kind")
+        if kind == "ClusterRole":
+            role = self.store.find(self.types["ClusterRole"], "", ref.get("name", ""))
+        elif kind == "Role":
+            role = self.store.find(self.types["Role"], namespace, ref.get("name", ""))
+        else:
+            role = None
+        return role is not None and any(_rule_allows(r, attrs) for r in role.get("rules") or [])
+
+    @staticmethod
+    def _reason(binding: dict, user: UserInfo) -> str:
+        ref = binding.get("roleRef") or {}
+        where = f'{binding["kind"]} "{binding["metadata"]["name"]}"'
+        if binding["metadata"].get("namespace"):
+            where += f' in namespace "{binding["metadata"]["namespace"]}"'
+        return f'RBAC: allowed by {where} of {ref.get("kind")} "{ref.get("name")}" to User "{user.username}"'
+
+    def authorize(self, user: UserInfo, verb: str, group: str, plural: str, sub: str, namespace: str, name: str):
+        """Raise 403 Forbidden like kube-apiserver when RBAC does not allow the request."""
+        attrs = {"verb": verb, "group": group, "resource": plural, "subresource": sub}
+        attrs.update(namespace=namespace or "", name=name or "")
+        allowed, _reason = self.decide(user, attrs)
+        if allowed:
+            return
+        resource = f"{plural}/{sub}" if sub else plural
+        qualified = f"{plural}.{group}" if group else plural
+        where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+        subject = f'{qualified} "{name}"' if name else qualified
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'{subject} is forbidden: User "{user.username}" cannot {verb} resource "{resource}" '
+            f'in API group "{group}"{where}',
+            {"name": name, "group": group, "kind": plural} if name else {"group": group, "kind": plural},
+        )
+
+    def review(self, user: UserInfo, body: object) -> dict:
+        """A SelfSubjectAccessReview: the spec's attributes decided for the caller."""
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise ApiError(400, "BadRequest", "the body of the request must be a SelfSubjectAccessReview")
+        spec = body["spec"]
+        resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if bool(resource) == bool(non_resource):
+            raise ApiError(
+                422,
+                "Invalid",
+                'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: '
+                '"null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
+            )
+        if resource:
+            attrs = {
+                k: resource.get(k, "") or "" for k in ("verb", "group", "resource", "subresource", "namespace", "name")
+            }
+        else:
+            attrs = {"verb": non_resource.get("verb", ""), "path": non_resource.get("path", "")}
+            if not self.enabled or "system:masters" in user.groups:
+                pass
+            elif attrs["path"] in ("/version", "/healthz", "/readyz", "/livez") or attrs["path"].startswith(
+                ("/api", "/openapi")
+            ):
+                # system:discovery and system:public-info-viewer: every authenticated user.
+                return self._answer(body, True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"')
+        allowed, reason = self.decide(user, attrs)
+        return self._answer(body, allowed, reason)
+
+    @staticmethod
+    def _answer(body: dict, allowed: bool, reason: str) -> dict:
+        status: dict = {"allowed": allowed}
+        if reason:
+            status["reason"] = reason
+        return {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": body["spec"],
+            "status": status,
+        }
