@@ -345,3 +345,37 @@ def resolve(schema: dict) -> dict:
     if isinstance(ref, str):
         return _definitions().get(ref.rsplit("/", 1)[1], {})
     return schema
+
+
+def _schema(schema: dict) -> dict:
+    schema = resolve(schema)
+    while "allOf" in schema and len(schema["allOf"]) == 1 and "properties" not in schema:
+        schema = resolve(schema["allOf"][0])
+    return schema
+
+
+def unknown_fields(rt: ResourceType, obj: object) -> list[str]:
+    """The fields of ``obj`` its kind's schema does not declare (``fieldValidation``), as paths."""
+    found: list[str] = []
+
+    def walk(value: object, schema: dict, path: str) -> None:
+        schema = _schema(schema)
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return
+        if isinstance(value, dict):
+            properties = schema.get("properties")
+            extra = schema.get("additionalProperties")
+            for key, sub in value.items():
+                where = f"{path}.{key}" if path else str(key)
+                if isinstance(properties, dict) and key in properties:
+                    walk(sub, properties[key], where)
+                elif isinstance(extra, dict):
+                    walk(sub, extra, where)
+                elif isinstance(properties, dict):
+                    found.append(where)
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            for i, item in enumerate(value):
+                walk(item, schema["items"], f"{path}[{i}]")
+
+    walk(obj, schema_of(rt), "")
+    return found

@@ -1,18 +1,23 @@
 """Just enough of Kubernetes' protobuf encoding to read what kubectl sends that way.
 
-kubectl's typed clients send built-in objects as ``application/vnd.kubernetes.protobuf``
-(``kubectl auth can-i`` posts a SelfSubjectAccessReview so): the ``k8s\\0`` magic, then a
-runtime.Unknown whose ``raw`` is the object's message. kubesim decodes the
-SelfSubjectAccessReview (field numbers of k8s.io/api/authorization/v1/generated.proto)
-and answers in JSON, which the client accepts too; other protobuf bodies get a 415.
+kubectl's typed clients send built-in objects as ``application/vnd.kubernetes.protobuf``:
+``kubectl auth can-i`` posts a SelfSubjectAccessReview so, ``kubectl create namespace``,
+``create quota``, ``create priorityclass``, ``create role`` and ``create rolebinding`` their
+objects. The body is the ``k8s\\0`` magic and a runtime.Unknown whose ``raw`` is the
+object's message. kubesim decodes those kinds with the field numbers of their
+generated.proto and answers in JSON, which the client accepts too; other protobuf bodies
+get a 415.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .errors import ApiError
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
+Spec = dict[int, tuple[str, Any]]  # field number -> (JSON name, type)
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -51,33 +56,100 @@ def fields(data: bytes) -> dict[int, list]:
     return found
 
 
-def _strings(message: bytes, names: dict[int, str]) -> dict:
+def _value(kind: Any, raw: Any) -> Any:
+    if kind == "string":
+        return raw.decode()
+    if kind == "int":
+        return raw - (1 << 64) if raw >= 1 << 63 else raw
+    if kind == "bool":
+        return bool(raw)
+    if kind == "quantity":
+        return decode(raw, {1: ("string", "string")})["string"]
+    return decode(raw, kind)
+
+
+def decode(message: bytes, spec: Spec) -> dict:
+    """A message as its JSON form: fields the spec names (repeated as lists, maps as dicts)."""
     decoded = fields(message)
-    return {name: decoded[n][-1].decode() for n, name in names.items() if n in decoded}
+    out: dict = {}
+    for number, (name, kind) in spec.items():
+        if number not in decoded:
+            continue
+        values = decoded[number]
+        if isinstance(kind, tuple) and kind[0] == "repeated":
+            out[name] = [_value(kind[1], v) for v in values]
+        elif isinstance(kind, tuple) and kind[0] == "map":
+            entries = [fields(v) for v in values]
+            out[name] = {e[1][-1].decode(): _value(kind[1], e[2][-1]) if 2 in e else "" for e in entries}
+        else:
+            out[name] = _value(kind, values[-1])
+        if out[name] in ("", [], {}):  # Go writes every string; JSON omits the empty ones
+            del out[name]
+    return out
 
 
-_RESOURCE = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: "resource", 6: "subresource", 7: "name"}
-_NON_RESOURCE = {1: "path", 2: "verb"}
+def _strings(*names: str) -> Spec:
+    return {i: (name, "string") for i, name in enumerate(names, 1)}
 
 
-def decode_review(raw: bytes) -> dict:
-    """A protobuf SelfSubjectAccessReview as its JSON form (spec only)."""
+OBJECT_META: Spec = {
+    **_strings("name", "generateName", "namespace"),
+    11: ("labels", ("map", "string")),
+    12: ("annotations", ("map", "string")),
+    14: ("finalizers", ("repeated", "string")),
+}
+POLICY_RULE: Spec = {
+    1: ("verbs", ("repeated", "string")),
+    2: ("apiGroups", ("repeated", "string")),
+    3: ("resources", ("repeated", "string")),
+    4: ("resourceNames", ("repeated", "string")),
+    5: ("nonResourceURLs", ("repeated", "string")),
+}
+BINDING: Spec = {
+    1: ("metadata", OBJECT_META),
+    2: ("subjects", ("repeated", _strings("kind", "apiGroup", "name", "namespace"))),
+    3: ("roleRef", _strings("apiGroup", "kind", "name")),
+}
+RESOURCE_ATTRIBUTES = _strings("namespace", "verb", "group", "version", "resource", "subresource", "name")
+KINDS: dict[str, Spec] = {
+    "SelfSubjectAccessReview": {
+        1: ("metadata", OBJECT_META),
+        2: (
+            "spec",
+            {1: ("resourceAttributes", RESOURCE_ATTRIBUTES), 2: ("nonResourceAttributes", _strings("path", "verb"))},
+        ),
+    },
+    "Namespace": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("finalizers", ("repeated", "string"))})},
+    "ResourceQuota": {
+        1: ("metadata", OBJECT_META),
+        2: ("spec", {1: ("hard", ("map", "quantity")), 2: ("scopes", ("repeated", "string"))}),
+    },
+    "PriorityClass": {
+        1: ("metadata", OBJECT_META),
+        2: ("value", "int"),
+        3: ("globalDefault", "bool"),
+        4: ("description", "string"),
+        5: ("preemptionPolicy", "string"),
+    },
+    "Role": {1: ("metadata", OBJECT_META), 2: ("rules", ("repeated", POLICY_RULE))},
+    "ClusterRole": {1: ("metadata", OBJECT_META), 2: ("rules", ("repeated", POLICY_RULE))},
+    "RoleBinding": BINDING,
+    "ClusterRoleBinding": BINDING,
+}
+
+
+def decode_object(raw: bytes) -> dict:
+    """A protobuf-encoded object of one of ``KINDS`` as its JSON form."""
     if not raw.startswith(MAGIC):
         raise ApiError(400, "BadRequest", "protobuf body without the k8s magic prefix")
     try:
         unknown = fields(raw[len(MAGIC) :])
-        type_meta = _strings(unknown.get(1, [b""])[-1], {1: "apiVersion", 2: "kind"})
-        if type_meta.get("kind") != "SelfSubjectAccessReview":
+        type_meta = decode(unknown.get(1, [b""])[-1], _strings("apiVersion", "kind"))
+        spec = KINDS.get(type_meta.get("kind", ""))
+        if spec is None:
             raise unsupported()
-        review = fields(unknown.get(2, [b""])[-1])
-        spec = fields(review.get(2, [b""])[-1])
-        body: dict = {**type_meta, "spec": {}}
-        if 1 in spec:
-            body["spec"]["resourceAttributes"] = _strings(spec[1][-1], _RESOURCE)
-        if 2 in spec:
-            body["spec"]["nonResourceAttributes"] = _strings(spec[2][-1], _NON_RESOURCE)
-        return body
-    except (ValueError, UnicodeDecodeError, IndexError) as exc:
+        return {**type_meta, **decode(unknown.get(2, [b""])[-1], spec)}
+    except (ValueError, UnicodeDecodeError, IndexError, KeyError) as exc:
         raise ApiError(400, "BadRequest", f"the protobuf body could not be decoded: {exc}") from None
 
 
@@ -85,5 +157,5 @@ def unsupported() -> ApiError:
     return ApiError(
         415,
         "UnsupportedMediaType",
-        f"kubesim reads {PROTOBUF} only for SelfSubjectAccessReview; send application/json",
+        f"kubesim reads {PROTOBUF} only for {', '.join(KINDS)}; send application/json",
     )

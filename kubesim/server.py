@@ -21,10 +21,12 @@ from urllib.parse import parse_qs, urlsplit
 from . import openapi
 from .admission import UserInfo
 from .apply import APPLY_PATCH, server_side_apply
+from .apply import parse as parse_apply
 from .cluster import Cluster
 from .discovery import discovery
 from .errors import ApiError, bad_request, internal, method_not_allowed, unauthorized
-from .protobuf import PROTOBUF, decode_review, unsupported
+from .patch import MERGE_TYPES
+from .protobuf import PROTOBUF, decode_object
 from .resources import BY_GROUP_PLURAL, ResourceType
 from .tables import table, wants_table
 
@@ -105,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._raw:
             return None
         if self._protobuf():
-            raise unsupported()
+            return decode_object(self._raw)
         try:
             return json.loads(self._raw)
         except ValueError:
@@ -134,6 +136,7 @@ class Handler(BaseHTTPRequestHandler):
         # connection would be parsed as the next request.
         length = int(self.headers.get("Content-Length") or 0)
         self._raw = self.rfile.read(length) if length else b""
+        self._warnings: list[str] = []
         try:
             self._dispatch(method)
         except ApiError as exc:
@@ -166,8 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         if method == "GET" and path.startswith("/openapi/"):
             return self._openapi(path)
         if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-            body = decode_review(self._raw) if self._protobuf() else self._body()
-            return self._send(201, cluster.authorizer.review(user, body))
+            return self._send(201, cluster.authorizer.review(user, self._body()))
         route = _route(path)
         if route is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -197,9 +199,12 @@ class Handler(BaseHTTPRequestHandler):
             if as_table:
                 result = self._table(rt, result["items"], result["metadata"], query)
             return self._send(200, result)
+        body = self._body() if verb in ("create", "update") else None
+        if verb in ("create", "update", "patch"):
+            self._warnings = self._field_validation(rt, verb, body, query)
         if verb == "create":
-            obj, warnings = api.create(rt, namespace or "", self._body(), user, dry_run)
-            return self._send(201, obj, _warning_headers(warnings))
+            obj, warnings = api.create(rt, namespace or "", body, user, dry_run)
+            return self._send(201, obj, _warning_headers(self._warnings + warnings))
         # _verb gives the verbs below only to a named object.
         assert name is not None
         if verb == "get":
@@ -208,23 +213,47 @@ class Handler(BaseHTTPRequestHandler):
                 obj = self._table(rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, query)
             return self._send(200, obj)
         if verb == "update":
-            obj, warnings = api.replace(rt, namespace or "", name, self._body(), user, dry_run, subresource)
-            return self._send(200, obj, _warning_headers(warnings))
+            obj, warnings = api.replace(rt, namespace or "", name, body, user, dry_run, subresource)
+            return self._send(200, obj, _warning_headers(self._warnings + warnings))
         if verb == "patch":
             content_type = self.headers.get("Content-Type") or ""
             if content_type.split(";")[0].strip().lower() == APPLY_PATCH:
                 code, obj, warnings = server_side_apply(
                     api, rt, namespace or "", name, self._raw, query, user, dry_run, subresource
                 )
-                return self._send(code, obj, _warning_headers(warnings))
+                return self._send(code, obj, _warning_headers(self._warnings + warnings))
             obj, warnings = api.patch(rt, namespace or "", name, content_type, self._body(), user, dry_run, subresource)
-            return self._send(200, obj, _warning_headers(warnings))
+            return self._send(200, obj, _warning_headers(self._warnings + warnings))
         if verb == "delete":
             options = self._body_object()
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
             return self._send(200, api.delete(rt, namespace or "", name, options, dry_run, user))
         raise method_not_allowed()
+
+    def _field_validation(self, rt: ResourceType, verb: str, body: object, query: dict) -> list[str]:
+        """fieldValidation=Strict refuses fields the kind's schema does not declare, Warn warns
+        (kubectl apply asks for Strict). Checked on the body; a JSON patch is not checked."""
+        mode = query.get("fieldValidation") or "Ignore"
+        if mode not in ("Strict", "Warn", "Ignore"):
+            raise bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", not {mode!r}')
+        if mode == "Ignore":
+            return []
+        if verb == "patch":
+            media = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+            if media == APPLY_PATCH:
+                body = parse_apply(self._raw)
+            elif media in MERGE_TYPES:
+                body = self._body()
+            else:
+                return []
+        unknown = [f'unknown field "{path}"' for path in openapi.unknown_fields(rt, body)]
+        if unknown and mode == "Strict":
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {', '.join(unknown)}"
+            )
+        return unknown
 
     def _impersonate(self, user: UserInfo) -> UserInfo:
         """Impersonate-User/-Group (``kubectl --as``), for those RBAC lets impersonate."""
@@ -363,7 +392,8 @@ def _number(query: dict, key: str, kind: type):
 
 def _warning_headers(warnings: list[str]) -> dict:
     # Several Warning headers would need a list; one joined header is what the client reads anyway.
-    return {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)} if warnings else {}
+    texts = [w.replace("\\", "\\\\").replace('"', '\\"') for w in warnings]  # a quoted-string (RFC 7234)
+    return {"Warning": ", ".join(f'299 - "{t}"' for t in texts)} if warnings else {}
 
 
 class KubesimServer(ThreadingHTTPServer):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubesim.resources import PODS
 from kubesim.testing import batch_job_manifest, running_kubesim, tfjob_manifest
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
@@ -234,3 +235,53 @@ def test_watch_then_delete(sim, env, tmp_path):
     assert 'tfjob.kubeflow.org "watched" deleted' in out
     assert sim.cluster.tfjob("team-b", "watched") is None
     assert sim.cluster.pods("team-b", job="watched") == []
+
+
+def test_strict_field_validation(sim, env, tmp_path):
+    manifest = tfjob_manifest("typo", "team-b", cpu="1")
+    manifest["spec"]["tfReplicaSpec"] = {}  # a typo of tfReplicaSpecs
+    path = manifest_file(tmp_path, manifest)
+    refused = kubectl(env, "apply", "-f", path, check=False)
+    assert refused.returncode != 0
+    assert (
+        'TFJob in version "v1" cannot be handled as a TFJob: strict decoding error: unknown field "spec.tfReplicaSpec"'
+        in (refused.stderr)
+    )
+    assert sim.cluster.tfjob("team-b", "typo") is None
+    warned = kubectl(env, "apply", "--validate=warn", "-f", path)
+    assert 'Warning: unknown field "spec.tfReplicaSpec"' in warned.stderr
+    kubectl(env, "delete", "-f", path)
+
+
+def test_typed_creates_sent_as_protobuf(sim, env):
+    """kubectl create namespace/quota/priorityclass/role/rolebinding send protobuf bodies."""
+    kubectl(env, "create", "namespace", "team-c")
+    kubectl(env, "create", "quota", "compute", "-n", "team-c", "--hard=pods=3,requests.cpu=2")
+    header, rows = table(kubectl(env, "get", "quota", "-n", "team-c").stdout)
+    assert rows[0][0] == "compute" and rows[0][2] == "pods: 0/3, requests.cpu: 0/2"
+    kubectl(env, "create", "priorityclass", "urgent", "--value=100000", "--description=now")
+    assert sim.cluster.job("priorityclasses", "", "urgent")["value"] == 100000
+    kubectl(env, "create", "role", "reader", "-n", "team-c", "--verb=get,list", "--resource=pods")
+    kubectl(env, "create", "rolebinding", "alice-reads", "-n", "team-c", "--role=reader", "--user=alice")
+    can = kubectl(env, "--context", "alice", "auth", "can-i", "list", "pods", "-n", "team-c")
+    assert can.stdout.strip() == "yes"
+    cannot = kubectl(env, "--context", "alice", "auth", "can-i", "delete", "pods", "-n", "team-c", check=False)
+    assert cannot.stdout.strip() == "no"
+
+
+def test_client_side_apply_of_a_pod(sim, env, tmp_path):
+    """A built-in kind: kubectl computes a strategic merge patch from the OpenAPI v3 schema."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "team-b", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}, {"name": "d", "image": "busybox:1"}]},
+    }
+    assert "pod/web created" in kubectl(env, "apply", "-f", manifest_file(tmp_path, pod)).stdout
+    assert "pod/web unchanged" in kubectl(env, "apply", "-f", manifest_file(tmp_path, pod)).stdout
+    pod["metadata"]["labels"]["tier"] = "front"
+    pod["spec"]["containers"][1]["image"] = "busybox:2"
+    assert "pod/web configured" in kubectl(env, "apply", "-f", manifest_file(tmp_path, pod)).stdout
+    stored = sim.cluster.store.get(PODS, "team-b", "web")
+    assert stored["metadata"]["labels"] == {"app": "web", "tier": "front"}
+    assert [c["image"] for c in stored["spec"]["containers"]] == ["busybox:1", "busybox:2"]
