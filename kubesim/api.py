@@ -265,7 +265,7 @@ class Api:
         subresource: str = "",
     ) -> tuple[dict, Warnings]:
         def mutate(current: dict) -> dict:
-            patched = apply_patch(current, content_type, body)
+            patched = apply_patch(current, content_type, body, custom=not rt.unconditional_update)
             wanted = (patched.get("metadata") or {}).get("resourceVersion")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
                 raise conflict(rt.group, rt.plural, name)

@@ -193,7 +193,11 @@ def _parameters(*names: str) -> list[dict]:
     ]
 
 
-def _operation(action: str, gvk: dict, ref: str, op_id: str, params: list[dict], body: bool = False) -> dict:
+def _operation(
+    action: str, gvk: dict, ref: str, op_id: str, params: list[dict], body: bool = False, custom: bool = False
+) -> dict:
+    """``custom``: a custom resource, whose PATCH takes no strategic merge (kubectl apply reads
+    this to choose a merge patch for it)."""
     content = {"application/json": {"schema": {"$ref": ref}}}
     op: dict = {
         "operationId": op_id,
@@ -209,8 +213,9 @@ def _operation(action: str, gvk: dict, ref: str, op_id: str, params: list[dict],
                 "application/apply-patch+yaml",
                 "application/json-patch+json",
                 "application/merge-patch+json",
-                "application/strategic-merge-patch+json",
             ]
+            if not custom:
+                media.append("application/strategic-merge-patch+json")
         op["requestBody"] = {"content": {m: {"schema": {"$ref": ref}} for m in media}, "required": True}
     return op
 
@@ -218,9 +223,13 @@ def _operation(action: str, gvk: dict, ref: str, op_id: str, params: list[dict],
 def _paths(group: str, version: str) -> dict:
     prefix = f"/apis/{group}/{version}" if group else "/api/v1"
     paths: dict = {}
-    resources = [(rt.plural, rt.kind, rt.namespaced, True) for rt in ALL if (rt.group, rt.version) == (group, version)]
-    resources += [(r[2], r[3], r[4], False) for r in REVIEWS if (r[0], r[1]) == (group, version)]
-    for plural, kind, namespaced, stored in resources:
+    resources = [
+        (rt.plural, rt.kind, rt.namespaced, True, not rt.unconditional_update)
+        for rt in ALL
+        if (rt.group, rt.version) == (group, version)
+    ]
+    resources += [(r[2], r[3], r[4], False, False) for r in REVIEWS if (r[0], r[1]) == (group, version)]
+    for plural, kind, namespaced, stored, custom in resources:
         gvk = {"group": group, "kind": kind, "version": version}
         ref = f"#/components/schemas/{_kind_definition(group, kind)}"
         op = f"{kind}{'Namespaced' if namespaced else ''}"
@@ -239,6 +248,7 @@ def _paths(group: str, version: str) -> dict:
                     f"patch{op}",
                     _parameters("dryRun", "fieldManager", "fieldValidation", "force"),
                     True,
+                    custom,
                 ),
                 "delete": _operation("delete", gvk, ref, f"delete{op}", _parameters("dryRun")),
             }

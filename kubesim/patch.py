@@ -1,7 +1,7 @@
-"""JSON merge patch (RFC 7386) and JSON patch (RFC 6902) on plain JSON values.
+"""JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch on plain JSON values.
 
-Strategic merge patch is served as a merge patch: the difference is only how lists
-of keyed items (containers, conditions) merge, which jobdash never patches.
+Strategic merge patch, for the built-in kinds only as in the API server, merges the keyed
+lists of ``MERGE_KEYS`` (containers by name, conditions by type, ...) and replaces other lists.
 """
 
 from __future__ import annotations
@@ -127,31 +127,95 @@ def json_patch(target: object, operations: object) -> object:
     return doc
 
 
-def _without_directives(patch: object) -> object:
-    """A strategic merge patch's directives ($setElementOrder/..., $retainKeys, $patch) dropped:
-    kubesim merges it as a merge patch (lists replaced whole), which is what the rest says."""
-    if isinstance(patch, dict):
-        return {k: _without_directives(v) for k, v in patch.items() if not str(k).startswith("$")}
-    if isinstance(patch, list):
-        return [_without_directives(v) for v in patch]
-    return patch
+# patchMergeKey of the built-in types' keyed lists (strategic merge); other lists are replaced.
+MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "ports": "containerPort",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "imagePullSecrets": "name",
+    "conditions": "type",
+    "ownerReferences": "uid",
+}
+PRIMITIVE_SETS = ("finalizers",)  # patchStrategy merge on a list of strings: a union
+
+
+def strategic_merge(target: object, patch: object) -> object:
+    """A strategic merge patch of a built-in object (apimachinery's strategicpatch, the common
+    part): maps merge, keyed lists merge by their key, ``$patch: delete|replace``,
+    ``$deleteFromPrimitiveList/<f>`` and ``$retainKeys`` honoured, ``$setElementOrder`` ignored."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    plain = {k: v for k, v in patch.items() if not str(k).startswith("$")}
+    if patch.get("$patch") == "replace":
+        return copy.deepcopy(plain)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if str(key).startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            result[field] = [v for v in result.get(field) or [] if v not in (value or [])]
+        elif str(key).startswith("$"):
+            continue
+        elif value is None:
+            result.pop(key, None)
+        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
+        elif isinstance(value, list) and key in PRIMITIVE_SETS and isinstance(result.get(key), list):
+            result[key] = result[key] + [v for v in value if v not in result[key]]
+        elif isinstance(value, dict) and value.get("$patch") == "delete":
+            result.pop(key, None)
+        else:
+            result[key] = strategic_merge(result.get(key), value)
+    retain = patch.get("$retainKeys")
+    if isinstance(retain, list):
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _merge_list(current: list, items: list, key: str) -> list:
+    if any(item == {"$patch": "replace"} for item in items):
+        return [copy.deepcopy(i) for i in items if i != {"$patch": "replace"}]
+    if not all(isinstance(i, dict) and key in i for i in items):
+        return copy.deepcopy(items)  # not keyed after all: replaced, as a merge patch would
+    merged = [copy.deepcopy(c) for c in current]
+    for item in items:
+        at = next((n for n, c in enumerate(merged) if isinstance(c, dict) and c.get(key) == item[key]), None)
+        if item.get("$patch") == "delete":
+            if at is not None:
+                del merged[at]
+        elif at is None:
+            merged.append(strategic_merge({}, item))
+        else:
+            merged[at] = strategic_merge(merged[at], item)
+    return merged
 
 
 MERGE_TYPES = ("application/merge-patch+json", "application/strategic-merge-patch+json")
 JSON_PATCH_TYPE = "application/json-patch+json"
 
 
-def apply_patch(target: dict, content_type: str, body: object) -> dict:
-    """Apply a PATCH body of the given media type; errors are the API server's 4xx."""
+def apply_patch(target: dict, content_type: str, body: object, custom: bool = False) -> dict:
+    """Apply a PATCH body of the given media type; errors are the API server's 4xx.
+    ``custom``: a custom resource, for which the API server has no strategic merge (415)."""
     media = content_type.split(";")[0].strip().lower()
     try:
+        if media == MERGE_TYPES[1] and custom:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f'the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got "{content_type}")',
+            )
         if media in MERGE_TYPES:
             if not isinstance(body, dict):
                 raise ApiError(400, "BadRequest", "the body of a merge patch must be a JSON object")
             if media == MERGE_TYPES[1]:
-                body = _without_directives(body)
-            # Deep copy first: merge_patch shares untouched subtrees with its target.
-            result = merge_patch(copy.deepcopy(target), body)
+                result = strategic_merge(copy.deepcopy(target), body)
+            else:
+                # Deep copy first: merge_patch shares untouched subtrees with its target.
+                result = merge_patch(copy.deepcopy(target), body)
         elif media == JSON_PATCH_TYPE:
             result = json_patch(target, body)
         else:

@@ -285,3 +285,38 @@ def test_client_side_apply_of_a_pod(sim, env, tmp_path):
     stored = sim.cluster.store.get(PODS, "team-b", "web")
     assert stored["metadata"]["labels"] == {"app": "web", "tier": "front"}
     assert [c["image"] for c in stored["spec"]["containers"]] == ["busybox:1", "busybox:2"]
+
+
+def test_patches_as_kubectl_sends_them(sim, env, tmp_path):
+    """kubectl patch's default is a strategic merge patch: keyed lists merge on built-in kinds,
+    and custom resources refuse it (415) as the API server does; --type merge works on them."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "patched", "namespace": "team-b"},
+        "spec": {"containers": [{"name": "a", "image": "busybox:1"}, {"name": "b", "image": "busybox:1"}]},
+    }
+    kubectl(env, "create", "-f", manifest_file(tmp_path, pod))
+    kubectl(env, "set", "image", "pod/patched", "b=busybox:2", "-n", "team-b")
+    kubectl(
+        env,
+        "patch",
+        "pod",
+        "patched",
+        "-n",
+        "team-b",
+        "-p",
+        '{"spec":{"containers":[{"name":"a","image":"busybox:3"}]}}',
+    )
+    stored = sim.cluster.store.get(PODS, "team-b", "patched")
+    assert [(c["name"], c["image"]) for c in stored["spec"]["containers"]] == [("a", "busybox:3"), ("b", "busybox:2")]
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, tfjob_manifest("patchme", "team-b", cpu="1")))
+    refused = kubectl(
+        env, "patch", "tfjob", "patchme", "-n", "team-b", "-p", '{"metadata":{"labels":{"x":"y"}}}', check=False
+    )
+    assert refused.returncode != 0 and "application/strategic-merge-patch+json is not supported" in refused.stderr
+    kubectl(
+        env, "patch", "tfjob", "patchme", "-n", "team-b", "--type", "merge", "-p", '{"metadata":{"labels":{"x":"y"}}}'
+    )
+    kubectl(env, "label", "tfjob", "patchme", "-n", "team-b", "z=w")
+    assert sim.cluster.tfjob("team-b", "patchme")["metadata"]["labels"] == {"x": "y", "z": "w"}
