@@ -407,8 +407,11 @@ class Api:
         timeout_seconds: float | None = None,
         bookmarks: bool = False,
         bookmark_interval: float = 30.0,
+        initial_events: bool = False,
     ) -> Iterator[bytes]:
-        """Newline-delimited watch events; a 410 becomes an ERROR event, as the API server sends it."""
+        """Newline-delimited watch events; a 410 becomes an ERROR event, as the API server sends it.
+        ``initial_events`` (sendInitialEvents, a streaming list): ADDED for the current state, then
+        a BOOKMARK annotated ``k8s.io/initial-events-end``, which client-go's reflector waits for."""
         predicate = self._predicate(rt, label_selector, field_selector)
         since = None
         if resource_version not in (None, "", "0"):
@@ -417,18 +420,23 @@ class Api:
             except ValueError:
                 raise bad_request(f"invalid resource version {resource_version!r}") from None
         try:
-            watcher, backlog = self.store.watch(rt, namespace, since)
+            with self.store.lock:
+                watcher, backlog = self.store.watch(rt, namespace, None if initial_events else since)
+                end = self.store.resource_version if initial_events else None
         except ApiError as exc:
             return iter([_line("ERROR", exc.status())])
-        return self._stream(rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval)
+        return self._stream(rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end)
 
-    def _stream(self, rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval):
+    def _stream(self, rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end=None):
         deadline = time.monotonic() + (timeout_seconds if timeout_seconds else 1800.0)
         try:
             for event in backlog:
                 line = _event_line(event, predicate)
                 if line:
                     yield line
+            if end is not None:
+                meta = {"resourceVersion": str(end), "annotations": {"k8s.io/initial-events-end": "true"}}
+                yield _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -318,6 +318,7 @@ class Handler(BaseHTTPRequestHandler):
             timeout,
             query.get("allowWatchBookmarks") in _TRUE,
             self.server.cluster.config.bookmark_interval_seconds,
+            query.get("sendInitialEvents") in _TRUE,
         )
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         self.server.watch_started()

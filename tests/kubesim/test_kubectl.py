@@ -320,3 +320,15 @@ def test_patches_as_kubectl_sends_them(sim, env, tmp_path):
     )
     kubectl(env, "label", "tfjob", "patchme", "-n", "team-b", "z=w")
     assert sim.cluster.tfjob("team-b", "patchme")["metadata"]["labels"] == {"x": "y", "z": "w"}
+
+
+def test_wait_streams_the_initial_list(sim, env, tmp_path):
+    """kubectl wait lists by watching (sendInitialEvents) and needs the initial-events-end bookmark."""
+    path = manifest_file(tmp_path, tfjob_manifest("waited", "team-b", cpu="1"))
+    kubectl(env, "apply", "-f", path)
+    sim.advance(5)
+    done = kubectl(env, "wait", "--for=condition=Running", "tfjob/waited", "-n", "team-b", "--timeout=20s")
+    assert "tfjob.kubeflow.org/waited condition met" in done.stdout
+    kubectl(env, "delete", "-f", path)
+    gone = kubectl(env, "wait", "--for=delete", "tfjob/waited", "-n", "team-b", "--timeout=10s", check=False)
+    assert gone.returncode == 0
