@@ -76,6 +76,9 @@ def _resource_list(group: str, version: str) -> dict:
         if rt.group != group or rt.version != version:
             continue
         resources.append(api_resource(rt))
+        if rt.plural == "pods":
+            log = {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
+            resources.append(log)
         if rt.status_subresource:
             resources.append(
                 {

@@ -26,6 +26,7 @@ from .cluster import Cluster
 from .discovery import discovery
 from .errors import ApiError, bad_request, internal, method_not_allowed, unauthorized
 from .patch import MERGE_TYPES
+from .podlogs import pod_log
 from .protobuf import PROTOBUF, decode_object
 from .resources import BY_GROUP_PLURAL, ResourceType
 from .tables import table, wants_table
@@ -66,7 +67,7 @@ def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None
         return None
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else ""
-    if len(rest) > 3 or (subresource and subresource != "status"):
+    if len(rest) > 3 or (subresource and subresource != "status" and (subresource, rt.plural) != ("log", "pods")):
         return None
     if rt.namespaced and name is not None and namespace is None:
         return None
@@ -120,11 +121,11 @@ class Handler(BaseHTTPRequestHandler):
             raise bad_request(f"the body of the request must be a JSON object, not {type(body).__name__}")
         return body
 
-    def _send(self, code: int, payload: object, headers: dict | None = None) -> None:
+    def _send(self, code: int, payload: object, headers: dict | None = None, media: str = "application/json") -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
         head = [
             f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}",
-            "Content-Type: application/json",
+            f"Content-Type: {media}",
             f"Content-Length: {len(data)}",
         ]
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
@@ -182,6 +183,11 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(delay)
         if error is not None:
             raise error
+        if subresource == "log":
+            if verb != "get":
+                raise method_not_allowed()
+            pod = cluster.api.get(rt, namespace or "", name or "")
+            return self._send(200, pod_log(pod, query), media="text/plain")
         dry_run = query.get("dryRun") == "All"
         api = cluster.api
         as_table = wants_table(self.headers.get("Accept") or "")

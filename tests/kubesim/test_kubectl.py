@@ -135,11 +135,15 @@ def test_jobs_table(sim, env, tmp_path):
     assert "batch" in kubectl(env, "get", "all", "-n", "team-a").stdout  # jobs are in the `all` category
 
 
-def test_describe_pod_and_node(sim, env, tmp_path):
+def test_describe_pod_and_node_and_logs(sim, env, tmp_path):
     kubectl(env, "apply", "-f", manifest_file(tmp_path, tfjob_manifest("described", "team-a", cpu="1")))
     sim.advance(5)
     pod = kubectl(env, "describe", "pod", "described-worker-0", "-n", "team-a").stdout
     assert re.search(r"^Status:\s+Running$", pod, re.M) and "training.kubeflow.org/job-name=described" in pod
+    logs = kubectl(env, "logs", "described-worker-0", "-n", "team-a").stdout
+    assert logs.startswith("kubesim: container tensorflow started at ")
+    previous = kubectl(env, "logs", "described-worker-0", "-n", "team-a", "--previous", check=False)
+    assert 'previous terminated container "tensorflow" in pod "described-worker-0" not found' in previous.stderr
     node = kubectl(env, "describe", "node", "node-0").stdout
     assert "HolderIdentity:  node-0" in node and "Non-terminated Pods:" in node
 
