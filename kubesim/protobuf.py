@@ -1,12 +1,12 @@
 """Just enough of Kubernetes' protobuf encoding to read what kubectl sends that way.
 
 kubectl's typed clients send built-in objects as ``application/vnd.kubernetes.protobuf``:
-``kubectl auth can-i`` posts a SelfSubjectAccessReview so, ``kubectl create namespace``,
-``create quota``, ``create priorityclass``, ``create role`` and ``create rolebinding`` their
-objects. The body is the ``k8s\\0`` magic and a runtime.Unknown whose ``raw`` is the
-object's message. kubesim decodes those kinds with the field numbers of their
-generated.proto and answers in JSON, which the client accepts too; other protobuf bodies
-get a 415.
+``kubectl auth can-i`` posts a SelfSubjectAccessReview so, ``kubectl create
+namespace|quota|priorityclass|role|rolebinding|job`` and ``kubectl run`` their objects. The
+body is the ``k8s\\0`` magic and a runtime.Unknown whose ``raw`` is the object's message.
+kubesim decodes those kinds (the fields kubectl sets, and a pod spec's common ones) with the
+field numbers of their generated.proto (k8s.io/api) and answers in JSON, which the client
+accepts too; other protobuf bodies get a 415.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def decode(message: bytes, spec: Spec) -> dict:
             out[name] = {e[1][-1].decode(): _value(kind[1], e[2][-1]) if 2 in e else "" for e in entries}
         else:
             out[name] = _value(kind, values[-1])
-        if out[name] in ("", [], {}):  # Go writes every string; JSON omits the empty ones
+        if out[name] is False or out[name] in ("", [], {}):  # Go writes them all; JSON omits the empty ones
             del out[name]
     return out
 
@@ -110,6 +110,53 @@ BINDING: Spec = {
     2: ("subjects", ("repeated", _strings("kind", "apiGroup", "name", "namespace"))),
     3: ("roleRef", _strings("apiGroup", "kind", "name")),
 }
+QUANTITIES = ("map", "quantity")
+CONTAINER: Spec = {
+    **_strings("name", "image"),
+    3: ("command", ("repeated", "string")),
+    4: ("args", ("repeated", "string")),
+    5: ("workingDir", "string"),
+    6: (
+        "ports",
+        (
+            "repeated",
+            {1: ("name", "string"), 2: ("hostPort", "int"), 3: ("containerPort", "int"), 4: ("protocol", "string")},
+        ),
+    ),
+    7: ("env", ("repeated", _strings("name", "value"))),
+    8: ("resources", {1: ("limits", QUANTITIES), 2: ("requests", QUANTITIES)}),
+    14: ("imagePullPolicy", "string"),
+    16: ("stdin", "bool"),
+    17: ("stdinOnce", "bool"),
+    18: ("tty", "bool"),
+}
+POD_SPEC: Spec = {
+    2: ("containers", ("repeated", CONTAINER)),
+    20: ("initContainers", ("repeated", CONTAINER)),
+    3: ("restartPolicy", "string"),
+    4: ("terminationGracePeriodSeconds", "int"),
+    5: ("activeDeadlineSeconds", "int"),
+    6: ("dnsPolicy", "string"),
+    7: ("nodeSelector", ("map", "string")),
+    8: ("serviceAccountName", "string"),
+    10: ("nodeName", "string"),
+    19: ("schedulerName", "string"),
+    22: (
+        "tolerations",
+        ("repeated", {**_strings("key", "operator", "value", "effect"), 5: ("tolerationSeconds", "int")}),
+    ),
+    24: ("priorityClassName", "string"),
+}
+JOB_SPEC: Spec = {
+    1: ("parallelism", "int"),
+    2: ("completions", "int"),
+    3: ("activeDeadlineSeconds", "int"),
+    7: ("backoffLimit", "int"),
+    6: ("template", {1: ("metadata", OBJECT_META), 2: ("spec", POD_SPEC)}),
+    8: ("ttlSecondsAfterFinished", "int"),
+    9: ("completionMode", "string"),
+    10: ("suspend", "bool"),
+}
 RESOURCE_ATTRIBUTES = _strings("namespace", "verb", "group", "version", "resource", "subresource", "name")
 KINDS: dict[str, Spec] = {
     "SelfSubjectAccessReview": {
@@ -119,6 +166,8 @@ KINDS: dict[str, Spec] = {
             {1: ("resourceAttributes", RESOURCE_ATTRIBUTES), 2: ("nonResourceAttributes", _strings("path", "verb"))},
         ),
     },
+    "Pod": {1: ("metadata", OBJECT_META), 2: ("spec", POD_SPEC)},
+    "Job": {1: ("metadata", OBJECT_META), 2: ("spec", JOB_SPEC)},
     "Namespace": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("finalizers", ("repeated", "string"))})},
     "ResourceQuota": {
         1: ("metadata", OBJECT_META),

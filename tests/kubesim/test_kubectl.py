@@ -258,7 +258,7 @@ def test_strict_field_validation(sim, env, tmp_path):
 
 
 def test_typed_creates_sent_as_protobuf(sim, env):
-    """kubectl create namespace/quota/priorityclass/role/rolebinding send protobuf bodies."""
+    """kubectl create namespace/quota/priorityclass/role/rolebinding/job and run send protobuf bodies."""
     kubectl(env, "create", "namespace", "team-c")
     kubectl(env, "create", "quota", "compute", "-n", "team-c", "--hard=pods=3,requests.cpu=2")
     header, rows = table(kubectl(env, "get", "quota", "-n", "team-c").stdout)
@@ -267,6 +267,17 @@ def test_typed_creates_sent_as_protobuf(sim, env):
     assert sim.cluster.job("priorityclasses", "", "urgent")["value"] == 100000
     kubectl(env, "create", "role", "reader", "-n", "team-c", "--verb=get,list", "--resource=pods")
     kubectl(env, "create", "rolebinding", "alice-reads", "-n", "team-c", "--role=reader", "--user=alice")
+    kubectl(
+        env, "run", "shell", "-n", "team-b", "--image=busybox", "--env=A=1", "--labels=app=shell", "--", "sleep", "1"
+    )
+    kubectl(env, "create", "job", "once", "-n", "team-b", "--image=busybox", "--", "echo", "hi")
+    sim.advance(5)
+    pod = sim.cluster.store.get(PODS, "team-b", "shell")
+    assert pod["metadata"]["labels"] == {"app": "shell"} and pod["status"]["phase"] == "Running"
+    assert pod["spec"]["containers"][0]["args"] == ["sleep", "1"] and pod["spec"]["containers"][0]["env"] == [
+        {"name": "A", "value": "1"}
+    ]
+    assert sim.cluster.job("jobs.batch", "team-b", "once")["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     can = kubectl(env, "--context", "alice", "auth", "can-i", "list", "pods", "-n", "team-c")
     assert can.stdout.strip() == "yes"
     cannot = kubectl(env, "--context", "alice", "auth", "can-i", "delete", "pods", "-n", "team-c", check=False)
