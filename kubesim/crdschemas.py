@@ -240,6 +240,10 @@ TRAINJOB = _kind(
             "labels": _map("labels to apply for the derivative JobSet and Jobs.", _t("string", "")),
             "annotations": _map("annotations to apply for the derivative JobSet and Jobs.", _t("string", "")),
             "podTemplateOverrides": _list("Custom overrides for the training runtime.", _obj("PodTemplateOverride")),
+            "podSpecOverrides": _list("Custom overrides for the training runtime (earlier name).", _obj("Override")),
+            "activeDeadlineSeconds": _t(
+                "integer", "The duration in seconds the TrainJob may be active before it is terminated.", "int64"
+            ),
             "suspend": _t("boolean", "suspend defines whether to suspend the running TrainJob."),
             "managedBy": _t(
                 "string", "managedBy is used to indicate the controller or entity that manages a TrainJob."

@@ -389,3 +389,9 @@ def unknown_fields(rt: ResourceType, obj: object) -> list[str]:
 
     walk(obj, schema_of(rt), "")
     return found
+
+
+def warm() -> None:
+    """Build the schemas now (a second or two), so kubectl's first request does not wait."""
+    with _lock:
+        _definitions()

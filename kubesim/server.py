@@ -426,6 +426,8 @@ class KubesimServer(ThreadingHTTPServer):
             context.load_cert_chain(*tls)
             context.set_alpn_protocols(["http/1.1"])
             self._tls_context = context
+            # Served over HTTPS, kubesim is for kubectl, whose first request wants OpenAPI.
+            threading.Thread(target=openapi.warm, name="kubesim-openapi", daemon=True).start()
         self.cluster = cluster
         self.verbose = verbose
         self.errors: list[str] = []

@@ -199,3 +199,13 @@ def test_openapi_and_discovery(sim):
     assert authz["resources"][0]["name"] == "selfsubjectaccessreviews" and authz["resources"][0]["verbs"] == ["create"]
     _, _, leases = request(sim, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
     assert len(leases["items"]) == 3 and leases["items"][0]["spec"]["holderIdentity"] == "node-0"
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in (REPO / "examples").glob("*.yaml")))
+def test_the_examples_pass_strict_field_validation(path):
+    """kubectl apply validates strictly: every example must be declared by kubesim's schemas."""
+    from kubesim.resources import BY_API_VERSION_KIND
+
+    for manifest in yaml.safe_load_all((REPO / "examples" / path).read_text()):
+        rt = BY_API_VERSION_KIND[(manifest["apiVersion"], manifest["kind"])]
+        assert openapi.unknown_fields(rt, manifest) == []
