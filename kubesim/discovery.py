@@ -30,7 +30,10 @@ CATEGORIES: dict[tuple[str, str], list[str]] = {
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ["api-extensions"],
 }
 # Create-only resources answered without storage: (group, version, plural, kind, namespaced).
-REVIEWS = (("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False),)
+REVIEWS = (
+    ("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+    ("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+)
 
 
 def version_priority(version: str) -> tuple:

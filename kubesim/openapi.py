@@ -53,6 +53,10 @@ _PACKAGES = (
     (
         (
             "V1SelfSubjectAccessReview",
+            "V1SelfSubjectRulesReview",
+            "V1SubjectRulesReviewStatus",
+            "V1ResourceRule",
+            "V1NonResourceRule",
             "V1ResourceAttributes",
             "V1NonResourceAttributes",
             "V1SubjectAccessReviewStatus",
@@ -79,6 +83,7 @@ _MODELS = {
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration": "V1ValidatingWebhookConfiguration",
     "SelfSubjectAccessReview": "V1SelfSubjectAccessReview",
+    "SelfSubjectRulesReview": "V1SelfSubjectRulesReview",
     "Role": "V1Role",
     "ClusterRole": "V1ClusterRole",
     "RoleBinding": "V1RoleBinding",

@@ -166,6 +166,7 @@ KINDS: dict[str, Spec] = {
             {1: ("resourceAttributes", RESOURCE_ATTRIBUTES), 2: ("nonResourceAttributes", _strings("path", "verb"))},
         ),
     },
+    "SelfSubjectRulesReview": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("namespace", "string")})},
     "Pod": {1: ("metadata", OBJECT_META), 2: ("spec", POD_SPEC)},
     "Job": {1: ("metadata", OBJECT_META), 2: ("spec", JOB_SPEC)},
     "Namespace": {1: ("metadata", OBJECT_META), 2: ("spec", {1: ("finalizers", ("repeated", "string"))})},

@@ -200,6 +200,44 @@ class Authorizer:
         allowed, reason = self.decide(user, attrs)
         return self._answer(body, allowed, reason)
 
+    def rules(self, user: UserInfo, body: object) -> dict:
+        """A SelfSubjectRulesReview (``kubectl auth can-i --list``): the rules that apply to the
+        caller in the spec's namespace."""
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise ApiError(400, "BadRequest", "the body of the request must be a SelfSubjectRulesReview")
+        namespace = body["spec"].get("namespace") or ""
+        if "system:masters" in user.groups or not self.enabled:
+            found = [*ALL_ACCESS, {"nonResourceURLs": ["*"], "verbs": ["*"]}]
+        else:
+            found = [
+                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]},
+                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectrulesreviews"]},
+                {"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi/*", "/version"]},
+            ]
+            bindings = [(b, "") for b in self.store.items(self.types["ClusterRoleBinding"], None)]
+            if namespace:
+                bindings += [(b, namespace) for b in self.store.items(self.types["RoleBinding"], namespace)]
+            for binding, where in bindings:
+                if not any(_subject_matches(s, user, where) for s in binding.get("subjects") or []):
+                    continue
+                ref = binding.get("roleRef") or {}
+                role_type = self.types["ClusterRole" if ref.get("kind") == "ClusterRole" else "Role"]
+                role = self.store.find(
+                    role_type, "" if ref.get("kind") == "ClusterRole" else where, ref.get("name", "")
+                )
+                found += [r for r in (role or {}).get("rules") or [] if isinstance(r, dict)]
+        resource = [r for r in found if not r.get("nonResourceURLs")]
+        non_resource = [
+            {"verbs": r["verbs"], "nonResourceURLs": r["nonResourceURLs"]} for r in found if r.get("nonResourceURLs")
+        ]
+        return {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": body["spec"],
+            "status": {"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": False},
+        }
+
     @staticmethod
     def _answer(body: dict, allowed: bool, reason: str) -> dict:
         status: dict = {"allowed": allowed}

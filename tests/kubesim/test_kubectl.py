@@ -202,6 +202,9 @@ def test_auth_can_i(env):
     assert refused.returncode == 1 and refused.stdout.strip() == "no"
     impersonated = kubectl(env, "auth", "can-i", "delete", "pods", "-n", "team-b", "--as", "alice", check=False)
     assert impersonated.stdout.strip() == "no"
+    listed = kubectl(env, "--context", "alice", "auth", "can-i", "--list", "-n", "team-a").stdout
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in listed and "*.*" in listed  # edit, simplified
+    assert "*.*" not in kubectl(env, "--context", "alice", "auth", "can-i", "--list", "-n", "team-b").stdout
     forbidden = kubectl(env, "--context", "alice", "get", "pods", "-n", "team-b", check=False)
     assert 'User "alice" cannot list resource "pods"' in forbidden.stderr
 
