@@ -381,6 +381,8 @@ def unknown_fields(rt: ResourceType, obj: object) -> list[str]:
             properties = schema.get("properties")
             extra = schema.get("additionalProperties")
             for key, sub in value.items():
+                if str(key).startswith("$"):  # a strategic merge patch's directive
+                    continue
                 where = f"{path}.{key}" if path else str(key)
                 if isinstance(properties, dict) and key in properties:
                     walk(sub, properties[key], where)

@@ -190,11 +190,8 @@ class Authorizer:
             }
         else:
             attrs = {"verb": non_resource.get("verb", ""), "path": non_resource.get("path", "")}
-            if not self.enabled or "system:masters" in user.groups:
-                pass
-            elif attrs["path"] in ("/version", "/healthz", "/readyz", "/livez") or attrs["path"].startswith(
-                ("/api", "/openapi")
-            ):
+            public = attrs["path"] in ("/version", "/healthz", "/readyz", "/livez")
+            if self.enabled and (public or attrs["path"].startswith(("/api", "/openapi"))):
                 # system:discovery and system:public-info-viewer: every authenticated user.
                 return self._answer(body, True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"')
         allowed, reason = self.decide(user, attrs)
