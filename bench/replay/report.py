@@ -550,11 +550,17 @@ def ranges_table(runs: list[dict[str, Any]]) -> str:
     for s in runs:
         a, e, st = s["eta"], s.get("estimate", {}), s.get("stats", {})
         bound = f" ({e['p90_coverage_pct']:.0f}%)" if "p90_coverage_pct" in e else ""
+        if a["samples"]:
+            scores = (
+                f"{a['raw_median_rel_error']:.2f} / {a['median_rel_error']:.2f} | "
+                f"{a['raw_late_pct']:.0f}% / {a['late_pct']:.0f}% | {a['interval_coverage_pct']:.1f}% | "
+                f"{a['median_late_over_likely']:.1f} x"
+            )
+        else:  # no job was waiting at a forecast that started later
+            scores = "- | - | - | -"
         rows.append(
             f"| {_pace(s)} | {s['label']} | {ESTIMATOR_TEXT.get(s.get('estimator', ''), '?')} | "
-            f"{_s(s['avg_queue_s'])} | {a['raw_median_rel_error']:.2f} / {a['median_rel_error']:.2f} | "
-            f"{a['raw_late_pct']:.0f}% / {a['late_pct']:.0f}% | {a['interval_coverage_pct']:.1f}% | "
-            f"{a['median_late_over_likely']:.1f} x | {a['samples']:,} ({st.get('calibration_observed', 0):,}) | "
+            f"{_s(s['avg_queue_s'])} | {scores} | {a['samples']:,} ({st.get('calibration_observed', 0):,}) | "
             f"{a['with_eta_pct']:.1f}% ({a.get('with_eta_or_note_pct', a['with_eta_pct']):.1f}%) | "
             f"{e.get('within_2x_pct', 0):.0f}%{bound} | {s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
         )
