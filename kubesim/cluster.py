@@ -39,12 +39,14 @@ from .resources import (
     PODS,
     RBAC_TYPES,
     RESOURCEQUOTAS,
+    SERVICES,
     TFJOBS,
     TRAINING_TYPES,
     TRAINJOBS,
     ResourceType,
 )
 from .scheduler import Scheduler
+from .service import kubernetes_service
 from .trainercontroller import TrainJobController
 from .webhook_clients import ClientCredentials
 
@@ -128,6 +130,7 @@ class Cluster:
                 },
                 internal=True,
             )
+        create(SERVICES, "default", kubernetes_service(), internal=True)
         for ns in self.config.namespaces:
             if ns.get("quota"):
                 create(

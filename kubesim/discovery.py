@@ -21,10 +21,12 @@ SHORT_NAMES: dict[tuple[str, str], list[str]] = {
     ("", "pods"): ["po"],
     ("", "resourcequotas"): ["quota"],
     ("", "events"): ["ev"],
+    ("", "services"): ["svc"],
     ("scheduling.k8s.io", "priorityclasses"): ["pc"],
 }
 CATEGORIES: dict[tuple[str, str], list[str]] = {
     ("", "pods"): ["all"],
+    ("", "services"): ["all"],
     ("batch", "jobs"): ["all"],
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ["api-extensions"],
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ["api-extensions"],

@@ -18,6 +18,7 @@ from functools import cache
 
 from .crdschemas import CRD_SCHEMAS, crd_definition_name
 from .discovery import REVIEWS
+from .patch import MERGE_KEYS
 from .resources import ALL, ResourceType
 
 META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -77,6 +78,7 @@ _MODELS = {
     "Pod": "V1Pod",
     "ResourceQuota": "V1ResourceQuota",
     "Event": "CoreV1Event",
+    "Service": "V1Service",
     "Job": "V1Job",
     "PriorityClass": "V1PriorityClass",
     "Lease": "V1Lease",
@@ -148,6 +150,7 @@ def _definitions() -> dict[str, dict]:
         for sub, schema in raw.pop("$defs", {}).items():
             schemas[names.setdefault(sub, definition_name(sub))] = _clean(schema, names)  # type: ignore[assignment]
         schemas[names.setdefault(model, definition_name(model))] = _clean(raw, names)  # type: ignore[assignment]
+    _patch_keys(schemas)
     schemas.update(copy.deepcopy(CRD_SCHEMAS))
     # The kinds: the GVK extension kubectl finds them by, and apiVersion/kind described.
     for rt_group, rt_version, kind in _kinds():
@@ -156,6 +159,23 @@ def _definitions() -> dict[str, dict]:
         schema["x-kubernetes-group-version-kind"] = [{"group": rt_group, "kind": kind, "version": rt_version}]
         schema["type"] = "object"
     return schemas
+
+
+def _patch_keys(schemas: dict[str, dict]) -> None:
+    """The keyed lists strategic merge patches merge (patch.MERGE_KEYS), marked as the API
+    server's schemas mark them, so that kubectl computes its patches item by item."""
+    for schema in schemas.values():
+        for name, prop in (schema.get("properties") or {}).items():
+            ref = (prop.get("items") or {}).get("$ref") if prop.get("type") == "array" else None
+            if name not in MERGE_KEYS or not isinstance(ref, str):
+                continue
+            item = schemas.get(ref.rsplit("/", 1)[1], {})
+            key = next((k for k in MERGE_KEYS[name] if k in (item.get("properties") or {})), None)
+            if key is not None:
+                prop["x-kubernetes-patch-merge-key"] = key
+                prop["x-kubernetes-patch-strategy"] = "merge"
+                prop["x-kubernetes-list-type"] = "map"
+                prop["x-kubernetes-list-map-keys"] = [key]
 
 
 def _kinds() -> list[tuple[str, str, str]]:

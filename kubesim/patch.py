@@ -128,17 +128,19 @@ def json_patch(target: object, operations: object) -> object:
 
 
 # patchMergeKey of the built-in types' keyed lists (strategic merge); other lists are replaced.
+# A field's candidate keys: the first its items all have (a container's ports by containerPort,
+# a Service's by port).
 MERGE_KEYS = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "env": "name",
-    "ports": "containerPort",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "imagePullSecrets": "name",
-    "conditions": "type",
-    "ownerReferences": "uid",
+    "containers": ("name",),
+    "initContainers": ("name",),
+    "ephemeralContainers": ("name",),
+    "env": ("name",),
+    "ports": ("containerPort", "port"),
+    "volumes": ("name",),
+    "volumeMounts": ("mountPath",),
+    "imagePullSecrets": ("name",),
+    "conditions": ("type",),
+    "ownerReferences": ("uid",),
 }
 PRIMITIVE_SETS = ("finalizers",)  # patchStrategy merge on a list of strings: a union
 
@@ -175,10 +177,11 @@ def strategic_merge(target: object, patch: object) -> object:
     return result
 
 
-def _merge_list(current: list, items: list, key: str) -> list:
+def _merge_list(current: list, items: list, keys: tuple[str, ...]) -> list:
     if any(item == {"$patch": "replace"} for item in items):
         return [copy.deepcopy(i) for i in items if i != {"$patch": "replace"}]
-    if not all(isinstance(i, dict) and key in i for i in items):
+    key = next((k for k in keys if all(isinstance(i, dict) and k in i for i in items)), None)
+    if key is None:
         return copy.deepcopy(items)  # not keyed after all: replaced, as a merge patch would
     merged = [copy.deepcopy(c) for c in current]
     for item in items:

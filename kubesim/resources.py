@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import batchjob, jobset, mpijob, priorityclass, rbac, trainer, trainingop
+from . import batchjob, jobset, mpijob, priorityclass, rbac, service, trainer, trainingop
 from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -259,6 +259,17 @@ RESOURCEQUOTAS = ResourceType(
     "", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True, validate=_validate_quota
 )
 EVENTS = ResourceType("", "v1", "events", "Event", True, fields=EVENT_FIELDS)
+SERVICES = ResourceType(
+    "",
+    "v1",
+    "services",
+    "Service",
+    True,
+    status_subresource=True,
+    validate=service.validate,
+    default=service.default,
+    validate_update=service.validate_update,
+)
 
 
 def _training_type(kind: trainingop.TrainingKind) -> ResourceType:
@@ -428,6 +439,7 @@ ALL = (
     PODS,
     RESOURCEQUOTAS,
     EVENTS,
+    SERVICES,
     *TRAINING_TYPES,
     MPIJOBS,
     JOBS,

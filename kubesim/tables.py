@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import service
 from .clock import parse_time
 
 NAME_DOC = "Name must be unique within a namespace."
@@ -382,6 +383,18 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict], Callable[[dict, float], list]]
             _col("Name", priority=1),
         ],
         _event,
+    ),
+    ("", "services"): (
+        [
+            NAME,
+            _col("Type", description="The type of the service."),
+            _col("Cluster-IP", description="The IP address of the service within the cluster."),
+            _col("External-IP", description="The external IP addresses of the service."),
+            _col("Port(s)", description="The ports the service serves."),
+            AGE,
+            _col("Selector", priority=1, description="The pods the service selects."),
+        ],
+        lambda obj, now: service.cells(obj, _age(obj, now)),
     ),
     ("batch", "jobs"): (
         [

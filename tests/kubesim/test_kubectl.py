@@ -373,3 +373,24 @@ def test_jobset_and_trainjob_columns(sim, env, tmp_path):
     assert {row[0] for row in rows} == {"llm", "set"}
     header, rows = table(kubectl(env, "get", "clustertrainingruntimes").stdout)
     assert header == ["NAME", "AGE"] and rows[0][0] == "torch-distributed"
+
+
+def test_services_and_cluster_info(sim, env, tmp_path):
+    """Services are stored (no proxy): cluster-info, get svc, and a keyed list (ports by port)
+    merged item by item by the strategic merge patches of client-side apply."""
+    assert "Kubernetes control plane is running at https://127.0.0.1:" in kubectl(env, "cluster-info").stdout
+    header, rows = table(kubectl(env, "get", "svc", "-n", "default").stdout)
+    assert header == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert rows[0][:5] == ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "namespace": "team-b"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"name": "a", "port": 80, "targetPort": 8080}]},
+    }
+    assert "service/web created" in kubectl(env, "apply", "-f", manifest_file(tmp_path, svc)).stdout
+    assert "service/web unchanged" in kubectl(env, "apply", "-f", manifest_file(tmp_path, svc)).stdout  # defaults kept
+    svc["spec"]["ports"].append({"name": "b", "port": 81})
+    assert "service/web configured" in kubectl(env, "apply", "-f", manifest_file(tmp_path, svc)).stdout
+    assert "service/web unchanged" in kubectl(env, "apply", "-f", manifest_file(tmp_path, svc)).stdout
+    assert "service/web" in kubectl(env, "get", "all", "-n", "team-b").stdout
