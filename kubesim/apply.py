@@ -167,17 +167,9 @@ def merge_applied(current: dict, applied: dict, manager: str, force: bool, now: 
             continue
         for entry, paths in others:
             if any(_overlaps(path, p) for p in paths) and entry.get("subresource", "") == subresource:
-                conflicts.append((entry.get("manager", ""), path))
+                conflicts.append((f'"{entry.get("manager", "")}" using {entry.get("apiVersion", "")}', path))
     if conflicts and not force:
-        causes = [
-            {"reason": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": "." + ".".join(p)}
-            for m, p in conflicts
-        ]
-        listing = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
-        raise ApiError(
-            409, "Conflict", f"Apply failed with {len(conflicts)} conflict{'s' * (len(conflicts) > 1)}: {listing}",
-            {"causes": causes},
-        )  # fmt: skip
+        raise _conflict_error(conflicts)
     result = copy.deepcopy(current)
     body = {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}
     body["metadata"] = {k: v for k, v in (applied.get("metadata") or {}).items() if k not in ("managedFields",)}
@@ -197,6 +189,23 @@ def merge_applied(current: dict, applied: dict, manager: str, force: bool, now: 
     entries.append(_entry(manager, applied.get("apiVersion", ""), wanted, now, subresource))
     result["metadata"]["managedFields"] = entries
     return result
+
+
+def _conflict_error(conflicts: list[tuple[str, Path]]) -> ApiError:
+    """409 as the API server words it (structured-merge-diff's Conflicts): one conflict on a
+    line, several grouped by manager."""
+    fields = [(m, "." + ".".join(p)) for m, p in conflicts]
+    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {m}", "field": f} for m, f in fields]
+    if len(fields) == 1:
+        text = f"conflict with {fields[0][0]}: {fields[0][1]}"
+    else:
+        lines: list[str] = []
+        for manager in sorted({m for m, _ in fields}):
+            lines.append(f"conflicts with {manager}:")
+            lines += [f"- {f}" for m, f in fields if m == manager]
+        text = "\n".join(lines)
+    plural = "s" if len(fields) > 1 else ""
+    return ApiError(409, "Conflict", f"Apply failed with {len(fields)} conflict{plural}: {text}", {"causes": causes})
 
 
 def server_side_apply(
@@ -247,3 +256,70 @@ def server_side_apply(
         subresource,
     )
     return 200, updated, warnings
+
+
+# --- the fields of other writes (operation Update) ------------------------------------------
+
+
+def _update_fields(current: dict | None, new: dict, manager: str, api_version: str, now: float) -> list[dict] | None:
+    """``new``'s managedFields after a write (create, update, patch) by ``manager``: the fields it
+    set or changed become its own (operation Update; never a conflict) and leave their other
+    owners; fields it removed leave every owner. None when the write changed no field."""
+    paths = _owned(leaves(new), resource_status=True)
+    if current is None:
+        changed, removed = paths, set()
+    else:
+        changed = {p for p in paths if _get(current, p) != (True, _get(new, p)[1])}
+        removed = {p for p in _owned(leaves(current), resource_status=True) if not _get(new, p)[0]}
+    if not changed and not removed:
+        return None
+    touched = changed | removed
+    entries, mine = [], set()
+    for entry in _entries(current) if current is not None else []:
+        owned = from_fields_v1(entry.get("fieldsV1"))
+        if (entry.get("manager"), entry.get("operation"), entry.get("subresource", "")) == (manager, "Update", ""):
+            mine = owned
+            continue
+        kept = {p for p in owned if not any(_overlaps(p, t) for t in touched)}
+        if kept:
+            entries.append(entry if kept == owned else {**entry, "fieldsV1": to_fields_v1(kept)})
+    mine = {p for p in mine if not any(_overlaps(p, r) for r in removed)} | changed
+    if mine:
+        entries.append({**_entry(manager, api_version, mine, now, ""), "operation": "Update"})
+    return entries
+
+
+def track(
+    api: Api, rt: ResourceType, namespace: str, name: str | None, verb: str, body: object, media: str, manager: str
+) -> object:
+    """The request body of a create, update or patch with ``metadata.managedFields`` as the
+    write leaves them, so that a later apply conflicts with what others set (the patch is
+    previewed on the current object; a write that fails later records nothing)."""
+    now = api.clock.now()
+    if verb == "create":
+        if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
+            return body
+        fields = _update_fields(None, body, manager, rt.api_version, now)
+        return {**body, "metadata": {**body.get("metadata", {}), "managedFields": fields}} if fields else body
+    current = api.store.find(rt, namespace, name or "")
+    if current is None:
+        return body
+    if verb == "update":
+        new = body
+    else:
+        from .patch import apply_patch
+
+        try:
+            new = apply_patch(current, media, body, custom=not rt.unconditional_update)
+        except ApiError:
+            return body  # the patch itself will be refused
+    if not isinstance(new, dict):
+        return body
+    fields = _update_fields(current, new, manager, rt.api_version, now)
+    if fields is None:
+        return body
+    if isinstance(body, list):  # a JSON patch
+        return [*body, {"op": "add", "path": "/metadata/managedFields", "value": fields}]
+    if isinstance(body, dict):
+        return {**body, "metadata": {**(body.get("metadata") or {}), "managedFields": fields}}
+    return body

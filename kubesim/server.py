@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from . import openapi
 from .admission import UserInfo
-from .apply import APPLY_PATCH, server_side_apply
+from .apply import APPLY_PATCH, server_side_apply, track
 from .apply import parse as parse_apply
 from .cluster import Cluster
 from .discovery import discovery
@@ -210,6 +210,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body() if verb in ("create", "update") else None
         if verb in ("create", "update", "patch"):
             self._warnings = self._field_validation(rt, verb, body, query)
+        manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0][:128]
+        if verb in ("create", "update") and not subresource:
+            body = track(api, rt, namespace or "", name, verb, body, "", manager)
         if verb == "create":
             obj, warnings = api.create(rt, namespace or "", body, user, dry_run)
             return self._send(201, obj, _warning_headers(self._warnings + warnings))
@@ -230,7 +233,10 @@ class Handler(BaseHTTPRequestHandler):
                     api, rt, namespace or "", name, self._raw, query, user, dry_run, subresource
                 )
                 return self._send(code, obj, _warning_headers(self._warnings + warnings))
-            obj, warnings = api.patch(rt, namespace or "", name, content_type, self._body(), user, dry_run, subresource)
+            patch = self._body()
+            if not subresource:
+                patch = track(api, rt, namespace or "", name, verb, patch, content_type, manager)
+            obj, warnings = api.patch(rt, namespace or "", name, content_type, patch, user, dry_run, subresource)
             return self._send(200, obj, _warning_headers(self._warnings + warnings))
         if verb == "delete":
             options = self._body_object()

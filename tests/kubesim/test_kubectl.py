@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import client
 
 from kubesim.resources import PODS
 from kubesim.testing import (
@@ -175,10 +176,34 @@ def test_server_side_apply_twice_and_conflicts(sim, env, tmp_path):
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 3
     other = manifest_file(tmp_path, manifest)
     refused = kubectl(env, "apply", "--server-side", "--field-manager=other", "-f", other, check=False)
-    assert refused.returncode != 0 and 'conflict with "kubectl"' in refused.stderr
-    assert ".spec.tfReplicaSpecs.Worker.replicas" in refused.stderr
+    assert refused.returncode != 0
+    assert 'conflict with "kubectl" using kubeflow.org/v1: .spec.tfReplicaSpecs.Worker.replicas' in refused.stderr
     kubectl(env, "apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", other)
     assert sim.cluster.tfjob("team-a", "ssa")["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 3
+
+
+def test_other_writers_own_what_they_set(sim, env, tmp_path):
+    """Writes that are not applies (kubectl label, a controller's merge patch through the Python
+    client as jobdash releases a job) own the fields they set: re-applying the old value is a
+    conflict, as on a real cluster; a client-side apply migrates to server-side without one."""
+    manifest = tfjob_manifest("owners", "team-a", cpu="1", suspend=True)
+    path = manifest_file(tmp_path, manifest)
+    kubectl(env, "apply", "-f", path)  # client side first: kubectl-client-side-apply (Update)
+    assert "serverside-applied" in kubectl(env, "apply", "--server-side", "-f", path).stdout  # migrated
+    custom = client.CustomObjectsApi(sim.api_client("kubernetes-admin"))
+    patch = {"spec": {"runPolicy": {"suspend": False}}}
+    custom.patch_namespaced_custom_object("kubeflow.org", "v1", "team-a", "tfjobs", "owners", patch)
+    managers = {
+        e["manager"]: e["operation"] for e in sim.cluster.tfjob("team-a", "owners")["metadata"]["managedFields"]
+    }
+    assert managers["OpenAPI-Generator"] == "Update" and managers["kubectl"] == "Apply"
+    refused = kubectl(env, "apply", "--server-side", "-f", path, check=False)
+    assert 'conflict with "OpenAPI-Generator" using kubeflow.org/v1: .spec.runPolicy.suspend' in refused.stderr
+    kubectl(env, "label", "tfjob", "owners", "-n", "team-a", "x=1")
+    manifest["spec"]["runPolicy"]["suspend"] = False
+    manifest["metadata"]["labels"] = {"x": "2"}
+    refused = kubectl(env, "apply", "--server-side", "-f", manifest_file(tmp_path, manifest), check=False)
+    assert 'conflict with "kubectl-label" using kubeflow.org/v1: .metadata.labels.x' in refused.stderr
 
 
 def test_dry_run_server_creates_nothing(sim, env, tmp_path):
