@@ -561,10 +561,16 @@ def ranges_table(runs: list[dict[str, Any]]) -> str:
         rows.append(
             f"| {_pace(s)} | {s['label']} | {ESTIMATOR_TEXT.get(s.get('estimator', ''), '?')} | "
             f"{_s(s['avg_queue_s'])} | {scores} | {a['samples']:,} ({st.get('calibration_observed', 0):,}) | "
-            f"{a['with_eta_pct']:.1f}% ({a.get('with_eta_or_note_pct', a['with_eta_pct']):.1f}%) | "
+            f"{_with_eta(a)} | "
             f"{e.get('within_2x_pct', 0):.0f}%{bound} | {s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
         )
     return "\n".join(rows)
+
+
+def _with_eta(eta: dict[str, Any]) -> str:
+    if not eta.get("waiting_seen"):
+        return "none waiting"
+    return f"{eta['with_eta_pct']:.1f}% ({eta.get('with_eta_or_note_pct', eta['with_eta_pct']):.1f}%)"
 
 
 def bands_table(runs: list[dict[str, Any]]) -> str:
