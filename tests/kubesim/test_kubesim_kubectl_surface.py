@@ -209,3 +209,40 @@ def test_the_examples_pass_strict_field_validation(path):
     for manifest in yaml.safe_load_all((REPO / "examples" / path).read_text()):
         rt = BY_API_VERSION_KIND[(manifest["apiVersion"], manifest["kind"])]
         assert openapi.unknown_fields(rt, manifest) == []
+
+
+def test_strategic_merge_patch_of_built_in_kinds():
+    from kubesim.patch import apply_patch
+
+    pod = {
+        "metadata": {"finalizers": ["a"]},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "1", "env": [{"name": "A", "value": "1"}]},
+                {"name": "d", "image": "1"},
+            ],
+            "tolerations": [{"key": "x"}],
+        },
+    }
+    patch = {
+        "metadata": {"finalizers": ["b"]},
+        "spec": {
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "d"}],
+            "containers": [{"name": "c", "env": [{"name": "B", "value": "2"}]}, {"name": "d", "$patch": "delete"}],
+            "tolerations": [{"key": "y"}],
+        },
+    }
+    smp = "application/strategic-merge-patch+json"
+    patched = apply_patch(pod, smp, patch)
+    assert patched["metadata"]["finalizers"] == ["a", "b"]
+    assert patched["spec"]["containers"] == [
+        {"name": "c", "image": "1", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}
+    ]
+    assert patched["spec"]["tolerations"] == [{"key": "y"}]  # not keyed: replaced
+    replaced = apply_patch(pod, smp, {"spec": {"containers": [{"$patch": "replace"}, {"name": "e", "image": "2"}]}})
+    assert replaced["spec"]["containers"] == [{"name": "e", "image": "2"}]
+    dropped = apply_patch(pod, smp, {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}})
+    assert dropped["metadata"]["finalizers"] == []
+    with pytest.raises(Exception) as refused:
+        apply_patch(pod, smp, {"spec": {}}, custom=True)
+    assert getattr(refused.value, "code", None) == 415
