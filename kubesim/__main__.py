@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument(
         "--tls-dir", help="where the CA and certificate are kept (default: kubesim-tls/ beside the kubeconfig)"
     )
+    serve.add_argument(
+        "--tls-san", action="append", default=[], help="a further name the certificate is for (repeatable)"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -49,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             else tempfile.mkdtemp(prefix="kubesim-tls-")
         )
         try:
-            certificate = serving_certificate(tls_dir, args.host)
+            certificate = serving_certificate(tls_dir, args.host, names=tuple(args.tls_san))
         except ImportError:
             print("kubesim: --tls needs the `cryptography` package", file=sys.stderr)
             return 2

@@ -32,15 +32,19 @@ class ServingCertificate:
         return str(self.cert), str(self.key)
 
 
-def _names(host: str) -> list[str]:
+def _names(host: str, extra: tuple[str, ...] = ()) -> list[str]:
     names = ["127.0.0.1", "localhost"]
-    if host and host not in names and host not in ("0.0.0.0", "::"):
-        names.append(host)
+    for name in (host, *extra):
+        if name and name not in names and name not in ("0.0.0.0", "::"):
+            names.append(name)
     return names
 
 
-def serving_certificate(directory: str | Path, host: str = "127.0.0.1", days: int = 365) -> ServingCertificate:
-    """The CA and serving certificate in ``directory`` (ca.crt, tls.crt, tls.key), made if absent."""
+def serving_certificate(
+    directory: str | Path, host: str = "127.0.0.1", days: int = 365, names: tuple[str, ...] = ()
+) -> ServingCertificate:
+    """The CA and serving certificate in ``directory`` (ca.crt, tls.crt, tls.key), made if absent
+    or not valid for 127.0.0.1, localhost, ``host`` and ``names`` (a container's service name)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -48,8 +52,8 @@ def serving_certificate(directory: str | Path, host: str = "127.0.0.1", days: in
 
     directory = Path(directory)
     files = ServingCertificate(directory / "ca.crt", directory / "tls.crt", directory / "tls.key")
-    names = _names(host)
-    if all(p.exists() for p in (files.ca, files.cert, files.key)) and _still_good(files.cert, names):
+    wanted = _names(host, names)
+    if all(p.exists() for p in (files.ca, files.cert, files.key)) and _still_good(files.cert, wanted):
         return files
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
@@ -72,7 +76,7 @@ def serving_certificate(directory: str | Path, host: str = "127.0.0.1", days: in
     )
     key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = []
-    for name in names:
+    for name in wanted:
         try:
             sans.append(x509.IPAddress(ipaddress.ip_address(name)))
         except ValueError:

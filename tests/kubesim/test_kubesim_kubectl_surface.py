@@ -89,6 +89,8 @@ def test_the_certificate_is_kept_while_it_is_good(tmp_path):
     pem = first.cert.read_bytes()
     assert serving_certificate(tmp_path).cert.read_bytes() == pem  # reused
     assert serving_certificate(tmp_path, host="sim.example").cert.read_bytes() != pem  # a new name: remade
+    remade = serving_certificate(tmp_path, names=("kubesim",)).cert.read_bytes()
+    assert serving_certificate(tmp_path, names=("kubesim",)).cert.read_bytes() == remade
 
 
 def test_tables_for_list_get_and_include_object(sim):
