@@ -275,6 +275,10 @@ def load_document(
     except _Rejected as rejected:
         raise ManifestError([rejected.error]) from None
     except yaml.MarkedYAMLError as error:
+        if "maximum nesting depth" in str(error.problem):
+            # Some libyaml builds stop deep flow collections in the scanner,
+            # before our composer has counted to max_depth: same refusal.
+            raise ManifestError([FieldError("", f"document nests deeper than {max_depth} levels")]) from None
         raise ManifestError([FieldError("", _describe_marked(error))]) from None
     except yaml.reader.ReaderError as error:
         raise ManifestError([FieldError("", _describe_reader(error))]) from None
