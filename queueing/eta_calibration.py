@@ -14,6 +14,12 @@ from counting as a miss by a factor of infinity).
 - The **late bound** scales it by the split-conformal 90% quantile of the residuals:
   on a stream whose errors are exchangeable, at least 90% of jobs start by it.
 
+Which forecasts it learns from matters as much: a user looks at a range all along a
+wait, and a forecast made the moment a job arrives errs differently from one made
+hours later near the head of the queue.  ``ForecastSamples`` keeps the forecasts a
+waiting job is given, one per ``SAMPLE_EVERY_S`` of its wait, and hands them all to
+the calibrator when the job starts, so it corrects the forecasts users really see.
+
 Residuals are kept per band of forecast wait (``BANDS``: errors on a forecast of
 a few minutes differ from those on a day), each band falling back to all bands
 together until it has ``min_samples`` of its own (Mondrian conformal prediction
@@ -27,12 +33,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Hashable
 from typing import NamedTuple
 
 FLOOR_S = 60.0
 COVERAGE = 0.9
 DEFAULT_SPREAD = 4.0
 BANDS: tuple[float, ...] = (600.0, 3600.0, 6 * 3600.0)  # band edges, seconds of forecast wait
+SAMPLE_EVERY_S = 600.0  # a waiting job's forecast is sampled at most this often...
+PER_JOB = 48  # ...and at most this many kept (thinned to every other, then sampled half as often)
+FORGET_AFTER_S = 86400.0  # a job not given a forecast for this long is dropped (deleted, never started)
 
 
 class StartRange(NamedTuple):
@@ -111,3 +121,59 @@ class StartCalibrator:
         likely = now + max(scale * math.exp(residuals.median()) - FLOOR_S, 0.0)
         late = now + max(scale * math.exp(residuals.conformal(self.coverage)) - FLOOR_S, 0.0)
         return StartRange(likely, max(late, likely))
+
+
+class _Sampled:
+    __slots__ = ("every", "last", "samples")
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.last = -math.inf
+        self.samples: list[tuple[float, float]] = []  # (given at, forecast start)
+
+
+class ForecastSamples:
+    """The forecasts waiting jobs were given, kept until each starts (``started``).
+
+    Evenly over each wait: one every ``every_s`` (so a long wait counts for as many
+    forecasts as a user saw during it), at most ``per_job`` per job (past that, every
+    other one is dropped and the job is sampled half as often).  No clock of its own."""
+
+    def __init__(
+        self, *, every_s: float = SAMPLE_EVERY_S, per_job: int = PER_JOB, forget_after_s: float = FORGET_AFTER_S
+    ) -> None:
+        if not every_s >= 0 or per_job < 2 or not forget_after_s > 0:
+            raise ValueError("every_s must be >= 0, per_job >= 2 and forget_after_s > 0")
+        self.every_s = every_s
+        self.per_job = per_job
+        self.forget_after_s = forget_after_s
+        self.jobs: dict[Hashable, _Sampled] = {}
+
+    def note(self, job: Hashable, now: float, eta: float) -> None:
+        """``job`` was told at ``now`` that it would start at ``eta``."""
+        if not (math.isfinite(now) and math.isfinite(eta)):
+            return
+        entry = self.jobs.get(job)
+        if entry is None:
+            entry = self.jobs[job] = _Sampled(self.every_s)
+        if now - entry.last < entry.every:
+            return
+        entry.last = now
+        entry.samples.append((now, eta))
+        if len(entry.samples) > self.per_job:
+            entry.samples = entry.samples[::2]
+            entry.every = max(2 * entry.every, 1.0)
+
+    def started(self, job: Hashable, at: float) -> list[tuple[float, float]]:
+        """``job`` started at ``at``: its (forecast wait, actual wait) pairs, each once."""
+        entry = self.jobs.pop(job, None)
+        if entry is None:
+            return []
+        return [(max(eta - given, 0.0), at - given) for given, eta in entry.samples if at >= given]
+
+    def forget(self, now: float) -> None:
+        """Drop the jobs given no forecast for ``forget_after_s`` (deleted, or left the queue
+        without starting): what bounds the memory."""
+        stale = [job for job, entry in self.jobs.items() if now - entry.last > self.forget_after_s]
+        for job in stale:
+            del self.jobs[job]

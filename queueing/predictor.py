@@ -276,9 +276,10 @@ class DurationPredictor:
     def likely_total(self, features: JobFeatures, elapsed_s: float) -> float | None:
         """The likely whole duration of a job that has run ``elapsed_s`` so far: the median of
         the history's runs that lasted longer (a run already past most of its peers is one of
-        the long ones), else, past every run on record or past its stated figure, twice
-        ``elapsed_s`` (the median of a heavy tail: as long again as it has lasted).  Without
-        ``elapsed_s`` it is ``predict``'s median; None only with no history and no statement."""
+        the long ones), and at least twice ``elapsed_s`` (the median of a heavy tail: as long
+        again as it has lasted) once fewer than ``min_samples`` runs lasted longer or it is past
+        its stated figure.  Without ``elapsed_s`` it is ``predict``'s median; None only with no
+        history and no statement."""
         if not elapsed_s > 0:
             return self.predict(features).median_s
         stated = self._stated(features)
@@ -290,8 +291,10 @@ class DurationPredictor:
             return None
         ordered = found[1].ordered
         longer = ordered[bisect.bisect_right(ordered, math.log(max(elapsed_s, MIN_DURATION_S))) :]
-        if not longer:
-            return 2 * elapsed_s
+        if len(longer) < self.min_samples:
+            # One or two runs on record lasted longer: too few to say how much longer, and
+            # the longest run so far is no ceiling (it would predict an end every cycle).
+            return max(math.exp(_lower_median(longer)) if longer else 0.0, 2 * elapsed_s)
         return max(math.exp(_lower_median(longer)), elapsed_s)
 
     def _history(self, features: JobFeatures) -> tuple[str, _Window] | None:

@@ -26,7 +26,7 @@ import queueing
 from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
-from queueing.eta_calibration import StartCalibrator
+from queueing.eta_calibration import ForecastSamples, StartCalibrator
 
 from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
@@ -198,6 +198,7 @@ class Dispatcher:
             plan,
             shifts=everything,
             ranges=self.cache.learning.calibrator,
+            forecasts=self.cache.learning.forecasts,
             now=observed.snapshot.now,
             overruns=observed.overruns,
         )
@@ -242,6 +243,7 @@ def write_statuses(
     *,
     shifts: bool = True,
     ranges: StartCalibrator | None = None,
+    forecasts: ForecastSamples | None = None,
     now: float | None = None,
     overruns: Mapping[str, list[str]] | None = None,
 ) -> int:
@@ -250,7 +252,8 @@ def write_statuses(
 
     The plan's forecast becomes a likely start and a late bound (`ranges`: the leader's
     StartCalibrator; None: the forecast as is, no bound). A job's first range is kept with
-    the raw forecast (what the calibration learns from when it starts); a job still waiting
+    the raw forecast (what a new leader's calibration learns from when it starts; this one's
+    learns from the forecasts sampled into `forecasts` all along the wait); a job still waiting
     past its first late bound says so, and names the running jobs of its namespace that ran
     past their own (`overruns`). A job seen for the first time has its run-time prediction
     stored with its status.
@@ -273,6 +276,8 @@ def write_statuses(
         eta = late = None
         if forecast is not None:
             eta, late = ranges.range(now, forecast) if ranges is not None else (forecast, None)
+            if forecasts is not None:
+                forecasts.note(row.job.id, now, forecast)
             if row.eta_first_at is None:
                 firsts.append((row.job.id, *map(_as_datetime, (now, eta, late, forecast))))
         reason = str(status.reason)
@@ -289,6 +294,8 @@ def write_statuses(
         changed.append((row.job.id, status.position, reason, message, _as_datetime(eta), _as_datetime(late)))
         if reason != row.reason:
             events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
+    if forecasts is not None:
+        forecasts.forget(now)
     with transaction.atomic():
         # Only rows still Queued: a job cancelled or released meanwhile keeps its state's fields.
         fields = ["position", "reason", "message", "eta", "eta_late"]

@@ -2,10 +2,11 @@
 
 One `Learning` per Dispatcher (per leader process): a `queueing.DurationPredictor`
 fed with every job that succeeded, and a `queueing.eta_calibration.StartCalibrator`
-fed with every job that started after it was given a first estimate. A new leader
-learns the recent past from the database on its first cycle (the last `BOOTSTRAP`
-finished and started jobs, oldest first), then only what happened since the cycle
-before: two indexed reads per cycle, by finish and by start time.
+fed, as each job starts, with the forecasts it was given while it waited (`forecasts`,
+sampled in memory by `write_statuses`). A new leader learns the recent past from the
+database on its first cycle (the last `BOOTSTRAP` finished and started jobs, oldest
+first; for a start, the job's first forecast, the one kept on its row), then only what
+happened since the cycle before: two indexed reads per cycle, by finish and by start time.
 
 A job's prediction is made once, when the dispatcher first sees it, and stored on
 its row (`predicted_duration_s`, `predicted_p90_s`, `prediction_source`): its
@@ -19,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from jobdash.jobs.models import Job, State
-from queueing.eta_calibration import StartCalibrator
+from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.predictor import DurationPredictor, JobFeatures, Prediction
 from queueing.workload import Workload
 
@@ -51,6 +52,7 @@ class Learning:
     def __init__(self) -> None:
         self.predictor = DurationPredictor()
         self.calibrator = StartCalibrator()
+        self.forecasts = ForecastSamples()
         self._finished = _Since()
         self._started = _Since()
         self._running: dict[int, JobFeatures] = {}
@@ -101,17 +103,21 @@ class Learning:
             self.predictor.observe(self.features(parsed[job_id], row), seconds, said)
 
     def _learn_starts(self) -> None:
-        # (a preempted job waited its first run too: not what its first estimate was about)
-        ids = self._recent(
-            self._started, "started_at", eta_first_forecast__isnull=False, started_at__isnull=False, preemptions=0
-        )
+        # (a preempted job waited its first run too: not what its forecasts were about)
+        ids = self._recent(self._started, "started_at", started_at__isnull=False, preemptions=0)
         if not ids:
             return
-        rows = Job.objects.filter(pk__in=ids).values_list("eta_first_at", "eta_first_forecast", "started_at")
-        for given_at, forecast, started_at in rows:
-            if given_at is None or forecast is None or started_at is None:
+        rows = Job.objects.filter(pk__in=ids).values_list("id", "eta_first_at", "eta_first_forecast", "started_at")
+        observe = self.calibrator.observe
+        for job_id, given_at, forecast, started_at in rows:
+            if started_at is None:
                 continue
-            self.calibrator.observe((forecast - given_at).total_seconds(), (started_at - given_at).total_seconds())
+            sampled = self.forecasts.started(job_id, started_at.timestamp())
+            if sampled:
+                for forecast_wait, actual_wait in sampled:
+                    observe(forecast_wait, actual_wait)
+            elif given_at is not None and forecast is not None:  # waited under another leader
+                observe((forecast - given_at).total_seconds(), (started_at - given_at).total_seconds())
 
     @staticmethod
     def features(workload: Workload, row: Mapping[str, Any]) -> JobFeatures:

@@ -81,6 +81,10 @@ def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, liv
     assert started.eta_first == shown.eta_first  # the first range is kept after the start
     dispatcher.cycle(term)
     assert dispatcher.cache.learning.calibrator.observed == 1  # and its start was learned from
+    assert dispatcher.cache.learning.forecasts.jobs == {}  # (the forecast sampled while it waited)
+    successor = Dispatcher(live_gateway, settings(backoff_s=0.0))
+    successor.cycle(term)  # a new leader learns the same start from the first forecast on its row
+    assert successor.cache.learning.calibrator.observed == 1
 
 
 def test_a_job_past_its_late_bound_says_so_and_names_the_job_that_overran(user, live_sim, live_gateway, term):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queueing.eta_calibration import BANDS, DEFAULT_SPREAD, FLOOR_S, StartCalibrator
+from queueing.eta_calibration import BANDS, DEFAULT_SPREAD, FLOOR_S, ForecastSamples, StartCalibrator
 
 waits = st.one_of(st.floats(min_value=0.0, max_value=1e7), st.sampled_from([-1.0, math.nan, math.inf]))
 
@@ -82,3 +82,50 @@ def test_bad_settings_are_refused():
         StartCalibrator(window=0)
     with pytest.raises(ValueError):
         StartCalibrator(coverage=1.0)
+
+
+def test_forecast_samples_are_spread_over_the_wait_and_handed_over_once():
+    samples = ForecastSamples(every_s=600, per_job=4)
+    for minute in range(0, 60, 5):  # a forecast every 5 minutes, of a start at minute 90
+        samples.note("a", minute * 60.0, 90 * 60.0)
+    samples.note("b", 0.0, 100.0)
+    pairs = samples.started("a", 95 * 60.0)
+    # one per 10 min up to 4 (0, 10, 20, 30); the fifth (40) thins them to 0, 20, 40, then one per 20 min
+    assert [forecast for forecast, _ in pairs] == [5400.0, 4200.0, 3000.0]
+    assert [actual for _, actual in pairs] == [5700.0, 4500.0, 3300.0]
+    assert samples.started("a", 96 * 60.0) == []  # each once
+    assert samples.started("b", 50.0) == [(100.0, 50.0)]
+    assert samples.started("never-noted", 1.0) == []
+
+
+def test_forecast_samples_forget_jobs_that_never_start():
+    samples = ForecastSamples(every_s=0, forget_after_s=3600)
+    samples.note("gone", 0.0, 10.0)
+    samples.note("waiting", 0.0, 10.0)
+    samples.note("waiting", 3000.0, 4000.0)
+    samples.note("bad", math.nan, 1.0)
+    samples.forget(4000.0)
+    assert set(samples.jobs) == {"waiting"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 1e6), st.floats(-1e6, 1e7)), max_size=300),
+    st.integers(2, 20),
+    st.floats(0, 1e4),
+    st.floats(0, 2e6),
+)
+def test_forecast_samples_stay_bounded_and_never_give_negative_waits(notes, per_job, every, start):
+    samples = ForecastSamples(every_s=every, per_job=per_job)
+    for now, eta in sorted(notes):
+        samples.note(1, now, eta)
+        assert len(samples.jobs[1].samples) <= per_job
+    for forecast, actual in samples.started(1, start):
+        assert forecast >= 0 and actual >= 0
+
+
+def test_forecast_samples_refuse_bad_settings():
+    with pytest.raises(ValueError):
+        ForecastSamples(per_job=1)
+    with pytest.raises(ValueError):
+        ForecastSamples(every_s=-1)

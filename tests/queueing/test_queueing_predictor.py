@@ -242,7 +242,8 @@ def test_likely_total_is_the_median_of_the_longer_runs_then_as_long_again():
         predictor.observe(job, seconds)
     assert predictor.likely_total(job, 0) == pytest.approx(600)  # nothing run yet: the median
     assert predictor.likely_total(job, 500) == pytest.approx(3600)  # of 600, 3600, 36000
-    assert predictor.likely_total(job, 4000) == pytest.approx(36000)
+    assert predictor.likely_total(job, 4000) == pytest.approx(36000)  # one longer run: no ceiling,
+    assert predictor.likely_total(job, 30000) == pytest.approx(60000)  # so at least as long again
     assert predictor.likely_total(job, 50000) == pytest.approx(100000)  # past every run on record
     stated = JobFeatures("team-b", stated_s=1800)
     assert predictor.likely_total(stated, 600) == pytest.approx(1800)
