@@ -159,7 +159,7 @@ class AdmissionCycles:
         return tuple(running)
 
     def _sample_etas(self, now: float, result) -> None:
-        """Every waiting job's first forecast is kept (the calibrator learns from it once the job
+        """Every waiting job's forecast is noted (the calibrator learns from them once the job
         starts); a sample of this cycle's forecasts, spread over the queue, goes through the
         calibrator as it stands now: (job, forecast start, now, likely start, late bound)."""
         stats = self.stats
@@ -169,10 +169,10 @@ class AdmissionCycles:
         with_eta = [status for status in waiting if status.eta is not None]
         self.eta_with_estimate += len(with_eta)
         self.eta_with_note += sum(1 for status in waiting if status.eta is None and status.eta_note)
-        first, records = self.first_etas, self.records
-        for status in with_eta:  # (a job requeued after a preemption has had its first)
-            if status.job_id not in first and records[status.job_id].started_at is None:
-                first[status.job_id] = (now, status.eta)
+        note, records = self.forecasts.note, self.records
+        for status in with_eta:  # (not a job requeued after a preemption: as the dispatcher)
+            if records[status.job_id].started_at is None:
+                note(status.job_id, now, status.eta)
         step = max(1, len(with_eta) // self.config.eta_sample)
         start_range = self.calibrator.range
         for status in with_eta[::step]:

@@ -56,7 +56,7 @@ from kubesim.clock import ManualClock
 from kubesim.cluster import Cluster
 from kubesim.resources import NODES, TFJOBS
 from queueing import NamespaceQuota, Node, PendingJob, RunningJob
-from queueing.eta_calibration import StartCalibrator
+from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.policies import get_policy
 from queueing.policy import Policy
 from queueing.predictor import DurationPredictor, JobFeatures
@@ -194,9 +194,10 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
         # The new estimator (issue #16); None: the old one (self.durations) alone.
         self.predictor = DurationPredictor() if config.estimator == NEW_ESTIMATOR else None
         self.job_features: dict[tuple[str, int], JobFeatures] = {}
-        # Start ranges: the calibrator, and each waiting job's first forecast (at, start) until it starts.
+        # Start ranges: the calibrator, and the forecasts each waiting job was given until it starts
+        # (sampled as the dispatcher samples them: jobdash/dispatch/predictions.py).
         self.calibrator = StartCalibrator()
-        self.first_etas: dict[int, tuple[float, float]] = {}
+        self.forecasts = ForecastSamples()
         # Metrics.
         self.busy = 0  # GPUs of running gangs
         self.held = 0  # GPUs of bound pods

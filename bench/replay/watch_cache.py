@@ -132,10 +132,9 @@ class WatchCache:
                     expected_end = now + estimate
                     heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
             self.running[rec.job.id] = self._running_job(rec, expected_end)
-            first = self.first_etas.pop(rec.job.id, None)
-            if first is not None:  # its first forecast, against its real wait from then
-                at, eta = first
-                self.calibrator.observe(max(eta - at, 0.0), now - at)
+            observe = self.calibrator.observe
+            for forecast_wait, actual_wait in self.forecasts.started(rec.job.id, now):
+                observe(forecast_wait, actual_wait)  # each forecast it was given, against its real wait
                 self.stats["calibration_observed"] += 1
 
     def _tfjob_event(self, event) -> None:
