@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections import deque
 from collections.abc import Hashable
 from typing import NamedTuple
+
+from .sorted_window import SortedWindow
 
 FLOOR_S = 60.0
 COVERAGE = 0.9
@@ -52,30 +53,6 @@ class StartRange(NamedTuple):
     late: float
 
 
-class _Residuals:
-    """The last ``size`` residuals, also kept sorted."""
-
-    __slots__ = ("order", "ordered")
-
-    def __init__(self, size: int) -> None:
-        self.order: deque[float] = deque(maxlen=size)
-        self.ordered: list[float] = []
-
-    def add(self, value: float) -> None:
-        if len(self.order) == self.order.maxlen:
-            del self.ordered[bisect.bisect_left(self.ordered, self.order[0])]
-        self.order.append(value)
-        bisect.insort(self.ordered, value)
-
-    def median(self) -> float:
-        return self.ordered[(len(self.ordered) - 1) // 2]
-
-    def conformal(self, level: float) -> float:
-        """The ceil((n + 1) * level)-th smallest (the largest once past n)."""
-        rank = math.ceil((len(self.ordered) + 1) * level)
-        return self.ordered[min(rank, len(self.ordered)) - 1]
-
-
 def band_of(forecast_wait_s: float) -> int:
     return bisect.bisect_right(BANDS, forecast_wait_s)
 
@@ -90,8 +67,8 @@ class StartCalibrator:
             raise ValueError("coverage must lie strictly between 0 and 1")
         self.min_samples = min_samples
         self.coverage = coverage
-        self.bands = [_Residuals(window) for _ in range(len(BANDS) + 1)]
-        self.pooled = _Residuals(window)
+        self.bands = [SortedWindow(window) for _ in range(len(BANDS) + 1)]
+        self.pooled = SortedWindow(window)
         self.observed = 0
 
     def observe(self, forecast_wait_s: float, actual_wait_s: float) -> None:
@@ -103,11 +80,11 @@ class StartCalibrator:
         self.pooled.add(residual)
         self.observed += 1
 
-    def _residuals(self, forecast_wait_s: float) -> _Residuals | None:
+    def _residuals(self, forecast_wait_s: float) -> SortedWindow | None:
         own = self.bands[band_of(forecast_wait_s)]
-        if len(own.order) >= self.min_samples:
+        if len(own) >= self.min_samples:
             return own
-        if len(self.pooled.order) >= self.min_samples:
+        if len(self.pooled) >= self.min_samples:
             return self.pooled
         return None
 

@@ -53,13 +53,14 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
 from .eta import DURATION_ANNOTATION, parse_duration
+from .sorted_window import SortedWindow, conformal_quantile, lower_median
 from .workload import Workload
 
 LEVELS: tuple[str, ...] = ("user+name", "name", "user", "namespace+shape", "namespace", "shape", "cluster")
@@ -175,35 +176,6 @@ class Prediction(NamedTuple):
 NO_PREDICTION = Prediction(None, None, "none", 0)
 
 
-def _lower_median(ordered: list[float]) -> float:
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def _conformal_quantile(ordered: list[float], level: float) -> float:
-    """The split-conformal quantile: the ceil((n + 1) * level)-th smallest (the largest if past n)."""
-    rank = math.ceil((len(ordered) + 1) * level)
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-class _Window:
-    """The last ``size`` values, also kept sorted for order statistics."""
-
-    __slots__ = ("order", "ordered")
-
-    def __init__(self, size: int) -> None:
-        self.order: deque[float] = deque(maxlen=size)
-        self.ordered: list[float] = []
-
-    def add(self, value: float) -> None:
-        if len(self.order) == self.order.maxlen:
-            del self.ordered[bisect.bisect_left(self.ordered, self.order[0])]
-        self.order.append(value)
-        bisect.insort(self.ordered, value)
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-
 class _Table:
     """Windows by key, at most ``max_keys`` of them, least recently used evicted."""
 
@@ -212,9 +184,9 @@ class _Table:
     def __init__(self, max_keys: int, size: int) -> None:
         self.max_keys = max_keys
         self.size = size
-        self.windows: OrderedDict[Hashable, _Window] = OrderedDict()
+        self.windows: OrderedDict[Hashable, SortedWindow] = OrderedDict()
 
-    def get(self, key: Hashable) -> _Window | None:
+    def get(self, key: Hashable) -> SortedWindow | None:
         window = self.windows.get(key)
         if window is not None:
             self.windows.move_to_end(key)
@@ -223,7 +195,7 @@ class _Table:
     def add(self, key: Hashable, value: float) -> None:
         window = self.get(key)
         if window is None:
-            window = self.windows[key] = _Window(self.size)
+            window = self.windows[key] = SortedWindow(self.size)
             if len(self.windows) > self.max_keys:
                 self.windows.popitem(last=False)
         window.add(value)
@@ -255,8 +227,8 @@ class DurationPredictor:
         self.stated_user = _Table(max_keys, runs_per_key)
         self.stated_namespace = _Table(max_keys, runs_per_key)
         # signed log-residuals of past predictions, per source and all together
-        self.residuals = {source: _Window(calibration_window) for source in SOURCES if source != "none"}
-        self.all_residuals = _Window(calibration_window)
+        self.residuals = {source: SortedWindow(calibration_window) for source in SOURCES if source != "none"}
+        self.all_residuals = SortedWindow(calibration_window)
         self.observed = 0
 
     # -- predicting ---------------------------------------------------------
@@ -271,7 +243,7 @@ class DurationPredictor:
         if found is None:
             return NO_PREDICTION
         level, window = found
-        return self._bounded(_lower_median(window.ordered), level, len(window), window)
+        return self._bounded(lower_median(window.ordered), level, len(window), window)
 
     def likely_total(self, features: JobFeatures, elapsed_s: float) -> float | None:
         """The likely whole duration of a job that has run ``elapsed_s`` so far: the median of
@@ -294,10 +266,10 @@ class DurationPredictor:
         if len(longer) < self.min_samples:
             # One or two runs on record lasted longer: too few to say how much longer, and
             # the longest run so far is no ceiling (it would predict an end every cycle).
-            return max(math.exp(_lower_median(longer)) if longer else 0.0, 2 * elapsed_s)
-        return max(math.exp(_lower_median(longer)), elapsed_s)
+            return max(math.exp(lower_median(longer)) if longer else 0.0, 2 * elapsed_s)
+        return max(math.exp(lower_median(longer)), elapsed_s)
 
-    def _history(self, features: JobFeatures) -> tuple[str, _Window] | None:
+    def _history(self, features: JobFeatures) -> tuple[str, SortedWindow] | None:
         """The most specific level with enough runs for this job, and its window."""
         for entry in features.keys():
             if entry is None:
@@ -323,17 +295,17 @@ class DurationPredictor:
         for source, table, key in candidates:
             window = table.get(key)
             if window is not None and len(window) >= self.min_samples:
-                return log_stated + _lower_median(window.ordered), source, len(window)
+                return log_stated + lower_median(window.ordered), source, len(window)
         return log_stated, "stated", 0
 
-    def _bounded(self, log_median: float, source: str, samples: int, window: _Window | None) -> Prediction:
+    def _bounded(self, log_median: float, source: str, samples: int, window: SortedWindow | None) -> Prediction:
         residuals = self.residuals[source]
         if len(residuals) < MIN_CALIBRATION:
             residuals = self.all_residuals
         if len(residuals) >= MIN_CALIBRATION:
-            spread = _conformal_quantile(residuals.ordered, self.coverage)
+            spread = conformal_quantile(residuals.ordered, self.coverage)
         elif window is not None and len(window) >= 2:
-            spread = _conformal_quantile(window.ordered, self.coverage) - log_median
+            spread = conformal_quantile(window.ordered, self.coverage) - log_median
         else:
             spread = math.log(DEFAULT_SPREAD)
         median = math.exp(log_median)
