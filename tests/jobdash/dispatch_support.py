@@ -2,7 +2,8 @@
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch.cycle import DispatchSettings
-from tests.waiting import eventually  # noqa: F401 (re-exported for the dispatcher tests)
+from jobdash.jobs.models import Job
+from tests.waiting import eventually
 
 JOBDASH = "system:serviceaccount:jobdash:jobdash"
 
@@ -66,3 +67,21 @@ spec:
               resources:
                 requests: {{cpu: "{cpu}", memory: 1Gi}}
 """
+
+
+def state(job: Job) -> str:
+    return Job.objects.get(pk=job.pk).state
+
+
+def run_until(dispatcher, sim, gateway, job: Job, wanted: str, term: int = 1, steps: int = 40) -> None:
+    """Alternate cycles and virtual time until the job reaches `wanted`."""
+    for _ in range(steps):
+        dispatcher.cycle(term)
+        if state(job) == wanted:
+            return
+        sim.advance(1.0)
+        # give the watch cache a moment to see what kubesim did
+        eventually(lambda: True)
+        pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
+        eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
+    raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")

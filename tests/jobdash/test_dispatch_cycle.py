@@ -9,31 +9,13 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import ClusterState, Cycle, Job, State
 
-from .dispatch_support import eventually, manifest, settings, tf
+from .dispatch_support import eventually, manifest, run_until, settings, state, tf
 
 pytestmark = pytest.mark.django_db
 
 
 def submit(user, name, **kwargs) -> Job:
     return services.job_submit(user=user, manifest=manifest(name, **kwargs), source="api")
-
-
-def state(job: Job) -> str:
-    return Job.objects.get(pk=job.pk).state
-
-
-def run_until(dispatcher, sim, gateway, job, wanted, term=1, steps=40):
-    """Alternate cycles and virtual time until the job reaches `wanted`."""
-    for _ in range(steps):
-        dispatcher.cycle(term)
-        if state(job) == wanted:
-            return
-        sim.advance(1.0)
-        # give the watch cache a moment to see what kubesim did
-        eventually(lambda: True)
-        pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
-        eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
-    raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
 
 
 def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):

@@ -26,7 +26,7 @@ from jobdash.leader import LeaderLoop, make_elector
 from queueing.preemption import RECLAIM, Preemption
 from tests.webhooks.conftest import admission_review, trial_tfjob
 
-from .dispatch_support import eventually, manifest, settings
+from .dispatch_support import eventually, manifest, run_until, settings, state
 
 pytestmark = pytest.mark.django_db
 PHASES = ("snapshot", "plan", "release", "statuses", "track", "publish")
@@ -35,23 +35,6 @@ STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
 
 def submit(user, name, namespace="team-a", **kwargs) -> Job:
     return services.job_submit(user=user, manifest=manifest(name, namespace=namespace, **kwargs), source="api")
-
-
-def state(job: Job) -> str:
-    return Job.objects.get(pk=job.pk).state
-
-
-def run_until(dispatcher, sim, gateway, job, wanted, term=1, steps=40):
-    """Alternate cycles and virtual time until the job reaches `wanted` (test_dispatch_cycle's)."""
-    for _ in range(steps):
-        dispatcher.cycle(term)
-        if state(job) == wanted:
-            return
-        sim.advance(1.0)
-        eventually(lambda: True)
-        pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
-        eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
-    raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
 
 
 def value(name: str, **labels) -> float:
