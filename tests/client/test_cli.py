@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from jobdash.jobs.models import Job, Namespace
 from jobdash_client import Client
@@ -26,12 +24,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def server(live_server):
-    user = User.objects.create_user("cli")
-    for name in ("team-a", "team-b"):
-        Namespace.objects.create(name=name).members.add(user)
-    Namespace.objects.create(name="secret")
-    return live_server.url, Token.objects.create(user=user).key
+def server(member):
+    return member
 
 
 @pytest.fixture
@@ -103,8 +97,8 @@ def test_submit_list_describe_cancel(jobdash, tmp_path):
 
     cancelled = jobdash("cancel", ids["first"], ids["second"], check=0)
     assert cancelled.stdout.splitlines() == [
-        f"job {ids['first']} TFJob team-a/first Cancelled: cancelled by cli",
-        f"job {ids['second']} TFJob team-a/second Cancelled: cancelled by cli",
+        f"job {ids['first']} TFJob team-a/first Cancelled: cancelled by member",
+        f"job {ids['second']} TFJob team-a/second Cancelled: cancelled by member",
     ]
     again = jobdash("cancel", ids["first"], ids["third"])
     assert again.returncode == 1

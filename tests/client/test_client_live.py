@@ -3,8 +3,6 @@
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 
 from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
@@ -19,12 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def client(live_server):
-    user = User.objects.create_user("nb")
-    for name in ("team-a", "team-b"):
-        Namespace.objects.create(name=name).members.add(user)
-    Namespace.objects.create(name="secret")
-    return Client(live_server.url, Token.objects.create(user=user).key, timeout=10)
+def client(member):
+    url, token = member
+    return Client(url, token, timeout=10)
 
 
 def test_submit_a_path_text_or_dict(client):
