@@ -28,7 +28,7 @@ from .policies import DEFAULT_POLICY, POLICY_NAMES, get_policy
 from .policy import Policy
 from .quantity import canonical, format_quantity, parse_quantity
 from .reasons import PendingStatus, Reason
-from .safe_yaml import DEFAULT_MAX_BYTES, load_document
+from .safe_yaml import DEFAULT_MAX_BYTES, Document, TooManyDocuments, load_document, load_documents
 from .snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 from .workload import (
     ADAPTERS,
@@ -62,6 +62,7 @@ __all__ = [
     "DEFAULT_ETA_HORIZON_S",
     "DEFAULT_POLICY",
     "DURATION_ANNOTATION",
+    "Document",
     "FieldError",
     "InFlightJob",
     "JobAdapter",
@@ -78,12 +79,14 @@ __all__ = [
     "RunningJob",
     "Snapshot",
     "Taint",
+    "TooManyDocuments",
     "Workload",
     "canonical",
     "duration_of",
     "format_quantity",
     "get_policy",
     "load_document",
+    "load_documents",
     "parse_duration",
     "parse_job",
     "parse_quantity",

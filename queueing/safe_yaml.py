@@ -1,4 +1,4 @@
-"""Load one untrusted YAML document into plain Python data.
+"""Load untrusted YAML into plain Python data: one document, or a stream of several.
 
 The text comes straight from users, so every limit is enforced while
 parsing rather than afterwards: size before the parser sees a byte, nesting
@@ -9,6 +9,8 @@ Whatever the input, the only exception that escapes is ``ManifestError``.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
@@ -17,6 +19,7 @@ from yaml.error import Mark
 from yaml.events import (
     AliasEvent,
     CollectionStartEvent,
+    DocumentStartEvent,
     Event,
     MappingEndEvent,
     MappingStartEvent,
@@ -70,6 +73,11 @@ class _Rejected(Exception):
         self.error = FieldError(path, message)
 
 
+class _TooMany(_Rejected):
+    def __init__(self, limit: int) -> None:
+        super().__init__("", f"more than {limit} documents")
+
+
 class _StrictLoader(_EventParser, SafeConstructor, Resolver):
     """Composes nodes from parser events itself instead of using PyYAML's composer.
 
@@ -89,6 +97,8 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         self.anchored: dict[str, tuple[Node, int, int]] = {}
         self.expanded_nodes = 0
         self.deepest = 0
+        # While loading a stream: the index the document being read will have.
+        self.document = 0
 
     def load_single(self) -> Any:
         self.get_event()  # StreamStartEvent
@@ -103,6 +113,25 @@ class _StrictLoader(_EventParser, SafeConstructor, Resolver):
         if root is None:
             raise _Rejected("", "empty document")
         return self.construct_document(root)
+
+    def load_stream(self, max_documents: int | None) -> tuple[list[tuple[int, Any]], list[int]]:
+        """Every non-empty document as (index of its start in `starts`, value), and the
+        line each document of the stream (empty ones too) starts on."""
+        self.get_event()  # StreamStartEvent
+        found: list[tuple[int, Any]] = []
+        starts: list[int] = []
+        while not self.check_event(StreamEndEvent):
+            self.document = len(found)
+            start = self.peek_event()
+            assert isinstance(start, DocumentStartEvent) and start.start_mark is not None, start
+            starts.append(start.start_mark.line)
+            node = self._compose_document()
+            if _is_empty(node):
+                continue
+            if max_documents is not None and len(found) >= max_documents:
+                raise _TooMany(max_documents)
+            found.append((len(starts) - 1, self.construct_document(node)))
+        return found, starts
 
     def _compose_document(self) -> Node:
         self.get_event()  # DocumentStartEvent
@@ -272,30 +301,147 @@ def load_document(
             return loader.load_single()
         finally:
             loader.dispose()
-    except _Rejected as rejected:
-        raise ManifestError([rejected.error]) from None
-    except yaml.MarkedYAMLError as error:
+    except Exception as error:
+        raise _refusal(error, max_depth) from None
+
+
+class TooManyDocuments(ManifestError):
+    """A stream holds more than ``max_documents`` documents (a refusal on size: ``too_large``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__([FieldError("", f"more than {limit} documents")], too_large=True)
+        self.limit = limit
+
+    def __reduce__(self) -> tuple[type[TooManyDocuments], tuple[int]]:
+        return (TooManyDocuments, (self.limit,))
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of a YAML stream: its text as written (directives, ``---`` line and
+    comments included, so it loads on its own to the same value) and that value."""
+
+    text: str
+    value: Any
+
+
+def load_documents(
+    text: str | bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_total_bytes: int | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_documents: int | None = None,
+) -> list[Document]:
+    """Parse a stream of YAML (or JSON) documents separated by ``---`` from untrusted text.
+
+    Empty documents are skipped, as kubectl does. The limits are those of
+    ``load_document``, per document (``max_bytes``), for the whole text
+    (``max_total_bytes``, by default ``max_bytes``) and on the number of non-empty
+    documents (``max_documents``); anchors and aliases are refused. Raises
+    ``ManifestError`` and nothing else: too large (the text, a document, or too many
+    documents) with ``too_large=True``. The paths of a problem inside a document start
+    with its index among the non-empty documents, ``[2].spec...``, once the stream holds
+    several; a stream of one document is refused exactly as ``load_document`` refuses it.
+    """
+    total = max_bytes if max_total_bytes is None else max_total_bytes
+    decoded = _decode(text, total, what="the YAML stream")
+    if not decoded.strip():
+        raise ManifestError([FieldError("", "empty document")])
+    loader = _StrictLoader(decoded, max_depth)
+    try:
+        try:
+            found, starts = loader.load_stream(max_documents)
+        finally:
+            loader.dispose()
+    except _TooMany:
+        raise TooManyDocuments(max_documents or 0) from None
+    except Exception as error:
+        refusal = _refusal(error, max_depth)
+        if loader.document == 0 and not _several_documents(decoded):
+            raise refusal from None
+        raise _in_document(loader.document, refusal) from None
+    lines = _line_starts(decoded)
+    documents = []
+    for index, (start, value) in enumerate(found):
+        begin = 0 if start == 0 else lines[starts[start]]
+        end = lines[starts[start + 1]] if start + 1 < len(starts) else len(decoded)
+        piece = decoded[begin:end]
+        try:
+            _check_size(len(piece.encode("utf-8")), max_bytes)
+        except ManifestError as error:
+            raise _in_document(index, error) from None
+        documents.append(Document(piece, value))
+    if not documents:
+        raise ManifestError([FieldError("", "empty document")])
+    return documents
+
+
+def document_path(index: int, path: str) -> str:
+    """``path`` inside the document at ``index`` of a list or stream: ``[2].spec.x``, ``[2][0]``, ``[2]``."""
+    prefix = f"[{index}]"
+    if not path:
+        return prefix
+    return prefix + path if path.startswith("[") else f"{prefix}.{path}"
+
+
+def _in_document(index: int, error: ManifestError) -> ManifestError:
+    located = [FieldError(document_path(index, e.path), e.message) for e in error.errors]
+    return ManifestError(located, too_large=error.too_large)
+
+
+def _refusal(error: Exception, max_depth: int) -> ManifestError:
+    """The ManifestError for whatever the loader raised."""
+    if isinstance(error, ManifestError):
+        return error
+    if isinstance(error, _Rejected):
+        return ManifestError([error.error])
+    if isinstance(error, yaml.MarkedYAMLError):
         if "maximum nesting depth" in str(error.problem):
             # Some libyaml builds stop deep flow collections in the scanner,
             # before our composer has counted to max_depth: same refusal.
-            raise ManifestError([FieldError("", f"document nests deeper than {max_depth} levels")]) from None
-        raise ManifestError([FieldError("", _describe_marked(error))]) from None
-    except yaml.reader.ReaderError as error:
-        raise ManifestError([FieldError("", _describe_reader(error))]) from None
-    except yaml.YAMLError as error:
-        raise ManifestError([FieldError("", f"invalid YAML: {_one_line(str(error))}")]) from None
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError) as error:
+            return ManifestError([FieldError("", f"document nests deeper than {max_depth} levels")])
+        return ManifestError([FieldError("", _describe_marked(error))])
+    if isinstance(error, yaml.reader.ReaderError):
+        return ManifestError([FieldError("", _describe_reader(error))])
+    if isinstance(error, yaml.YAMLError):
+        return ManifestError([FieldError("", f"invalid YAML: {_one_line(str(error))}")])
+    if isinstance(error, (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError)):
         # PyYAML's constructors fail with builtin errors on values its own
         # resolver accepted ("0b_", "._") and Python caps int() at 4300
         # digits; the first clause of the message is the useful part.
         reason = _one_line(str(error)).split(";")[0]
-        raise ManifestError([FieldError("", f"invalid YAML value: {reason}")]) from None
+        return ManifestError([FieldError("", f"invalid YAML value: {reason}")])
+    raise error
 
 
-def _decode(text: str | bytes, max_bytes: int) -> str:
+# YAML's line breaks (1.1, as libyaml counts lines): not Python's str.splitlines set.
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+# A "---" line (a document start) followed by anything but blanks, comments and other markers.
+_LATER_DOCUMENT = re.compile(r"^---(?:[ \t]|$)(?s:.*?)^(?!---(?:[ \t]|$)|\.\.\.(?:[ \t]|$))[ \t]*[^\s#]", re.M)
+
+
+def _line_starts(text: str) -> list[int]:
+    """The offset each line of `text` starts at, as YAML counts lines (the last: the end)."""
+    return [0, *(match.end() for match in _LINE_BREAK.finditer(text))]
+
+
+def _several_documents(text: str) -> bool:
+    """Whether `text` goes on to another non-empty document after its first one. Only for
+    errors in the first document, where the parser could not get that far: they are
+    located in it (``[0]``) only when the stream is meant to hold several."""
+    first = re.search(r"^[ \t]*[^\s#%]", text, re.M)
+    if first is None:
+        return False
+    rest = text[first.end() :]
+    newline = rest.find("\n")
+    return newline >= 0 and _LATER_DOCUMENT.search(rest, newline + 1) is not None
+
+
+def _decode(text: str | bytes, max_bytes: int, what: str = "document") -> str:
     if isinstance(text, (bytes, bytearray, memoryview)):
         raw = bytes(text)
-        _check_size(len(raw), max_bytes)
+        _check_size(len(raw), max_bytes, what)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -304,19 +450,19 @@ def _decode(text: str | bytes, max_bytes: int) -> str:
         raise ManifestError([FieldError("", f"expected text, got {type(text).__name__}")])
     # Every character is at least one byte, so this rejects huge input without
     # paying to encode it.
-    _check_size(len(text), max_bytes)
+    _check_size(len(text), max_bytes, what)
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:  # lone surrogates cannot come from real UTF-8
         raise ManifestError([FieldError("", "not UTF-8 text")]) from None
-    _check_size(size, max_bytes)
+    _check_size(size, max_bytes, what)
     return text
 
 
-def _check_size(size: int, max_bytes: int) -> None:
+def _check_size(size: int, max_bytes: int, what: str = "document") -> None:
     if size > max_bytes:
         raise ManifestError(
-            [FieldError("", f"document is larger than the limit of {max_bytes} bytes")],
+            [FieldError("", f"{what} is larger than the limit of {max_bytes} bytes")],
             too_large=True,
         )
 

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queueing.errors import FieldError, ManifestError
-from queueing.safe_yaml import load_document
+from queueing.safe_yaml import TooManyDocuments, load_document, load_documents
 
 BILLION_LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -242,3 +242,87 @@ def test_aliases_mode_also_only_raises_manifest_error(text):
         load_document(text, allow_aliases=True, max_depth=4)
     except ManifestError:
         pass
+
+
+# --- streams of several documents (bulk submission) ---
+
+
+def stream_error(text, **kwargs) -> ManifestError:
+    with pytest.raises(ManifestError) as caught:
+        load_documents(text, **kwargs)
+    return caught.value
+
+
+def test_a_stream_yields_each_document_with_its_text():
+    text = "# leading\na: 1\n---\nb: [2]\n--- # note\nc: {d: 3}\n...\n"
+    documents = load_documents(text)
+    assert [d.value for d in documents] == [{"a": 1}, {"b": [2]}, {"c": {"d": 3}}]
+    assert [d.text for d in documents] == ["# leading\na: 1\n", "---\nb: [2]\n", "--- # note\nc: {d: 3}\n...\n"]
+    assert "".join(d.text for d in documents) == text
+
+
+def test_empty_documents_in_a_stream_are_skipped():
+    documents = load_documents("---\n---\n# nothing\n---\na: 1\n---\n---\nb: 2\n---\n")
+    assert [d.value for d in documents] == [{"a": 1}, {"b": 2}]
+    assert [d.text for d in documents] == ["---\na: 1\n", "---\nb: 2\n"]  # the trailing "---" is an empty one
+
+
+def test_a_stream_of_one_document_is_refused_as_load_document_refuses_it():
+    for text in ("a: 1\na: 2\n", "a: [\n", "", "  \n", "a: *x\n---\n", b"\xff"):
+        with pytest.raises(ManifestError) as single:
+            load_document(text)
+        assert stream_error(text).errors == single.value.errors
+
+
+def test_problems_in_a_stream_name_the_document():
+    assert stream_error("a: 1\n---\nb: 1\nb: 2\n").errors == [FieldError("[1].b", "duplicate key 'b'")]
+    assert stream_error("a: 1\na: 2\n---\nb: 1\n").errors == [FieldError("[0].a", "duplicate key 'a'")]
+    assert stream_error("- 1\n---\n---\n- [*x]\n").errors == [FieldError("[1][0][0]", "YAML aliases are not allowed")]
+    error = stream_error("a: 1\n---\nb: [\n").errors[0]
+    assert error.path == "[1]" and error.message.startswith("invalid YAML: ")
+    assert stream_error("a: [\n---\nb: 1\n").errors[0].path == "[0]"
+
+
+def test_stream_limits():
+    too_many = stream_error("a: 1\n---\nb: 2\n---\nc: 3\n", max_documents=2)
+    assert isinstance(too_many, TooManyDocuments) and too_many.too_large and too_many.limit == 2
+    assert [d.value for d in load_documents("a: 1\n---\n---\nb: 2\n", max_documents=2)] == [{"a": 1}, {"b": 2}]
+    one_too_big = stream_error("a: 1\n---\nb: " + "x" * 100 + "\n", max_bytes=50, max_total_bytes=1000)
+    assert one_too_big.too_large and one_too_big.errors == [
+        FieldError("[1]", "document is larger than the limit of 50 bytes")
+    ]
+    all_too_big = stream_error("a: 1\n---\nb: 2\n", max_bytes=8)
+    assert all_too_big.too_large and all_too_big.errors[0].path == ""
+    deep = stream_error("a: 1\n---\n" + "[" * 40 + "]" * 40 + "\n", max_depth=32)
+    assert deep.errors[0].path.startswith("[1]") and "deeper than 32" in deep.errors[0].message
+
+
+@given(st.lists(st.dictionaries(st.text(max_size=10), JSON_VALUES, min_size=1, max_size=4), min_size=1, max_size=5))
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def test_dumped_streams_load_back_document_by_document(documents):
+    text = yaml.safe_dump_all(documents)
+    loaded = load_documents(text)
+    assert [d.value for d in loaded] == documents
+    assert [load_document(d.text) for d in loaded] == documents
+
+
+@given(st.one_of(st.text(), st.binary(), st.lists(YAML_ALPHABET, max_size=80).map("".join)))
+@settings(max_examples=400, deadline=None)
+def test_streams_only_ever_raise_manifest_error_and_each_text_loads_alone(text):
+    try:
+        single = [load_document(text)]
+    except ManifestError:
+        single = None
+    try:
+        documents = load_documents(text, max_documents=5)
+    except ManifestError as error:
+        assert error.errors
+        assert all(isinstance(e, FieldError) for e in error.errors)
+        assert single is None  # what loads as one document loads as a stream of one
+        return
+    if single is not None:
+        assert [d.value for d in documents] == single
+    assert 1 <= len(documents) <= 5
+    for document in documents:
+        # The text kept for each job is that document alone, meaning the same.
+        assert load_document(document.text) == document.value
