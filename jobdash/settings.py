@@ -175,6 +175,8 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Untrusted manifests: limit before parsing (queueing.safe_yaml enforces the same number).
 JOBDASH_MAX_MANIFEST_BYTES = env_number("JOBDASH_MAX_MANIFEST_BYTES", 256 * 1024, minimum=1024)
+# Bulk submission (a JSON list or a YAML stream): at most this many jobs per request (413 above).
+JOBDASH_BULK_MAX_JOBS = env_number("JOBDASH_BULK_MAX_JOBS", 1000, minimum=1)
 JOBDASH_EXAMPLES_DIR = BASE_DIR / "examples"
 
 # --- the cluster and the dispatcher (docs/operations.md) ---

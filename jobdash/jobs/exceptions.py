@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass
 
+from queueing.safe_yaml import document_path
+
 
 @dataclass(frozen=True)
 class FieldProblem:
@@ -11,6 +13,8 @@ class FieldProblem:
 
 class JobdashError(Exception):
     status = 400
+    # In a bulk submission: the index of the document at fault; its paths start with "[i]".
+    document: int | None = None
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -18,18 +22,33 @@ class JobdashError(Exception):
 
     @property
     def problems(self) -> list[FieldProblem]:
+        found = self._problems()
+        if self.document is None:
+            return found
+        return [FieldProblem(document_path(self.document, p.path), p.message) for p in found]
+
+    def _problems(self) -> list[FieldProblem]:
         return [FieldProblem("", self.message)]
+
+    def in_document(self, index: int) -> "JobdashError":
+        """The same refusal, located in document `index` of a bulk submission."""
+        self.document = index
+        return self
+
+    def __str__(self) -> str:
+        if self.document is None:
+            return self.message
+        return "; ".join(f"{p.path}: {p.message}" for p in self.problems)
 
 
 class InvalidInput(JobdashError):
     def __init__(self, problems: list[FieldProblem], *, too_large: bool = False):
         super().__init__("; ".join(f"{p.path or '(document)'}: {p.message}" for p in problems))
-        self._problems = problems
+        self.found = problems
         self.status = 413 if too_large else 400
 
-    @property
-    def problems(self) -> list[FieldProblem]:
-        return self._problems
+    def _problems(self) -> list[FieldProblem]:
+        return self.found
 
     @classmethod
     def at(cls, path: str, message: str) -> "InvalidInput":
@@ -47,8 +66,7 @@ class Forbidden(NotMember):
         super().__init__(message)
         self.path = path
 
-    @property
-    def problems(self) -> list[FieldProblem]:
+    def _problems(self) -> list[FieldProblem]:
         return [FieldProblem(self.path, self.message)]
 
 
@@ -69,6 +87,5 @@ class ClusterUnavailable(JobdashError):
         super().__init__(message)
         self.path = path
 
-    @property
-    def problems(self) -> list[FieldProblem]:
+    def _problems(self) -> list[FieldProblem]:
         return [FieldProblem(self.path, self.message)]

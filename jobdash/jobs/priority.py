@@ -19,6 +19,11 @@ def _priorities() -> priorities.GatewayPriorities:
     return priorities.from_settings()
 
 
+def priority_sources() -> priorities.GatewayPriorities:
+    """The cluster's classes for one request: each is read once, however many jobs name it."""
+    return _priorities()
+
+
 def validate_priority(value) -> int:
     """Accepts ints and decimal strings (query parameters); anything else names the field."""
     if isinstance(value, str):
@@ -81,17 +86,27 @@ def _check_limit(
         raise Forbidden(path, f"priority class {chosen} is above {ns.name}'s limit {shown}")
 
 
-def resolve_priority(user, ns: Namespace, parsed, priority_class: str = "", priority=0) -> tuple[int, str]:
+def resolve_priority(
+    user,
+    ns: Namespace,
+    parsed,
+    priority_class: str = "",
+    priority=0,
+    *,
+    source: priorities.GatewayPriorities | None = None,
+) -> tuple[int, str]:
     """A job's (priority, priority class): the class named explicitly, else the pods'
     priorityClassName, else the namespace's default class, else none (priority 0). The
-    priority is the class's value; a numeric priority is a staff override that wins."""
+    priority is the class's value; a numeric priority is a staff override that wins.
+    `source`: the classes read so far (a bulk submission reads each class once)."""
     priority = validate_priority(priority)
     staff = _is_staff(user)
     if priority != 0 and not staff:
         raise Forbidden("priority", "only staff may set a numeric priority; choose a priority_class")
     if not isinstance(priority_class, str):
         raise InvalidInput.at("priority_class", "must be a string")
-    source = _priorities()
+    if source is None:
+        source = _priorities()
     chosen: priorities.PriorityClass | None = None
     if priority_class:
         path = "priority_class"

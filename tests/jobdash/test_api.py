@@ -183,7 +183,7 @@ BAD_YAML_CASES = {
     "empty body": ("", 400, ""),
     "not yaml": ("apiVersion: [unclosed\n  kind: {", 400, ""),
     "a list": ("- a\n- b\n", 400, ""),
-    "two documents": (VALID + "---\n" + VALID, 400, ""),
+    "two documents naming one job (a bulk submission)": (VALID + "---\n" + VALID, 409, "[1]"),
     "deeply nested": ("a: " + "[" * 5000 + "]" * 5000 + "\n", 400, ""),
     "billion laughs": (LAUGHS, 400, ""),
     "wrong kind": (mutate("kind: TFJob", "kind: Deployment"), 400, "kind"),

@@ -9,14 +9,15 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from ..exceptions import JobdashError
 
 
-def _flatten(detail, path: str = ""):
+def flatten(detail, path: str = ""):
+    """A DRF error detail as {"path", "message"} items."""
     if isinstance(detail, dict):
         for key, value in detail.items():
             key = "" if key == "non_field_errors" else str(key)
-            yield from _flatten(value, f"{path}.{key}" if path and key else path or key)
+            yield from flatten(value, f"{path}.{key}" if path and key else path or key)
     elif isinstance(detail, list):
         for item in detail:
-            yield from _flatten(item, path)
+            yield from flatten(item, path)
     else:
         yield {"path": path, "message": str(detail)}
 
@@ -45,7 +46,7 @@ def exception_handler(exc, context):
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        problems = list(_flatten(exc.detail))
+        problems = list(flatten(exc.detail))
     else:
         # DRF has already turned Http404/PermissionDenied into {"detail": ...}.
         detail = response.data.get("detail", response.data) if isinstance(response.data, dict) else response.data

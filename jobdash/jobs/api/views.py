@@ -2,16 +2,26 @@
 
 import django_filters
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_view,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from queueing.safe_yaml import document_path
 from queueing.workload import ADAPTERS
 
 from .. import estimates, selectors, services
 from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobEvent, Source, State
+from .errors import flatten
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT, UNAVAILABLE
 from .serializers import (
@@ -49,6 +59,13 @@ spec:
               resources:
                 requests: {cpu: "1", memory: 2Gi}
 """
+SUBMIT_DESCRIPTION = """Submit a job: a JSON object (`manifest`, `priority_class`, ...) or a YAML body.
+
+Several jobs at once: a JSON list of such objects, or a YAML body of several documents separated by
+`---` (the query parameters apply to each). They are checked all or nothing and stored in one
+transaction, in order; the answer is the list of the jobs. Problems name the document first,
+`[3].spec.pytorchReplicaSpecs.Worker.replicas`. At most JOBDASH_BULK_MAX_JOBS jobs (1000 by default)
+per request, within the size limit of a request (413 above either)."""
 JOB_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The job's id.")
 
 
@@ -92,43 +109,75 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
 
     @extend_schema(
-        request={"application/json": JobSubmitSerializer, "application/yaml": {"type": "string"}},
+        description=SUBMIT_DESCRIPTION,
+        request={
+            "application/json": PolymorphicProxySerializer(
+                "JobSubmitOneOrMany",
+                serializers=[JobSubmitSerializer, JobSubmitSerializer(many=True)],
+                resource_type_field_name=None,
+                many=False,
+            ),
+            "application/yaml": {"type": "string", "description": "a manifest, or several separated by ---"},
+        },
         parameters=[
             OpenApiParameter("priority", int, description="with a YAML body; staff only"),
             OpenApiParameter("priority_class", str, description="with a YAML body: a PriorityClass in the cluster"),
             OpenApiParameter("namespace", str, description="with a YAML body, when the manifest has none"),
         ],
-        responses={201: JobSerializer, **SUBMIT},
+        responses={
+            201: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "JobOrJobs",
+                    serializers=[JobSerializer, JobSerializer(many=True)],
+                    resource_type_field_name=None,
+                    many=False,
+                ),
+                "The job; for a JSON list or a YAML stream of several documents, the list of the jobs, in order.",
+            ),
+            **SUBMIT,
+        },
         examples=[
             OpenApiExample(
                 "a two-worker TFJob",
                 value={"manifest": EXAMPLE_MANIFEST, "priority_class": "normal"},
                 request_only=True,
                 media_type="application/json",
-            )
+            ),
+            OpenApiExample(
+                "two jobs at once",
+                value=[{"manifest": EXAMPLE_MANIFEST}, {"manifest": EXAMPLE_MANIFEST.replace("mnist", "mnist-2")}],
+                request_only=True,
+                media_type="application/json",
+            ),
         ],
     )
     def create(self, request):
-        if isinstance(request.data, bytes):  # raw YAML body
-            manifest = request.data
-            priority = request.query_params.get("priority", 0)
-            priority_class = request.query_params.get("priority_class", "")
-            namespace = request.query_params.get("namespace", "")
+        if isinstance(request.data, bytes):  # raw YAML body: one manifest, or a stream of several
+            options = {
+                "priority": request.query_params.get("priority", 0),
+                "priority_class": request.query_params.get("priority_class", ""),
+                "namespace": request.query_params.get("namespace", "") or None,
+            }
+            documents = services.yaml_documents(request.data)
+            if len(documents) == 1:
+                job = services.job_submit(user=request.user, manifest=request.data, source=Source.API, **options)
+                return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+            submissions = [services.Submission(text, **options) for text in documents]
+        elif isinstance(request.data, list):
+            submissions = _submissions(request.data)
         else:
-            submit = JobSubmitSerializer(data=request.data)
-            submit.is_valid(raise_exception=True)
-            manifest, priority, priority_class, namespace = (
-                submit.validated_data[k] for k in ("manifest", "priority", "priority_class", "namespace")
+            one = _submission(request.data)
+            job = services.job_submit(
+                user=request.user,
+                manifest=one.manifest,
+                source=Source.API,
+                priority=one.priority,
+                priority_class=one.priority_class,
+                namespace=one.namespace,
             )
-        job = services.job_submit(
-            user=request.user,
-            manifest=manifest,
-            source=Source.API,
-            priority=priority,
-            priority_class=priority_class,
-            namespace=namespace or None,
-        )
-        return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+            return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
+        jobs = services.jobs_submit_many(user=request.user, submissions=submissions, source=Source.API)
+        return Response(JobSerializer(jobs, many=True).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: JobSerializer, **CONFLICT})
     @action(detail=True, methods=["post"])
@@ -155,6 +204,29 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         body.is_valid(raise_exception=True)
         job = services.job_requeue(job_id=int(pk), user=request.user, reason=body.validated_data["reason"])
         return Response(JobSerializer(job).data)
+
+
+def _submission(data) -> services.Submission:
+    body = JobSubmitSerializer(data=data)
+    body.is_valid(raise_exception=True)
+    manifest, priority, priority_class, namespace = (
+        body.validated_data[k] for k in ("manifest", "priority", "priority_class", "namespace")
+    )
+    return services.Submission(manifest, priority, priority_class, namespace or None)
+
+
+def _submissions(items: list) -> list[services.Submission]:
+    """A JSON list of submissions; the problems of every item at once, each path led by its index."""
+    services.check_bulk_size(len(items))
+    submissions, problems = [], []
+    for index, item in enumerate(items):
+        try:
+            submissions.append(_submission(item))
+        except ValidationError as error:
+            problems += [FieldProblem(document_path(index, p["path"]), p["message"]) for p in flatten(error.detail)]
+    if problems:
+        raise InvalidInput(problems)
+    return submissions
 
 
 NAMESPACE_NAME = OpenApiParameter(
