@@ -16,7 +16,7 @@ from typing import Any
 import requests
 import yaml
 
-from . import FINISHED, Client, Job, JobdashError, WaitTimeout
+from . import FINISHED, Client, FieldError, Job, JobdashError, WaitTimeout
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
@@ -77,19 +77,41 @@ def login(args: argparse.Namespace) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    client, created, failed = _client(args), [], False
-    for label, text in _manifests(args.files):
-        try:
-            created.append(client.submit(text, args.priority, args.namespace, args.priority_class))
-        except JobdashError as error:
-            if error.status in (401, 404):
-                raise  # the same for every file
-            failed = True
-            for problem in [str(e) for e in error.errors] or [""]:
-                _say(f"{label}: refused (HTTP {error.status})" + (f": {problem}" if problem else ""))
-    if created:
-        _show(args, out.to_data(created), lambda: out.submitted_rows(created))
-    return 1 if failed else 0
+    """One manifest: one job. Several (files, or documents of a file): one bulk request, so
+    every job is queued or none is."""
+    client, manifests = _client(args), _manifests(args.files)
+    labels = [label for label, _ in manifests]
+    try:
+        if len(manifests) == 1:
+            created = [client.submit(manifests[0][1], args.priority, args.namespace, args.priority_class)]
+        else:
+            texts = [text for _, text in manifests]
+            created = client.submit_many(texts, args.priority, args.namespace, args.priority_class)
+    except JobdashError as error:
+        if error.status in (401, 404):
+            raise  # the same for every file
+        problems: list[FieldError | None] = list(error.errors) or [None]
+        for problem in problems:
+            label, detail = _located(problem, labels)
+            _say(f"{label + ': ' if label else ''}refused (HTTP {error.status})" + (f": {detail}" if detail else ""))
+        if len(manifests) > 1:
+            _say(f"nothing was submitted: the {len(manifests)} jobs go in one request, all or none")
+        return 1
+    _show(args, out.to_data(created), lambda: out.submitted_rows(created))
+    return 0
+
+
+def _located(problem: FieldError | None, labels: list[str]) -> tuple[str, str]:
+    """(the label of the manifest at fault, the problem within it); a bulk request's paths
+    start with the manifest's index, `[2].spec...`. No label for the request as a whole."""
+    if problem is None:
+        return (labels[0] if len(labels) == 1 else ""), ""
+    if len(labels) == 1:
+        return labels[0], str(problem)
+    found = re.match(r"\[(\d+)\]\.?", problem.path)
+    if found is None or int(found.group(1)) >= len(labels):
+        return "", str(problem) if problem.path else problem.message
+    return labels[int(found.group(1))], str(FieldError(problem.path[found.end() :], problem.message))
 
 
 def list_jobs(args: argparse.Namespace) -> int:
@@ -300,7 +322,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--token", default=argparse.SUPPRESS, help="API token (asked for when not given)")
     sub.set_defaults(run=login)
 
-    sub = command("submit", submit, "submit manifests: one job per file (or per YAML document)", output)
+    sub = command(
+        "submit",
+        submit,
+        "submit manifests: one job per file (or per YAML document); several go in one request, all or none",
+        output,
+    )
     sub.add_argument("files", nargs="+", metavar="FILE", help="a manifest file; - reads standard input")
     sub.add_argument("-n", "--namespace", help="the namespace, when the manifest names none")
     sub.add_argument("--priority-class", help="a PriorityClass of the cluster, within the namespace's limit")

@@ -283,7 +283,12 @@ def test_errors_are_one_line(jobdash, tmp_path):
     bad = jobdash("submit", tmp_path / "bad.yaml", "-", input=manifest("good"))
     assert bad.returncode == 1
     assert bad.stderr.startswith(f"jobdash: {tmp_path / 'bad.yaml'}: refused (HTTP 400): metadata.name: ")
-    assert [row["NAME"] for row in columns(bad.stdout)] == ["good"]  # the good one is submitted all the same
+    # One request for both: the good one is not submitted either.
+    assert bad.stderr.splitlines()[-1] == "jobdash: nothing was submitted: the 2 jobs go in one request, all or none"
+    assert bad.stdout == "" and not Job.objects.exists()
+    alone = jobdash("submit", tmp_path / "bad.yaml")
+    assert alone.stderr.startswith(f"jobdash: {tmp_path / 'bad.yaml'}: refused (HTTP 400): metadata.name: ")
+    assert len(alone.stderr.splitlines()) == 1
 
     forbidden = jobdash("submit", "-", input=manifest("x", namespace="secret"))
     assert forbidden.returncode == 1 and "refused (HTTP 403)" in forbidden.stderr
@@ -294,6 +299,30 @@ def test_errors_are_one_line(jobdash, tmp_path):
     )
     usage = jobdash("wait", "1")  # --for is required: argparse's usage error
     assert usage.returncode == 2 and "--for" in usage.stderr
+
+
+def test_several_manifests_go_in_one_request(jobdash, tmp_path, settings):
+    (tmp_path / "pair.yaml").write_text(manifest("p-1") + "---\n" + manifest("p-2", namespace="team-b"))
+    (tmp_path / "third.yaml").write_text(manifest("p-3"))
+    done = jobdash("submit", tmp_path / "pair.yaml", tmp_path / "third.yaml", "-o", "json", check=0)
+    created = json.loads(done.stdout)
+    assert [(j["name"], j["namespace"]) for j in created] == [("p-1", "team-a"), ("p-2", "team-b"), ("p-3", "team-a")]
+    assert [j.name for j in Job.objects.order_by("id")] == ["p-1", "p-2", "p-3"]
+
+    # A refusal in the second document of a file names that document; nothing is stored.
+    (tmp_path / "mixed.yaml").write_text(manifest("m-1") + "---\n" + manifest("m-2", namespace="secret"))
+    refused = jobdash("submit", tmp_path / "third.yaml", tmp_path / "mixed.yaml")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[0] == (
+        f"jobdash: {tmp_path / 'mixed.yaml'} (document 2): refused (HTTP 403): (document): "
+        "you are not a member of namespace 'secret'"
+    )
+    # The server's cap on jobs per request is one refusal for the whole request.
+    settings.JOBDASH_BULK_MAX_JOBS = 2
+    capped = jobdash("submit", tmp_path / "pair.yaml", "-", input=manifest("p-4"))
+    assert capped.returncode == 1
+    assert capped.stderr.startswith("jobdash: refused (HTTP 413): more than 2 jobs in one request")
+    assert Job.objects.count() == 3
 
 
 def test_submit_with_a_priority_class(jobdash, settings):

@@ -52,6 +52,34 @@ def test_errors_carry_the_servers_field_paths(client):
     assert missing.value.status == 404
 
 
+def test_submit_many_queues_all_in_one_request_or_none(client, tmp_path):
+    import yaml
+
+    (tmp_path / "from-file.yaml").write_text(manifest("from-file"))
+    given = [
+        tmp_path / "from-file.yaml",
+        manifest("from-text"),
+        yaml.safe_load(manifest("from-dict", namespace="team-b")),
+    ]
+    jobs = client.submit_many(given)
+    assert [(j.name, j.namespace, j.state) for j in jobs] == [
+        ("from-file", "team-a", "Queued"),
+        ("from-text", "team-a", "Queued"),
+        ("from-dict", "team-b", "Queued"),
+    ]
+    assert [j.id for j in jobs] == sorted(j.id for j in jobs)  # stored in order
+    assert client.get(jobs[1].id).raw["manifest"] == manifest("from-text")
+
+    with pytest.raises(JobdashError) as refused:
+        client.submit_many([manifest("good-1"), manifest("good-2"), manifest("Bad_Name")])
+    assert refused.value.status == 400
+    assert [e.path for e in refused.value.errors] == ["[2].metadata.name"]
+    with pytest.raises(JobdashError) as forbidden:
+        client.submit_many([manifest("good-3"), manifest("x", namespace="secret")])
+    assert forbidden.value.status == 403 and [e.path for e in forbidden.value.errors] == ["[1]"]
+    assert Job.objects.count() == 3  # none of the refused requests' good jobs
+
+
 def test_filters_queue_and_cancel(client):
     jobs = [client.submit(manifest(f"q-{i}")) for i in range(3)]
     for position, job in zip((2, 1, 3), jobs, strict=False):
