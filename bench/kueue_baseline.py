@@ -7,6 +7,7 @@ kubesim at real-time speed 1.
     python -m bench.kueue_baseline --only main         # just the full default run
     python -m bench.kueue_baseline --only compare      # just the scale-0.02 side-by-side
     python -m bench.kueue_baseline --policy fifo --scale 0.1 --only main   # while iterating
+    python -m bench.kueue_baseline --only main --bulk  # bulk submission (see below)
 
 Run it through the harness (PostgreSQL and Redis): `.venv/bin/python tests/harness.py --
 .venv/bin/python -m bench.kueue_baseline`.
@@ -20,8 +21,11 @@ created every 100 ms, priority 50), 100 medium (5 CPU, 500 ms, every 500 ms, pri
 Processes: kubesim (`python -m kubesim serve`, 20 nodes x 32 CPU, kubelet start delay
 50 ms) and the dispatcher (`python manage.py run_dispatcher`, election none) each run on
 their own, as in production; this process submits through jobs.services.job_submit
-(source "api") from a submitter thread at the given rates, then waits until every job
-has finished and measures from the Job rows and kubesim's audit.
+(source "api") from submitter processes at the given rates, then waits until every job
+has finished and measures from the Job rows and kubesim's audit. With `--bulk` each
+submitter sends the jobs due in the same 0.5 s window in one `jobs_submit_many` call (one
+bulk request, as `Client.submit_many` makes), when the window's last job is due: no job is
+sent before it is due, and each job's lag counts its wait for the window.
 
 Measured:
 - wall_s: first submission to last finish (Job.submitted_at .. Job.finished_at);
@@ -90,14 +94,27 @@ def ideal_seconds(scale: float) -> float:
     return work / QUOTA_CPU
 
 
-def _submit(user_id: int, items, start_at: float, results) -> None:
-    """One submitter process: create `items` at their offsets from `start_at` (epoch)."""
+BULK_WINDOW_S = 0.5
+
+
+def batches(items, window_s: float) -> list[tuple[float, list]]:
+    """--bulk: `items` grouped by the window of `window_s` their due time falls in, each sent
+    when its last job is due (never before a job is due), in order."""
+    grouped: dict[int, list] = defaultdict(list)
+    for item in items:
+        grouped[int(item[0] // window_s)].append(item)
+    return [(max(item[0] for item in group), group) for _window, group in sorted(grouped.items())]
+
+
+def _submit(user_id: int, items, start_at: float, results, bulk: bool) -> None:
+    """One submitter process: create `items` at their offsets from `start_at` (epoch); with
+    `bulk`, the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call."""
     import resource
 
     from django.contrib.auth.models import User
     from django.db import connections
 
-    from jobdash.jobs.services import job_submit
+    from jobdash.jobs.services import Submission, job_submit, jobs_submit_many
 
     lags, error = [], None
     try:
@@ -106,12 +123,26 @@ def _submit(user_id: int, items, start_at: float, results) -> None:
         for _at, namespace, cls, i in items:
             _count, _every, cpu, run, _prio = CLASSES[cls]
             manifests[(namespace, cls, i)] = stack.tfjob_yaml(f"{cls}-{i:04d}", namespace, str(cpu), run)
-        for at, namespace, cls, i in items:
-            delay = start_at + at - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            lags.append(max(0.0, -delay))
-            job_submit(user=user, manifest=manifests[(namespace, cls, i)], source="api", priority=CLASSES[cls][4])
+        if bulk:
+            for at, group in batches(items, BULK_WINDOW_S):
+                delay = start_at + at - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                # Each job's lag from its own due time, the wait for its window included.
+                sent = time.time() - start_at
+                lags += [max(0.0, sent - item[0]) for item in group]
+                submissions = [
+                    Submission(manifests[(namespace, cls, i)], priority=CLASSES[cls][4])
+                    for _at, namespace, cls, i in group
+                ]
+                jobs_submit_many(user=user, submissions=submissions, source="api")
+        else:
+            for at, namespace, cls, i in items:
+                delay = start_at + at - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                lags.append(max(0.0, -delay))
+                job_submit(user=user, manifest=manifests[(namespace, cls, i)], source="api", priority=CLASSES[cls][4])
     except BaseException as exc:
         error = repr(exc)
     finally:
@@ -123,9 +154,11 @@ def _submit(user_id: int, items, start_at: float, results) -> None:
 class Submitter:
     """Creates every job at its offset from the start, through the real service, from
     `processes` processes (namespaces dealt round-robin), like web workers would: one
-    Python process cannot call job_submit 385 times a second."""
+    Python process cannot call job_submit 385 times a second. With `bulk`, each process
+    sends the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call.
+    `profile_dir`: py-spy profiles of each submitter process."""
 
-    def __init__(self, user, items, processes: int):
+    def __init__(self, user, items, processes: int, *, bulk: bool = False, profile_dir: Path | None = None):
         from django.db import connections
 
         self.items = items
@@ -140,12 +173,16 @@ class Submitter:
         names = namespace_names()
         slices = [[item for item in items if names.index(item[1]) % processes == p] for p in range(processes)]
         self.processes = [
-            context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results), daemon=True)
+            context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results, bulk), daemon=True)
             for part in slices
             if part
         ]
-        for process in self.processes:
+        self.profilers = []
+        for index, process in enumerate(self.processes):
             process.start()
+            if profile_dir is not None:
+                assert process.pid is not None
+                self.profilers.append(stack.Profiler(process.pid, profile_dir / f"submitter-{index}.txt"))
         self._pending = len(self.processes)
 
     def poll(self) -> bool:
@@ -161,6 +198,9 @@ class Submitter:
             self.error = self.error or result["error"]
         for process in self.processes:
             process.join(5)
+        for profiler in self.profilers:
+            profiler.stop()
+        self.profilers = []
         return True
 
 
@@ -276,6 +316,7 @@ def run(
     keep_logs: Path | None = None,
     submitters: int = 4,
     polling_only: bool = False,
+    bulk: bool = False,
 ) -> dict:
     tick = tick_s if tick_s is not None else POLICY_TICKS.get(policy, 2.0)
     items = schedule(scale)
@@ -310,7 +351,7 @@ def run(
                 "postgres": stack.postgres_cpu_seconds(),
                 "bench": time.process_time(),
             }
-            submitter = Submitter(user, items, submitters)
+            submitter = Submitter(user, items, submitters, bulk=bulk, profile_dir=profile_dir)
             # Generous: polling only, the seed policy releases one job per namespace every other tick.
             timeout = 120 + 30 * ideal_seconds(scale) + 2.5 * tick * len(items) / NAMESPACES
             finished = wait_until_finished(submitter, len(items), timeout)
@@ -334,6 +375,7 @@ def run(
     result = measure(scale, policy, audit, submitter, finished, cpu)
     result["tick_s"] = tick
     result["loop"] = "polling" if polling_only else "events"
+    result["submission"] = f"bulk ({BULK_WINDOW_S} s windows)" if bulk else "per job"
     return result
 
 
@@ -345,6 +387,11 @@ def main() -> None:
     parser.add_argument("--compare-scale", type=float, default=0.02)
     parser.add_argument("--only", choices=("main", "compare"), default=None)
     parser.add_argument("--submitters", type=int, default=4, help="submitter processes (default 4)")
+    parser.add_argument(
+        "--bulk",
+        action="store_true",
+        help=f"submit the jobs due in each {BULK_WINDOW_S} s window in one jobs_submit_many call (main run)",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="record py-spy profiles into this directory")
     parser.add_argument("--logs", type=Path, default=None, help="keep the kubesim and dispatcher logs here")
     args = parser.parse_args()
@@ -362,6 +409,7 @@ def main() -> None:
                 profile_dir=args.profile,
                 keep_logs=args.logs,
                 submitters=args.submitters,
+                bulk=args.bulk,
             )
         )
         print(json.dumps(results[-1]), flush=True)
@@ -407,7 +455,10 @@ def main() -> None:
             "wall_ratio_seed_over_default": round(compare["seed"]["wall_s"] / default["wall_s"], 2),
         }
     summary["runs"] = [
-        {k: r[k] for k in ("policy", "loop", "scale", "wall_s", "usage_pct", "double_releases", "lost")}
+        {
+            k: r.get(k)
+            for k in ("policy", "loop", "submission", "scale", "wall_s", "usage_pct", "double_releases", "lost")
+        }
         for r in results
     ]
     print(json.dumps(summary), flush=True)
