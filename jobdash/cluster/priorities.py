@@ -75,6 +75,12 @@ class GatewayPriorities:
 
 
 def from_settings() -> GatewayPriorities:
+    return GatewayPriorities(_gateway_from_settings)
+
+
+def _gateway_from_settings() -> ClusterGateway:
+    """Imported when first needed: a process that never asks the cluster (the web, for
+    almost every submission) never loads the Kubernetes client."""
     from .factory import gateway_from_settings
 
-    return GatewayPriorities(gateway_from_settings)
+    return gateway_from_settings()

@@ -34,6 +34,12 @@ class GatewayRuntimes:
 
 
 def from_settings() -> GatewayRuntimes:
+    return GatewayRuntimes(_gateway_from_settings)
+
+
+def _gateway_from_settings() -> ClusterGateway:
+    """Imported when first needed: a process that never asks the cluster (the web, for
+    almost every submission) never loads the Kubernetes client."""
     from .factory import gateway_from_settings
 
-    return GatewayRuntimes(gateway_from_settings)
+    return gateway_from_settings()
