@@ -81,12 +81,13 @@ def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None)
     return ns
 
 
-_namespace_sql: str | None = None
+_namespace_sql: dict[bool, str] = {}
 
 
-def _namespace_query() -> str:
-    global _namespace_sql
-    if _namespace_sql is None:
+def _namespace_query(membership: bool) -> str:
+    """The namespace's columns, then whether the user (parameters 1 and 2) is a member; the
+    membership probes only when asked for (else FALSE)."""
+    if membership not in _namespace_sql:
         qn = connection.ops.quote_name
         meta = Namespace._meta
         members = Namespace.members.through._meta
@@ -94,17 +95,20 @@ def _namespace_query() -> str:
         user_groups = get_user_model().groups.through._meta
         columns = ", ".join(f"n.{qn(_column(Namespace, f.name))}" for f in meta.concrete_fields)
         pk = f"n.{qn(_column(Namespace, meta.pk.name))}"
-        _namespace_sql = (
-            f"SELECT {columns}, "
+        member = (
             f"EXISTS (SELECT 1 FROM {qn(members.db_table)} m WHERE m.{qn(_column(members.model, 'namespace'))} = "
             f"{pk} AND m.{qn(_column(members.model, 'user'))} = %s) "
             f"OR EXISTS (SELECT 1 FROM {qn(groups.db_table)} g JOIN {qn(user_groups.db_table)} ug "
             f"ON ug.{qn(_column(user_groups.model, 'group'))} = g.{qn(_column(groups.model, 'group'))} "
             f"WHERE g.{qn(_column(groups.model, 'namespace'))} = {pk} "
-            f"AND ug.{qn(_column(user_groups.model, 'user'))} = %s) "
-            f"FROM {qn(meta.db_table)} n WHERE n.{qn(_column(Namespace, 'name'))} = %s"
+            f"AND ug.{qn(_column(user_groups.model, 'user'))} = %s)"
+            if membership
+            else "FALSE"
         )
-    return _namespace_sql
+        _namespace_sql[membership] = (
+            f"SELECT {columns}, {member} FROM {qn(meta.db_table)} n WHERE n.{qn(_column(Namespace, 'name'))} = %s"
+        )
+    return _namespace_sql[membership]
 
 
 def _namespace_and_membership(name: str, user) -> tuple[Namespace | None, bool]:
@@ -115,7 +119,10 @@ def _namespace_and_membership(name: str, user) -> tuple[Namespace | None, bool]:
     can_be_member = user is not None and user.is_authenticated and user.is_active
     user_id = user.pk if can_be_member else None
     with connection.cursor() as cursor:
-        cursor.execute(_namespace_query(), [user_id, user_id, name])
+        if user_id is None:
+            cursor.execute(_namespace_query(False), [name])
+        else:
+            cursor.execute(_namespace_query(True), [user_id, user_id, name])
         row = cursor.fetchone()
     if row is None:
         return None, False
@@ -274,9 +281,17 @@ def _insert_submitted(job: Job, note: str, actor: str) -> None:
     atomic on its own), with the values Model.save would write."""
     values = [f.get_db_prep_save(f.pre_save(job, True), connection) for f in _JOB_INSERT_FIELDS]
     created_at = _concrete(JobEvent, "created_at").get_db_prep_save(job.submitted_at, connection)
-    with connection.cursor() as cursor:
-        cursor.execute(_submit_query(), [*values, "Submitted", note, actor, created_at])
-        (job.pk,) = cursor.fetchone()
+    import psycopg  # (PostgreSQL only)
+
+    connection.ensure_connection()
+    # Server-side binding, prepared: the manifest and its JSON travel as parameters instead of
+    # being quoted into the text (Django's cursors bind client-side), and the statement is
+    # parsed and planned once per connection rather than once per job.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_submit_query(), [*values, "Submitted", note, actor, created_at], prepare=True)
+        row = cursor.fetchone()
+    assert row is not None
+    job.pk = row[0]
     job._state.adding = False
     job._state.db = connection.alias
 
