@@ -63,7 +63,13 @@ def manifest_check(
     return document, workload
 
 
-def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None) -> Namespace:
+def _resolve_namespace(
+    user,
+    workload: queueing.Workload,
+    namespace: str | None,
+    looked_up: dict[str, tuple[Namespace | None, bool]] | None = None,
+) -> Namespace:
+    """`looked_up`: the namespaces read so far, by name (a bulk submission reads each once)."""
     name = workload.namespace or namespace
     if workload.namespace and namespace and workload.namespace != namespace:
         raise InvalidInput.at(
@@ -72,7 +78,12 @@ def _resolve_namespace(user, workload: queueing.Workload, namespace: str | None)
     if not name:
         raise InvalidInput.at("metadata.namespace", "required: set metadata.namespace or choose a namespace")
     check_membership = user is not None and not selectors.sees_all_namespaces(user)
-    ns, member = _namespace_and_membership(name, user if check_membership else None)
+    found = looked_up.get(name) if looked_up is not None else None
+    if found is None:
+        found = _namespace_and_membership(name, user if check_membership else None)
+        if looked_up is not None:
+            looked_up[name] = found
+    ns, member = found
     # Non-members learn nothing about which namespaces exist.
     if check_membership and (ns is None or not member):
         raise NotMember(f"you are not a member of namespace {name!r}")
@@ -171,13 +182,14 @@ def _check(
     *,
     runtime_source: queueing.workload.RuntimeSource | None = None,
     priority_source=None,
+    namespaces: dict[str, tuple[Namespace | None, bool]] | None = None,
 ) -> _Checked:
     priority = validate_priority(submission.priority)
     manifest, namespace = submission.manifest, submission.namespace
     parsed, workload = manifest_check(manifest, namespace=namespace, runtime_source=runtime_source)
     if isinstance(manifest, bytes):
         manifest = manifest.decode("utf-8")  # manifest_check proved it is UTF-8
-    ns = _resolve_namespace(user, workload, namespace)
+    ns = _resolve_namespace(user, workload, namespace, namespaces)
     priority, priority_class = resolve_priority(
         user, ns, parsed, submission.priority_class, priority, source=priority_source
     )
@@ -346,11 +358,20 @@ def jobs_submit_many(*, user, submissions: Sequence[Submission], source: str, su
     check_bulk_size(len(submissions))
     # Read from the cluster once per request, not once per document.
     runtime_source, priority_source = _runtimes(), priority_sources()
+    namespaces: dict[str, tuple[Namespace | None, bool]] = {}  # and the membership, each read once
     checked: list[_Checked] = []
     refusals: list[JobdashError] = []
     for index, submission in enumerate(submissions):
         try:
-            checked.append(_check(user, submission, runtime_source=runtime_source, priority_source=priority_source))
+            checked.append(
+                _check(
+                    user,
+                    submission,
+                    runtime_source=runtime_source,
+                    priority_source=priority_source,
+                    namespaces=namespaces,
+                )
+            )
         except JobdashError as error:
             refusals.append(error.in_document(index))
     if refusals:
