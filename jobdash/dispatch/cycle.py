@@ -37,6 +37,9 @@ KEEP_CYCLES = 2000
 PRUNE_EVERY = 100  # cycles between two prunings of the Cycle table
 
 
+STATUS_ROWS_PER_INTERVAL = 1000
+
+
 @dataclass(frozen=True)
 class DispatchSettings:
     policy: str
@@ -101,6 +104,13 @@ class Dispatcher:
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
+
+    def status_interval(self, queued: int) -> float:
+        """How often position/ETA-only changes are written: `status_interval_s`, and once
+        per that many seconds per STATUS_ROWS_PER_INTERVAL queued jobs beyond. A queue moving
+        up shifts every row, so each such write is a statement over the whole queue: the
+        rows written per second stay bounded instead of growing with the queue."""
+        return self.config.status_interval_s * max(1.0, queued / STATUS_ROWS_PER_INTERVAL)
 
     @property
     def tracker_settings(self) -> tracker.TrackerSettings:
@@ -192,7 +202,7 @@ class Dispatcher:
             )
         lap("release")
         # 4. statuses
-        everything = time.monotonic() - self._all_statuses_at >= self.config.status_interval_s
+        everything = time.monotonic() - self._all_statuses_at >= self.status_interval(len(observed.pending))
         write_statuses(
             observed.pending,
             plan,

@@ -246,6 +246,15 @@ def test_queue_shifts_are_written_at_most_every_status_interval(user, gateway, t
     assert positions() == {"urgent": 1, "first": 2, "second": 3}
 
 
+def test_the_status_interval_grows_with_a_queue_of_thousands(gateway):
+    """Shifts rewrite every queued row: beyond 1,000 queued, the interval grows with the
+    queue, so the rows written per second stay bounded."""
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=3))
+    assert dispatcher.status_interval(0) == dispatcher.status_interval(1000) == 3
+    assert dispatcher.status_interval(5000) == 15
+    assert Dispatcher(gateway, settings(status_interval_s=0)).status_interval(50_000) == 0
+
+
 def test_the_cycle_table_keeps_only_the_latest_cycles(user, gateway, term, monkeypatch):
     from jobdash.dispatch import cycle as cycle_module
 
