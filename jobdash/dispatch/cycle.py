@@ -283,6 +283,17 @@ def write_statuses(
         if status is None:
             continue  # admitted this cycle
         forecast = status.eta
+        if (
+            not shifts
+            and row.position is not None
+            and (forecast is None or row.eta_first_at is not None)
+            and str(status.reason) == row.reason
+        ):
+            # Nothing of it is written this cycle (below, it would be skipped): only its
+            # forecast is sampled, without building its range and message.
+            if forecast is not None and forecasts is not None:
+                forecasts.note(row.job.id, now, forecast)
+            continue
         eta = late = None
         if forecast is not None:
             eta, late = ranges.range(now, forecast) if ranges is not None else (forecast, None)

@@ -105,6 +105,8 @@ class CycleCache:
         self.workloads: dict[int, Workload] = {}
         # The queued rows as last read, with their versions (queued_rows, PostgreSQL).
         self.rows: dict[int, tuple[str, dict[str, Any]]] = {}
+        # The PendingRow made of each queued row last time (pending_rows), with that row.
+        self.pending: dict[int, tuple[dict[str, Any], PendingRow]] = {}
         self.learning = Learning()
 
     @staticmethod
@@ -237,8 +239,19 @@ def queued_rows(cache: CycleCache) -> list[dict[str, Any]]:
 
 
 def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
-    rows = queued_rows(cache)
+    read = queued_rows(cache)
     drop_count = release_mode == "unsuspend"
+    # A row queued_rows found unchanged (the very dict it returned last time) whose prediction
+    # is stored makes the same PendingRow as last time: kept, not rebuilt.
+    previous = cache.pending
+    kept: dict[int, PendingRow] = {}
+    rows = []
+    for row in read:
+        last = previous.get(row["id"])
+        if last is not None and last[0] is row and row["prediction_source"]:
+            kept[row["id"]] = last[1]
+        else:
+            rows.append(row)
     # The workload column (the bulk of a row) only for jobs the cache cannot answer.
     unpredicted = {row["id"] for row in rows if not row["prediction_source"]}
     stale = [
@@ -251,7 +264,7 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
         job_id: Workload.from_json(data)
         for job_id, data in (Job.objects.filter(pk__in=stale).values_list("id", "workload") if stale else ())
     }
-    result = []
+    built: dict[int, PendingRow] = {}
     for row in rows:
         prediction = None
         if row["id"] in unpredicted:
@@ -260,19 +273,19 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
             assert workload is not None
             prediction = cache.learning.predict(workload, row)
             row["predicted_duration_s"] = prediction.median_s
-        result.append(
-            PendingRow(
-                cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
-                row["position"],
-                row["reason"],
-                row["message"],
-                row["eta"],
-                row["eta_late"],
-                row["eta_first_at"],
-                row["eta_first_late"],
-                prediction,
-            )
+        built[row["id"]] = PendingRow(
+            cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
+            row["position"],
+            row["reason"],
+            row["message"],
+            row["eta"],
+            row["eta_late"],
+            row["eta_first_at"],
+            row["eta_first_late"],
+            prediction,
         )
+    result = [kept.get(row["id"]) or built[row["id"]] for row in read]
+    cache.pending = {row["id"]: (row, pending) for row, pending in zip(read, result, strict=True)}
     cache.retain(row.job.id for row in result)
     return result
 
