@@ -6,7 +6,7 @@ import pytest
 import yaml
 from django.db import connection
 
-from jobdash.jobs import services
+from jobdash.jobs import hot_queries, services
 from jobdash.jobs.exceptions import InvalidInput
 from jobdash.jobs.models import Job, JobEvent, Namespace, State
 
@@ -82,7 +82,7 @@ def test_racing_retries_make_one_job(monkeypatch):
     threads, results, errors = 6, [], []
     barrier = threading.Barrier(threads)
     looked = threading.local()
-    lookup = services._lookup
+    lookup = hot_queries.lookup
 
     def all_look_before_anyone_inserts(namespace, name):
         found = lookup(namespace, name)
@@ -91,7 +91,7 @@ def test_racing_retries_make_one_job(monkeypatch):
             barrier.wait(10)
         return found
 
-    monkeypatch.setattr(services, "_lookup", all_look_before_anyone_inserts)
+    monkeypatch.setattr(hot_queries, "lookup", all_look_before_anyone_inserts)
 
     def retry():
         try:
