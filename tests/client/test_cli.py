@@ -16,6 +16,7 @@ import yaml
 from jobdash.jobs.models import Job, Namespace
 from jobdash_client import Client
 from kubesim.testing import running_kubesim
+from tests.client.support import give_a_late_estimate
 from tests.jobdash.dispatch_support import cluster_config, manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -58,9 +59,8 @@ def columns(table: str) -> list[dict[str, str]]:
 
 
 def test_the_entry_point_is_installed():
-    script = Path(sys.executable).parent / "jobdash"
-    if not script.exists():
-        pytest.skip("the client is not installed in this environment (pip install -e ./client)")
+    script = Path(sys.executable).parent / "jobdash"  # make test installs ./client into .venv
+    assert script.exists(), f"{script} missing: the client package is not installed"
     done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "submit" in done.stdout and "watch" in done.stdout
 
@@ -114,15 +114,8 @@ def test_queue_gives_the_order_and_start_ranges(jobdash):
     now = datetime.now(UTC)
     for position, job_id in zip((2, 1, 3), ids, strict=True):
         Job.objects.filter(pk=job_id).update(position=position, reason="QuotaExceeded")
-    Job.objects.filter(pk=ids[1]).update(
-        eta=now + timedelta(minutes=30, seconds=20),
-        eta_late=now + timedelta(hours=1, minutes=15, seconds=20),
-        eta_first_at=now - timedelta(hours=2),
-        eta_first=now - timedelta(hours=1),
-        eta_first_late=now - timedelta(minutes=30),
-        predicted_duration_s=2520.0,
-        predicted_p90_s=7560.0,
-        prediction_source="user+name",
+    give_a_late_estimate(
+        ids[1], now + timedelta(minutes=30, seconds=20), now + timedelta(hours=1, minutes=15, seconds=20)
     )
     text = jobdash("queue", "team-a", check=0).stdout
     rows = columns(text.split("\n*")[0])

@@ -10,6 +10,7 @@ from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job, Namespace
 from jobdash_client import Client, JobdashError, WaitTimeout
 from kubesim.testing import running_kubesim
+from tests.client.support import give_a_late_estimate
 from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -162,17 +163,8 @@ def test_the_start_range_and_prediction_through_the_client(client):
     now = datetime.now(UTC)
     likely = (now + timedelta(hours=1)).replace(second=0, microsecond=0)
     late = likely + timedelta(minutes=45)
-    Job.objects.filter(pk=job.id).update(
-        position=1,
-        eta=likely,
-        eta_late=late,
-        eta_first_at=now - timedelta(hours=2),
-        eta_first=now - timedelta(hours=1),
-        eta_first_late=now - timedelta(minutes=30),
-        predicted_duration_s=2520.0,
-        predicted_p90_s=7560.0,
-        prediction_source="user+name",
-    )
+    Job.objects.filter(pk=job.id).update(position=1)
+    give_a_late_estimate(job.id, likely, late)
     got = client.get(job.id)
     assert (got.eta, got.eta_late) == (f"{likely:%Y-%m-%dT%H:%M:%S}Z", f"{late:%Y-%m-%dT%H:%M:%S}Z")
     assert (got.predicted_duration_s, got.predicted_p90_s, got.prediction_source) == (2520.0, 7560.0, "user+name")

@@ -152,29 +152,9 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         ],
     )
     def create(self, request):
-        if isinstance(request.data, bytes):  # raw YAML body: one manifest, or a stream of several
-            options = {
-                "priority": request.query_params.get("priority", 0),
-                "priority_class": request.query_params.get("priority_class", ""),
-                "namespace": request.query_params.get("namespace", "") or None,
-            }
-            documents = services.yaml_documents(request.data)
-            if len(documents) == 1:
-                job = services.job_submit(user=request.user, manifest=request.data, source=Source.API, **options)
-                return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
-            submissions = [services.Submission(text, **options) for text in documents]
-        elif isinstance(request.data, list):
-            submissions = _submissions(request.data)
-        else:
-            one = _submission(request.data)
-            job = services.job_submit(
-                user=request.user,
-                manifest=one.manifest,
-                source=Source.API,
-                priority=one.priority,
-                priority_class=one.priority_class,
-                namespace=one.namespace,
-            )
+        submissions, many = _body_submissions(request)
+        if not many:
+            job = services.job_submit(user=request.user, source=Source.API, **vars(submissions[0]))
             return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
         jobs = services.jobs_submit_many(user=request.user, submissions=submissions, source=Source.API)
         return Response(JobSerializer(jobs, many=True).data, status=status.HTTP_201_CREATED)
@@ -204,6 +184,25 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         body.is_valid(raise_exception=True)
         job = services.job_requeue(job_id=int(pk), user=request.user, reason=body.validated_data["reason"])
         return Response(JobSerializer(job).data)
+
+
+def _body_submissions(request) -> tuple[list[services.Submission], bool]:
+    """The submissions of a create's body and whether it asked for several: a JSON object
+    or list, or a raw YAML body (one manifest, kept exactly as sent, or a stream of several)
+    with its options in the query string."""
+    if isinstance(request.data, bytes):
+        options = {
+            "priority": request.query_params.get("priority", 0),
+            "priority_class": request.query_params.get("priority_class", ""),
+            "namespace": request.query_params.get("namespace", "") or None,
+        }
+        documents = services.yaml_documents(request.data)
+        if len(documents) == 1:
+            return [services.Submission(request.data, **options)], False
+        return [services.Submission(text, **options) for text in documents], True
+    if isinstance(request.data, list):
+        return _submissions(request.data), True
+    return [_submission(request.data)], False
 
 
 def _submission(data) -> services.Submission:
