@@ -85,3 +85,22 @@ def run_until(dispatcher, sim, gateway, job: Job, wanted: str, term: int = 1, st
         pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
         eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
     raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
+
+
+def create_namesake(sim, name: str, namespace: str = "team-a") -> None:
+    """A TFJob jobdash did not create, under a queued job's name: its release is refused."""
+    sim.cluster.create_tfjob(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "tfReplicaSpecs": {
+                    "Worker": {
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}},
+                    }
+                }
+            },
+        }
+    )

@@ -9,7 +9,7 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import ClusterState, Cycle, Job, State
 
-from .dispatch_support import eventually, manifest, run_until, settings, state, tf
+from .dispatch_support import create_namesake, eventually, manifest, run_until, settings, state, tf
 
 pytestmark = pytest.mark.django_db
 
@@ -82,21 +82,7 @@ def test_transient_create_failures_requeue_with_backoff(user, sim, gateway, term
 
 def test_a_permanent_refusal_fails_the_job_with_the_cluster_message(user, sim, gateway, term):
     job = submit(user, "refused")
-    sim.cluster.create_tfjob(
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "TFJob",
-            "metadata": {"name": "refused", "namespace": "team-a"},
-            "spec": {
-                "tfReplicaSpecs": {
-                    "Worker": {
-                        "replicas": 1,
-                        "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}},
-                    }
-                }
-            },
-        }
-    )
+    create_namesake(sim, "refused")
     Dispatcher(gateway, settings()).cycle(term)
     job.refresh_from_db()
     assert job.state == State.FAILED and "already exists" in job.message

@@ -26,7 +26,7 @@ from jobdash.leader import LeaderLoop, make_elector
 from queueing.preemption import RECLAIM, Preemption
 from tests.webhooks.conftest import admission_review, trial_tfjob
 
-from .dispatch_support import eventually, manifest, run_until, settings, state
+from .dispatch_support import create_namesake, eventually, manifest, run_until, settings, state
 
 pytestmark = pytest.mark.django_db
 PHASES = ("snapshot", "plan", "release", "statuses", "track", "publish")
@@ -213,21 +213,7 @@ def test_a_release_log_line_is_json_with_the_job_its_namespace_and_the_term(user
     logger.addHandler(handler)
     try:
         job = submit(user, "refused")
-        sim.cluster.create_tfjob(  # a namesake jobdash did not create: a permanent refusal
-            {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "TFJob",
-                "metadata": {"name": "refused", "namespace": "team-a"},
-                "spec": {
-                    "tfReplicaSpecs": {
-                        "Worker": {
-                            "replicas": 1,
-                            "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}},
-                        }
-                    }
-                },
-            }
-        )
+        create_namesake(sim, "refused")  # a namesake jobdash did not create: a permanent refusal
         Dispatcher(gateway, settings()).cycle(term)
     finally:
         logger.removeHandler(handler)
