@@ -125,6 +125,7 @@ class ForecastSamples:
         self.per_job = per_job
         self.forget_after_s = forget_after_s
         self.jobs: dict[Hashable, _Sampled] = {}
+        self._swept_at = -math.inf
 
     def note(self, job: Hashable, now: float, eta: float) -> None:
         """``job`` was told at ``now`` that it would start at ``eta``."""
@@ -150,7 +151,11 @@ class ForecastSamples:
 
     def forget(self, now: float) -> None:
         """Drop the jobs given no forecast for ``forget_after_s`` (deleted, or left the queue
-        without starting): what bounds the memory."""
+        without starting): what bounds the memory.  A sweep at most every ``every_s``: it
+        runs every cycle over every job, where nothing changes between two samples."""
+        if now - self._swept_at < self.every_s:
+            return
+        self._swept_at = now
         stale = [job for job, entry in self.jobs.items() if now - entry.last > self.forget_after_s]
         for job in stale:
             del self.jobs[job]

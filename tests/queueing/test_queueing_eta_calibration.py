@@ -129,3 +129,13 @@ def test_forecast_samples_refuse_bad_settings():
         ForecastSamples(per_job=1)
     with pytest.raises(ValueError):
         ForecastSamples(every_s=-1)
+
+
+def test_forecast_samples_sweep_at_most_once_per_sampling_interval():
+    samples = ForecastSamples(every_s=600, forget_after_s=3600)
+    samples.note("gone", 0.0, 10.0)
+    samples.forget(3000.0)  # nothing stale yet; the next sweep is not before 3,600
+    samples.forget(3700.0)
+    assert "gone" in samples.jobs
+    samples.forget(3700.0 + 600)
+    assert "gone" not in samples.jobs
