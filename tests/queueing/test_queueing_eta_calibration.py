@@ -134,8 +134,8 @@ def test_forecast_samples_refuse_bad_settings():
 def test_forecast_samples_sweep_at_most_once_per_sampling_interval():
     samples = ForecastSamples(every_s=600, forget_after_s=3600)
     samples.note("gone", 0.0, 10.0)
-    samples.forget(3000.0)  # nothing stale yet; the next sweep is not before 3,600
-    samples.forget(3700.0)
+    samples.forget(3100.0)  # a sweep: nothing stale yet; the next is not before 3,700
+    samples.forget(3650.0)  # stale by now, but swept 550 s ago
     assert "gone" in samples.jobs
-    samples.forget(3700.0 + 600)
+    samples.forget(3700.0)
     assert "gone" not in samples.jobs
