@@ -107,9 +107,13 @@ def plan(
     *,
     strategy: str = "best",
     eta_horizon_s: float | None = DEFAULT_ETA_HORIZON_S,
+    forecasts: bool = True,
 ) -> Plan:
     """Decide one cycle.  ``policy``: a Policy, a policy name, or None for the default;
-    ``strategy``: node packing (best, first, worst); ``eta_horizon_s``: None for no limit."""
+    ``strategy``: node packing (best, first, worst); ``eta_horizon_s``: None for no limit;
+    ``forecasts=False``: no start-time forecast (every status's eta None, no note), for a
+    caller that shows forecasts less often than it plans (the forecast plays the whole
+    queue forward and is most of a large cycle's cost)."""
     if policy is None or isinstance(policy, str):
         policy = get_policy(policy or DEFAULT_POLICY)
     # A large cycle allocates a few hundred thousand small, acyclic objects;
@@ -118,7 +122,7 @@ def plan(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Cycle(snapshot, policy, strategy, eta_horizon_s).run()
+        return _Cycle(snapshot, policy, strategy, eta_horizon_s, forecasts).run()
     finally:
         if collecting:
             gc.enable()
@@ -127,8 +131,11 @@ def plan(
 class _Cycle(PreemptionPhase):
     namespaces: dict[str, _Namespace]  # (PreemptionPhase reads them as NamespaceState)
 
-    def __init__(self, snapshot: Snapshot, policy: Policy, strategy: str, eta_horizon_s: float | None):
+    def __init__(
+        self, snapshot: Snapshot, policy: Policy, strategy: str, eta_horizon_s: float | None, forecasts: bool = True
+    ):
         self.eta_horizon_s = eta_horizon_s
+        self.forecasts = forecasts
         self.snapshot = snapshot
         self.policy = policy
         self.overrides = namespace_overrides(snapshot.policies, policy)
@@ -224,7 +231,7 @@ class _Cycle(PreemptionPhase):
         self._preempt()
         # 4. Queue positions, 5. estimated start times and statuses.
         waiting = self._positions(ranks is not None)
-        starts, notes, otherwise = self._estimate()
+        starts, notes, otherwise = self._estimate() if self.forecasts else ({}, {}, "")
         statuses = {}
         for job, position, outcome in waiting:
             eta = starts.get(job.id)
