@@ -91,6 +91,12 @@ def _state_filter(model, only_states: Sequence[str] | None) -> tuple[str, list]:
     return f" AND t.{_column(model, 'state')} = ANY(%s)", [[str(s) for s in only_states]]
 
 
+def row_version(alias: str) -> str:
+    """SQL for a row's version: PostgreSQL's xmin and ctid of the row as it is now (every
+    update of a row makes a new version of it, in a new place)."""
+    return f"{alias}.xmin::text || ' ' || {alias}.ctid::text"
+
+
 def update_rows(
     model: type[models.Model],
     rows: Iterable[Sequence],
@@ -106,9 +112,39 @@ def update_rows(
     constants = dict(constants or {})
     if not rows:
         return 0
-    meta = model._meta
     if not _postgresql():
         return _update_rows_orm(model, rows, fields, constants, only_states)
+    sql, params = _update_sql(model, rows, fields, constants, only_states, versioned=False)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def update_versioned_rows(
+    model: type[models.Model],
+    rows: Iterable[Sequence],
+    fields: Sequence[str],
+    *,
+    only_states: Sequence[str] | None = None,
+) -> dict[int, str]:
+    """update_rows for rows `(pk, version, value, ...)`: each is updated only if it is still
+    at that version (row_version: nobody else wrote it since it was read). Returns the
+    updated rows' new versions by pk, so that their reader need not read them back. On a
+    database without row versions, every row is updated and none has a version."""
+    rows = list(rows)
+    if not rows:
+        return {}
+    if not _postgresql():
+        _update_rows_orm(model, [(row[0], *row[2:]) for row in rows], fields, {}, only_states)
+        return {}
+    sql, params = _update_sql(model, rows, fields, {}, only_states, versioned=True)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return dict(cursor.fetchall())
+
+
+def _update_sql(model, rows, fields, constants, only_states, *, versioned: bool) -> tuple[str, list]:
+    meta = model._meta
     q = connection.ops.quote_name
     table, pk = q(meta.db_table), _column(model, "pk")
     constant_sql, constant_params = _constants(model, constants)
@@ -116,22 +152,28 @@ def update_rows(
     if fields:
         field_objs = [_field(model, name) for name in fields]
         names = [f"v{i}" for i in range(len(field_objs))]
-        document = json.dumps([dict(zip(["pk_", *names], row, strict=False)) for row in rows], default=_json_default)
+        keys = ["pk_", "ver_", *names] if versioned else ["pk_", *names]
+        document = json.dumps([dict(zip(keys, row, strict=False)) for row in rows], default=_json_default)
         record = ", ".join(
-            ["pk_ bigint"] + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs, strict=False)]
+            ["pk_ bigint"]
+            + (["ver_ text"] if versioned else [])
+            + [f"{name} {_record_type(f)}" for name, f in zip(names, field_objs, strict=False)]
         )
         sets = [f"{_column(model, f.name)} = v.{name}" for f, name in zip(field_objs, names, strict=False)]
+        version_sql = f" AND {row_version('t')} = v.ver_" if versioned else ""
+        returning = f" RETURNING t.{pk}, {row_version('t')}" if versioned else ""
         sql = (
             f"UPDATE {table} AS t SET {', '.join(sets + constant_sql)} "
-            f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.{pk} = v.pk_{state_sql}"
+            f"FROM jsonb_to_recordset(%s::jsonb) AS v({record}) WHERE t.{pk} = v.pk_{version_sql}{state_sql}"
+            f"{returning}"
         )
         params = [*constant_params, document, *state_params]  # in the order they appear
     else:
+        if versioned:
+            raise TypeError("bulk: a versioned update needs fields")
         sql = f"UPDATE {table} AS t SET {', '.join(constant_sql)} WHERE t.{pk} = ANY(%s::bigint[]){state_sql}"
         params = [*constant_params, _id_array(row[0] for row in rows), *state_params]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount
+    return sql, params
 
 
 def _update_rows_orm(model, rows, fields, constants, only_states) -> int:

@@ -14,6 +14,7 @@ Then one Cycle row records the cycle and its phase timings, for the status page.
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
+from .collector import CollectorPause
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -38,6 +40,7 @@ PRUNE_EVERY = 100  # cycles between two prunings of the Cycle table
 
 
 STATUS_ROWS_PER_INTERVAL = 1000
+FIRST_RANGE = ("eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Dispatcher:
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
+        self.collector = CollectorPause()
 
     def status_interval(self, queued: int) -> float:
         """How often position/ETA-only changes are written: `status_interval_s`, and once
@@ -156,6 +160,10 @@ class Dispatcher:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
         two workers); the claim refuses the one whose snapshot is stale (StaleSnapshot),
         and the term refuses a deposed leader's (StaleTerm)."""
+        with self.collector.paused():
+            return self._cycle(term)
+
+    def _cycle(self, term: int) -> CycleResult:
         logs.bind_term(term)
         result = CycleResult()
         started = timezone.now()
@@ -174,8 +182,9 @@ class Dispatcher:
         )
         result.pending = len(observed.pending)
         lap("snapshot")
-        # 2. plan
-        plan = queueing.plan(observed.snapshot, self.policy)
+        # 2. plan; start times are forecast only in the cycles that write every status
+        everything = time.monotonic() - self._all_statuses_at >= self.status_interval(len(observed.pending))
+        plan = queueing.plan(observed.snapshot, self.policy, forecasts=everything)
         result.admitted = len(plan.admissions)
         lap("plan")
         # 3. release
@@ -202,15 +211,16 @@ class Dispatcher:
             )
         lap("release")
         # 4. statuses
-        everything = time.monotonic() - self._all_statuses_at >= self.status_interval(len(observed.pending))
         write_statuses(
             observed.pending,
             plan,
             shifts=everything,
+            forecasted=everything,
             ranges=self.cache.learning.calibrator,
             forecasts=self.cache.learning.forecasts,
             now=observed.snapshot.now,
             overruns=observed.overruns,
+            cache=self.cache,
         )
         if everything:
             self._all_statuses_at = time.monotonic()
@@ -252,10 +262,12 @@ def write_statuses(
     plan,
     *,
     shifts: bool = True,
+    forecasted: bool = True,
     ranges: StartCalibrator | None = None,
     forecasts: ForecastSamples | None = None,
     now: float | None = None,
     overruns: Mapping[str, list[str]] | None = None,
+    cache: snapshot_phase.CycleCache | None = None,
 ) -> int:
     """Position, reason, message and start range of every job still waiting; only changed
     rows are written, and a changed reason leaves an event on the job's timeline.
@@ -271,15 +283,28 @@ def write_statuses(
     `shifts=False` skips rows whose only change is their position, message or start range
     (a queue of thousands moves up as its heads are admitted, and rewriting every row each
     cycle costs more than the rest of the cycle); a changed reason, a job without a position
-    yet and a job's first range are always written."""
+    yet and a job's first range are always written.
+
+    `forecasted=False`: the plan made no forecasts; a row keeps its last start range.
+
+    `cache`: the leader's CycleCache the rows come from. A row is then written only if it is
+    still the version that was read (else the next cycle reads it again and decides again),
+    and the cache learns what was written, so that the next snapshot does not read it back."""
     now = time.time() if now is None else now
     overruns = overruns or {}
-    changed, firsts, predicted, events = [], [], [], []
+    # Per job the fields to write: a new job's status, first range and prediction in one row
+    # update (each update of a row is a new version of it, with its index entries).
+    updates: dict[int, dict[str, object]] = defaultdict(dict)
+    events = []
+    changed = 0
     for row in rows:
+        status = plan.pending.get(row.job.id)
         if row.prediction is not None:  # (an admitted job keeps it too: its run is measured against it)
             p = row.prediction
-            predicted.append((row.job.id, p.median_s, p.p90_s, p.source))
-        status = plan.pending.get(row.job.id)
+            fields = updates[row.job.id]
+            fields.update(predicted_duration_s=p.median_s, predicted_p90_s=p.p90_s, prediction_source=p.source)
+            if status is None:
+                fields["*any_state"] = True
         if status is None:
             continue  # admitted this cycle
         forecast = status.eta
@@ -295,15 +320,18 @@ def write_statuses(
                 forecasts.note(row.job.id, now, forecast)
             continue
         eta = late = None
-        if forecast is not None:
+        if not forecasted:
+            eta, late = row.eta, row.eta_late
+        elif forecast is not None:
             eta, late = ranges.range(now, forecast) if ranges is not None else (forecast, None)
             if forecasts is not None:
                 forecasts.note(row.job.id, now, forecast)
             if row.eta_first_at is None:
-                firsts.append((row.job.id, *map(_as_datetime, (now, eta, late, forecast))))
+                first = map(_as_datetime, (now, eta, late, forecast))
+                updates[row.job.id].update(zip(FIRST_RANGE, first, strict=True))
         reason = str(status.reason)
         message = status.message
-        if forecast is None and status.eta_note:
+        if forecasted and forecast is None and status.eta_note:
             message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
         if row.eta_first_late is not None and now > row.eta_first_late:
             message = f"{message.rstrip('.')}. {_past_late_bound(row.eta_first_late, overruns.get(row.job.namespace))}"
@@ -312,20 +340,38 @@ def write_statuses(
             continue
         if not shifts and reason == row.reason and row.position is not None:
             continue
-        changed.append((row.job.id, status.position, reason, message, _as_datetime(eta), _as_datetime(late)))
+        updates[row.job.id].update(
+            position=status.position, reason=reason, message=message, eta=_as_datetime(eta), eta_late=_as_datetime(late)
+        )
+        changed += 1
         if reason != row.reason:
             events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
     if forecasts is not None:
         forecasts.forget(now)
+    # One statement per set of fields written (a handful: new jobs, moved jobs, admitted ones).
+    groups: dict[tuple[tuple[str, ...], bool], list[tuple]] = defaultdict(list)
+    for job_id, fields in updates.items():
+        any_state = fields.pop("*any_state", False)
+        names = tuple(sorted(fields))
+        groups[names, bool(any_state)].append((job_id, *(fields[name] for name in names)))
+    versions: dict[int, str] = {}
     with transaction.atomic():
-        # Only rows still Queued: a job cancelled or released meanwhile keeps its state's fields.
-        fields = ["position", "reason", "message", "eta", "eta_late"]
-        bulk.update_rows(Job, changed, fields, only_states=(State.QUEUED,))
-        first = ["eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast"]
-        bulk.update_rows(Job, firsts, first, only_states=(State.QUEUED,))
-        bulk.update_rows(Job, predicted, ["predicted_duration_s", "predicted_p90_s", "prediction_source"])
+        for (names, any_state), values in groups.items():
+            if any_state:  # a job admitted this cycle keeps its prediction, in any state
+                bulk.update_rows(Job, values, names)
+                continue
+            # Statuses only of rows still Queued: a job cancelled or released meanwhile keeps its
+            # state's fields.
+            read = {job_id: cache.version(job_id) for job_id, *_ in values} if cache is not None else {}
+            if read and None not in read.values():
+                at_version = [(job_id, read[job_id], *rest) for job_id, *rest in values]
+                versions.update(bulk.update_versioned_rows(Job, at_version, names, only_states=(State.QUEUED,)))
+            else:
+                bulk.update_rows(Job, values, names, only_states=(State.QUEUED,))
         bulk.insert_events(events)
-    return len(changed)
+    if cache is not None and versions:
+        cache.written(versions, updates)
+    return changed
 
 
 def _same(a: float | None, b: float | None) -> bool:

@@ -25,6 +25,7 @@ from queueing import POLICY_NAMES, PodSet, Reason, Workload
 from queueing.predictor import Prediction
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
 
+from . import bulk
 from .predictions import Learning
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,32 @@ class CycleCache:
         self._jobs[row["id"]] = (version, job)
         return job
 
+    def version(self, job_id: int) -> str | None:
+        """The version of a queued row as last read (queued_rows; None off PostgreSQL)."""
+        entry = self.rows.get(job_id)
+        return None if entry is None else entry[0]
+
+    def written(self, versions: Mapping[int, str], values: Mapping[int, Mapping[str, Any]]) -> None:
+        """The cycle's own writes of queued rows (statuses): their new `versions` and the
+        `values` written (datetimes), so that the next snapshot need not read them back."""
+        for job_id, version in versions.items():
+            entry = self.rows.get(job_id)
+            if entry is None:
+                continue
+            row = entry[1]
+            for name, value in values[job_id].items():
+                if name in row:
+                    row[name] = epoch(value) if name in _PENDING_TIMES else value
+            self.rows[job_id] = (version, row)
+            kept = self.pending.get(job_id)
+            if kept is not None and kept[0] is row:
+                pending = kept[1]
+                pending.position, pending.reason, pending.message = row["position"], row["reason"], row["message"]
+                pending.eta, pending.eta_late = row["eta"], row["eta_late"]
+                pending.eta_first_at, pending.eta_first_late = row["eta_first_at"], row["eta_first_late"]
+                if row["prediction_source"]:
+                    pending.prediction = None  # stored
+
     def retain(self, ids: Iterable[int]) -> None:
         keep = set(ids)
         for job_id, (_version, job) in self._jobs.items():
@@ -196,7 +223,7 @@ def _versions_query() -> str:
     if _versions_sql is None:
         job, namespace = Job._meta, Namespace._meta
         _versions_sql = (
-            f'SELECT j."id", j.xmin::text || \' \' || j.ctid::text, n."name" '
+            f'SELECT j."id", {bulk.row_version("j")}, n."name" '
             f'FROM "{job.db_table}" j JOIN "{namespace.db_table}" n ON n."id" = j."namespace_id" '
             f'WHERE j."state" = %s'
         )

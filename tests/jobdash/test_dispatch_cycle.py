@@ -323,3 +323,91 @@ def test_an_object_of_an_active_job_or_of_someone_else_is_never_replaced(user, s
     }
     assert replace_finished_namesakes(gateway, manifests, term) == 0
     assert sim.cluster.tfjob("team-a", "busy") and sim.cluster.tfjob("team-a", "theirs")
+
+
+def _versions() -> dict[int, str]:
+    from django.db import connection
+
+    from jobdash.dispatch import bulk
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, {bulk.row_version('j')} FROM jobs_job j WHERE state = 'Queued'")
+        return dict(cursor.fetchall())
+
+
+def test_a_cycle_does_not_read_back_the_statuses_it_wrote_but_reads_what_others_changed(user, gateway, term):
+    submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
+    first, second = submit(user, "first", cpu="4"), submit(user, "second", cpu="4")
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=0))
+    dispatcher.cycle(term)
+    assert Job.objects.get(pk=second.pk).position == 2
+    # The cache holds the versions its own status write made: nothing to read back.
+    assert {job_id: dispatcher.cache.version(job_id) for job_id in _versions()} == _versions()
+    read = {job_id: dispatcher.cache.rows[job_id][1] for job_id in (first.pk, second.pk)}
+    dispatcher.cycle(term)
+    assert all(dispatcher.cache.rows[job_id][1] is row for job_id, row in read.items())
+    assert read[second.pk]["position"] == 2 and read[second.pk]["reason"] == "QuotaExceeded"
+    # Someone else's change is read again, and planned from.
+    Job.objects.filter(pk=second.pk).update(priority=10)
+    dispatcher.cycle(term)
+    assert dispatcher.cache.rows[second.pk][1] is not read[second.pk]
+    assert dict(Job.objects.filter(state=State.QUEUED).values_list("name", "position")) == {"second": 1, "first": 2}
+
+
+def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gateway, term):
+    """The status write is conditional on the row's version: a row changed between the
+    snapshot and the write keeps the change, and the next cycle reads it and decides again."""
+    import queueing
+    from jobdash.dispatch import snapshot_phase
+    from jobdash.dispatch.cycle import write_statuses
+
+    submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
+    waiting = submit(user, "waiting", cpu="4")
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=0))
+    dispatcher.cycle(term)
+    Job.objects.filter(pk=waiting.pk).update(position=None, message="")  # as if never written
+    dispatcher.cycle(term)  # reads the change, writes the status again
+    assert Job.objects.get(pk=waiting.pk).position == 1
+    cache = dispatcher.cache
+    Job.objects.filter(pk=waiting.pk).update(position=None, message="")
+    observed = snapshot_phase.build(gateway, cache, release_mode="create", node_fit=True)
+    plan = queueing.plan(observed.snapshot, dispatcher.policy)
+    Job.objects.filter(pk=waiting.pk).update(message="changed after the snapshot")
+    assert write_statuses(observed.pending, plan, cache=cache) == 1  # it wanted to write it...
+    waiting.refresh_from_db()
+    assert (waiting.position, waiting.message) == (None, "changed after the snapshot")  # ...and did not
+    assert cache.version(waiting.pk) != _versions()[waiting.pk]
+    dispatcher.cycle(term)
+    waiting.refresh_from_db()
+    assert (
+        waiting.position == 1 and waiting.reason == "QuotaExceeded" and waiting.message != "changed after the snapshot"
+    )
+    assert cache.version(waiting.pk) == _versions()[waiting.pk]
+
+
+def test_start_times_are_forecast_in_the_cycles_that_write_every_status(user, gateway, term):
+    """Forecasting plays the whole queue forward: only in the cycles that rewrite every
+    status. In between, a new job gets its position and reason at once and its start range
+    at the next complete round, and a job's range is kept, not cleared."""
+
+    def stated(name: str) -> Job:
+        text = manifest(name, cpu="4").replace(
+            "annotations:\n", 'annotations:\n    jobdash.io/expected-duration: "600"\n'
+        )
+        return services.job_submit(user=user, manifest=text, source="api")
+
+    stated("running")  # the quota is 6 CPUs: it takes 4
+    first = stated("first")
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=3600))
+    dispatcher.cycle(term)  # the first cycle is a complete round
+    first.refresh_from_db()
+    assert first.position == 1 and first.eta is not None
+    second = stated("second")
+    dispatcher.cycle(term)
+    second.refresh_from_db()
+    assert (second.position, second.reason, second.eta) == (2, "QuotaExceeded", None)
+    assert Job.objects.get(pk=first.pk).eta == first.eta  # kept
+    dispatcher._all_statuses_at = float("-inf")  # the interval has passed
+    dispatcher.cycle(term)
+    second.refresh_from_db()
+    assert second.eta is not None and second.eta > first.eta and second.eta_first_at is not None
