@@ -2,7 +2,9 @@
 
 1. snapshot  - database + watch cache -> queueing.Snapshot (snapshot_phase.build)
 2. plan      - queueing.plan(): admissions, and position/reason/ETA for every other job
-3. release   - claim under the leader's term, create or unsuspend (release.release);
+3. release   - claim under the leader's term, create or unsuspend (release.start): the
+               objects are sent from the release threads while phases 4 and 5 run, and
+               their outcomes recorded after them (sent);
                preempt: victims are told to leave after their grace period (preempt.mark)
 4. statuses  - write position/reason/message/ETA back, only rows that changed
 5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track);
@@ -191,8 +193,9 @@ class Dispatcher:
         admissions = [
             (a.job_id, [list(p) for p in a.placement] if a.placement else None, a.borrowing) for a in plan.admissions
         ]
+        sending = None
         try:
-            result.released = release_phase.release(
+            sending = release_phase.start(
                 self.gateway,
                 admissions,
                 term=term,
@@ -210,25 +213,31 @@ class Dispatcher:
                 self.gateway, plan.preemptions, grace_s=self.config.preemption_grace_s, term=term
             )
         lap("release")
-        # 4. statuses
-        write_statuses(
-            observed.pending,
-            plan,
-            shifts=everything,
-            forecasted=everything,
-            ranges=self.cache.learning.calibrator,
-            forecasts=self.cache.learning.forecasts,
-            now=observed.snapshot.now,
-            overruns=observed.overruns,
-            cache=self.cache,
-        )
-        if everything:
-            self._all_statuses_at = time.monotonic()
-        lap("statuses")
-        # 5. track, and repair what an interrupted release left behind
-        self.track(term)
-        result.repaired = self.repair(term)
-        lap("track")
+        try:
+            # 4. statuses
+            write_statuses(
+                observed.pending,
+                plan,
+                shifts=everything,
+                forecasted=everything,
+                ranges=self.cache.learning.calibrator,
+                forecasts=self.cache.learning.forecasts,
+                now=observed.snapshot.now,
+                overruns=observed.overruns,
+                cache=self.cache,
+            )
+            if everything:
+                self._all_statuses_at = time.monotonic()
+            lap("statuses")
+            # 5. track, and repair what an interrupted release left behind
+            self.track(term)
+            result.repaired = self.repair(term)
+            lap("track")
+        finally:
+            # (3c) the objects sent in phase 3 were created meanwhile: their outcomes are recorded
+            if sending is not None:
+                result.released = sending.finish()
+        lap("sent")
         # 6. publish: quotas with reservations, nodes and our pods' phases
         publish.publish(observed.snapshot, publish.active_pod_phases(self.gateway, observed.active_pods))
         lap("publish")

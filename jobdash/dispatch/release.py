@@ -11,8 +11,9 @@ A crash between 1 and 3 leaves Released rows without a uid, which reconcile fini
 """
 
 import logging
+import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,11 +92,37 @@ def release(
     backoff_seconds: float,
     seen: int | None = None,
 ) -> dict[str, int]:
+    return start(
+        gateway,
+        admissions,
+        term=term,
+        mode=mode,
+        concurrency=concurrency,
+        backoff_seconds=backoff_seconds,
+        seen=seen,
+    ).finish()
+
+
+def start(
+    gateway: gw.ClusterGateway,
+    admissions: Iterable[tuple[Any, ...]],  # (job id, placement[, borrowing])
+    *,
+    term: int,
+    mode: str,
+    concurrency: int,
+    backoff_seconds: float,
+    seen: int | None = None,
+) -> "Sending":
+    """Step 1 now, steps 2 and 3 under way: the cycle goes on with its other phases while
+    the cluster creates the objects, and calls finish() at its end. (The claim is committed
+    before anything is sent: a crash before finish() leaves claims that reconcile finishes.)"""
     claimed = transitions.claim(admissions, term, seen=seen)
     metrics.observe_released(claimed)
-    counts = send_all(gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
-    metrics.count_releases(counts)
-    return counts
+    sending = start_sending(
+        gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+    )
+    sending.metered = True
+    return sending
 
 
 def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, dict], term: int | None) -> int:
@@ -120,6 +147,20 @@ def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, 
     return len(replaced)
 
 
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(concurrency: int) -> ThreadPoolExecutor:
+    """The sending threads, kept from cycle to cycle: starting sixteen threads for each
+    cycle's releases cost a twentieth of a busy dispatcher's time."""
+    with _pools_lock:
+        pool = _pools.get(concurrency)
+        if pool is None:
+            pool = _pools[concurrency] = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="release")
+        return pool
+
+
 def send_all(
     gateway: gw.ClusterGateway,
     job_ids: list[int],
@@ -130,31 +171,66 @@ def send_all(
     term: int | None = None,
 ) -> dict[str, int]:
     """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
+    return start_sending(
+        gateway, job_ids, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+    ).finish()
+
+
+def start_sending(
+    gateway: gw.ClusterGateway,
+    job_ids: list[int],
+    *,
+    mode: str,
+    concurrency: int,
+    backoff_seconds: float,
+    term: int | None = None,
+) -> "Sending":
+    """Step 2 started for claimed (Released) jobs: their objects are sent from the release
+    threads; Sending.finish() waits for them and records the outcomes (step 3)."""
     if not job_ids:
-        return {}
+        return Sending([], {}, backoff_seconds, term)
     rows = list(Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name", "preemptions"))
     manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace, _ in rows}
     namespaces = {job_id: namespace for job_id, _, namespace, _ in rows}
     # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
     modes = {job_id: "unsuspend" if preemptions else mode for job_id, _, _, preemptions in rows}
     replace_finished_namesakes(gateway, manifests, term)
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(job_ids)))) as pool:
-        outcomes = list(pool.map(lambda job_id: send(gateway, job_id, manifests[job_id], modes[job_id], term), job_ids))
-    counts: dict[str, int] = {}
-    # The usual outcome, a created object, is recorded for all jobs in one statement.
-    uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}
-    transitions.created_many(uids)
-    if uids:
-        counts["created"] = len(uids)
-    for outcome in outcomes:
-        if outcome.error is None:
-            continue
-        result = record(outcome, backoff_seconds=backoff_seconds, term=term)
-        counts[result] = counts.get(result, 0) + 1
-        log.warning(
-            "release of job %s: %s",
-            outcome.job_id,
-            outcome.error,
-            extra=logs.job(outcome.job_id, namespaces.get(outcome.job_id)),
-        )
-    return counts
+    pool = _pool(max(1, concurrency))
+    futures = [pool.submit(send, gateway, job_id, manifests[job_id], modes[job_id], term) for job_id in job_ids]
+    return Sending(futures, namespaces, backoff_seconds, term)
+
+
+class Sending:
+    """Releases on their way to the cluster."""
+
+    def __init__(self, futures: list[Future], namespaces: dict[int, str], backoff_seconds: float, term: int | None):
+        self.futures = futures
+        self.namespaces = namespaces
+        self.backoff_seconds = backoff_seconds
+        self.term = term
+        self.metered = False  # counted in jobdash_releases_total (a cycle's; not reconcile's resends)
+
+    def finish(self) -> dict[str, int]:
+        """Wait for every send; record the outcomes: the created objects' uids in one
+        statement, each refusal on its own. Returns the count of each outcome."""
+        outcomes = [future.result() for future in self.futures]
+        counts: dict[str, int] = {}
+        # The usual outcome, a created object, is recorded for all jobs in one statement.
+        uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}
+        transitions.created_many(uids)
+        if uids:
+            counts["created"] = len(uids)
+        for outcome in outcomes:
+            if outcome.error is None:
+                continue
+            result = record(outcome, backoff_seconds=self.backoff_seconds, term=self.term)
+            counts[result] = counts.get(result, 0) + 1
+            log.warning(
+                "release of job %s: %s",
+                outcome.job_id,
+                outcome.error,
+                extra=logs.job(outcome.job_id, self.namespaces.get(outcome.job_id)),
+            )
+        if self.metered:
+            metrics.count_releases(counts)
+        return counts

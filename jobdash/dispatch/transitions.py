@@ -109,8 +109,10 @@ def created(job_id: int, uid: str) -> None:
 
 
 def created_many(uids: dict[int, str]) -> None:
-    """`created` for many jobs in one UPDATE (a CASE on the id)."""
-    bulk.update_rows(Job, uids.items(), ["object_uid"], only_states=(State.RELEASED, State.RUNNING))
+    """`created` for many jobs in one UPDATE. (The tracker may have seen a job's object
+    run and finish before its creation was recorded: a finished job gets its uid too.)"""
+    states = (State.RELEASED, State.RUNNING, State.SUCCEEDED, State.FAILED)
+    bulk.update_rows(Job, uids.items(), ["object_uid"], only_states=states)
 
 
 def move_many(
