@@ -193,6 +193,11 @@ class Dispatcher:
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }
+        # Production's persistent database connections (compose and deploy/ leave the
+        # default), whatever tests/harness.py sets for the test suite: with 0 the loop
+        # connected anew after every cycle.
+        if "DATABASE_CONN_MAX_AGE" not in (extra_env or {}):
+            env.pop("DATABASE_CONN_MAX_AGE", None)
         self.log_path = workdir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.log"
         self._log = open(self.log_path, "w")
         # polling_only: bench.dispatcher_poll, the article's loop (nothing but the tick wakes it)
@@ -220,6 +225,9 @@ class Profiler:
         spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
         if spy is None:
             sys.exit("py-spy not found: pip install py-spy")
+        # BENCH_PROFILE_WALL=1: every thread's wall time, waits included (where a cycle's time
+        # goes), instead of the CPU time of the thread holding the GIL.
+        wall = os.environ.get("BENCH_PROFILE_WALL") == "1"
         self.process = subprocess.Popen(
             [
                 spy,
@@ -231,7 +239,7 @@ class Profiler:
                 "--format",
                 "raw",
                 "--nonblocking",
-                "--gil",
+                "--idle" if wall else "--gil",
                 "-o",
                 str(output),
             ],

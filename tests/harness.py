@@ -78,6 +78,8 @@ def postgres():
     )
     # Durability off: a test database is thrown away, and fsync costs most of the suite's time.
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+    # e.g. "-c shared_preload_libraries=pg_stat_statements", to see where a benchmark's database time goes
+    options += " " + os.environ.get("HARNESS_POSTGRES_OPTIONS", "")
     subprocess.run(
         as_db_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]),
         check=True,
