@@ -38,6 +38,22 @@ class Reason(StrEnum):
     def never(self) -> bool:
         return self in (Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES)
 
+    @property
+    def for_room(self) -> bool:
+        """Waiting for room to be freed. Under load a queued job moves between these from
+        one cycle to the next (its quota is short, then a node, then an older job holds the
+        room) while nothing about its prospects changed."""
+        return self in _FOR_ROOM
+
+
+_FOR_ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
+
+
+def same_wait(a: str, b: str) -> bool:
+    """Whether a job waiting for reason `a` (a Reason's value) that now waits for `b` still
+    waits for the same thing: the same reason, or both for room."""
+    return a == b or (a in _FOR_ROOM and b in _FOR_ROOM)
+
 
 # Why a job waits: the reason and its detail (rendered by PendingStatus).
 Outcome = tuple[Reason, dict[str, Any]]

@@ -30,6 +30,7 @@ from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway
 from jobdash.jobs.models import Cycle, Job, State
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
+from queueing.reasons import same_wait
 
 from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
@@ -291,8 +292,10 @@ def write_statuses(
 
     `shifts=False` skips rows whose only change is their position, message or start range
     (a queue of thousands moves up as its heads are admitted, and rewriting every row each
-    cycle costs more than the rest of the cycle); a changed reason, a job without a position
-    yet and a job's first range are always written.
+    cycle costs more than the rest of the cycle), or a move between reasons that all wait
+    for room (`same_wait`: under load jobs flip between them from cycle to cycle); a job
+    without a position yet, its first range and any other change of reason are always
+    written. A `Waiting` event marks a change of what the job waits for, not such flips.
 
     `forecasted=False`: the plan made no forecasts; a row keeps its last start range.
 
@@ -321,7 +324,7 @@ def write_statuses(
             not shifts
             and row.position is not None
             and (forecast is None or row.eta_first_at is not None)
-            and str(status.reason) == row.reason
+            and same_wait(status.reason, row.reason)
         ):
             # Nothing of it is written this cycle (below, it would be skipped): only its
             # forecast is sampled, without building its range and message.
@@ -347,13 +350,13 @@ def write_statuses(
         same = _same(eta, row.eta) and _same(late, row.eta_late)
         if (status.position, reason, message) == (row.position, row.reason, row.message) and same:
             continue
-        if not shifts and reason == row.reason and row.position is not None:
+        if not shifts and same_wait(reason, row.reason) and row.position is not None:
             continue
         updates[row.job.id].update(
             position=status.position, reason=reason, message=message, eta=_as_datetime(eta), eta_late=_as_datetime(late)
         )
         changed += 1
-        if reason != row.reason:
+        if not same_wait(reason, row.reason):
             events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
     if forecasts is not None:
         forecasts.forget(now)

@@ -411,3 +411,39 @@ def test_start_times_are_forecast_in_the_cycles_that_write_every_status(user, ga
     dispatcher.cycle(term)
     second.refresh_from_db()
     assert second.eta is not None and second.eta > first.eta and second.eta_first_at is not None
+
+
+def test_a_flip_between_reasons_that_wait_for_room_waits_for_the_complete_round(user, gateway, term):
+    """Under load a job flips between QuotaExceeded, NoNodeFits and ReservedForOlderJob from
+    one cycle to the next: such a flip is written with the complete rounds and leaves no
+    event; a change to another reason is written at once, with its event."""
+    from jobdash.dispatch.cycle import write_statuses
+    from queueing import PendingStatus, Reason
+
+    submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
+    waiting = submit(user, "waiting", cpu="4")
+    dispatcher = Dispatcher(gateway, settings(status_interval_s=3600))
+    dispatcher.cycle(term)
+    waiting.refresh_from_db()
+    assert waiting.reason == "QuotaExceeded" and waiting.position == 1
+    events = waiting.events.count()
+    row = next(row for row in dispatcher.cache.pending.values() if row[1].job.id == waiting.pk)[1]
+
+    class Plan:
+        def __init__(self, reason, detail):
+            self.pending = {waiting.pk: PendingStatus(waiting.pk, "team-a", 1, reason, detail)}
+
+    flip = Plan(
+        Reason.NO_NODE_FITS,
+        {"resource": "cpu", "needed": 4000, "free": 0, "scope": "node", "role": "Worker", "pods": 1, "placed": 0},
+    )
+    assert write_statuses([row], flip, shifts=False, forecasted=False, cache=dispatcher.cache) == 0
+    assert Job.objects.get(pk=waiting.pk).reason == "QuotaExceeded"
+    assert write_statuses([row], flip, shifts=True, forecasted=False, cache=dispatcher.cache) == 1
+    assert Job.objects.get(pk=waiting.pk).reason == "NoNodeFits"
+    assert waiting.events.count() == events  # no event for a flip
+    backing_off = Plan(Reason.BACKING_OFF, {"until": 0.0, "attempts": 1})
+    assert write_statuses([row], backing_off, shifts=False, forecasted=False, cache=dispatcher.cache) == 1
+    assert Job.objects.get(pk=waiting.pk).reason == "BackingOff"
+    assert waiting.events.count() == events + 1
+    assert waiting.events.order_by("-id").first().message.startswith("BackingOff: ")

@@ -89,3 +89,17 @@ def test_policies_by_name():
         get_policy("lottery")
     with pytest.raises(TypeError):
         get_policy("seed", aging_per_hour=1)
+
+
+def test_waits_for_room_are_one_wait_and_every_other_change_is_a_new_one():
+    from queueing.reasons import same_wait
+
+    room = [Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB]
+    assert all(reason.for_room for reason in room)
+    assert all(same_wait(a, b) for a in room for b in room)
+    assert same_wait(Reason.QUOTA_EXCEEDED, "NoNodeFits")  # a row's stored reason is a str
+    others = [reason for reason in Reason if reason not in room]
+    assert not any(reason.for_room for reason in others)
+    assert all(same_wait(reason, reason) for reason in others)
+    assert not any(same_wait(a, b) or same_wait(b, a) for a in room for b in others)
+    assert not same_wait("", Reason.QUOTA_EXCEEDED)  # a new job's first reason
