@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -115,8 +116,14 @@ class _Moves:
         self.finished: list[tuple[int, str, str, bool]] = []
 
     def apply(self) -> None:
-        metrics.observe_started(transitions.running_many(self.running, self.term))
-        transitions.finish_many(self.finished, self.term)
+        if not (self.running or self.finished):
+            return
+        # One transaction, the term checked once for all of its batches.
+        with transaction.atomic():
+            transitions.hold_term(self.term)
+            started = transitions.running_many(self.running)
+            transitions.finish_many(self.finished)
+        metrics.observe_started(started)
 
 
 def _follow(
