@@ -122,7 +122,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> float | None:
 
 
 def observe_released(job_ids: Iterable[int]) -> None:
-    """Admission waits of jobs just claimed (release.release)."""
+    """Admission waits of jobs just claimed (release.start)."""
     ids = list(job_ids)
     if not ids:
         return
@@ -165,7 +165,7 @@ def observe_cycle(phases_ms: Mapping[str, float]) -> None:
 
 
 def count_releases(outcomes: Mapping[str, int]) -> None:
-    """release.release's counts by outcome."""
+    """A cycle's release counts by outcome (release.Sending.finish)."""
     for outcome, count in outcomes.items():
         if count:
             RELEASES.labels(outcome).inc(count)

@@ -52,9 +52,9 @@ def resend_stranded(
             found[job_id] = info.uid
     transitions.created_many(found)
     resend = [job_id for job_id in stranded if job_id not in found]
-    counts = release.send_all(
+    counts = release.start_sending(
         gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
-    )
+    ).finish()
     return {"recorded": len(found), "resent": len(resend), **counts}
 
 
@@ -76,7 +76,9 @@ def reconcile(
     released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
     transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
-    release.send_all(gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term)
+    release.start_sending(
+        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+    ).finish()
     counts["resent"] = len(resend)
 
     # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)

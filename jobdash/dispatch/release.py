@@ -82,27 +82,6 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None)
     return "failed"
 
 
-def release(
-    gateway: gw.ClusterGateway,
-    admissions: Iterable[tuple[Any, ...]],  # (job id, placement[, borrowing])
-    *,
-    term: int,
-    mode: str,
-    concurrency: int,
-    backoff_seconds: float,
-    seen: int | None = None,
-) -> dict[str, int]:
-    return start(
-        gateway,
-        admissions,
-        term=term,
-        mode=mode,
-        concurrency=concurrency,
-        backoff_seconds=backoff_seconds,
-        seen=seen,
-    ).finish()
-
-
 def start(
     gateway: gw.ClusterGateway,
     admissions: Iterable[tuple[Any, ...]],  # (job id, placement[, borrowing])
@@ -159,21 +138,6 @@ def _pool(concurrency: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _pools[concurrency] = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="release")
         return pool
-
-
-def send_all(
-    gateway: gw.ClusterGateway,
-    job_ids: list[int],
-    *,
-    mode: str,
-    concurrency: int,
-    backoff_seconds: float,
-    term: int | None = None,
-) -> dict[str, int]:
-    """Steps 2 and 3 for claimed (Released) jobs: send them concurrently, record the outcomes."""
-    return start_sending(
-        gateway, job_ids, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
-    ).finish()
 
 
 def start_sending(
