@@ -307,17 +307,18 @@ def write_statuses(
     # Per job the fields to write: a new job's status, first range and prediction in one row
     # update (each update of a row is a new version of it, with its index entries).
     updates: dict[int, dict[str, object]] = defaultdict(dict)
+    admitted: set[int] = set()  # their predictions are written in any state
     events = []
     changed = 0
     for row in rows:
         status = plan.pending.get(row.job.id)
         if row.prediction is not None:  # (an admitted job keeps it too: its run is measured against it)
             p = row.prediction
-            fields = updates[row.job.id]
-            fields.update(predicted_duration_s=p.median_s, predicted_p90_s=p.p90_s, prediction_source=p.source)
-            if status is None:
-                fields["*any_state"] = True
+            updates[row.job.id].update(
+                predicted_duration_s=p.median_s, predicted_p90_s=p.p90_s, prediction_source=p.source
+            )
         if status is None:
+            admitted.add(row.job.id)
             continue  # admitted this cycle
         forecast = status.eta
         if (
@@ -363,9 +364,8 @@ def write_statuses(
     # One statement per set of fields written (a handful: new jobs, moved jobs, admitted ones).
     groups: dict[tuple[tuple[str, ...], bool], list[tuple]] = defaultdict(list)
     for job_id, fields in updates.items():
-        any_state = fields.pop("*any_state", False)
         names = tuple(sorted(fields))
-        groups[names, bool(any_state)].append((job_id, *(fields[name] for name in names)))
+        groups[names, job_id in admitted].append((job_id, *(fields[name] for name in names)))
     versions: dict[int, str] = {}
     with transaction.atomic():
         for (names, any_state), values in groups.items():

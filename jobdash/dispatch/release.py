@@ -97,11 +97,9 @@ def start(
     before anything is sent: a crash before finish() leaves claims that reconcile finishes.)"""
     claimed = transitions.claim(admissions, term, seen=seen)
     metrics.observe_released(claimed)
-    sending = start_sending(
-        gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+    return start_sending(
+        gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, metered=True
     )
-    sending.metered = True
-    return sending
 
 
 def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, dict], term: int | None) -> int:
@@ -148,11 +146,13 @@ def start_sending(
     concurrency: int,
     backoff_seconds: float,
     term: int | None = None,
+    metered: bool = False,
 ) -> "Sending":
     """Step 2 started for claimed (Released) jobs: their objects are sent from the release
-    threads; Sending.finish() waits for them and records the outcomes (step 3)."""
+    threads; Sending.finish() waits for them and records the outcomes (step 3). `metered`:
+    counted in jobdash_releases_total (a cycle's releases, not reconcile's resends)."""
     if not job_ids:
-        return Sending([], {}, backoff_seconds, term)
+        return Sending([], {}, backoff_seconds, term, metered)
     rows = list(Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name", "preemptions"))
     manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace, _ in rows}
     namespaces = {job_id: namespace for job_id, _, namespace, _ in rows}
@@ -161,18 +161,25 @@ def start_sending(
     replace_finished_namesakes(gateway, manifests, term)
     pool = _pool(max(1, concurrency))
     futures = [pool.submit(send, gateway, job_id, manifests[job_id], modes[job_id], term) for job_id in job_ids]
-    return Sending(futures, namespaces, backoff_seconds, term)
+    return Sending(futures, namespaces, backoff_seconds, term, metered)
 
 
 class Sending:
     """Releases on their way to the cluster."""
 
-    def __init__(self, futures: list[Future], namespaces: dict[int, str], backoff_seconds: float, term: int | None):
+    def __init__(
+        self,
+        futures: list[Future],
+        namespaces: dict[int, str],
+        backoff_seconds: float,
+        term: int | None,
+        metered: bool,
+    ):
         self.futures = futures
         self.namespaces = namespaces
         self.backoff_seconds = backoff_seconds
         self.term = term
-        self.metered = False  # counted in jobdash_releases_total (a cycle's; not reconcile's resends)
+        self.metered = metered
 
     def finish(self) -> dict[str, int]:
         """Wait for every send; record the outcomes: the created objects' uids in one
