@@ -4,9 +4,7 @@ tracker on every tick or kick. Used by `manage.py run_dispatcher` and embedded m
 import logging
 import threading
 
-from django.conf import settings
 from django.db import close_old_connections, connections
-from django.db.backends.signals import connection_created
 
 from jobdash import logs, metrics
 from jobdash.leader import Elector, LeaderLoop
@@ -16,20 +14,6 @@ from . import kick, transitions
 from .cycle import Dispatcher
 
 log = logging.getLogger(__name__)
-
-
-def _abort_paused_transactions(sender, connection, **kwargs) -> None:
-    """A leader paused (SIGSTOP, a frozen VM) inside one of its transactions still holds the
-    fence row's lock, and its successor's take_term would wait for it: the database aborts
-    such a transaction once it has been idle for the leader's TTL, when the successor is
-    elected, instead of after JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS. (A running leader is
-    never idle inside a transaction for more than milliseconds.)"""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
-                [str(int(settings.JOBDASH_LEADER_TTL_SECONDS * 1000))],
-            )
 
 
 class DispatcherLoop:
@@ -67,7 +51,7 @@ class DispatcherLoop:
         self.wake.set()
 
     def start(self) -> None:
-        connection_created.connect(_abort_paused_transactions, dispatch_uid="dispatcher-idle-in-transaction")
+        transitions.bound_paused_transactions()
         metrics.serve()  # JOBDASH_METRICS_PORT (0: off)
         kick.register(self.wake)
         self.leader.start()

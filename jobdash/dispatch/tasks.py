@@ -30,6 +30,7 @@ def dispatcher() -> Dispatcher:
             # Cluster news (a pod finished, a quota changed) asks for a cycle, debounced.
             gateway.start(on_event=lambda event: _kick_quietly(), timeout=60)
             _dispatcher = Dispatcher(gateway)
+            transitions.bound_paused_transactions()
         return _dispatcher
 
 

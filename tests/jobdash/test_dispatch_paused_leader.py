@@ -200,3 +200,32 @@ def test_a_leader_paused_mid_release_creates_nothing_twice_when_it_wakes(
     assert len(created) == len(set(created)), "a TFJob was created twice"
     assert not names & alive, "a cancelled job's TFJob came back"
     assert alive == {job.name for job in jobs[:-3]}
+
+
+def test_a_dispatcher_process_bounds_its_sessions_idle_in_a_transaction_by_the_ttl(settings):
+    """What lets the successor in when the pause lands inside a fence-holding transaction:
+    the paused session is aborted once idle for the TTL (bound_paused_transactions)."""
+    import threading
+
+    from django.db import connections
+    from django.db.backends.signals import connection_created
+
+    from jobdash.dispatch import transitions
+
+    settings.JOBDASH_LEADER_TTL_SECONDS = 3.0
+    seen = []
+
+    def in_a_new_thread():  # a new thread opens its own session, as the loop's does
+        with connections["default"].cursor() as cursor:
+            cursor.execute("SHOW idle_in_transaction_session_timeout")
+            seen.append(cursor.fetchone()[0])
+        connections.close_all()
+
+    transitions.bound_paused_transactions()
+    try:
+        thread = threading.Thread(target=in_a_new_thread)
+        thread.start()
+        thread.join(10)
+    finally:
+        connection_created.disconnect(dispatch_uid="dispatcher-idle-in-transaction")
+    assert seen == ["3s"]
