@@ -32,7 +32,7 @@ from jobdash.jobs.models import Cycle, Job, State
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait
 
-from . import bulk, preempt, publish, snapshot_phase, tracker, transitions
+from . import bulk, cycle_cache, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .collector import CollectorPause
@@ -106,7 +106,7 @@ class Dispatcher:
         self.policy = queueing.get_policy(
             self.config.policy, preempt_lower_priority=self.config.preempt_within_namespace
         )
-        self.cache = snapshot_phase.CycleCache()
+        self.cache = cycle_cache.CycleCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
@@ -268,7 +268,7 @@ class Dispatcher:
 
 
 def write_statuses(
-    rows: list[snapshot_phase.PendingRow],
+    rows: list[cycle_cache.PendingRow],
     plan,
     *,
     shifts: bool = True,
@@ -277,7 +277,7 @@ def write_statuses(
     forecasts: ForecastSamples | None = None,
     now: float | None = None,
     overruns: Mapping[str, list[str]] | None = None,
-    cache: snapshot_phase.CycleCache | None = None,
+    cache: cycle_cache.CycleCache | None = None,
 ) -> int:
     """Position, reason, message and start range of every job still waiting; only changed
     rows are written, and a changed reason leaves an event on the job's timeline.

@@ -1,8 +1,9 @@
 """Phase 1 of a cycle, the snapshot: the database and the cluster's watch cache -> an
 Observation (the queueing.Snapshot the planner decides from, and what later phases need).
 
-Reads only. Pending jobs come from one query; quotas, nodes and pods from the gateway's
-cache, never from the API server, so building a snapshot costs no round trips.
+Reads only. Pending jobs come through the CycleCache (cycle_cache.pending_rows: only the
+rows that changed are read in full); quotas, nodes and pods from the gateway's cache, never
+from the API server, so building a snapshot costs no round trips.
 """
 
 import logging
@@ -12,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connections
-from django.db.models import FloatField, Func, QuerySet
 from django.utils import timezone
 
 from jobdash.cluster import kinds
@@ -21,59 +20,12 @@ from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs import elastic
 from jobdash.jobs.models import Job, Namespace, State
 from jobdash.jobs.presenters import duration
-from queueing import POLICY_NAMES, PodSet, Reason, Workload
-from queueing.predictor import Prediction
-from queueing.snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
+from queueing import POLICY_NAMES, PodSet, Workload
+from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
-from . import bulk
-from .predictions import Learning
+from .cycle_cache import CycleCache, PendingRow, pending_rows, values_with_epochs
 
 log = logging.getLogger(__name__)
-
-
-def epoch(moment) -> float | None:
-    return moment.timestamp() if moment is not None else None
-
-
-class Epoch(Func):
-    """A timestamp column as seconds since the epoch, computed by PostgreSQL."""
-
-    output_field = FloatField()
-    template = "date_part('epoch', %(expressions)s)"
-
-
-def values_with_epochs(rows: QuerySet, fields: Iterable[str], times: Iterable[str]) -> list[dict[str, Any]]:
-    """`rows.values(*fields, *times)`, the `times` (timestamp columns) as seconds since the
-    epoch (float or None). On PostgreSQL the server computes them: the timestamptz loader
-    Django installs in psycopg is pure Python, and parsing the queue's timestamps every
-    cycle was most of the snapshot's cost of reading it."""
-    times = tuple(times)
-    if connections[rows.db].vendor == "postgresql":
-        read = list(rows.values(*fields, **{f"epoch_{name}": Epoch(name) for name in times}))
-        for row in read:
-            for name in times:
-                row[name] = row.pop(f"epoch_{name}")
-        return read
-    read = list(rows.values(*fields, *times))
-    for row in read:
-        for name in times:
-            row[name] = epoch(row[name])
-    return read
-
-
-@dataclass
-class PendingRow:
-    """What the cycle needs of a queued job, plus its last written status (to skip unchanged rows)."""
-
-    job: PendingJob
-    position: int | None
-    reason: str
-    message: str
-    eta: float | None
-    eta_late: float | None = None
-    eta_first_at: float | None = None  # when it was first given a start range (None: not yet)
-    eta_first_late: float | None = None
-    prediction: Prediction | None = None  # made this cycle, to be stored with the status
 
 
 @dataclass(frozen=True)
@@ -88,233 +40,6 @@ class Observation:
     # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
     # job waiting there is late (statuses).
     overruns: dict[str, list[str]]
-
-
-class CycleCache:
-    """What one snapshot keeps for the next, because it never changes once built and
-    building it is most of a snapshot's per-job cost:
-
-    - the PendingJob of each queued job (its parsed workload and pod groups), rebuilt only
-      when the row's priority, attempts or backoff change;
-    - the parsed workloads of the active (Released/Running) jobs;
-    - what the leader has learned of run times and start estimates (predictions.Learning).
-    """
-
-    def __init__(self) -> None:
-        self._jobs: dict[int, tuple[tuple, PendingJob]] = {}
-        # A job's workload never changes after submission: parsed once while it is active.
-        self.workloads: dict[int, Workload] = {}
-        # The queued rows as last read, with their versions (queued_rows, PostgreSQL).
-        self.rows: dict[int, tuple[str, dict[str, Any]]] = {}
-        # The PendingRow made of each queued row last time (pending_rows), with that row.
-        self.pending: dict[int, tuple[dict[str, Any], PendingRow]] = {}
-        self.learning = Learning()
-
-    @staticmethod
-    def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:
-        preempting = row["reason"] == str(Reason.PREEMPTING)
-        return (
-            row["priority"],
-            row["attempts"],
-            row["backoff_until"],
-            drop_count,
-            row["preempted_by_id"],
-            preempting,
-            row["predicted_duration_s"],
-        )
-
-    def fresh(self, row: Mapping[str, Any], *, drop_count: bool) -> bool:
-        """Whether get(row) can answer without the row's workload."""
-        cached = self._jobs.get(row["id"])
-        return cached is not None and cached[0] == self._version(row, drop_count)
-
-    def cached_workload(self, job_id: int) -> Workload | None:
-        cached = self._jobs.get(job_id)
-        return None if cached is None else cached[1].workload
-
-    def get(self, row: Mapping[str, Any], workload: Workload | None, *, drop_count: bool) -> PendingJob:
-        """`workload`: the row's parsed workload; only read when the row is not fresh().
-        `row`: pending_rows' (timestamps as seconds since the epoch)."""
-        version = self._version(row, drop_count)
-        cached = self._jobs.get(row["id"])
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        assert workload is not None  # (the caller parses it for every row not fresh)
-        demand = workload.quota_demand()
-        # In unsuspend mode the suspended object already exists and counts in quota used; so
-        # does the object of a job preempted by suspending it.
-        if drop_count or (row["preemptions"] and kinds.can_suspend(kinds.key_of(row["api_version"], row["kind"]))):
-            demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
-        job = PendingJob(
-            id=row["id"],
-            namespace=row["namespace__name"],
-            priority=row["priority"],
-            submitted_at=row["submitted_at"],
-            workload=workload,
-            attempts=row["attempts"],
-            backoff_until=row["backoff_until"],
-            expected_duration=row["predicted_duration_s"],
-            demand=demand,
-            preempted_by=row["preempted_by_id"],
-            preempting=row["reason"] == str(Reason.PREEMPTING),
-        )
-        self._jobs[row["id"]] = (version, job)
-        return job
-
-    def version(self, job_id: int) -> str | None:
-        """The version of a queued row as last read (queued_rows; None off PostgreSQL)."""
-        entry = self.rows.get(job_id)
-        return None if entry is None else entry[0]
-
-    def written(self, versions: Mapping[int, str], values: Mapping[int, Mapping[str, Any]]) -> None:
-        """The cycle's own writes of queued rows (statuses): their new `versions` and the
-        `values` written (datetimes), so that the next snapshot need not read them back."""
-        for job_id, version in versions.items():
-            entry = self.rows.get(job_id)
-            if entry is None:
-                continue
-            row = entry[1]
-            for name, value in values[job_id].items():
-                if name in row:
-                    row[name] = epoch(value) if name in _PENDING_TIMES else value
-            self.rows[job_id] = (version, row)
-            kept = self.pending.get(job_id)
-            if kept is not None and kept[0] is row:
-                pending = kept[1]
-                pending.position, pending.reason, pending.message = row["position"], row["reason"], row["message"]
-                pending.eta, pending.eta_late = row["eta"], row["eta_late"]
-                pending.eta_first_at, pending.eta_first_late = row["eta_first_at"], row["eta_first_late"]
-                if row["prediction_source"]:
-                    pending.prediction = None  # stored
-
-    def retain(self, ids: Iterable[int]) -> None:
-        keep = set(ids)
-        for job_id, (_version, job) in self._jobs.items():
-            if job_id not in keep:
-                # Most jobs leave the queue by release: build() wants the workload next.
-                self.workloads.setdefault(job_id, job.workload)
-        self._jobs = {i: entry for i, entry in self._jobs.items() if i in keep}
-
-
-_PENDING_FIELDS = (
-    "id",
-    "namespace__name",
-    "priority",
-    "attempts",
-    "position",
-    "reason",
-    "message",
-    "preemptions",
-    "kind",
-    "api_version",
-    "preempted_by_id",
-    "submitted_by_name",
-    "predicted_duration_s",
-    "prediction_source",
-)
-_PENDING_TIMES = ("submitted_at", "backoff_until", "eta", "eta_late", "eta_first_at", "eta_first_late")
-_versions_sql: str | None = None
-
-
-def _versions_query() -> str:
-    """Each queued row's id, its version (PostgreSQL's xmin and ctid: a row's every update
-    makes a new version) and its namespace's name."""
-    global _versions_sql
-    if _versions_sql is None:
-        job, namespace = Job._meta, Namespace._meta
-        _versions_sql = (
-            f'SELECT j."id", {bulk.row_version("j")}, n."name" '
-            f'FROM "{job.db_table}" j JOIN "{namespace.db_table}" n ON n."id" = j."namespace_id" '
-            f'WHERE j."state" = %s'
-        )
-    return _versions_sql
-
-
-def queued_rows(cache: CycleCache) -> list[dict[str, Any]]:
-    """The Queued rows (_PENDING_FIELDS, _PENDING_TIMES as seconds since the epoch).
-
-    On PostgreSQL only the rows that changed since the last call are read in full: a
-    light query gives every queued row's version, and a row whose version the cache holds
-    is the cached one (its namespace's name as read now). A queue of thousands costs a few
-    columns per row per cycle, not twenty."""
-    queued = Job.objects.filter(state=State.QUEUED)
-    if connections[queued.db].vendor != "postgresql":
-        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES)
-    with connections[queued.db].cursor() as cursor:
-        cursor.execute(_versions_query(), [State.QUEUED])
-        versions = cursor.fetchall()
-    known = cache.rows
-    changed = [job_id for job_id, version, _ns in versions if (known.get(job_id) or ("",))[0] != version]
-    fetched: dict[int, dict[str, Any]] = {}
-    if changed:
-        # Still Queued: a row that left the queue since the light query is not this cycle's.
-        for row in values_with_epochs(queued.filter(pk__in=changed), _PENDING_FIELDS, _PENDING_TIMES):
-            fetched[row["id"]] = row
-    rows, fresh = [], {}
-    for job_id, version, namespace in versions:
-        current = fetched.get(job_id)
-        if current is None:
-            entry = known.get(job_id)
-            if entry is None or entry[0] != version:
-                continue  # left the queue between the two reads
-            current = entry[1]
-        current["namespace__name"] = namespace
-        fresh[job_id] = (version, current)
-        rows.append(current)
-    cache.rows = fresh
-    return rows
-
-
-def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
-    read = queued_rows(cache)
-    drop_count = release_mode == "unsuspend"
-    # A row queued_rows found unchanged (the very dict it returned last time) whose prediction
-    # is stored makes the same PendingRow as last time: kept, not rebuilt.
-    previous = cache.pending
-    kept: dict[int, PendingRow] = {}
-    rows = []
-    for row in read:
-        last = previous.get(row["id"])
-        if last is not None and last[0] is row and row["prediction_source"]:
-            kept[row["id"]] = last[1]
-        else:
-            rows.append(row)
-    # The workload column (the bulk of a row) only for jobs the cache cannot answer.
-    unpredicted = {row["id"] for row in rows if not row["prediction_source"]}
-    stale = [
-        row["id"]
-        for row in rows
-        if not cache.fresh(row, drop_count=drop_count)
-        or (row["id"] in unpredicted and cache.cached_workload(row["id"]) is None)
-    ]
-    workloads = {
-        job_id: Workload.from_json(data)
-        for job_id, data in (Job.objects.filter(pk__in=stale).values_list("id", "workload") if stale else ())
-    }
-    built: dict[int, PendingRow] = {}
-    for row in rows:
-        prediction = None
-        if row["id"] in unpredicted:
-            # First sight: predicted once, stored with its status, its expected duration from now on.
-            workload = workloads.get(row["id"]) or cache.cached_workload(row["id"])
-            assert workload is not None
-            prediction = cache.learning.predict(workload, row)
-            row["predicted_duration_s"] = prediction.median_s
-        built[row["id"]] = PendingRow(
-            cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
-            row["position"],
-            row["reason"],
-            row["message"],
-            row["eta"],
-            row["eta_late"],
-            row["eta_first_at"],
-            row["eta_first_late"],
-            prediction,
-        )
-    result = [kept.get(row["id"]) or built[row["id"]] for row in read]
-    cache.pending = {row["id"]: (row, pending) for row, pending in zip(read, result, strict=True)}
-    cache.retain(row.job.id for row in result)
-    return result
 
 
 def _outstanding(kind_key: str, workload: Workload, created: list[PodInfo], exists: bool) -> dict[str, int]:
