@@ -1,321 +1,30 @@
-"""Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent."""
+"""Writes. Each service is one transaction; state changes are compare-and-set and leave a JobEvent.
 
-import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+Submissions (one job or many) are in jobs.submission and re-exported here: callers find
+every write in this module."""
+
 from typing import Any
 
-from django.conf import settings
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-import queueing
-from jobdash.cluster import runtimes
-from queueing.names import assign_generated_name
-
 from . import elastic, hot_queries, selectors
-from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, JobdashError, NotMember
-from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
-from .priority import allowed_class, priority_sources, resolve_priority, validate_priority
-from .signals import queue_changed
-from .storable import tree_problem
-
-SYSTEM_ACTOR = "jobdash"
-
-
-def _runtimes() -> queueing.workload.RuntimeSource:
-    """Built per submission; it reaches the cluster only if the job refers to something."""
-    return runtimes.from_settings()
-
-
-def actor_name(user) -> str:
-    return user.get_username() if user is not None and user.is_authenticated else SYSTEM_ACTOR
-
-
-def manifest_check(
-    manifest: str | bytes,
-    *,
-    namespace: str | None = None,
-    runtime_source: queueing.workload.RuntimeSource | None = None,
-) -> tuple[dict, queueing.Workload]:
-    """Parse and validate an untrusted manifest; no database access. A name from
-    metadata.generateName is assigned here (as the API server would), and objects the job
-    refers to (a TrainJob's runtime) are read from the cluster, in `namespace` when the
-    manifest names none (`runtime_source`: the ones read so far, in a bulk submission)."""
-    try:
-        document = queueing.load_document(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
-        metadata = document.get("metadata") if isinstance(document, dict) else None
-        if isinstance(metadata, dict):
-            if namespace and not metadata.get("namespace"):
-                metadata["namespace"] = namespace
-            assign_generated_name(document)
-        workload = queueing.workload_from_manifest(document, runtime_source or _runtimes())
-    except queueing.ManifestError as error:
-        problems = [FieldProblem(e.path, e.message) for e in error.errors]
-        raise InvalidInput(problems, too_large=error.too_large) from None
-    except runtimes.RuntimeUnreadable as error:
-        raise ClusterUnavailable("spec.runtimeRef.name", f"{error}; try again") from None
-    # Valid for the cluster, but the database must store it too (jsonb refuses NUL).
-    found = tree_problem(document)
-    if found is not None:
-        raise InvalidInput.at(*found)
-    return document, workload
-
-
-def _resolve_namespace(
-    user,
-    workload: queueing.Workload,
-    namespace: str | None,
-    looked_up: dict[str, tuple[Namespace | None, bool]] | None = None,
-) -> Namespace:
-    """`looked_up`: the namespaces read so far, by name (a bulk submission reads each once)."""
-    name = workload.namespace or namespace
-    if workload.namespace and namespace and workload.namespace != namespace:
-        raise InvalidInput.at(
-            "metadata.namespace", f"is {workload.namespace!r} but the job was submitted to {namespace!r}"
-        )
-    if not name:
-        raise InvalidInput.at("metadata.namespace", "required: set metadata.namespace or choose a namespace")
-    check_membership = user is not None and not selectors.sees_all_namespaces(user)
-    found = looked_up.get(name) if looked_up is not None else None
-    if found is None:
-        found = hot_queries.namespace_and_membership(name, user if check_membership else None)
-        if looked_up is not None:
-            looked_up[name] = found
-    ns, member = found
-    # Non-members learn nothing about which namespaces exist.
-    if check_membership and (ns is None or not member):
-        raise NotMember(f"you are not a member of namespace {name!r}")
-    if ns is None:
-        raise InvalidInput.at("metadata.namespace", f"namespace {name!r} is not managed by jobdash")
-    return ns
-
-
-def _queue_changed() -> None:
-    queue_changed.send(sender=Job)
+from .exceptions import Conflict, InvalidInput, NotMember
+from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
+from .priority import allowed_class, resolve_priority, validate_priority
+from .signals import send_queue_changed
+from .submission import SYSTEM_ACTOR as SYSTEM_ACTOR
+from .submission import Submission as Submission
+from .submission import actor_name as actor_name
+from .submission import check_bulk_size as check_bulk_size
+from .submission import job_submit as job_submit
+from .submission import jobs_submit_many as jobs_submit_many
+from .submission import manifest_check as manifest_check
+from .submission import yaml_documents as yaml_documents
 
 
 def _record(job: Job, type_: str, message: str, actor: str) -> JobEvent:
     return JobEvent.objects.create(job=job, type=type_, message=message, actor=actor)
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One job of a bulk submission: what job_submit takes for one."""
-
-    manifest: str | bytes
-    priority: Any = 0
-    priority_class: str = ""
-    namespace: str | None = None
-
-
-@dataclass(frozen=True)
-class _Checked:
-    """A submission that passed every check, ready to be stored."""
-
-    manifest: str
-    parsed: dict
-    workload: queueing.Workload
-    ns: Namespace
-    priority: int
-    priority_class: str
-
-
-def _check(
-    user,
-    submission: Submission,
-    *,
-    runtime_source: queueing.workload.RuntimeSource | None = None,
-    priority_source=None,
-    namespaces: dict[str, tuple[Namespace | None, bool]] | None = None,
-) -> _Checked:
-    priority = validate_priority(submission.priority)
-    manifest, namespace = submission.manifest, submission.namespace
-    parsed, workload = manifest_check(manifest, namespace=namespace, runtime_source=runtime_source)
-    if isinstance(manifest, bytes):
-        manifest = manifest.decode("utf-8")  # manifest_check proved it is UTF-8
-    ns = _resolve_namespace(user, workload, namespace, namespaces)
-    priority, priority_class = resolve_priority(
-        user, ns, parsed, submission.priority_class, priority, source=priority_source
-    )
-    return _Checked(manifest, parsed, workload, ns, priority, priority_class)
-
-
-def _new_job(checked: _Checked, *, user, source: str, actor: str) -> Job:
-    return Job(
-        namespace=checked.ns,
-        name=checked.workload.name,
-        kind=checked.workload.kind,
-        api_version=checked.workload.api_version,
-        manifest=checked.manifest,
-        parsed=checked.parsed,
-        workload=checked.workload.to_json(),
-        priority=checked.priority,
-        priority_class=checked.priority_class,
-        state=State.QUEUED,
-        source=source,
-        submitted_by=user if user is not None and user.is_authenticated else None,
-        submitted_by_name=actor,
-    )
-
-
-def _submitted_note(checked: _Checked, source: str) -> str:
-    of_class = f" (class {checked.priority_class!r})" if checked.priority_class else ""
-    return f"queued from {source} with priority {checked.priority}{of_class}"
-
-
-def _name_taken(checked: _Checked) -> Conflict | None:
-    """After an IntegrityError: the conflict, if an active job of this name exists."""
-    # Ask the database rather than parse its message: vendors word it differently.
-    if not Job.objects.filter(namespace=checked.ns, name=checked.workload.name, state__in=ACTIVE_STATES).exists():
-        return None
-    return Conflict(f"an active job named {checked.workload.name!r} already exists in namespace {checked.ns.name!r}")
-
-
-def job_submit(
-    *,
-    user,
-    manifest: str | bytes,
-    source: str,
-    priority=0,
-    priority_class: str = "",
-    namespace: str | None = None,
-    submitted_by_name: str = "",
-) -> Job:
-    """Validate a manifest and store it as a Queued job, exactly as written.
-
-    `user` is None for submissions from cluster identities (the admission webhook); then
-    `submitted_by_name` names the submitter and membership is not checked.
-    """
-    if source not in Source.values:
-        raise ValueError(f"unknown source {source!r}")
-    checked = _check(user, Submission(manifest, priority, priority_class, namespace))
-    actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
-    job = _new_job(checked, user=user, source=source, actor=actor)
-    note = _submitted_note(checked, source)
-    try:
-        if connection.vendor == "postgresql":
-            # Within a caller's transaction, a savepoint: a refused insert must not abort it.
-            with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
-                hot_queries.insert_submitted(job, note, actor)
-                transaction.on_commit(_queue_changed)
-        else:
-            with transaction.atomic():
-                job.save(force_insert=True)
-                _record(job, "Submitted", note, actor)
-                transaction.on_commit(_queue_changed)
-    except IntegrityError:
-        conflict = _name_taken(checked)
-        if conflict is None:
-            raise
-        raise conflict from None
-    return job
-
-
-def yaml_documents(stream: str | bytes) -> list[str]:
-    """The documents of a YAML request body (a stream separated by `---`), each as written;
-    one for a single manifest. Refusals as for one manifest (paths start with the
-    document's index, `[2].spec...`, when the stream holds several); at most
-    JOBDASH_BULK_MAX_JOBS of them (413)."""
-    limit = settings.JOBDASH_BULK_MAX_JOBS
-    try:
-        documents = queueing.load_documents(
-            stream,
-            max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES,
-            max_documents=limit,
-        )
-    except queueing.TooManyDocuments:
-        raise _too_many(limit) from None
-    except queueing.ManifestError as error:
-        problems = [FieldProblem(e.path, e.message) for e in error.errors]
-        raise InvalidInput(problems, too_large=error.too_large) from None
-    return [document.text for document in documents]
-
-
-def check_bulk_size(count: int) -> None:
-    """A bulk submission holds at least one job and at most JOBDASH_BULK_MAX_JOBS (413 above)."""
-    if count == 0:
-        raise InvalidInput.at("", "no jobs to submit: send at least one manifest")
-    if count > settings.JOBDASH_BULK_MAX_JOBS:
-        raise _too_many(settings.JOBDASH_BULK_MAX_JOBS)
-
-
-def _too_many(limit: int) -> InvalidInput:
-    return InvalidInput(
-        [FieldProblem("", f"more than {limit} jobs in one request (the limit is JOBDASH_BULK_MAX_JOBS)")],
-        too_large=True,
-    )
-
-
-def jobs_submit_many(*, user, submissions: Sequence[Submission], source: str, submitted_by_name: str = "") -> list[Job]:
-    """Validate every submission, then store them all as Queued jobs, in order, in one
-    transaction: all or nothing.
-
-    Every document is checked (as job_submit checks one, membership of its namespace
-    included) before anything is written. Refusals name the document: paths start with its
-    index, `[3].spec...`. A refusal of the request as a whole wins (403, then 503);
-    otherwise every document's problems come back together (400, or 413 when one is too
-    large). Two documents naming the same job, or a name an active job holds, is a 409.
-    """
-    if source not in Source.values:
-        raise ValueError(f"unknown source {source!r}")
-    check_bulk_size(len(submissions))
-    # Read from the cluster once per request, not once per document.
-    runtime_source, priority_source = _runtimes(), priority_sources()
-    namespaces: dict[str, tuple[Namespace | None, bool]] = {}  # and the membership, each read once
-    checked: list[_Checked] = []
-    refusals: list[JobdashError] = []
-    for index, submission in enumerate(submissions):
-        try:
-            checked.append(
-                _check(
-                    user,
-                    submission,
-                    runtime_source=runtime_source,
-                    priority_source=priority_source,
-                    namespaces=namespaces,
-                )
-            )
-        except JobdashError as error:
-            refusals.append(error.in_document(index))
-    if refusals:
-        raise _refusal(refusals)
-    first_named: dict[tuple[int, str], int] = {}
-    for index, one in enumerate(checked):
-        first = first_named.setdefault((one.ns.pk, one.workload.name), index)
-        if first != index:
-            raise Conflict(
-                f"document [{first}] is a job named {one.workload.name!r} in namespace {one.ns.name!r} too"
-            ).in_document(index)
-    actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
-    try:
-        with transaction.atomic():
-            jobs = Job.objects.bulk_create([_new_job(one, user=user, source=source, actor=actor) for one in checked])
-            JobEvent.objects.bulk_create(
-                JobEvent(job=job, type="Submitted", message=_submitted_note(one, source), actor=actor)
-                for job, one in zip(jobs, checked, strict=True)
-            )
-            transaction.on_commit(_queue_changed)
-    except IntegrityError:
-        for index, one in enumerate(checked):
-            conflict = _name_taken(one)
-            if conflict is not None:
-                raise conflict.in_document(index) from None
-        raise
-    return jobs
-
-
-def _refusal(refusals: list[JobdashError]) -> JobdashError:
-    """One error for the refusals of a bulk submission's documents."""
-    for status in (403, 503):
-        for refusal in refusals:
-            if refusal.status == status:
-                return refusal
-    for refusal in refusals:
-        if refusal.status not in (400, 413):
-            return refusal
-    problems = [problem for refusal in refusals for problem in refusal.problems]
-    return InvalidInput(problems, too_large=any(refusal.status == 413 for refusal in refusals))
 
 
 def compare_and_set(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
@@ -337,7 +46,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not cancelled:
         raise Conflict(f"job {job.pk} is already {job.state}")
-    transaction.on_commit(_queue_changed)
+    transaction.on_commit(send_queue_changed)
     return job
 
 
@@ -347,7 +56,7 @@ def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> boo
     its actor. Returns whether it was cancelled (False when it left Queued meanwhile)."""
     cancelled = _cancel(job_id, f"its {kind} was deleted by {deleted_by}", deleted_by, from_states=(State.QUEUED,))
     if cancelled:
-        transaction.on_commit(_queue_changed)
+        transaction.on_commit(send_queue_changed)
     return cancelled
 
 
@@ -380,7 +89,7 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
         if not changed:
             raise Conflict(f"job {job.pk} is already {job.state}")
         _record(job, "PriorityChanged", f"priority {old} -> {priority}", actor)
-        transaction.on_commit(_queue_changed)
+        transaction.on_commit(send_queue_changed)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     return job
 
@@ -403,7 +112,7 @@ def job_set_priority_class(*, job_id: int, user, priority_class) -> Job:
         was = f"{old['priority_class']!r}" if old["priority_class"] else "none"
         note = f"priority class {was} -> {chosen.name!r}, priority {old['priority']} -> {chosen.value}"
         _record(job, "PriorityChanged", note, actor)
-        transaction.on_commit(_queue_changed)
+        transaction.on_commit(send_queue_changed)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     return job
 
@@ -477,7 +186,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
         raise Conflict(
             f"job {job.pk} is {job.state}; only Released, Running and never-started Failed jobs can be requeued"
         )
-    transaction.on_commit(_queue_changed)
+    transaction.on_commit(send_queue_changed)
     return job
 
 
@@ -492,7 +201,7 @@ def namespace_save(namespace: Namespace) -> Namespace:
         for field, value in cleaned.items():
             setattr(namespace, field, value)
         namespace.save()
-        transaction.on_commit(_queue_changed)
+        transaction.on_commit(send_queue_changed)
     return namespace
 
 
@@ -516,7 +225,7 @@ def set_elastic_quota(
         values.update({field: value for field, value in given.items() if value is not UNSET})
         cleaned = _clean_elastic(ns, values, others)
         Namespace.objects.filter(pk=ns.pk).update(**cleaned)
-        transaction.on_commit(_queue_changed)
+        transaction.on_commit(send_queue_changed)
     ns.refresh_from_db()
     return ns
 
