@@ -19,7 +19,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
-from . import release, transitions
+from . import bulk, release, transitions
 
 
 def _stranded(min_age_s: float) -> list[int]:
@@ -82,7 +82,9 @@ def reconcile(
     counts["resent"] = len(resend)
 
     # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)
-    queued = Job.objects.filter(pk__in=ours, state=State.QUEUED, preempted_by__isnull=True).values_list("id", flat=True)
+    queued = Job.objects.filter(bulk.pk_among(ours), state=State.QUEUED, preempted_by__isnull=True).values_list(
+        "id", flat=True
+    )
     for job_id in queued:
         if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
             transitions.created(job_id, ours[job_id].uid)

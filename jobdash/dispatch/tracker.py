@@ -16,7 +16,7 @@
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -98,7 +98,7 @@ def track(
             log.warning("tracking job %s: %s", job["id"], error, extra=logs.job(job["id"], job["namespace__name"]))
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term)
+    counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term, active=keys.keys())
     for outcome, count in preempt.evict(gateway, term=term).items():
         if count:
             counts[outcome] += count
@@ -197,8 +197,15 @@ def _follow(
 
 
 def _delete_cancelled(
-    gateway: gw.ClusterGateway, objects, settled: set[int] | None = None, term: int | None = None
+    gateway: gw.ClusterGateway,
+    objects,
+    settled: set[int] | None = None,
+    term: int | None = None,
+    *,
+    active: Iterable[int] = (),
 ) -> int:
+    """`active`: the jobs this pass found Released or Running (one cancelled since is the
+    next pass's)."""
     ours = {o.job_id: o for o in objects if o.job_id is not None and not o.deleting}
     if settled is None:
         settled = set()
@@ -206,7 +213,8 @@ def _delete_cancelled(
         settled.intersection_update(ours)  # forget objects that are gone
     # Finished objects stay in the cluster until someone removes them: without `settled`
     # every pass would ask the database about all of them.
-    unknown = [job_id for job_id in ours if job_id not in settled]
+    skip = settled.union(active)
+    unknown = [job_id for job_id in ours if job_id not in skip]
     if not unknown:
         return 0
     finished = Job.objects.filter(
