@@ -146,6 +146,7 @@ class Dispatcher:
                 backoff_seconds=self.config.backoff_s,
                 concurrency=self.config.concurrency,
                 min_age_s=self.config.repair_after_s,
+                settled=self.settled,
             )
         return reconcile_pass.resend_stranded(
             self.gateway,

@@ -11,6 +11,7 @@
 Nothing is created twice: the object's name is the job's and create is idempotent for it.
 """
 
+from collections.abc import Collection
 from datetime import timedelta
 
 from django.utils import timezone
@@ -38,7 +39,13 @@ def resend_stranded(
     backoff_seconds: float,
     concurrency: int = 8,
     min_age_s: float = 0.0,
+    settled: Collection[int] = (),
 ) -> dict[str, int]:
+    """`settled`: jobs the tracker saw finished (Dispatcher.settled): their objects are not
+    asked about, so a pass asks the database about the objects of active and recent jobs,
+    not about every object the cluster keeps. (Should such a job be queued again, an
+    operator's requeue of a failed one, its release meets its own object and takes it:
+    creates are idempotent by job id.)"""
     stranded = _stranded(min_age_s)
     if not stranded:
         return {}
@@ -66,7 +73,13 @@ def reconcile(
     backoff_seconds: float,
     concurrency: int = 8,
     min_age_s: float = 0.0,
+    settled: Collection[int] = (),
 ) -> dict[str, int]:
+    """`settled`: jobs the tracker saw finished (Dispatcher.settled): their objects are not
+    asked about, so a pass asks the database about the objects of active and recent jobs,
+    not about every object the cluster keeps. (Should such a job be queued again, an
+    operator's requeue of a failed one, its release meets its own object and takes it:
+    creates are idempotent by job id.)"""
     # Suspended objects do not run: in unsuspend mode a taken-back job keeps its labelled,
     # suspended object while it waits in the queue again.
     ours = {o.job_id: o for o in gateway.job_objects() if o.job_id is not None and not o.deleting and not o.suspended}
@@ -82,8 +95,14 @@ def reconcile(
     counts["resent"] = len(resend)
 
     # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)
-    queued = Job.objects.filter(bulk.pk_among(ours), state=State.QUEUED, preempted_by__isnull=True).values_list(
-        "id", flat=True
+    queued = (
+        Job.objects.filter(
+            bulk.pk_among(job_id for job_id in ours if job_id not in settled),
+            state=State.QUEUED,
+            preempted_by__isnull=True,
+        )
+        .order_by()
+        .values_list("id", flat=True)
     )
     for job_id in queued:
         if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
