@@ -76,6 +76,12 @@ class Informer:
                 return {value: list(bucket.values()) for value, bucket in buckets.items()}
             return {value: list(buckets[value].values()) if value in buckets else [] for value in values}
 
+    def index_values(self, index: str) -> set[Any]:
+        """The values index `index` holds items for: a set copied at one moment, without
+        visiting the items (the dispatcher asks each cycle which jobs have objects)."""
+        with self._lock:
+            return set(self._indexes[index])
+
     def _index_add(self, key: tuple[str, str], item: Any) -> None:
         for name, fn in self._index_fns.items():
             value = fn(item)

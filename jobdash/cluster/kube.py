@@ -5,7 +5,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,6 +73,10 @@ def translate(error: ApiException) -> GatewayError:
     return Fatal(f"{status}: {message}")
 
 
+def _live_job_id(item: JobObject) -> int | None:
+    return None if item.job_id is None or item.deleting else item.job_id
+
+
 def _job_label_index(label: str) -> Callable[[PodInfo], tuple[str, str, str] | None]:
     """Files a pod under (label, namespace, value) of one job-name label (kinds.pods_key)."""
 
@@ -106,8 +110,15 @@ class KubeGateway:
             ),
         }
         # One watch cache per job kind, keyed by the kind's key ("tfjobs.kubeflow.org").
+        # Finished objects stay in the cache: the cycle finds the few it needs by job id.
         self._jobs = {
-            key: Informer(key, self._lister(key), functools.partial(convert.job_object, key), self._changed)
+            key: Informer(
+                key,
+                self._lister(key),
+                functools.partial(convert.job_object, key),
+                self._changed,
+                indexes={"job": _live_job_id},
+            )
             for key in kinds.keys()
         }
         self._informers.update(self._jobs)
@@ -151,10 +162,20 @@ class KubeGateway:
     def job_objects(self) -> list[JobObject]:
         return [item for informer in self._jobs.values() for item in informer.items()]
 
-    def job_objects_by_key(self) -> dict[ObjectKey, JobObject]:
-        return {
-            (key, *name): item for key, informer in self._jobs.items() for name, item in informer.snapshot().items()
-        }
+    def live_job_ids(self) -> set[int]:
+        """The jobdash jobs that have an object in the cluster not being deleted."""
+        return set().union(*(informer.index_values("job") for informer in self._jobs.values()))
+
+    def job_objects_of(self, job_ids: Iterable[int]) -> dict[int, JobObject]:
+        """The live object of each of these jobs that has one (of two carrying the same job
+        id, one of them)."""
+        wanted = list(job_ids)
+        found: dict[int, JobObject] = {}
+        for informer in self._jobs.values():
+            for job_id, items in informer.indexed("job", wanted).items():
+                if items:
+                    found.setdefault(job_id, items[0])
+        return found
 
     def live_pods(self) -> list[PodInfo]:
         """Pods not terminated (not Succeeded or Failed)."""

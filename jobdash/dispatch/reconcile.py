@@ -11,7 +11,7 @@
 Nothing is created twice: the object's name is the job's and create is idempotent for it.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from datetime import timedelta
 
 from django.utils import timezone
@@ -80,13 +80,12 @@ def reconcile(
     not about every object the cluster keeps. (Should such a job be queued again, an
     operator's requeue of a failed one, its release meets its own object and takes it:
     creates are idempotent by job id.)"""
-    # Suspended objects do not run: in unsuspend mode a taken-back job keeps its labelled,
-    # suspended object while it waits in the queue again.
-    ours = {o.job_id: o for o in gateway.job_objects() if o.job_id is not None and not o.deleting and not o.suspended}
     counts = {"resent": 0, "adopted": 0}
+    live = gateway.live_job_ids()
 
     cutoff = timezone.now() - timedelta(seconds=min_age_s)
     released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
+    ours = _running_objects(gateway, [job_id for job_id, _, _ in released if job_id in live])
     transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
     release.start_sending(
@@ -96,16 +95,19 @@ def reconcile(
 
     # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)
     queued = (
-        Job.objects.filter(
-            bulk.pk_among(job_id for job_id in ours if job_id not in settled),
-            state=State.QUEUED,
-            preempted_by__isnull=True,
-        )
+        Job.objects.filter(bulk.pk_among(live.difference(settled)), state=State.QUEUED, preempted_by__isnull=True)
         .order_by()
         .values_list("id", flat=True)
     )
-    for job_id in queued:
+    ours = _running_objects(gateway, queued)
+    for job_id in ours:
         if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
             transitions.created(job_id, ours[job_id].uid)
             counts["adopted"] += 1
     return counts
+
+
+def _running_objects(gateway: gw.ClusterGateway, job_ids: Iterable[int]) -> dict[int, gw.JobObject]:
+    """The objects of these jobs that may run. Suspended objects do not: in unsuspend mode
+    a taken-back job keeps its labelled, suspended object while it waits in the queue again."""
+    return {job_id: o for job_id, o in gateway.job_objects_of(job_ids).items() if not o.suspended}

@@ -30,7 +30,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
-from . import preempt, transitions
+from . import bulk, preempt, transitions
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,6 @@ def track(
     objects need no look any more (their jobs finished other than cancelled: for good)."""
     now = timezone.now()
     counts: dict[str, int] = defaultdict(int)
-    objects = gateway.job_objects_by_key()
     jobs = list(
         Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
             "id",
@@ -93,12 +92,12 @@ def track(
         key = keys[job["id"]]
         running = sum(1 for pod in pods.get(key, ()) if pod.phase == "Running" and not pod.deleting)
         try:
-            counts[_follow(gateway, config, job, key, objects.get(key), running, now, moves, term)] += 1
+            counts[_follow(gateway, config, job, key, gateway.job_object(key), running, now, moves, term)] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
             log.warning("tracking job %s: %s", job["id"], error, extra=logs.job(job["id"], job["namespace__name"]))
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, objects.values(), settled, term, active=keys.keys())
+    counts["cleaned"] = _delete_cancelled(gateway, settled, term, active=keys.keys())
     for outcome, count in preempt.evict(gateway, term=term).items():
         if count:
             counts[outcome] += count
@@ -198,7 +197,6 @@ def _follow(
 
 def _delete_cancelled(
     gateway: gw.ClusterGateway,
-    objects,
     settled: set[int] | None = None,
     term: int | None = None,
     *,
@@ -206,19 +204,18 @@ def _delete_cancelled(
 ) -> int:
     """`active`: the jobs this pass found Released or Running (one cancelled since is the
     next pass's)."""
-    ours = {o.job_id: o for o in objects if o.job_id is not None and not o.deleting}
+    ours = gateway.live_job_ids()
     if settled is None:
         settled = set()
     else:
         settled.intersection_update(ours)  # forget objects that are gone
     # Finished objects stay in the cluster until someone removes them: without `settled`
     # every pass would ask the database about all of them.
-    skip = settled.union(active)
-    unknown = [job_id for job_id in ours if job_id not in skip]
+    unknown = ours.difference(settled, active)
     if not unknown:
         return 0
     finished = Job.objects.filter(
-        pk__in=unknown, state__in=(State.CANCELLED, State.SUCCEEDED, State.FAILED)
+        bulk.pk_among(unknown), state__in=(State.CANCELLED, State.SUCCEEDED, State.FAILED)
     ).values_list("id", "state")
     cancelled = []
     for job_id, state in finished:
@@ -226,6 +223,6 @@ def _delete_cancelled(
             cancelled.append(job_id)
         else:
             settled.add(job_id)  # Succeeded and Failed are final
-    for job_id in cancelled:
-        gateway.delete_job_object(ours[job_id].key, term)
+    for info in gateway.job_objects_of(cancelled).values():
+        gateway.delete_job_object(info.key, term)
     return len(cancelled)

@@ -145,9 +145,13 @@ def test_suspend_and_resume(sim, gateway):
 def test_delete_and_delete_of_a_missing_tfjob(sim, gateway):
     gateway.create_job_object(job_id=5, manifest=tfjob("doomed"))
     assert wait_until(lambda: gateway.job_object(tf("team-a", "doomed")))
+    # the cycle finds objects by job id (an index kept up to date with every event)
+    assert 5 in gateway.live_job_ids()
+    assert {job_id: o.name for job_id, o in gateway.job_objects_of([5, 6]).items()} == {5: "doomed"}
     gateway.delete_job_object(tf("team-a", "doomed"))
     gateway.delete_job_object(tf("team-a", "doomed"))  # already gone: no error
     assert wait_until(lambda: gateway.job_object(tf("team-a", "doomed")) is None)
+    assert 5 not in gateway.live_job_ids() and gateway.job_objects_of([5]) == {}
     assert any(e.kind == "tfjobs.kubeflow.org" and e.type == "DELETED" and e.name == "doomed" for e in gateway.events)
     with pytest.raises(gw.NotFound):
         gateway.read_job_object(tf("team-a", "doomed"))
