@@ -263,6 +263,10 @@ def measure(
         )
     )
     by_class = defaultdict(list)
+    # Per class, what a job's quota was held for beyond its run: release -> the tracker saw
+    # it running, and -> the tracker saw it finished (the turnover every admission waits on).
+    overhead: dict[str, list[float]] = defaultdict(list)
+    to_running: dict[str, list[float]] = defaultdict(list)
     used = nominal = held = 0.0
     for _namespace, name, state, submitted, released, started, finished_at in rows:
         cls = name.split("-")[0]
@@ -275,6 +279,9 @@ def measure(
                 used += cpu * (finished_at - started).total_seconds()
             if released and finished_at:
                 held += cpu * (finished_at - released).total_seconds()
+                overhead[cls].append((finished_at - released).total_seconds() - run)
+                if started and started < finished_at:
+                    to_running[cls].append((started - released).total_seconds())
     first = min(r[3] for r in rows)
     last = max((r[6] for r in rows if r[6] is not None), default=None)
     wall = (last - first).total_seconds() if last else float("nan")
@@ -295,6 +302,8 @@ def measure(
         "usage_rows_pct": round(100 * used / capacity, 1),
         "admitted_pct": round(100 * held / capacity, 1),
         "tta_max_s": {cls: round(max(v), 3) if v else None for cls, v in sorted(by_class.items())},
+        "held_beyond_run_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(overhead.items())},
+        "release_to_running_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(to_running.items())},
         "tfjobs_created": sum(created.values()),
         "finished_in_time": finished,
         "submit_lag_s": {
