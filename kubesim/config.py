@@ -23,6 +23,7 @@ services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook servic
 admission_config: admission.yaml  # kube-apiserver's --admission-control-config-file: the
                            # client certificates presented to webhooks (relative to this file)
 kubelet: {start_delay_seconds: 1.0}
+scheduler: {scoring: LeastAllocated}  # or MostAllocated (NodeResourcesFit's scoring strategy)
 operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
 workload: {default_duration_seconds: 60.0, default_checkpoint_seconds: 1800.0}
 watch: {history: 20000, bookmark_interval_seconds: 30.0}
@@ -43,6 +44,8 @@ from pathlib import Path
 
 import yaml
 
+from .scheduler import SCORING_STRATEGIES
+
 DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
 # Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
 DEFAULT_NODES = [{"prefix": "node", "count": 3, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}]
@@ -55,6 +58,7 @@ _TOP_KEYS = {
     "services",
     "admission_config",
     "kubelet",
+    "scheduler",
     "operator",
     "workload",
     "watch",
@@ -77,6 +81,7 @@ class Config:
     services: dict[str, str] = field(default_factory=dict)
     admission_config: str | None = None
     start_delay_seconds: float = 1.0
+    scheduler_scoring: str = "LeastAllocated"
     backoff_seconds: float = 1.0
     max_backoff_seconds: float = 30.0
     default_duration_seconds: float = 60.0
@@ -141,6 +146,9 @@ def from_dict(data: dict | None) -> Config:
     config.start_delay_seconds = float(
         _section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0)
     )
+    config.scheduler_scoring = str(_section(data, "scheduler", {"scoring"}).get("scoring", "LeastAllocated"))
+    if config.scheduler_scoring not in SCORING_STRATEGIES:
+        raise ValueError(f"scheduler: scoring must be one of {list(SCORING_STRATEGIES)}")
     operator = _section(data, "operator", {"backoff_seconds", "max_backoff_seconds"})
     config.backoff_seconds = float(operator.get("backoff_seconds", 1.0))
     config.max_backoff_seconds = float(operator.get("max_backoff_seconds", 30.0))

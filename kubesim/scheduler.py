@@ -2,7 +2,9 @@
 
 Filters like kube-scheduler (unschedulable nodes, nodeSelector, required node affinity,
 NoSchedule/NoExecute taints, free allocatable capacity incl. the pod count) and scores
-by LeastAllocated. A pod that fits nowhere gets PodScheduled=False/Unschedulable with
+by NodeResourcesFit's scoring strategy: LeastAllocated (kube-scheduler's default: spread)
+or MostAllocated (bin-packing, what batch clusters configure to keep whole nodes free for
+large pods). A pod that fits nowhere gets PodScheduled=False/Unschedulable with
 kube-scheduler's "0/N nodes are available: ..." message and is retried when capacity
 is freed. Because pods are bound one by one as they come, two jobs can each get part of
 their gang -- the node-level half of the deadlock.
@@ -24,6 +26,8 @@ from .quota import canonical, is_terminal, pod_requests
 from .resources import NODES, PODS, ResourceType
 
 Key = tuple[str, str]
+# NodeResourcesFit's scoringStrategy.type in a KubeSchedulerConfiguration.
+SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated")
 
 
 def set_pod_condition(status: dict, ctype: str, value: str, now: float, reason: str = "", message: str = "") -> None:
@@ -79,12 +83,16 @@ def _affinity_matches(terms: list[dict], labels: dict) -> bool:
 
 
 class Scheduler:
-    """default-scheduler, one pod at a time in arrival order, not gang-aware; LeastAllocated scoring."""
+    """default-scheduler, one pod at a time in arrival order, not gang-aware; scoring by
+    `scoring` (SCORING_STRATEGIES)."""
 
     name = "scheduler"
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, scoring: str = "LeastAllocated"):
+        if scoring not in SCORING_STRATEGIES:
+            raise ValueError(f"scoring must be one of {SCORING_STRATEGIES}, got {scoring!r}")
         self.store = store
+        self.most_allocated = scoring == "MostAllocated"
         self._lock = threading.Lock()
         self._queue: dict[Key, None] = {}  # pending unbound pods, insertion-ordered
         self._fresh: set[Key] = set()  # never tried since capacity last grew
@@ -233,12 +241,14 @@ class Scheduler:
             if short:
                 short_of.update(short)
                 continue
-            # LeastAllocated: prefer the node left with the largest free share of cpu and memory.
+            # LeastAllocated: prefer the node left with the largest free share of cpu and
+            # memory; MostAllocated: the smallest.
             score = 0.0
             for r in ("cpu", "memory"):
                 capacity = allocatable.get(r, 0)
                 if capacity > 0:
-                    score += (capacity - used.get(r, 0)) / capacity
+                    free = (capacity - used.get(r, 0)) / capacity
+                    score += 1.0 - free if self.most_allocated else free
             if score > best_score:
                 best, best_score = name, score
         if best is not None:

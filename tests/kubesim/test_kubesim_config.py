@@ -42,6 +42,8 @@ def test_the_issue_example_loads(tmp_path):
         ({"users": [{"token": "t"}]}, "username"),
         ({"kubelet": {"delay": 1}}, "delay"),
         ({"clock": "sundial"}, "clock"),
+        ({"scheduler": {"scoring": "Random"}}, "scoring must be one of"),
+        ({"scheduler": {"strategy": "MostAllocated"}}, "strategy"),
     ],
 )
 def test_bad_configs_say_what_is_wrong(bad, message):

@@ -160,6 +160,25 @@ def test_scheduler_spreads_by_least_allocated(custom, core, sim):
     assert nodes == ["cpu-node-0", "cpu-node-0", "cpu-node-1", "cpu-node-1"]
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {
+            "nodes": [{"prefix": "cpu-node", "count": 2, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
+            "namespaces": [{"name": "team-b"}],
+            "users": [{"token": "jobdash-token", "username": "system:serviceaccount:jobdash:jobdash"}],
+            "scheduler": {"scoring": "MostAllocated"},
+        }
+    ],
+)
+def test_scheduler_packs_by_most_allocated(custom, core, sim):
+    """A batch cluster's bin-packing: one node filled first, the other kept whole for a large pod."""
+    custom.create_namespaced_custom_object(G, V, "team-b", P, tfjob_manifest("pack", "team-b", workers=4, cpu="1"))
+    sim.settle()
+    nodes = sorted(p.spec.node_name for p in core.list_namespaced_pod("team-b").items)
+    assert len(nodes) == 4 and len(set(nodes)) == 1
+
+
 def test_a_deleted_pod_is_recreated_and_the_gang_clock_restarts(custom, core, sim):
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("r", "team-a", workers=2, duration=20))
     sim.advance(12)  # gang runs since t=2
