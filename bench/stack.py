@@ -151,7 +151,13 @@ class Kubesim:
 
 
 def cluster_config(
-    namespaces: dict[str, dict], *, nodes: int, node_cpu: int, start_delay_s: float, history: int = 400_000
+    namespaces: dict[str, dict],
+    *,
+    nodes: int,
+    node_cpu: int,
+    start_delay_s: float,
+    history: int = 400_000,
+    scoring: str = "LeastAllocated",
 ) -> dict:
     return {
         "speed": 1.0,
@@ -161,6 +167,7 @@ def cluster_config(
         "namespaces": [{"name": name, "quota": quota} for name, quota in namespaces.items()],
         "users": [{"token": "jobdash-token", "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": start_delay_s},
+        "scheduler": {"scoring": scoring},
         # The dispatcher's watches must never fall out of the event history (a 410 relists).
         "watch": {"history": history},
     }
