@@ -9,9 +9,7 @@
 4. statuses  - write position/reason/message/ETA back, only rows that changed
 5. track     - the cluster's news moves jobs on: running, finished, start timeout (tracker.track);
                claims stranded without their object are re-sent (reconcile.resend_stranded,
-               and the whole reconcile every few passes). Dispatcher.follow on its own: the
-               loop runs it in a thread next to the cycles, since admission does not wait
-               on it (quota is freed by the cluster, not by the tracker)
+               and the whole reconcile every few cycles)
 6. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
@@ -111,7 +109,6 @@ class Dispatcher:
         self.cache = cycle_cache.CycleCache()
         self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
         self._cycles = 0
-        self._passes = 0  # of the tracker (follow)
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
         self.collector = CollectorPause()
 
@@ -140,8 +137,8 @@ class Dispatcher:
         """Continuous repair, not only at leadership start: stranded claims every cycle
         (cheap: the Released rows without an object's uid), the whole reconcile every
         `reconcile_every` cycles."""
-        # (leadership start runs the whole reconcile already: not again on the first pass)
-        if self._passes % max(1, self.config.reconcile_every) == 0:
+        # (leadership start runs the whole reconcile already: not again on the first cycle)
+        if (self._cycles + 1) % max(1, self.config.reconcile_every) == 0:
             return reconcile_pass.reconcile(
                 self.gateway,
                 term=term,
@@ -163,32 +160,14 @@ class Dispatcher:
     def track(self, term: int | None = None) -> dict:
         return tracker.track(self.gateway, self.tracker_settings, self.settled, term=term)
 
-    def _follow(self, term: int) -> dict:
-        self._passes += 1
-        counts = self.track(term)
-        return {"tracked": counts, "repaired": self.repair(term)}
-
-    def follow(self, term: int) -> dict:
-        """Phase 5 alone (a cycle run with `follow=False` leaves it out): the tracker and
-        the repair of interrupted releases, timed as the phase "track". Not concurrently
-        with itself."""
-        clock = time.perf_counter()
-        done = self._follow(term)
-        metrics.observe_cycle({"track": round((time.perf_counter() - clock) * 1000, 2)})
-        return done
-
-    def cycle(self, term: int, *, follow: bool = True) -> CycleResult:
+    def cycle(self, term: int) -> CycleResult:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
         two workers); the claim refuses the one whose snapshot is stale (StaleSnapshot),
-        and the term refuses a deposed leader's (StaleTerm).
-
-        `follow=False`: without phase 5, for a caller that runs `follow` in a thread of
-        its own (DispatcherLoop): a job's end frees its quota in the cluster, so the next
-        admission need not wait for the tracker to write down what it saw."""
+        and the term refuses a deposed leader's (StaleTerm)."""
         with self.collector.paused():
-            return self._cycle(term, follow)
+            return self._cycle(term)
 
-    def _cycle(self, term: int, follow: bool = True) -> CycleResult:
+    def _cycle(self, term: int) -> CycleResult:
         logs.bind_term(term)
         result = CycleResult()
         started = timezone.now()
@@ -253,9 +232,9 @@ class Dispatcher:
                 self._all_statuses_at = time.monotonic()
             lap("statuses")
             # 5. track, and repair what an interrupted release left behind
-            if follow:
-                result.repaired = self._follow(term)["repaired"]
-                lap("track")
+            self.track(term)
+            result.repaired = self.repair(term)
+            lap("track")
         finally:
             # (3c) the objects sent in phase 3 were created meanwhile: their outcomes are recorded
             if sending is not None:

@@ -1,11 +1,5 @@
-"""The dispatcher without Celery: one thread that runs reconcile once, then a cycle on
-every tick or kick, and one that follows the released jobs (the tracker, Dispatcher.follow)
-once per cycle, next to it. Used by `manage.py run_dispatcher` and embedded mode.
-
-Two threads because admission does not wait on the tracker: a finished job frees its quota
-in the cluster (the watch cache sees it), while writing down what the tracker saw (Running,
-Succeeded, with their events) is a transaction that took a third of a busy cycle. One
-thread doing both made every admission wait for the last cycle's tracking."""
+"""The dispatcher without Celery: one thread that runs reconcile once, then a cycle and the
+tracker on every tick or kick. Used by `manage.py run_dispatcher` and embedded mode."""
 
 import logging
 import threading
@@ -30,11 +24,9 @@ class DispatcherLoop:
         self.dispatcher = dispatcher
         self.tick_seconds = tick_seconds
         self.wake = threading.Event()
-        self._following = threading.Event()  # set at each cycle's start: a tracker pass is due
         self._stopping = threading.Event()
         self._elected = threading.Event()
         self._term: int | None = None
-        self._reconciled_term: int | None = None  # the tracker waits for the term's reconcile
         self.leader = LeaderLoop(
             elector_from_settings(leader) if isinstance(leader, str) else leader,
             on_elected=self._on_elected,
@@ -43,7 +35,6 @@ class DispatcherLoop:
             retry_every=1.0,
         )
         self.thread = threading.Thread(target=self._run, name="dispatcher", daemon=True)
-        self.follower = threading.Thread(target=self._follow, name="dispatcher-follow", daemon=True)
 
     def _on_elected(self, leadership) -> None:
         self._term = leadership.term
@@ -55,8 +46,8 @@ class DispatcherLoop:
         self._elected.clear()
 
     def _step_down(self, term: int, error: Exception) -> None:
-        """A write under `term` was refused: that term is over. Only that one: the other
-        thread's pass may fail after this process was elected again, under a newer term."""
+        """A write under `term` was refused: that term is over. Only that one: the cycle
+        may fail after this process was elected again, under a newer term."""
         log.warning("stepping down: %s", error)
         if self._term == term:
             self._on_lost()
@@ -72,18 +63,16 @@ class DispatcherLoop:
         kick.register(self.wake)
         self.leader.start()
         self.thread.start()
-        self.follower.start()
 
     def stop(self) -> None:
         self._stopping.set()
         self.wake.set()
-        self._following.set()
         kick.unregister(self.wake)
         self.thread.join(timeout=10)
-        self.follower.join(timeout=10)
         self.leader.stop()
 
     def _run(self) -> None:
+        reconciled_term = None
         while not self._stopping.is_set():
             self.wake.wait(self.tick_seconds)
             self.wake.clear()
@@ -91,13 +80,12 @@ class DispatcherLoop:
             if term is None or self._stopping.is_set():
                 continue
             try:
-                if self._reconciled_term != term:
+                if reconciled_term != term:
                     logs.bind_term(term)
                     transitions.take_term(term, self.leader.leadership.identity if self.leader.leadership else "")
                     log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
-                    self._reconciled_term = term
-                self._following.set()
-                self.dispatcher.cycle(term, follow=False)
+                    reconciled_term = term
+                self.dispatcher.cycle(term)
             except transitions.StaleTerm as error:
                 self._step_down(term, error)
             except Exception:
@@ -105,21 +93,3 @@ class DispatcherLoop:
             finally:
                 close_old_connections()
         connections.close_all()  # this thread's connections: nobody else will close them
-
-    def _follow(self) -> None:
-        while not self._stopping.is_set():
-            self._following.wait(self.tick_seconds)
-            self._following.clear()
-            term = self._term
-            if term is None or term != self._reconciled_term or self._stopping.is_set():
-                continue
-            try:
-                logs.bind_term(term)
-                self.dispatcher.follow(term)
-            except transitions.StaleTerm as error:
-                self._step_down(term, error)
-            except Exception:
-                log.exception("tracker pass failed; retrying at the next cycle")
-            finally:
-                close_old_connections()
-        connections.close_all()
