@@ -59,9 +59,18 @@ def _affinity_terms(pod_spec: dict) -> list[dict]:
     return required.get("nodeSelectorTerms") or []
 
 
-def _affinity_matches(terms: list[dict], labels: dict) -> bool:
+def _affinity_matches(terms: list[dict], labels: dict, name: str = "") -> bool:
+    """`name`: the node's, for matchFields (metadata.name is the one field a node selector
+    term may match, with In or NotIn)."""
     if not terms:
         return True
+    fields = {"metadata.name": name}
+
+    def field_ok(expr: dict) -> bool:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if key not in fields or op not in ("In", "NotIn"):
+            return False
+        return (fields[key] in values) == (op == "In")
 
     def expr_ok(expr: dict) -> bool:
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
@@ -79,7 +88,11 @@ def _affinity_matches(terms: list[dict], labels: dict) -> bool:
             return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
         return False
 
-    return any(all(expr_ok(e) for e in term.get("matchExpressions") or []) for term in terms)
+    return any(
+        all(expr_ok(e) for e in term.get("matchExpressions") or [])
+        and all(field_ok(f) for f in term.get("matchFields") or [])
+        for term in terms
+    )
 
 
 class Scheduler:
@@ -211,7 +224,9 @@ class Scheduler:
             if node_spec.get("unschedulable"):
                 reasons["node(s) were unschedulable"] += 1
                 continue
-            if any(labels.get(k) != v for k, v in selector.items()) or not _affinity_matches(terms, labels):
+            if any(labels.get(k) != v for k, v in selector.items()) or not _affinity_matches(
+                terms, labels, node["metadata"]["name"]
+            ):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
             taint = next(

@@ -179,6 +179,18 @@ def test_scheduler_packs_by_most_allocated(custom, core, sim):
     assert len(nodes) == 4 and len(set(nodes)) == 1
 
 
+def test_scheduler_honours_node_affinity_on_the_node_name(custom, core, sim):
+    """matchFields metadata.name, as the DaemonSet controller (and jobdash's pinning) uses it."""
+    manifest = tfjob_manifest("pinned", "team-b", workers=2, cpu="1")
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["cpu-node-1"]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"] = affinity
+    custom.create_namespaced_custom_object(G, V, "team-b", P, manifest)
+    sim.settle()
+    nodes = [p.spec.node_name for p in core.list_namespaced_pod("team-b").items]
+    assert nodes == ["cpu-node-1", "cpu-node-1"]  # spreading alone would use both nodes
+
+
 def test_a_deleted_pod_is_recreated_and_the_gang_clock_restarts(custom, core, sim):
     custom.create_namespaced_custom_object(G, V, "team-a", P, tfjob_manifest("r", "team-a", workers=2, duration=20))
     sim.advance(12)  # gang runs since t=2
