@@ -3,11 +3,13 @@
 CycleCache holds the queued rows as last read (with their row versions), the PendingJob
 made of each, the parsed workloads of the active jobs, and what the leader has learned of
 run times and start estimates. queued_rows/pending_rows read the queue through it: on
-PostgreSQL only the rows that changed since the last cycle are read in full, and the
-cycle's own status writes are handed back to it (CycleCache.written) instead of being
-read again.
+PostgreSQL a cycle looks only at the rows written since the last read (by transaction
+horizon), reads in full only those whose version it does not hold, and rebuilds only
+their PendingRows; the cycle's own status writes are handed back to it
+(CycleCache.written) instead of being read again.
 """
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +90,11 @@ class CycleCache:
         self.rows: dict[int, tuple[str, dict[str, Any]]] = {}
         # The PendingRow made of each queued row last time (pending_rows), with that row.
         self.pending: dict[int, tuple[dict[str, Any], PendingRow]] = {}
+        # Jobs whose PendingRow carries a prediction not stored yet: built again until it is.
+        self.unpredicted: set[int] = set()
+        # The last read's transaction horizon, and when the whole queue was last read (queued_rows).
+        self.horizon: int | None = None
+        self.full_read_at = float("-inf")
         self.learning = Learning()
 
     @staticmethod
@@ -167,6 +174,13 @@ class CycleCache:
                 if row["prediction_source"]:
                     pending.prediction = None  # stored
 
+    def forget(self, ids: Iterable[int]) -> None:
+        """These jobs left the queue (the incremental counterpart of retain)."""
+        for job_id in ids:
+            entry = self._jobs.pop(job_id, None)
+            if entry is not None:
+                self.workloads.setdefault(job_id, entry[1].workload)
+
     def retain(self, ids: Iterable[int]) -> None:
         keep = set(ids)
         for job_id, (_version, job) in self._jobs.items():
@@ -193,45 +207,71 @@ _PENDING_FIELDS = (
     "prediction_source",
 )
 _PENDING_TIMES = ("submitted_at", "backoff_until", "eta", "eta_late", "eta_first_at", "eta_first_late")
-_versions_sql: str | None = None
+FULL_READ_EVERY_S = 30.0  # the whole queue's versions read again (incremental reads between)
 
 
-def _versions_query() -> str:
-    """Each queued row's id, its version (PostgreSQL's xmin and ctid: a row's every update
-    makes a new version) and its namespace's name."""
-    global _versions_sql
-    if _versions_sql is None:
-        job, namespace = Job._meta, Namespace._meta
-        _versions_sql = (
-            f'SELECT j."id", {bulk.row_version("j")}, n."name" '
-            f'FROM "{job.db_table}" j JOIN "{namespace.db_table}" n ON n."id" = j."namespace_id" '
-            f'WHERE j."state" = %s'
-        )
-    return _versions_sql
+def _feed_query(full: bool) -> str:
+    """The transaction horizon of the statement's snapshot (every transaction below it has
+    ended), then per row its id, version (PostgreSQL's xmin and ctid: each update of a row
+    makes a new version), namespace's name and state: of every Queued row (`full`), or of
+    every row written at or after a given horizon. A row of nulls after the horizon when
+    none matches."""
+    job, namespace = Job._meta, Namespace._meta
+    where = 'j."state" = %s' if full else 'j."changed_xid" >= %s'
+    return (
+        f'SELECT h.x, j."id", {bulk.row_version("j")}, n."name", j."state" '
+        "FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x) h "
+        f'LEFT JOIN ("{job.db_table}" j JOIN "{namespace.db_table}" n ON n."id" = j."namespace_id") ON {where}'
+    )
 
 
-def queued_rows(cache: CycleCache) -> list[dict[str, Any]]:
-    """The Queued rows (_PENDING_FIELDS, _PENDING_TIMES as seconds since the epoch).
+def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | None]:
+    """The Queued rows (_PENDING_FIELDS, _PENDING_TIMES as seconds since the epoch), and the
+    ids of the rows that changed or left the queue since the last call (None: any may have).
 
-    On PostgreSQL only the rows that changed since the last call are read in full: a
-    light query gives every queued row's version, and a row whose version the cache holds
-    is the cached one (its namespace's name as read now). A queue of thousands costs a few
-    columns per row per cycle, not twenty."""
+    On PostgreSQL a row is read in full only when its version is not the one the cache
+    holds, and most calls look only at the rows written since the last one: every write
+    stamps a job row with its transaction's id (migration 0012), and a call reads the rows
+    stamped at or after the last call's horizon, the oldest transaction still running then
+    (one that committed since was running then, or began later). Every FULL_READ_EVERY_S
+    the versions of the whole queue are read instead, which also drops rows deleted outright
+    and picks up renamed namespaces. A queue of thousands costs what changed, not its length."""
     queued = Job.objects.filter(state=State.QUEUED)
     if connections[queued.db].vendor != "postgresql":
-        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES)
+        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES), None
+    now = time.monotonic()
+    full = cache.horizon is None or now - cache.full_read_at >= FULL_READ_EVERY_S
     with connections[queued.db].cursor() as cursor:
-        cursor.execute(_versions_query(), [State.QUEUED])
-        versions = cursor.fetchall()
+        cursor.execute(_feed_query(full), [State.QUEUED if full else cache.horizon])
+        feed = cursor.fetchall()
+    horizon = feed[0][0]
+    seen = [(job_id, version, namespace, state) for _, job_id, version, namespace, state in feed if job_id is not None]
     known = cache.rows
-    changed = [job_id for job_id, version, _ns in versions if (known.get(job_id) or ("",))[0] != version]
+    changed = [
+        job_id
+        for job_id, version, _ns, state in seen
+        if state == State.QUEUED and (known.get(job_id) or ("",))[0] != version
+    ]
     fetched: dict[int, dict[str, Any]] = {}
     if changed:
         # Still Queued: a row that left the queue since the light query is not this cycle's.
-        for row in values_with_epochs(queued.filter(pk__in=changed), _PENDING_FIELDS, _PENDING_TIMES):
+        for row in values_with_epochs(queued.filter(bulk.pk_among(changed)), _PENDING_FIELDS, _PENDING_TIMES):
             fetched[row["id"]] = row
+    cache.horizon = horizon
+    if not full:
+        touched: set[int] = set()
+        for job_id, version, namespace, state in seen:
+            current = fetched.get(job_id)
+            if current is not None:
+                current["namespace__name"] = namespace
+                known[job_id] = (version, current)
+                touched.add(job_id)
+            elif (state != State.QUEUED or job_id in changed) and known.pop(job_id, None) is not None:
+                touched.add(job_id)  # left the queue (perhaps between the two reads)
+        return [row for _version, row in known.values()], touched
+    cache.full_read_at = now
     rows, fresh = [], {}
-    for job_id, version, namespace in versions:
+    for job_id, version, namespace, _state in seen:
         current = fetched.get(job_id)
         if current is None:
             entry = known.get(job_id)
@@ -242,24 +282,42 @@ def queued_rows(cache: CycleCache) -> list[dict[str, Any]]:
         fresh[job_id] = (version, current)
         rows.append(current)
     cache.rows = fresh
-    return rows
+    return rows, None
 
 
 def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
-    read = queued_rows(cache)
+    read, touched = queued_rows(cache)
     drop_count = release_mode == "unsuspend"
-    # A row queued_rows found unchanged (the very dict it returned last time) whose prediction
-    # is stored makes the same PendingRow as last time: kept, not rebuilt.
     previous = cache.pending
-    kept: dict[int, PendingRow] = {}
-    rows = []
-    for row in read:
-        last = previous.get(row["id"])
-        if last is not None and last[0] is row and row["prediction_source"]:
-            kept[row["id"]] = last[1]
-        else:
-            rows.append(row)
-    # The workload column (the bulk of a row) only for jobs the cache cannot answer.
+    # A row unchanged since last time (the very dict queued_rows returned then) whose
+    # prediction is stored makes the same PendingRow as last time: kept, not rebuilt.
+    if touched is None:
+        rows = []
+        for row in read:
+            last = previous.get(row["id"])
+            if last is None or last[0] is not row or not row["prediction_source"]:
+                rows.append(row)
+    else:
+        again = touched | {job_id for job_id in cache.unpredicted if job_id in cache.rows}
+        rows = [cache.rows[job_id][1] for job_id in again if job_id in cache.rows]
+    built = _build(cache, rows, drop_count)
+    cache.unpredicted = {job_id for job_id, pending in built.items() if pending.prediction is not None}
+    if touched is None:
+        result = [built[row["id"]] if row["id"] in built else previous[row["id"]][1] for row in read]
+        cache.pending = {row["id"]: (row, pending) for row, pending in zip(read, result, strict=True)}
+        cache.retain(row.job.id for row in result)
+        return result
+    gone = [job_id for job_id in touched if job_id not in cache.rows]
+    for job_id in gone:
+        previous.pop(job_id, None)
+    cache.forget(gone)
+    for row in rows:
+        previous[row["id"]] = (row, built[row["id"]])
+    return [pending for _row, pending in previous.values()]
+
+
+def _build(cache: CycleCache, rows: list[dict[str, Any]], drop_count: bool) -> dict[int, PendingRow]:
+    """The PendingRow of each row, its workload parsed only where the cache cannot answer."""
     unpredicted = {row["id"] for row in rows if not row["prediction_source"]}
     stale = [
         row["id"]
@@ -291,7 +349,4 @@ def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
             row["eta_first_late"],
             prediction,
         )
-    result = [kept.get(row["id"]) or built[row["id"]] for row in read]
-    cache.pending = {row["id"]: (row, pending) for row, pending in zip(read, result, strict=True)}
-    cache.retain(row.job.id for row in result)
-    return result
+    return built
