@@ -175,19 +175,12 @@ class CycleCache:
                     pending.prediction = None  # stored
 
     def forget(self, ids: Iterable[int]) -> None:
-        """These jobs left the queue (the incremental counterpart of retain)."""
+        """These jobs left the queue."""
         for job_id in ids:
             entry = self._jobs.pop(job_id, None)
             if entry is not None:
+                # Most jobs leave the queue by release: the snapshot wants the workload next.
                 self.workloads.setdefault(job_id, entry[1].workload)
-
-    def retain(self, ids: Iterable[int]) -> None:
-        keep = set(ids)
-        for job_id, (_version, job) in self._jobs.items():
-            if job_id not in keep:
-                # Most jobs leave the queue by release: build() wants the workload next.
-                self.workloads.setdefault(job_id, job.workload)
-        self._jobs = {i: entry for i, entry in self._jobs.items() if i in keep}
 
 
 _PENDING_FIELDS = (
@@ -287,31 +280,23 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
 
 def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
     read, touched = queued_rows(cache)
-    drop_count = release_mode == "unsuspend"
     previous = cache.pending
-    # A row unchanged since last time (the very dict queued_rows returned then) whose
-    # prediction is stored makes the same PendingRow as last time: kept, not rebuilt.
     if touched is None:
-        rows = []
-        for row in read:
-            last = previous.get(row["id"])
-            if last is None or last[0] is not row or not row["prediction_source"]:
-                rows.append(row)
+        # A full read: a row that is not the very dict queued_rows returned last time is new.
+        rows_by_id = {row["id"]: row for row in read}
+        touched = {job_id for job_id, row in rows_by_id.items() if (previous.get(job_id) or (None,))[0] is not row}
+        touched |= previous.keys() - rows_by_id.keys()
     else:
-        again = touched | {job_id for job_id in cache.unpredicted if job_id in cache.rows}
-        rows = [cache.rows[job_id][1] for job_id in again if job_id in cache.rows]
-    built = _build(cache, rows, drop_count)
+        rows_by_id = {job_id: cache.rows[job_id][1] for job_id in touched | cache.unpredicted if job_id in cache.rows}
+    # Changed rows are built again, and so are those whose prediction is not stored yet.
+    rebuild = [rows_by_id[job_id] for job_id in touched | cache.unpredicted if job_id in rows_by_id]
+    built = _build(cache, rebuild, release_mode == "unsuspend")
     cache.unpredicted = {job_id for job_id, pending in built.items() if pending.prediction is not None}
-    if touched is None:
-        result = [built[row["id"]] if row["id"] in built else previous[row["id"]][1] for row in read]
-        cache.pending = {row["id"]: (row, pending) for row, pending in zip(read, result, strict=True)}
-        cache.retain(row.job.id for row in result)
-        return result
-    gone = [job_id for job_id in touched if job_id not in cache.rows]
+    gone = [job_id for job_id in touched if job_id not in rows_by_id]
     for job_id in gone:
         previous.pop(job_id, None)
     cache.forget(gone)
-    for row in rows:
+    for row in rebuild:
         previous[row["id"]] = (row, built[row["id"]])
     return [pending for _row, pending in previous.values()]
 
