@@ -39,13 +39,7 @@ def resend_stranded(
     backoff_seconds: float,
     concurrency: int = 8,
     min_age_s: float = 0.0,
-    settled: Collection[int] = (),
 ) -> dict[str, int]:
-    """`settled`: jobs the tracker saw finished (Dispatcher.settled): their objects are not
-    asked about, so a pass asks the database about the objects of active and recent jobs,
-    not about every object the cluster keeps. (Should such a job be queued again, an
-    operator's requeue of a failed one, its release meets its own object and takes it:
-    creates are idempotent by job id.)"""
     stranded = _stranded(min_age_s)
     if not stranded:
         return {}
@@ -85,9 +79,9 @@ def reconcile(
 
     cutoff = timezone.now() - timedelta(seconds=min_age_s)
     released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
-    ours = _running_objects(gateway, [job_id for job_id, _, _ in released if job_id in live])
-    transitions.created_many({job_id: ours[job_id].uid for job_id, uid, _ in released if job_id in ours and not uid})
-    resend = [job_id for job_id, _, at in released if job_id not in ours and (at is None or at <= cutoff)]
+    found = _running_objects(gateway, [job_id for job_id, _, _ in released if job_id in live])
+    transitions.created_many({job_id: found[job_id].uid for job_id, uid, _ in released if job_id in found and not uid})
+    resend = [job_id for job_id, _, at in released if job_id not in found and (at is None or at <= cutoff)]
     release.start_sending(
         gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
     ).finish()
@@ -99,10 +93,10 @@ def reconcile(
         .order_by()
         .values_list("id", flat=True)
     )
-    ours = _running_objects(gateway, queued)
-    for job_id in ours:
+    adoptable = _running_objects(gateway, queued)
+    for job_id, info in adoptable.items():
         if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
-            transitions.created(job_id, ours[job_id].uid)
+            transitions.created(job_id, info.uid)
             counts["adopted"] += 1
     return counts
 
