@@ -62,11 +62,6 @@ class Informer:
         with self._lock:
             return self._items.get((namespace, name))
 
-    def snapshot(self) -> dict[tuple[str, str], Any]:
-        """All items by (namespace, name), a copy taken at one moment."""
-        with self._lock:
-            return dict(self._items)
-
     def indexed(self, index: str, values=None) -> dict[Any, list[Any]]:
         """The items of index `index` by value: for the given values (each present, maybe
         empty) or for all of them. One consistent moment."""

@@ -164,22 +164,15 @@ def start_sending(
     return Sending(futures, namespaces, backoff_seconds, term, metered)
 
 
+@dataclass
 class Sending:
     """Releases on their way to the cluster."""
 
-    def __init__(
-        self,
-        futures: list[Future],
-        namespaces: dict[int, str],
-        backoff_seconds: float,
-        term: int | None,
-        metered: bool,
-    ):
-        self.futures = futures
-        self.namespaces = namespaces
-        self.backoff_seconds = backoff_seconds
-        self.term = term
-        self.metered = metered
+    futures: list[Future]
+    namespaces: dict[int, str]
+    backoff_seconds: float
+    term: int | None
+    metered: bool
 
     def finish(self) -> dict[str, int]:
         """Wait for every send; record the outcomes: the created objects' uids in one

@@ -42,10 +42,11 @@ def hold_term(term: int | None) -> None:
 
 def bound_paused_transactions() -> None:
     """In a process that runs cycles: its database sessions opened from now on (a cycle's
-    thread opens its own) abort a transaction idle for the leader's TTL. A leader paused (SIGSTOP, a frozen VM) inside one of its transactions
-    still holds the fence row's lock, and its successor's take_term would wait for it until
-    JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS; this way it waits no longer than the election
-    did. (A running leader is never idle inside a transaction for more than milliseconds.)"""
+    thread opens its own) abort a transaction idle for the leader's TTL. A leader paused
+    (SIGSTOP, a frozen VM) inside one of its transactions still holds the fence row's lock,
+    and its successor's take_term would wait for it until JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS;
+    this way it waits no longer than the election did. (A running leader is never idle
+    inside a transaction for more than milliseconds.)"""
     connection_created.connect(_bound_idle_transactions, dispatch_uid="dispatcher-idle-in-transaction")
 
 
