@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Iterator
 
+from . import jsoncodec
 from .admission import Admission, UserInfo
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .model import ABORT_WATCH, Event, Store, clone, new_uid, owned_by
@@ -472,7 +473,7 @@ class Api:
 
 
 def _line(etype: str, obj: dict) -> bytes:
-    return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() + b"\n"
+    return jsoncodec.dumps({"type": etype, "object": obj}) + b"\n"
 
 
 def _event_line(event: Event, predicate) -> bytes:

@@ -27,8 +27,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from . import jsoncodec
 from .clock import Clock, rfc3339
 from .errors import already_exists, bad_request, conflict, gone, not_found
+from .jsoncodec import clone  # noqa: F401  (the controllers copy objects with it)
 from .resources import ResourceType
 
 Key = tuple[str, str]  # (namespace or "", name)
@@ -40,11 +42,6 @@ _uid_random = random.Random()
 def new_uid() -> str:
     # uuid4's os.urandom costs ~0.1 ms here; uids need to be unique, not unguessable.
     return str(uuid.UUID(int=_uid_random.getrandbits(128), version=4))
-
-
-def clone(obj: dict) -> dict:
-    # Objects are plain JSON, and a JSON round trip copies them faster than deepcopy.
-    return json.loads(json.dumps(obj))
 
 
 def evolve(obj: dict, **parts) -> dict:
@@ -76,7 +73,7 @@ class Event:
     def object_json(self) -> bytes:
         # Serialized once, however many watchers receive the event.
         if self._json is None:
-            self._json = json.dumps(self.obj, separators=(",", ":")).encode()
+            self._json = jsoncodec.dumps(self.obj)
         return self._json
 
 

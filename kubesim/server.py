@@ -18,7 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import openapi
+from . import jsoncodec, openapi
 from .admission import UserInfo
 from .apply import APPLY_PATCH, server_side_apply, track
 from .apply import parse as parse_apply
@@ -122,7 +122,7 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, code: int, payload: object, headers: dict | None = None, media: str = "application/json") -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(payload, separators=(",", ":")).encode()
+        data = payload if isinstance(payload, bytes) else jsoncodec.dumps(payload)
         head = [
             f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}",
             f"Content-Type: {media}",

@@ -1,10 +1,11 @@
 """Kubernetes JSON objects -> the gateway's types. Pure functions, no client."""
 
 import copy
-import json
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 from queueing.podspec import pod_shape
 from queueing.quantity import canonical
@@ -53,7 +54,7 @@ def node(obj: Mapping[str, Any]) -> NodeInfo:
     )
 
 
-_REQUESTS: dict[str, Mapping[str, int]] = {}
+_REQUESTS: dict[bytes, Mapping[str, int]] = {}
 _REQUESTS_MAX = 4096
 
 
@@ -62,7 +63,9 @@ def pod_requests(spec: Mapping[str, Any]) -> Mapping[str, int]:
     on the parts of the spec they derive from: every status change of a pod arrives as a
     whole object, and parsing its quantities again was most of a watch event's cost."""
     try:
-        key = json.dumps([spec.get("containers"), spec.get("initContainers"), spec.get("overhead")], sort_keys=True)
+        key = orjson.dumps(
+            [spec.get("containers"), spec.get("initContainers"), spec.get("overhead")], option=orjson.OPT_SORT_KEYS
+        )
     except (TypeError, ValueError):
         key = None
     requests = _REQUESTS.get(key) if key is not None else None
