@@ -30,6 +30,7 @@ class Informer:
         page_size: int = 500,
         watch_seconds: int = 240,
         indexes: dict[str, Callable[[Any], Any]] | None = None,
+        journal: tuple[str, ...] = (),
     ):
         self.kind = kind
         self._list_call = list_call  # a client list method that also accepts watch=True
@@ -42,6 +43,10 @@ class Informer:
         # An index function returns the item's value, or None to leave it out.
         self._index_fns = dict(indexes or {})
         self._indexes: dict[str, dict[Any, dict[tuple[str, str], Any]]] = {name: {} for name in self._index_fns}
+        # For the indexes in `journal`: the values whose items were added or changed since
+        # the consumer last drained them (a relist counts every item), so that a consumer
+        # looks at what changed instead of at every value.
+        self._changed: dict[str, set[Any]] = {name: set() for name in journal}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.synced = threading.Event()
@@ -78,11 +83,20 @@ class Informer:
         with self._lock:
             return set(self._indexes[index])
 
+    def drain_changed(self, index: str) -> set[Any]:
+        """The values of journaled index `index` whose items were added or changed since
+        the last call (one consumer)."""
+        with self._lock:
+            changed, self._changed[index] = self._changed[index], set()
+            return changed
+
     def _index_add(self, key: tuple[str, str], item: Any) -> None:
         for name, fn in self._index_fns.items():
             value = fn(item)
             if value is not None:
                 self._indexes[name].setdefault(value, {})[key] = item
+                if name in self._changed:
+                    self._changed[name].add(value)
 
     def _index_remove(self, key: tuple[str, str], item: Any) -> None:
         for name, fn in self._index_fns.items():

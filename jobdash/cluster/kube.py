@@ -118,6 +118,7 @@ class KubeGateway:
                 functools.partial(convert.job_object, key),
                 self._changed,
                 indexes={"job": _live_job_id},
+                journal=("job",),
             )
             for key in kinds.keys()
         }
@@ -165,6 +166,11 @@ class KubeGateway:
     def live_job_ids(self) -> set[int]:
         """The jobdash jobs that have an object in the cluster not being deleted."""
         return set().union(*(informer.index_values("job") for informer in self._jobs.values()))
+
+    def changed_job_ids(self) -> set[int]:
+        """The jobs whose live object appeared or changed since the last call (one consumer:
+        the tracker's sweep for objects of cancelled jobs)."""
+        return set().union(*(informer.drain_changed("job") for informer in self._jobs.values()))
 
     def job_objects_of(self, job_ids: Iterable[int]) -> dict[int, JobObject]:
         """The live object of each of these jobs that has one (of two carrying the same job

@@ -107,7 +107,7 @@ class Dispatcher:
             self.config.policy, preempt_lower_priority=self.config.preempt_within_namespace
         )
         self.cache = cycle_cache.CycleCache()
-        self.settled: set[int] = set()  # the tracker's memory of jobs finished for good
+        self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
         self.collector = CollectorPause()
@@ -146,7 +146,7 @@ class Dispatcher:
                 backoff_seconds=self.config.backoff_s,
                 concurrency=self.config.concurrency,
                 min_age_s=self.config.repair_after_s,
-                settled=self.settled,
+                settled=self.sweep.settled,
             )
         return reconcile_pass.resend_stranded(
             self.gateway,
@@ -158,7 +158,7 @@ class Dispatcher:
         )
 
     def track(self, term: int | None = None) -> dict:
-        return tracker.track(self.gateway, self.tracker_settings, self.settled, term=term)
+        return tracker.track(self.gateway, self.tracker_settings, self.sweep, term=term)
 
     def cycle(self, term: int) -> CycleResult:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on

@@ -69,7 +69,7 @@ def reconcile(
     min_age_s: float = 0.0,
     settled: Collection[int] = (),
 ) -> dict[str, int]:
-    """`settled`: jobs the tracker saw finished (Dispatcher.settled): their objects are not
+    """`settled`: jobs the tracker saw finished (Dispatcher.sweep.settled): their objects are not
     asked about, so a pass asks the database about the objects of active and recent jobs,
     not about every object the cluster keeps. (Should such a job be queued again, an
     operator's requeue of a failed one, its release meets its own object and takes it:

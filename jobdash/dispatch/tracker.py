@@ -15,9 +15,10 @@
 """
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +44,27 @@ class TrackerSettings:
     backoff_s: float
 
 
+FULL_SWEEP_EVERY_S = 60.0
+
+
+@dataclass
+class Sweep:
+    """What the sweep for objects of cancelled jobs keeps between passes, so that a pass
+    looks at what changed, not at every object the cluster keeps (finished objects stay until
+    someone removes them: thousands).
+
+    Every live object whose job is neither active (Released, Running) nor finished for good
+    is in `watch`, or comes up in the pass as changed (the watch cache's journal) or as its
+    job having left the active jobs. A pass over every live object every FULL_SWEEP_EVERY_S
+    (and the first) forgets the settled jobs whose objects are gone and covers what a gap in
+    that chain would miss."""
+
+    settled: set[int] = field(default_factory=set)  # Succeeded or Failed: final, no more look
+    active: set[int] = field(default_factory=set)  # the last pass's Released and Running jobs
+    watch: set[int] = field(default_factory=set)  # live objects of jobs in other states
+    full_at: float = float("-inf")  # monotonic time of the last pass over every live object
+
+
 def _take_back(gateway: gw.ClusterGateway, key: gw.ObjectKey, mode: str, term: int | None) -> None:
     """Fenced by the term like every write of ours (the webhook refuses a deposed leader's
     update; a delete removes only the version it stamped). Called after the job's own
@@ -61,10 +83,10 @@ def _gone(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int) -> bool:
 
 
 def track(
-    gateway: gw.ClusterGateway, config: TrackerSettings, settled: set[int] | None = None, *, term: int | None = None
+    gateway: gw.ClusterGateway, config: TrackerSettings, sweep: Sweep | None = None, *, term: int | None = None
 ) -> dict[str, int]:
-    """One pass. `settled`, kept by the caller between passes, remembers the jobs whose
-    objects need no look any more (their jobs finished other than cancelled: for good)."""
+    """One pass. `sweep`, kept by the caller between passes, is what the sweep for objects
+    of cancelled jobs remembers (Sweep); without it the pass looks at every object."""
     now = timezone.now()
     counts: dict[str, int] = defaultdict(int)
     jobs = list(
@@ -97,7 +119,7 @@ def track(
             log.warning("tracking job %s: %s", job["id"], error, extra=logs.job(job["id"], job["namespace__name"]))
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, settled, term, active=keys.keys())
+    counts["cleaned"] = _delete_cancelled(gateway, sweep or Sweep(), term, active=set(keys))
     for outcome, count in preempt.evict(gateway, term=term).items():
         if count:
             counts[outcome] += count
@@ -195,34 +217,32 @@ def _follow(
     return "timed-out"
 
 
-def _delete_cancelled(
-    gateway: gw.ClusterGateway,
-    settled: set[int] | None = None,
-    term: int | None = None,
-    *,
-    active: Iterable[int] = (),
-) -> int:
+def _delete_cancelled(gateway: gw.ClusterGateway, sweep: Sweep, term: int | None = None, *, active: set[int]) -> int:
     """`active`: the jobs this pass found Released or Running (one cancelled since is the
-    next pass's)."""
-    ours = gateway.live_job_ids()
-    if settled is None:
-        settled = set()
+    next pass's: it has left them then)."""
+    changed = gateway.changed_job_ids()
+    now = time.monotonic()
+    if now - sweep.full_at >= FULL_SWEEP_EVERY_S:
+        candidates = gateway.live_job_ids()
+        sweep.settled.intersection_update(candidates)  # forget objects that are gone
+        sweep.full_at = now
     else:
-        settled.intersection_update(ours)  # forget objects that are gone
-    # Finished objects stay in the cluster until someone removes them: without `settled`
-    # every pass would ask the database about all of them.
-    unknown = ours.difference(settled, active)
-    if not unknown:
+        candidates = changed | sweep.watch | (sweep.active - active)
+    sweep.active = active
+    objects = gateway.job_objects_of(candidates.difference(active, sweep.settled))  # the live ones
+    sweep.watch = set(objects)
+    if not objects:
         return 0
     finished = Job.objects.filter(
-        bulk.pk_among(unknown), state__in=(State.CANCELLED, State.SUCCEEDED, State.FAILED)
+        bulk.pk_among(objects), state__in=(State.CANCELLED, State.SUCCEEDED, State.FAILED)
     ).values_list("id", "state")
     cancelled = []
     for job_id, state in finished:
         if state == State.CANCELLED:
-            cancelled.append(job_id)
+            cancelled.append(job_id)  # watched until its object is deleting or gone
         else:
-            settled.add(job_id)  # Succeeded and Failed are final
-    for info in gateway.job_objects_of(cancelled).values():
-        gateway.delete_job_object(info.key, term)
+            sweep.settled.add(job_id)
+            sweep.watch.discard(job_id)
+    for job_id in cancelled:
+        gateway.delete_job_object(objects[job_id].key, term)
     return len(cancelled)

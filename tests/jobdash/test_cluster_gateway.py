@@ -135,9 +135,12 @@ def test_pods_show_up_in_the_cache_with_requests_and_owner(sim, gateway):
 
 def test_suspend_and_resume(sim, gateway):
     gateway.create_job_object(job_id=3, manifest=tfjob("pausable"))
+    assert wait_until(lambda: 3 in gateway.changed_job_ids())  # the journal of new and changed objects
+    assert 3 not in gateway.changed_job_ids()  # drained
     gateway.set_suspended(tf("team-a", "pausable"), True)
     assert gateway.read_job_object(tf("team-a", "pausable")).suspended
     assert wait_until(lambda: gateway.job_object(tf("team-a", "pausable")).suspended)
+    assert 3 in gateway.changed_job_ids()  # a change of the object journals it again
     gateway.set_suspended(tf("team-a", "pausable"), False)
     assert not gateway.read_job_object(tf("team-a", "pausable")).suspended
 
