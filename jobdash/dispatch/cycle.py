@@ -147,6 +147,7 @@ class Dispatcher:
                 concurrency=self.config.concurrency,
                 min_age_s=self.config.repair_after_s,
                 settled=self.sweep.settled,
+                active=self.sweep.active,
             )
         return reconcile_pass.resend_stranded(
             self.gateway,

@@ -68,12 +68,14 @@ def reconcile(
     concurrency: int = 8,
     min_age_s: float = 0.0,
     settled: Collection[int] = (),
+    active: Collection[int] = (),
 ) -> dict[str, int]:
-    """`settled`: jobs the tracker saw finished (Dispatcher.sweep.settled): their objects are not
-    asked about, so a pass asks the database about the objects of active and recent jobs,
-    not about every object the cluster keeps. (Should such a job be queued again, an
-    operator's requeue of a failed one, its release meets its own object and takes it:
-    creates are idempotent by job id.)"""
+    """`settled`: jobs the tracker saw finished (Dispatcher.sweep.settled); `active`: jobs
+    Released or Running at its last pass (which runs just before). Their objects are not
+    asked about, so a pass asks the database about the objects of other jobs, not about every
+    object the cluster keeps. (Should a settled job be queued again, an operator's requeue of
+    a failed one, its release meets its own object and takes it: creates are idempotent by
+    job id.)"""
     counts = {"resent": 0, "adopted": 0}
     live = gateway.live_job_ids()
 
@@ -89,7 +91,9 @@ def reconcile(
 
     # (A preempted job's object is ours to resume: the watch cache may not show it suspended yet.)
     queued = (
-        Job.objects.filter(bulk.pk_among(live.difference(settled)), state=State.QUEUED, preempted_by__isnull=True)
+        Job.objects.filter(
+            bulk.pk_among(live.difference(settled, active)), state=State.QUEUED, preempted_by__isnull=True
+        )
         .order_by()
         .values_list("id", flat=True)
     )

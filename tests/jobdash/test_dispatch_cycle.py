@@ -154,6 +154,21 @@ def test_reconcile_adopts_a_tfjob_created_before_the_claim_stuck(user, sim, gate
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "adopted"] == [201]
 
 
+def test_repair_adopts_the_object_of_a_job_queued_again_since_the_last_pass(user, sim, gateway, term):
+    """The periodic repair skips the objects of jobs the tracker's last pass found active:
+    a job queued again since (its object not taken back: a crash) is asked about."""
+    job = submit(user, "strayed")
+    dispatcher = Dispatcher(gateway, settings(reconcile_every=1))
+    dispatcher.cycle(term)
+    eventually(lambda: gateway.job_object(tf("team-a", "strayed")) is not None)
+    assert job.pk in dispatcher.sweep.active
+    backoff = transitions.backoff(1, 0)
+    assert transitions.requeue(job.pk, note="then the crash", backoff_until=backoff, count_attempt=False, term=term)
+    dispatcher.track(term)
+    assert dispatcher.repair(term) == {"resent": 0, "adopted": 1}
+    assert state(job) == State.RELEASED
+
+
 def test_statuses_are_written_only_when_they_change(user, gateway, term):
     big = submit(user, "too-big", workers=1, cpu="7")  # quota is 6 CPUs: can never fit
     small = submit(user, "small", workers=1, cpu="1")
