@@ -6,7 +6,7 @@ fed, as each job starts, with the forecasts it was given while it waited (`forec
 sampled in memory by `write_statuses`). A new leader learns the recent past from the
 database on its first cycle (the last `BOOTSTRAP` finished and started jobs, oldest
 first; for a start, the job's first forecast, the one kept on its row), then only what
-happened since the cycle before: one indexed read per cycle by finish time, one by start time.
+happened since the cycle before: two indexed reads per cycle, by finish and by start time.
 
 A job's prediction is made once, when the dispatcher first sees it, and stored on
 its row (`predicted_duration_s`, `predicted_p90_s`, `prediction_source`): its
@@ -64,39 +64,38 @@ class Learning:
         self._learn_starts()
 
     @staticmethod
-    def _recent(since: _Since, column: str, fields: tuple[str, ...], **filters) -> list[dict[str, Any]]:
-        """The rows (`fields`, id and `column`) matching `filters` whose `column` is at or
-        past `since`'s mark and that were not read before (on the first call, the newest
-        BOOTSTRAP), oldest first: one read per cycle."""
+    def _recent(since: _Since, column: str, **filters) -> list[int]:
+        """Ids of the rows matching `filters` whose `column` is at or past `since`'s mark and
+        not read before (on the first call, the newest BOOTSTRAP), oldest first."""
         mark = since.mark
         rows = Job.objects.filter(**filters)
         if mark is None:
-            newest = rows.order_by(f"-{column}").values("id", column, *fields)[:BOOTSTRAP]
-            read = sorted(newest, key=lambda row: (row[column], row["id"]))
-        else:
-            read = list(rows.filter(**{f"{column}__gte": mark}).order_by(column, "id").values("id", column, *fields))
-        fresh = set(since.new((row["id"], row[column]) for row in read))
-        return [row for row in read if row["id"] in fresh]
+            newest = rows.order_by(f"-{column}").values_list("id", column)[:BOOTSTRAP]
+            return since.new(sorted(newest, key=lambda row: (row[1], row[0])))
+        return since.new(rows.filter(**{f"{column}__gte": mark}).order_by(column, "id").values_list("id", column))
 
     def _learn_durations(self, workloads: dict[int, Workload]) -> None:
+        ids = self._recent(self._finished, "finished_at", state=State.SUCCEEDED, started_at__isnull=False)
+        if not ids:
+            return
         fields = (
+            "id",
             "namespace__name",
             "submitted_by_name",
             "started_at",
+            "finished_at",
             "predicted_duration_s",
             "predicted_p90_s",
             "prediction_source",
         )
-        rows = self._recent(self._finished, "finished_at", fields, state=State.SUCCEEDED, started_at__isnull=False)
-        if not rows:
-            return
-        unparsed = [row["id"] for row in rows if row["id"] not in workloads]
+        rows = {row["id"]: row for row in Job.objects.filter(pk__in=ids).values(*fields)}
+        unparsed = [job_id for job_id in ids if job_id not in workloads]
         parsed = dict(workloads)
         if unparsed:
             for job_id, data in Job.objects.filter(pk__in=unparsed).values_list("id", "workload"):
                 parsed[job_id] = Workload.from_json(data)
-        for row in rows:
-            job_id = row["id"]
+        for job_id in ids:
+            row = rows[job_id]
             seconds = (row["finished_at"] - row["started_at"]).total_seconds()
             said = None
             if row["prediction_source"]:
@@ -105,12 +104,15 @@ class Learning:
 
     def _learn_starts(self) -> None:
         # (a preempted job waited its first run too: not what its forecasts were about)
-        fields = ("eta_first_at", "eta_first_forecast")
-        rows = self._recent(self._started, "started_at", fields, started_at__isnull=False, preemptions=0)
+        ids = self._recent(self._started, "started_at", started_at__isnull=False, preemptions=0)
+        if not ids:
+            return
+        rows = Job.objects.filter(pk__in=ids).values_list("id", "eta_first_at", "eta_first_forecast", "started_at")
         observe = self.calibrator.observe
-        for row in rows:
-            started_at, given_at, forecast = row["started_at"], row["eta_first_at"], row["eta_first_forecast"]
-            sampled = self.forecasts.started(row["id"], started_at.timestamp())
+        for job_id, given_at, forecast, started_at in rows:
+            if started_at is None:
+                continue
+            sampled = self.forecasts.started(job_id, started_at.timestamp())
             if sampled:
                 for forecast_wait, actual_wait in sampled:
                     observe(forecast_wait, actual_wait)
