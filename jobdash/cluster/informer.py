@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 GONE = 410
 NOT_FOUND = 404
 NOT_SERVED_RETRY_S = 30.0
+JOURNAL_LIMIT = 50_000  # journaled values kept undrained before the journal says "everything"
 
 
 class Informer:
@@ -45,8 +46,9 @@ class Informer:
         self._indexes: dict[str, dict[Any, dict[tuple[str, str], Any]]] = {name: {} for name in self._index_fns}
         # For the indexes in `journal`: the values whose items were added or changed since
         # the consumer last drained them (a relist counts every item), so that a consumer
-        # looks at what changed instead of at every value.
-        self._changed: dict[str, set[Any]] = {name: set() for name in journal}
+        # looks at what changed instead of at every value. None once more than
+        # JOURNAL_LIMIT values piled up (nobody drained: a standby dispatcher).
+        self._changed: dict[str, set[Any] | None] = {name: set() for name in journal}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.synced = threading.Event()
@@ -83,9 +85,10 @@ class Informer:
         with self._lock:
             return set(self._indexes[index])
 
-    def drain_changed(self, index: str) -> set[Any]:
+    def drain_changed(self, index: str) -> set[Any] | None:
         """The values of journaled index `index` whose items were added or changed since
-        the last call (one consumer)."""
+        the last call (one consumer), or None when there were too many to keep: look at
+        every value then."""
         with self._lock:
             changed, self._changed[index] = self._changed[index], set()
             return changed
@@ -96,7 +99,11 @@ class Informer:
             if value is not None:
                 self._indexes[name].setdefault(value, {})[key] = item
                 if name in self._changed:
-                    self._changed[name].add(value)
+                    changed = self._changed[name]
+                    if changed is not None:
+                        changed.add(value)
+                        if len(changed) > JOURNAL_LIMIT:
+                            self._changed[name] = None
 
     def _index_remove(self, key: tuple[str, str], item: Any) -> None:
         for name, fn in self._index_fns.items():

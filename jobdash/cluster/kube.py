@@ -167,10 +167,18 @@ class KubeGateway:
         """The jobdash jobs that have an object in the cluster not being deleted."""
         return set().union(*(informer.index_values("job") for informer in self._jobs.values()))
 
-    def changed_job_ids(self) -> set[int]:
+    def changed_job_ids(self) -> set[int] | None:
         """The jobs whose live object appeared or changed since the last call (one consumer:
-        the tracker's sweep for objects of cancelled jobs)."""
-        return set().union(*(informer.drain_changed("job") for informer in self._jobs.values()))
+        the tracker's sweep for objects of cancelled jobs); None: too many to have kept."""
+        found: set[int] = set()
+        overflowed = False
+        for informer in self._jobs.values():  # (every journal drained, whatever the others say)
+            changed = informer.drain_changed("job")
+            if changed is None:
+                overflowed = True
+            else:
+                found |= changed
+        return None if overflowed else found
 
     def job_objects_of(self, job_ids: Iterable[int]) -> dict[int, JobObject]:
         """The live object of each of these jobs that has one (of two carrying the same job

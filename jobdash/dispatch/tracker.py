@@ -222,7 +222,7 @@ def _delete_cancelled(gateway: gw.ClusterGateway, sweep: Sweep, term: int | None
     next pass's: it has left them then)."""
     changed = gateway.changed_job_ids()
     now = time.monotonic()
-    if now - sweep.full_at >= FULL_SWEEP_EVERY_S:
+    if changed is None or now - sweep.full_at >= FULL_SWEEP_EVERY_S:
         candidates = gateway.live_job_ids()
         sweep.settled.intersection_update(candidates)  # forget objects that are gone
         sweep.full_at = now

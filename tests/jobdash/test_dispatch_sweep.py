@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from jobdash.cluster import informer
 from jobdash.cluster.gateway import JOB_ID_LABEL
 from jobdash.dispatch import tracker
 from jobdash.dispatch.cycle import Dispatcher
@@ -43,7 +44,13 @@ def labelled_object(sim, gateway, name: str, job_id: int) -> None:
     eventually(lambda: gateway.job_object(tf("team-a", name)) is not None, message="the watch cache never saw it")
 
 
-def test_an_object_that_appears_after_its_job_was_cancelled_is_deleted(user, sim, gateway, term):
+@pytest.mark.parametrize("journal_limit", [informer.JOURNAL_LIMIT, 0], ids=["journal", "journal-overflowed"])
+def test_an_object_that_appears_after_its_job_was_cancelled_is_deleted(
+    user, sim, gateway, term, monkeypatch, journal_limit
+):
+    """Seen through the watch cache's journal; or, when the journal overflowed (a standby
+    that nobody drained), by a pass over every live object."""
+    monkeypatch.setattr(informer, "JOURNAL_LIMIT", journal_limit)
     job = submit(user, "late")
     sweep = tracker.Sweep()
     tracker.track(gateway, SETTINGS, sweep, term=term)  # the first pass looks at every object
