@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from . import jsoncodec
 from .admission import Admission, UserInfo
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
-from .model import ABORT_WATCH, Event, Store, clone, new_uid, owned_by
+from .jsoncodec import clone
+from .model import ABORT_WATCH, Event, Store, new_uid, owned_by
 from .patch import apply_patch
 from .quota import QuotaTracker
 from .resources import (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from . import batchjob as bj
 from .api import Api
 from .clock import rfc3339
-from .model import clone
+from .jsoncodec import clone
 from .ownership import Owners
 from .reconciler import Creation, Reconciler
 from .resources import JOBS, PODS, ResourceType

@@ -19,7 +19,7 @@ from . import jobset as js_
 from .api import Api
 from .errors import ApiError
 from .jobcontroller import JobController, finish_pods
-from .model import clone
+from .jsoncodec import clone
 from .ownership import Owners
 from .reconciler import Creation, Reconciler
 from .resources import JOBS, JOBSETS, ResourceType

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from . import jsoncodec
 from .clock import Clock, rfc3339
 from .errors import already_exists, bad_request, conflict, gone, not_found
-from .jsoncodec import clone  # noqa: F401  (the controllers copy objects with it)
 from .resources import ResourceType
 
 Key = tuple[str, str]  # (namespace or "", name)

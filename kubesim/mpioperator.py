@@ -16,8 +16,8 @@ from . import mpijob as mpi
 from .api import Api
 from .clock import rfc3339
 from .errors import ApiError
+from .jsoncodec import clone
 from .kubeflow import JOB_ROLE_LABEL, REPLICA_INDEX_LABEL, is_finished, update_conditions
-from .model import clone
 from .ownership import Owners, controller_ref
 from .reconciler import Creation, Reconciler
 from .resources import JOBS, MPIJOBS, PODS, ResourceType

@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import trainingop as op
 from .api import Api
 from .clock import rfc3339
+from .jsoncodec import clone
 from .kubeflow import (
     JOB_ROLE_LABEL,
     REPLICA_TYPE_LABEL,
@@ -25,7 +26,6 @@ from .kubeflow import (
     is_suspended_status,
     update_conditions,
 )
-from .model import clone
 from .ownership import Owners
 from .reconciler import Creation, Reconciler
 from .resources import PODS, TRAINING_TYPES, ResourceType

@@ -18,7 +18,7 @@ from . import trainer
 from .api import Api
 from .errors import ApiError, not_found
 from .jobsetcontroller import JobSetController
-from .model import clone
+from .jsoncodec import clone
 from .ownership import Owners, controller_ref
 from .reconciler import Creation, Key, Reconciler
 from .resources import CLUSTERTRAININGRUNTIMES, JOBSETS, TRAININGRUNTIMES, TRAINJOBS, ResourceType

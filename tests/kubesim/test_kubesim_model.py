@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from kubesim.clock import ManualClock
 from kubesim.errors import ApiError
-from kubesim.model import Store, clone, evolve
+from kubesim.jsoncodec import clone
+from kubesim.model import Store, evolve
 from kubesim.patch import apply_patch, json_patch, merge_patch
 from kubesim.resources import LEASES
 from kubesim.selectors import match_label_selector_object, parse_field_selector, parse_label_selector
