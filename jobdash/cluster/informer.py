@@ -98,12 +98,15 @@ class Informer:
             value = fn(item)
             if value is not None:
                 self._indexes[name].setdefault(value, {})[key] = item
-                if name in self._changed:
-                    changed = self._changed[name]
-                    if changed is not None:
-                        changed.add(value)
-                        if len(changed) > JOURNAL_LIMIT:
-                            self._changed[name] = None
+                if self._changed.get(name) is not None:
+                    self._journal(name, value)
+
+    def _journal(self, index: str, value: Any) -> None:
+        changed = self._changed[index]
+        assert changed is not None
+        changed.add(value)
+        if len(changed) > JOURNAL_LIMIT:
+            self._changed[index] = None  # nobody drains it: remember only "everything"
 
     def _index_remove(self, key: tuple[str, str], item: Any) -> None:
         for name, fn in self._index_fns.items():
