@@ -36,6 +36,7 @@ from . import bulk, cycle_cache, preempt, publish, snapshot_phase, tracker, tran
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .collector import CollectorPause
+from .table_stats import TableStatistics
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -111,6 +112,7 @@ class Dispatcher:
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
         self.collector = CollectorPause()
+        self.statistics = TableStatistics()
 
     def status_interval(self, queued: int) -> float:
         """How often position/ETA-only changes are written: `status_interval_s`, and once
@@ -258,6 +260,7 @@ class Dispatcher:
         self._cycles += 1
         if self._cycles % PRUNE_EVERY == 0:
             prune_cycles()
+        self.statistics.refresh()
         if result.admitted:
             log.info(
                 "cycle: %d pending, %d admitted, %s; %s",
