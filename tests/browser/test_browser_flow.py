@@ -16,6 +16,7 @@ from pathlib import Path
 import playwright.sync_api as playwright_api
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
@@ -115,6 +116,10 @@ def page(monkeypatch, stack):
             page.goto("about:blank")  # stop the pages' polling before the server goes away
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
+            # The test's ORM calls ran in the context Playwright's sync API switches to, with a
+            # database connection of their own: closed here, in that context, or it outlives
+            # the test database ("being accessed by other users" at its teardown).
+            connections.close_all()
     assert errors == [], errors
 
 
