@@ -98,12 +98,12 @@ class Informer:
             value = fn(item)
             if value is not None:
                 self._indexes[name].setdefault(value, {})[key] = item
-                if self._changed.get(name) is not None:
-                    self._journal(name, value)
+                self._journal(name, value)
 
     def _journal(self, index: str, value: Any) -> None:
-        changed = self._changed[index]
-        assert changed is not None
+        changed = self._changed.get(index)
+        if changed is None:  # not journaled, or already "everything"
+            return
         changed.add(value)
         if len(changed) > JOURNAL_LIMIT:
             self._changed[index] = None  # nobody drains it: remember only "everything"

@@ -65,12 +65,12 @@ class TableStatistics:
             # each state and the range of each stamp, not fine histograms; autovacuum's own
             # analyzes, when they come, use the server's target.
             cursor.execute(f"SET LOCAL default_statistics_target = {STATISTICS_TARGET}")
-            cursor.execute(f"ANALYZE (SKIP_LOCKED) {quote(table)} ({', '.join(map(quote, _compared_columns()))})")
+            cursor.execute(f"ANALYZE (SKIP_LOCKED) {_quote(table)} ({', '.join(map(_quote, _compared_columns()))})")
         self._modified_at_analyze = modified
         return True
 
 
-def quote(name: str) -> str:
+def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
