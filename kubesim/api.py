@@ -411,7 +411,7 @@ class Api:
         bookmark_interval: float = 30.0,
         initial_events: bool = False,
     ) -> Iterator[bytes]:
-        """Newline-delimited watch events; a 410 becomes an ERROR event, as the API server sends it.
+        """Newline-delimited watch events, in chunks of one or more; a 410 becomes an ERROR event, as the API server sends it.
         ``initial_events`` (sendInitialEvents, a streaming list): ADDED for the current state, then
         a BOOKMARK annotated ``k8s.io/initial-events-end``, which client-go's reflector waits for."""
         predicate = self._predicate(rt, label_selector, field_selector)
@@ -432,10 +432,16 @@ class Api:
     def _stream(self, rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end=None):
         deadline = time.monotonic() + (timeout_seconds if timeout_seconds else 1800.0)
         try:
+            batch: list[bytes] = []
             for event in backlog:
                 line = _event_line(event, predicate)
                 if line:
-                    yield line
+                    batch.append(line)
+                if len(batch) >= _BATCH:
+                    yield b"".join(batch)
+                    batch = []
+            if batch:
+                yield b"".join(batch)
             if end is not None:
                 meta = {"resourceVersion": str(end), "annotations": {"k8s.io/initial-events-end": "true"}}
                 yield _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
@@ -449,13 +455,25 @@ class Api:
                     if bookmarks and (line := self._bookmark(rt, watcher)):
                         yield line
                     continue
+                # The events queued meanwhile go out with this one: a burst is one chunk and
+                # one write (clients split a chunk into lines, as the API server's may hold several).
+                batch = []
+                while not isinstance(event, str):
+                    line = _event_line(event, predicate)
+                    if line:
+                        batch.append(line)
+                    if len(batch) >= _BATCH:
+                        break
+                    try:
+                        event = watcher.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    yield b"".join(batch)
                 if isinstance(event, str):  # dropped by fault injection
                     if event == ABORT_WATCH:  # a connection cut mid-stream
                         raise ConnectionAbortedError("watch dropped by fault injection")
                     return  # END_WATCH: a clean end of stream
-                line = _event_line(event, predicate)
-                if line:
-                    yield line
             if bookmarks and (line := self._bookmark(rt, watcher)):
                 yield line
         finally:
@@ -475,6 +493,9 @@ class Api:
 
 def _line(etype: str, obj: dict) -> bytes:
     return jsoncodec.dumps({"type": etype, "object": obj}) + b"\n"
+
+
+_BATCH = 256  # watch events written at most in one chunk
 
 
 def _event_line(event: Event, predicate) -> bytes:

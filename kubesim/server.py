@@ -337,10 +337,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         self.server.watch_started()
         try:
-            for line in stream:
+            for chunk in stream:  # one or more events, each a line
                 if as_table is not None:
-                    line = self._table_event(rt, line, as_table)
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    chunk = b"".join(self._table_event(rt, line, as_table) for line in chunk.splitlines())
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
             self.wfile.write(b"0\r\n\r\n")
         except ConnectionAbortedError:
             self.close_connection = True

@@ -1,5 +1,6 @@
 """Watches through kubernetes.watch.Watch: ordering, 410 Gone, bookmarks, selectors, dropped connections."""
 
+import json
 import queue
 import threading
 
@@ -195,3 +196,30 @@ def test_watching_a_single_object_by_name(core, custom, sim):
     )
     assert {e["object"].metadata.name for e in events} == {"one-worker-1"}
     assert events[-1]["object"].status.phase == "Running"
+
+
+def test_a_burst_of_events_goes_out_in_one_chunk_in_order(sim):
+    """The events queued while a stream was busy are written together (one chunk, one
+    system call), each still its own line, in resourceVersion order."""
+    from kubesim.resources import TFJOBS
+
+    api = sim.cluster.api
+    since = sim.model.resource_version
+    stream = api.watch(TFJOBS, "team-a", str(since), timeout_seconds=5)
+    try:
+        for name in ("b1", "b2", "b3"):
+            api.create(TFJOBS, "team-a", tfjob_manifest(name, "team-a", suspend=True), internal=True)
+        chunk = next(stream)  # the backlog: the three ADDED and what the operator wrote since
+        lines = chunk.splitlines()
+        assert len(lines) >= 3 and chunk.endswith(b"\n")
+        events = [json.loads(line) for line in lines]
+        added = [e["object"]["metadata"]["name"] for e in events if e["type"] == "ADDED"]
+        assert added == ["b1", "b2", "b3"]
+        versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+        assert versions == sorted(versions)
+        api.create(TFJOBS, "team-a", tfjob_manifest("b4", "team-a", suspend=True), internal=True)
+        api.create(TFJOBS, "team-a", tfjob_manifest("b5", "team-a", suspend=True), internal=True)
+        later = [json.loads(line) for line in next(stream).splitlines()]  # queued while no one read
+        assert [e["object"]["metadata"]["name"] for e in later if e["type"] == "ADDED"] == ["b4", "b5"]
+    finally:
+        stream.close()
