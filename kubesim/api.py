@@ -411,7 +411,8 @@ class Api:
         bookmark_interval: float = 30.0,
         initial_events: bool = False,
     ) -> Iterator[bytes]:
-        """Newline-delimited watch events, in chunks of one or more; a 410 becomes an ERROR event, as the API server sends it.
+        """Newline-delimited watch events, in chunks of one or more; a 410 becomes an ERROR
+        event, as the API server sends it.
         ``initial_events`` (sendInitialEvents, a streaming list): ADDED for the current state, then
         a BOOKMARK annotated ``k8s.io/initial-events-end``, which client-go's reflector waits for."""
         predicate = self._predicate(rt, label_selector, field_selector)
