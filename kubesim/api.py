@@ -433,16 +433,9 @@ class Api:
     def _stream(self, rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end=None):
         deadline = time.monotonic() + (timeout_seconds if timeout_seconds else 1800.0)
         try:
-            batch: list[bytes] = []
-            for event in backlog:
-                line = _event_line(event, predicate)
-                if line:
-                    batch.append(line)
-                if len(batch) >= _BATCH:
-                    yield b"".join(batch)
-                    batch = []
-            if batch:
-                yield b"".join(batch)
+            for start in range(0, len(backlog), _BATCH):
+                if chunk := _chunk(backlog[start : start + _BATCH], predicate):
+                    yield chunk
             if end is not None:
                 meta = {"resourceVersion": str(end), "annotations": {"k8s.io/initial-events-end": "true"}}
                 yield _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
@@ -458,21 +451,11 @@ class Api:
                     continue
                 # The events queued meanwhile go out with this one: a burst is one chunk and
                 # one write (clients split a chunk into lines, as the API server's may hold several).
-                batch = []
-                while not isinstance(event, str):
-                    line = _event_line(event, predicate)
-                    if line:
-                        batch.append(line)
-                    if len(batch) >= _BATCH:
-                        break
-                    try:
-                        event = watcher.queue.get_nowait()
-                    except queue.Empty:
-                        break
-                if batch:
-                    yield b"".join(batch)
-                if isinstance(event, str):  # dropped by fault injection
-                    if event == ABORT_WATCH:  # a connection cut mid-stream
+                events, marker = _drain(watcher.queue, event)
+                if chunk := _chunk(events, predicate):
+                    yield chunk
+                if marker is not None:  # dropped by fault injection
+                    if marker == ABORT_WATCH:  # a connection cut mid-stream
                         raise ConnectionAbortedError("watch dropped by fault injection")
                     return  # END_WATCH: a clean end of stream
             if bookmarks and (line := self._bookmark(rt, watcher)):
@@ -497,6 +480,26 @@ def _line(etype: str, obj: dict) -> bytes:
 
 
 _BATCH = 256  # watch events written at most in one chunk
+
+
+def _drain(pending: queue.Queue, first: Event | str) -> tuple[list[Event], str | None]:
+    """`first` and the events queued behind it, up to _BATCH, and the fault's marker
+    (END_WATCH, ABORT_WATCH) that ended them, if one did."""
+    events: list[Event] = []
+    item = first
+    while not isinstance(item, str):
+        events.append(item)
+        if len(events) >= _BATCH:
+            return events, None
+        try:
+            item = pending.get_nowait()
+        except queue.Empty:
+            return events, None
+    return events, item
+
+
+def _chunk(events: list[Event], predicate) -> bytes:
+    return b"".join(_event_line(event, predicate) for event in events)
 
 
 def _event_line(event: Event, predicate) -> bytes:
