@@ -90,7 +90,8 @@ class Namespace(models.Model):
 
 
 class Job(models.Model):
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="jobs")
+    # Indexed by the (namespace, ...) indexes below: a namespace's jobs are found through them.
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="jobs", db_index=False)
     name = models.CharField(max_length=63)
     kind = models.CharField(max_length=63)
     api_version = models.CharField(max_length=127)
@@ -149,11 +150,11 @@ class Job(models.Model):
     borrowing = models.BooleanField(default=False)
     preemptions = models.PositiveIntegerField(default=0)
     preempted_for = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )
     preempt_at = models.DateTimeField(null=True, blank=True)
     preempted_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )
 
     class Meta:
@@ -166,6 +167,10 @@ class Job(models.Model):
             ),
             models.CheckConstraint(condition=Q(state__in=State.values), name="job_state_valid"),
         ]
+        # Every write of a job row adds an entry to each index whose condition the new row
+        # meets (changed_xid changes on every write: no update is HOT), and a job row is
+        # written about seven times in its life. So: no index a wider one covers, and
+        # indexes of columns that most rows leave empty are partial.
         indexes = [
             # The admission cycle reads pending jobs across namespaces.
             models.Index(fields=["state", "namespace", "submitted_at"], name="job_state_ns_submitted"),
@@ -174,9 +179,14 @@ class Job(models.Model):
             # Each cycle reads the most recently finished jobs for the run-time history (ETAs).
             models.Index(fields=["state", "-finished_at"], name="job_state_finished"),
             # The start-time calibration and the track record read the latest starts.
-            models.Index(fields=["-started_at"], name="job_started"),
+            models.Index(fields=["-started_at"], name="job_started", condition=Q(started_at__isnull=False)),
             # A namespace's track record: its latest starts.
-            models.Index(fields=["namespace", "-started_at"], name="job_ns_started"),
+            models.Index(
+                fields=["namespace", "-started_at"], name="job_ns_started", condition=Q(started_at__isnull=False)
+            ),
+            # Preemption's links, set on few jobs.
+            models.Index(fields=["preempted_for"], name="job_preempted_for", condition=Q(preempted_for__isnull=False)),
+            models.Index(fields=["preempted_by"], name="job_preempted_by", condition=Q(preempted_by__isnull=False)),
         ]
 
     def __str__(self) -> str:
