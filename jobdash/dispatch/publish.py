@@ -65,6 +65,7 @@ def active_pod_phases(gateway, pods_by_job: Mapping[ObjectKey, list[PodInfo]]) -
 
 def publish(snapshot: Snapshot, pods: dict | None = None) -> None:
     quotas, nodes = cluster_summary(snapshot)
-    ClusterState.objects.update_or_create(
-        id=1, defaults={"updated_at": timezone.now(), "quotas": quotas, "nodes": nodes, "pods": pods or {}}
-    )
+    fields = {"updated_at": timezone.now(), "quotas": quotas, "nodes": nodes, "pods": pods or {}}
+    # Every cycle publishes: one UPDATE, not update_or_create's transaction, locking read and update.
+    if not ClusterState.objects.filter(id=1).update(**fields):
+        ClusterState.objects.update_or_create(id=1, defaults=fields)

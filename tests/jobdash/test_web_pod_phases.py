@@ -70,3 +70,16 @@ def test_publish_stores_them_with_the_cluster_state():
     assert ClusterState.objects.get(id=1).pods == {"a/b": {"job": 7, "replicas": {}}}
     publish(Snapshot(now=0.0, pending=(), in_flight=(), running=(), quotas={}, nodes=()))
     assert ClusterState.objects.get(id=1).pods == {}
+
+
+@pytest.mark.django_db
+def test_publish_is_one_statement_once_the_row_exists():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    empty = Snapshot(now=0.0, pending=(), in_flight=(), running=(), quotas={}, nodes=())
+    publish(empty)  # creates the row
+    with CaptureQueriesContext(connection) as queries:
+        publish(empty, {"a/b": {"job": 7, "replicas": {}}})
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["UPDATE"]
+    assert ClusterState.objects.get(id=1).pods == {"a/b": {"job": 7, "replicas": {}}}
