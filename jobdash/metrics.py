@@ -135,21 +135,16 @@ def observe_released(job_ids: Iterable[int]) -> None:
             ADMISSION_WAIT.labels(namespace, kind).observe(max(0.0, wait))
 
 
-def observe_started(job_ids: Iterable[int]) -> None:
-    """Start latency, and the first start estimate's error, of jobs the tracker just marked Running."""
-    ids = list(job_ids)
-    if not ids:
-        return
-    from jobdash.jobs.models import Job
-
-    rows = Job.objects.filter(pk__in=ids).values_list(
-        "namespace__name", "kind", "released_at", "started_at", "eta_first", "eta_first_late", "preemptions"
-    )
-    for namespace, kind, released_at, started_at, first, first_late, preemptions in rows:
-        latency = _seconds(released_at, started_at)
+def observe_started(jobs: Iterable[Mapping[str, Any]], started_at: datetime) -> None:
+    """Start latency, and the first start estimate's error, of jobs the tracker just marked
+    Running at `started_at` (its rows: namespace__name, kind, released_at, eta_first,
+    eta_first_late, preemptions)."""
+    for job in jobs:
+        namespace, first, first_late = job["namespace__name"], job["eta_first"], job["eta_first_late"]
+        latency = _seconds(job["released_at"], started_at)
         if latency is not None:
-            START_LATENCY.labels(namespace, kind).observe(max(0.0, latency))
-        if preemptions or started_at is None:
+            START_LATENCY.labels(namespace, job["kind"]).observe(max(0.0, latency))
+        if job["preemptions"]:
             continue  # a preempted job's first estimate was for its first start
         error = _seconds(first, started_at)
         if error is not None:

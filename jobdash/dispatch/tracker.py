@@ -101,6 +101,9 @@ def track(
             "object_uid",
             "attempts",
             "requeue_requested_at",
+            "eta_first",
+            "eta_first_late",
+            "preemptions",
             gang=KT("workload__pods"),
         )
     )
@@ -135,16 +138,22 @@ class _Moves:
         self.term = term
         self.running: list[tuple[int, str]] = []
         self.finished: list[tuple[int, str, str, bool]] = []
+        self.rows: dict[int, Mapping[str, Any]] = {}  # the tracker's rows of the jobs in `running`
+
+    def start(self, job: Mapping[str, Any], note: str) -> None:
+        self.running.append((job["id"], note))
+        self.rows[job["id"]] = job
 
     def apply(self) -> None:
         if not (self.running or self.finished):
             return
+        now = timezone.now()
         # One transaction, the term checked once for all of its batches.
         with transaction.atomic():
             transitions.hold_term(self.term)
-            started = transitions.running_many(self.running)
+            started = transitions.running_many(self.running, at=now)
             transitions.finish_many(self.finished)
-        metrics.observe_started(started)
+        metrics.observe_started((self.rows[job_id] for job_id in started), now)
 
 
 def _follow(
@@ -192,7 +201,7 @@ def _follow(
         return "running"
     gang = int(job["gang"] or 0)
     if gang and pods_running >= gang:
-        moves.running.append((job_id, f"all {gang} pods are running"))
+        moves.start(job, f"all {gang} pods are running")
         return "started"
     waited = (now - job["released_at"]).total_seconds() if job["released_at"] else 0.0
     if waited < config.start_timeout_s:

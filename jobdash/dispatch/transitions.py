@@ -202,15 +202,15 @@ def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term:
     )
 
 
-def running_many(moves: Iterable[tuple[int, str]], term: int | None = None) -> list[int]:
-    """Released -> Running for many (job id, note) at once."""
+def running_many(moves: Iterable[tuple[int, str]], term: int | None = None, *, at: datetime | None = None) -> list[int]:
+    """Released -> Running for many (job id, note) at once, started `at` (default: now)."""
     return move_many(
         moves,
         from_states=(State.RELEASED,),
         to_state=State.RUNNING,
         event="Running",
         term=term,
-        started_at=timezone.now(),
+        started_at=at or timezone.now(),
     )
 
 
