@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 
 from .clock import rfc3339
+from .jsoncodec import clone
 from .ownerref import controller_reference
 from .validation import (
     cause,
@@ -228,7 +229,7 @@ def build_pod(job: dict, index: int | None) -> dict:
     """The pod the Job controller creates: the template, ``generateName`` ``<job>-`` (Indexed:
     ``<job>-<index>-``, hostname ``<job>-<index>``, the completion index label/annotation)."""
     meta = job["metadata"]
-    template = copy.deepcopy(job["spec"]["template"])
+    template = clone(job["spec"]["template"])
     tmeta = template.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {})
     annotations = dict(tmeta.get("annotations") or {})

@@ -16,6 +16,7 @@ import copy
 import hashlib
 
 from .clock import rfc3339
+from .jsoncodec import clone
 from .ownerref import controller_reference
 from .validation import DNS1035_MESSAGE, cause, dns1035_label, immutable, required
 
@@ -180,7 +181,7 @@ def _jobset_labels(js: dict, rjob: dict, index: int) -> dict[str, str]:
 def build_job(js: dict, rjob: dict, index: int) -> dict:
     """constructJob: the replicatedJob's template as a batch Job owned by the JobSet."""
     meta = js["metadata"]
-    template = copy.deepcopy(rjob.get("template") or {})
+    template = clone(rjob.get("template") or {})
     tmeta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     marks = _jobset_labels(js, rjob, index)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 
+from .jsoncodec import clone
 from .kubeflow import JOB_NAME_LABEL, JOB_ROLE_LABEL, OPERATOR_NAME_LABEL, REPLICA_INDEX_LABEL
 from .ownerref import controller_reference
 from .validation import DNS1035_MESSAGE, cause, dns1035_label, not_supported, required, validate_pod_spec
@@ -152,7 +153,7 @@ def _restart(spec: dict) -> str:
 def build_worker(job: dict, index: int) -> dict:
     """newWorker: the template + labels, hostname and the job's Service as subdomain."""
     spec = job["spec"]["mpiReplicaSpecs"]["Worker"]
-    template = copy.deepcopy(spec.get("template") or {})
+    template = clone(spec.get("template") or {})
     meta = template.get("metadata") or {}
     labels = {**(meta.get("labels") or {}), **_labels(job, "worker"), REPLICA_INDEX_LABEL: str(index)}
     pod_spec = template.get("spec") or {}
@@ -173,7 +174,7 @@ def build_worker(job: dict, index: int) -> dict:
 def launcher_template(job: dict) -> dict:
     """newLauncherPodTemplate: the launcher's pod template (labels, hostname, restart policy)."""
     spec = job["spec"]["mpiReplicaSpecs"]["Launcher"]
-    template = copy.deepcopy(spec.get("template") or {})
+    template = clone(spec.get("template") or {})
     meta = template.setdefault("metadata", {})
     meta["labels"] = {**(meta.get("labels") or {}), **_labels(job, "launcher")}
     pod_spec = template.setdefault("spec", {})

@@ -15,11 +15,11 @@ operator's default is None); the other kinds default to None as the operator doe
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import tfjob
+from .jsoncodec import clone
 from .kubeflow import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -115,7 +115,7 @@ def build_pod(kind: TrainingKind, job: dict, rtype: str, index: int) -> dict:
     specs = replica_specs(kind, job)
     spec = specs[rtype]
     meta = job["metadata"]
-    template = copy.deepcopy(spec.get("template") or {})
+    template = clone(spec.get("template") or {})
     template_meta = template.get("metadata") or {}
     labels = dict(template_meta.get("labels") or {})
     labels.update(
