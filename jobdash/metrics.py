@@ -137,20 +137,19 @@ def observe_released(job_ids: Iterable[int]) -> None:
 
 def observe_started(jobs: Iterable[Mapping[str, Any]], started_at: datetime) -> None:
     """Start latency, and the first start estimate's error, of jobs the tracker just marked
-    Running at `started_at` (its rows: namespace__name, kind, released_at, eta_first,
-    eta_first_late, preemptions)."""
+    Running at `started_at` (its rows: namespace__name, kind, preemptions, and released_at,
+    eta_first, eta_first_late in seconds since the epoch)."""
+    started = started_at.timestamp()
     for job in jobs:
         namespace, first, first_late = job["namespace__name"], job["eta_first"], job["eta_first_late"]
-        latency = _seconds(job["released_at"], started_at)
-        if latency is not None:
-            START_LATENCY.labels(namespace, job["kind"]).observe(max(0.0, latency))
+        if job["released_at"] is not None:
+            START_LATENCY.labels(namespace, job["kind"]).observe(max(0.0, started - job["released_at"]))
         if job["preemptions"]:
             continue  # a preempted job's first estimate was for its first start
-        error = _seconds(first, started_at)
-        if error is not None:
-            START_ESTIMATE_ERROR.labels(namespace).observe(abs(error))
+        if first is not None:
+            START_ESTIMATE_ERROR.labels(namespace).observe(abs(started - first))
         if first_late is not None:
-            WITHIN_LATE_BOUND.labels(namespace, "true" if started_at <= first_late else "false").inc()
+            WITHIN_LATE_BOUND.labels(namespace, "true" if started <= first_late else "false").inc()
 
 
 def observe_cycle(phases_ms: Mapping[str, float]) -> None:

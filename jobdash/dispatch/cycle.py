@@ -160,8 +160,9 @@ class Dispatcher:
             min_age_s=self.config.repair_after_s,
         )
 
-    def track(self, term: int | None = None) -> dict:
-        return tracker.track(self.gateway, self.tracker_settings, self.sweep, term=term)
+    def track(self, term: int | None = None, jobs: list[dict] | None = None) -> dict:
+        """`jobs`: the active jobs as this cycle's snapshot read them (None: read them now)."""
+        return tracker.track(self.gateway, self.tracker_settings, self.sweep, term=term, jobs=jobs)
 
     def cycle(self, term: int) -> CycleResult:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
@@ -234,8 +235,9 @@ class Dispatcher:
             if everything:
                 self._all_statuses_at = time.monotonic()
             lap("statuses")
-            # 5. track, and repair what an interrupted release left behind
-            self.track(term)
+            # 5. track (the jobs active at the snapshot; those released since, from the next
+            # cycle on), and repair what an interrupted release left behind
+            self.track(term, observed.active)
             result.repaired = self.repair(term)
             lap("track")
         finally:

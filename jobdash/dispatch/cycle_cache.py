@@ -38,19 +38,21 @@ class Epoch(Func):
     template = "date_part('epoch', %(expressions)s)"
 
 
-def values_with_epochs(rows: QuerySet, fields: Iterable[str], times: Iterable[str]) -> list[dict[str, Any]]:
-    """`rows.values(*fields, *times)`, the `times` (timestamp columns) as seconds since the
-    epoch (float or None). On PostgreSQL the server computes them: the timestamptz loader
-    Django installs in psycopg is pure Python, and parsing the queue's timestamps every
-    cycle was most of the snapshot's cost of reading it."""
+def values_with_epochs(
+    rows: QuerySet, fields: Iterable[str], times: Iterable[str], **expressions: Any
+) -> list[dict[str, Any]]:
+    """`rows.values(*fields, *times, **expressions)`, the `times` (timestamp columns) as
+    seconds since the epoch (float or None). On PostgreSQL the server computes them: the
+    timestamptz loader Django installs in psycopg is pure Python, and parsing the queue's
+    timestamps every cycle was most of the snapshot's cost of reading it."""
     times = tuple(times)
     if connections[rows.db].vendor == "postgresql":
-        read = list(rows.values(*fields, **{f"epoch_{name}": Epoch(name) for name in times}))
+        read = list(rows.values(*fields, **expressions, **{f"epoch_{name}": Epoch(name) for name in times}))
         for row in read:
             for name in times:
                 row[name] = row.pop(f"epoch_{name}")
         return read
-    read = list(rows.values(*fields, *times))
+    read = list(rows.values(*fields, *times, **expressions))
     for row in read:
         for name in times:
             row[name] = epoch(row[name])

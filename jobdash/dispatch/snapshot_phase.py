@@ -23,6 +23,7 @@ from jobdash.jobs.presenters import duration
 from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
+from . import tracker
 from .cycle_cache import CycleCache, PendingRow, pending_rows, values_with_epochs
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class Observation:
     # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
     # job waiting there is late (statuses).
     overruns: dict[str, list[str]]
+    # The Released and Running jobs as the tracker follows them (tracker.active_jobs()).
+    active: list[dict[str, Any]]
 
 
 def _outstanding(kind_key: str, workload: Workload, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -146,19 +149,10 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     return policies
 
 
-def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool) -> Observation:
-    now = timezone.now().timestamp()
-    namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
-    managed = {row["name"]: row for row in namespaces}
-    rows = pending_rows(cache, release_mode=release_mode)
-    # The cache keeps finished pods and objects until they are deleted: read only the live
-    # pods (node usage) and the pods and objects of released jobs, not all of them.
-    live_pods = gateway.live_pods()
-
-    in_flight, running = [], []
-    overruns: dict[str, list[str]] = defaultdict(list)
-    active = values_with_epochs(
-        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)),
+# What the snapshot reads of each Released and Running job, and what the tracker does (the
+# cycle hands these rows on to it: one read of them a cycle).
+_FIELDS = tuple(
+    dict.fromkeys(
         (
             "id",
             "namespace__name",
@@ -175,9 +169,25 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
             "predicted_duration_s",
             "predicted_p90_s",
             "prediction_source",
-        ),
-        ("released_at", "started_at"),
+            *tracker.FIELDS,
+        )
     )
+)
+_TIMES = tuple(dict.fromkeys(("released_at", "started_at", *tracker.TIMES)))
+
+
+def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool) -> Observation:
+    now = timezone.now().timestamp()
+    namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
+    managed = {row["name"]: row for row in namespaces}
+    rows = pending_rows(cache, release_mode=release_mode)
+    # The cache keeps finished pods and objects until they are deleted: read only the live
+    # pods (node usage) and the pods and objects of released jobs, not all of them.
+    live_pods = gateway.live_pods()
+
+    in_flight, running = [], []
+    overruns: dict[str, list[str]] = defaultdict(list)
+    active = values_with_epochs(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)), _FIELDS, _TIMES)
     keys = {
         row["id"]: kinds.object_key(row["api_version"], row["kind"], row["namespace__name"], row["name"])
         for row in active
@@ -195,6 +205,7 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         key = keys[row["id"]]
         namespace = row["namespace__name"]
         workload = workloads[row["id"]]
+        row["gang"] = workload.pods  # (for the tracker)
         predicted = row["predicted_duration_s"]
         if not row["prediction_source"]:  # (released before predictions were made)
             predicted = learning.predict(workload, row).median_s
@@ -248,4 +259,4 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
     )
-    return Observation(snapshot, rows, by_job, dict(overruns))
+    return Observation(snapshot, rows, by_job, dict(overruns), active)

@@ -19,7 +19,6 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -32,6 +31,7 @@ from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import bulk, preempt, transitions
+from .cycle_cache import values_with_epochs
 
 log = logging.getLogger(__name__)
 
@@ -82,31 +82,37 @@ def _gone(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int) -> bool:
         return True
 
 
+# What the tracker needs of each Released or Running job: the cycle's snapshot reads these
+# along with its own (one read of the active jobs a cycle); a pass alone reads them itself.
+FIELDS = ("id", "namespace__name", "name", "kind", "api_version", "state", "object_uid", "attempts", "preemptions")
+TIMES = ("released_at", "requeue_requested_at", "eta_first", "eta_first_late")  # seconds since the epoch
+
+
+def active_jobs() -> list[dict[str, Any]]:
+    """The Released and Running jobs as track() takes them ("gang": the pods of the job)."""
+    return values_with_epochs(
+        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)), FIELDS, TIMES, gang=KT("workload__pods")
+    )
+
+
 def track(
-    gateway: gw.ClusterGateway, config: TrackerSettings, sweep: Sweep | None = None, *, term: int | None = None
+    gateway: gw.ClusterGateway,
+    config: TrackerSettings,
+    sweep: Sweep | None = None,
+    *,
+    term: int | None = None,
+    jobs: list[dict[str, Any]] | None = None,
 ) -> dict[str, int]:
     """One pass. `sweep`, kept by the caller between passes, is what the sweep for objects
-    of cancelled jobs remembers (Sweep); without it the pass looks at every object."""
-    now = timezone.now()
+    of cancelled jobs remembers (Sweep); without it the pass looks at every object.
+
+    `jobs`: the active jobs (active_jobs()) as the cycle's snapshot read them; a job released
+    since is followed from the next pass on, and each move is a compare-and-set, so a row a
+    little old never moves a job that has moved meanwhile. None: read them now."""
+    now = time.time()
     counts: dict[str, int] = defaultdict(int)
-    jobs = list(
-        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)).values(
-            "id",
-            "namespace__name",
-            "name",
-            "kind",
-            "api_version",
-            "state",
-            "released_at",
-            "object_uid",
-            "attempts",
-            "requeue_requested_at",
-            "eta_first",
-            "eta_first_late",
-            "preemptions",
-            gang=KT("workload__pods"),
-        )
-    )
+    if jobs is None:
+        jobs = active_jobs()
     keys = {
         job["id"]: kinds.object_key(job["api_version"], job["kind"], job["namespace__name"], job["name"])
         for job in jobs
@@ -163,7 +169,7 @@ def _follow(
     key: gw.ObjectKey,
     info: gw.JobObject | None,
     pods_running: int,
-    now: datetime,
+    now: float,
     moves: _Moves,
     term: int | None = None,
 ) -> str:
@@ -203,7 +209,7 @@ def _follow(
     if gang and pods_running >= gang:
         moves.start(job, f"all {gang} pods are running")
         return "started"
-    waited = (now - job["released_at"]).total_seconds() if job["released_at"] else 0.0
+    waited = now - job["released_at"] if job["released_at"] is not None else 0.0
     if waited < config.start_timeout_s:
         return "starting"
     attempts = job["attempts"] + 1

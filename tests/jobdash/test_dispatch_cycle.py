@@ -2,6 +2,8 @@
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobdash.cluster.gateway import NotFound
 from jobdash.dispatch import transitions
@@ -40,6 +42,23 @@ def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
     assert list(job.events.values_list("type", flat=True)) == ["Submitted", "Released", "Running", "Succeeded"]
     assert Cycle.objects.count() >= 3
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "mnist"] == [201]
+
+
+def test_a_cycle_reads_the_active_jobs_once(user, sim, gateway, term):
+    """The snapshot reads the Released and Running jobs with what the tracker needs of them,
+    and the tracker follows them from those rows: one read of them a cycle, not two."""
+    job = submit(user, "once", workers=2, cpu="1", duration=2)
+    dispatcher = Dispatcher(gateway, settings())
+    run_until(dispatcher, sim, gateway, job, State.RUNNING)
+    with CaptureQueriesContext(connection) as queries:
+        dispatcher.cycle(term)
+    reads = [
+        q["sql"]
+        for q in queries
+        if q["sql"].startswith("SELECT") and "jobs_job" in q["sql"] and "'Released', 'Running'" in q["sql"]
+    ]
+    assert len(reads) == 1, reads
+    run_until(dispatcher, sim, gateway, job, State.SUCCEEDED)  # followed from the snapshot's rows
 
 
 def test_the_deadlock_scenario_through_jobdash_finishes_both(user, sim, gateway, term):
@@ -161,6 +180,8 @@ def test_repair_adopts_the_object_of_a_job_queued_again_since_the_last_pass(user
     dispatcher = Dispatcher(gateway, settings(reconcile_every=1))
     dispatcher.cycle(term)
     eventually(lambda: gateway.job_object(tf("team-a", "strayed")) is not None)
+    assert job.pk not in dispatcher.sweep.active  # the cycle's tracker follows it from its next pass
+    dispatcher.track(term)
     assert job.pk in dispatcher.sweep.active
     backoff = transitions.backoff(1, 0)
     assert transitions.requeue(job.pk, note="then the crash", backoff_until=backoff, count_attempt=False, term=term)
