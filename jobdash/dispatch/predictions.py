@@ -64,54 +64,52 @@ class Learning:
         self._learn_starts()
 
     @staticmethod
-    def _recent(since: _Since, column: str, **filters) -> list[int]:
-        """Ids of the rows matching `filters` whose `column` is at or past `since`'s mark and
-        not read before (on the first call, the newest BOOTSTRAP), oldest first."""
+    def _recent(since: _Since, column: str, fields: tuple[str, ...], **filters) -> list[dict[str, Any]]:
+        """The rows (id, `column` and `fields`) matching `filters` whose `column` is at or past
+        `since`'s mark and not read before (on the first call, the newest BOOTSTRAP), oldest
+        first: one query."""
         mark = since.mark
         rows = Job.objects.filter(**filters)
+        wanted = tuple(dict.fromkeys(("id", column, *fields)))
         if mark is None:
-            newest = rows.order_by(f"-{column}").values_list("id", column)[:BOOTSTRAP]
-            return since.new(sorted(newest, key=lambda row: (row[1], row[0])))
-        return since.new(rows.filter(**{f"{column}__gte": mark}).order_by(column, "id").values_list("id", column))
+            read = list(rows.order_by(f"-{column}").values(*wanted)[:BOOTSTRAP])
+            read.sort(key=lambda row: (row[column], row["id"]))
+        else:
+            read = list(rows.filter(**{f"{column}__gte": mark}).order_by(column, "id").values(*wanted))
+        fresh = set(since.new((row["id"], row[column]) for row in read))
+        return [row for row in read if row["id"] in fresh]
 
     def _learn_durations(self, workloads: dict[int, Workload]) -> None:
-        ids = self._recent(self._finished, "finished_at", state=State.SUCCEEDED, started_at__isnull=False)
-        if not ids:
-            return
         fields = (
-            "id",
             "namespace__name",
             "submitted_by_name",
             "started_at",
-            "finished_at",
             "predicted_duration_s",
             "predicted_p90_s",
             "prediction_source",
         )
-        rows = {row["id"]: row for row in Job.objects.filter(pk__in=ids).values(*fields)}
-        unparsed = [job_id for job_id in ids if job_id not in workloads]
+        rows = self._recent(self._finished, "finished_at", fields, state=State.SUCCEEDED, started_at__isnull=False)
+        if not rows:
+            return
+        unparsed = [row["id"] for row in rows if row["id"] not in workloads]
         parsed = dict(workloads)
         if unparsed:
             for job_id, data in Job.objects.filter(pk__in=unparsed).values_list("id", "workload"):
                 parsed[job_id] = Workload.from_json(data)
-        for job_id in ids:
-            row = rows[job_id]
+        for row in rows:
             seconds = (row["finished_at"] - row["started_at"]).total_seconds()
             said = None
             if row["prediction_source"]:
                 said = Prediction(row["predicted_duration_s"], row["predicted_p90_s"], row["prediction_source"])
-            self.predictor.observe(self.features(parsed[job_id], row), seconds, said)
+            self.predictor.observe(self.features(parsed[row["id"]], row), seconds, said)
 
     def _learn_starts(self) -> None:
         # (a preempted job waited its first run too: not what its forecasts were about)
-        ids = self._recent(self._started, "started_at", started_at__isnull=False, preemptions=0)
-        if not ids:
-            return
-        rows = Job.objects.filter(pk__in=ids).values_list("id", "eta_first_at", "eta_first_forecast", "started_at")
+        fields = ("eta_first_at", "eta_first_forecast")
+        rows = self._recent(self._started, "started_at", fields, started_at__isnull=False, preemptions=0)
         observe = self.calibrator.observe
-        for job_id, given_at, forecast, started_at in rows:
-            if started_at is None:
-                continue
+        for row in rows:
+            job_id, given_at, forecast, started_at = (row[name] for name in ("id", *fields, "started_at"))
             sampled = self.forecasts.started(job_id, started_at.timestamp())
             if sampled:
                 for forecast_wait, actual_wait in sampled:

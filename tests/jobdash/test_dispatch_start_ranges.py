@@ -6,12 +6,15 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.predictions import _Since
+from jobdash.dispatch.predictions import Learning, _Since
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from kubesim.testing import running_kubesim
+from queueing import Workload
 
 from .dispatch_support import cluster_config, manifest, settings, start_gateway
 
@@ -110,3 +113,27 @@ def test_rows_sharing_a_timestamp_are_each_read_once():
     # The next read starts at the mark: the rows at it again, plus one more at it and a later one.
     assert since.new([(1, moment), (2, moment), (3, moment), (4, later)]) == [3, 4]
     assert since.new([(4, later)]) == []
+
+
+def test_the_leader_learns_each_finished_and_started_job_once_with_one_read_of_each(user):
+    learning = Learning()
+    learning.refresh({})  # a new leader: nothing to learn from yet
+    jobs = [submit(user, f"run{i}", cpu="1", duration=5) for i in range(2)]
+    started = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    finished = datetime(2026, 11, 24, 12, 5, tzinfo=UTC)
+    Job.objects.filter(pk__in=[j.pk for j in jobs]).update(
+        state=State.SUCCEEDED, started_at=started, finished_at=finished
+    )
+    workloads = {j.pk: Workload.from_json(j.workload) for j in jobs}  # the active jobs' parsed workloads
+    observed = []
+    learn = learning.predictor.observe
+    learning.predictor.observe = lambda features, seconds, said=None: (
+        observed.append(seconds),
+        learn(features, seconds, said),
+    )
+    with CaptureQueriesContext(connection) as queries:
+        learning.refresh(workloads)
+    assert observed == [300.0, 300.0]
+    assert len([q for q in queries if q["sql"].startswith("SELECT")]) == 2  # finished, started: rows and all
+    learning.refresh(workloads)  # the rows at the mark are read again, not learned again
+    assert observed == [300.0, 300.0]
