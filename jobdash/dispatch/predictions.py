@@ -109,7 +109,8 @@ class Learning:
         rows = self._recent(self._started, "started_at", fields, started_at__isnull=False, preemptions=0)
         observe = self.calibrator.observe
         for row in rows:
-            job_id, given_at, forecast, started_at = (row[name] for name in ("id", *fields, "started_at"))
+            job_id, started_at = row["id"], row["started_at"]
+            given_at, forecast = row["eta_first_at"], row["eta_first_forecast"]
             sampled = self.forecasts.started(job_id, started_at.timestamp())
             if sampled:
                 for forecast_wait, actual_wait in sampled:
