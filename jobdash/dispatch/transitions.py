@@ -12,6 +12,7 @@ from django.db.backends.signals import connection_created
 from django.db.models import F
 from django.utils import timezone
 
+from jobdash.jobs import lifecycle
 from jobdash.jobs.models import Fence, Job, State
 from jobdash.jobs.services import compare_and_set
 
@@ -106,18 +107,7 @@ def claim(
             Job,
             [(job_id, *wanted[job_id]) for job_id in claimed],
             ["placement", "borrowing"],
-            constants=dict(
-                state=State.RELEASED,
-                released_at=now,
-                leader_term=term,
-                position=None,
-                reason="",
-                message="",
-                eta=None,
-                backoff_until=None,
-                object_uid="",
-                preempted_by=None,
-            ),
+            constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(
             (job_id, "Released", f"released to the cluster (leader term {term})", DISPATCHER) for job_id in claimed
@@ -141,17 +131,19 @@ def move_many(
 ) -> list[int]:
     """jobs.services.compare_and_set for many jobs at once: each (job id, note) moves only if it
     is still in one of `from_states`, and each job that moves gets its JobEvent, in the same
-    transaction. Three statements instead of four per job: the rows still in `from_states`
+    transaction; the rows get what entering `to_state` means (lifecycle.ENTERING), then
+    `fields`. Three statements instead of four per job: the rows still in `from_states`
     are locked (in id order, so two batches cannot deadlock), updated, and their events
     inserted. Returns the ids that moved."""
     notes = dict(moves)
     if not notes:
         return []
+    changes = {"state": to_state, **lifecycle.entering(to_state, **fields)}
     with transaction.atomic(savepoint=False):
         hold_term(term)
         ids = bulk.lock_in_states(Job, notes, from_states)
         if ids:
-            bulk.update_rows(Job, [(job_id,) for job_id in ids], constants={"state": to_state, **fields})
+            bulk.update_rows(Job, [(job_id,) for job_id in ids], constants=changes)
             bulk.insert_events((job_id, event, notes[job_id], DISPATCHER) for job_id in ids)
     return ids
 
@@ -172,12 +164,8 @@ def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, bac
         note=note,
         actor=DISPATCHER,
         backoff_until=backoff_until,
-        released_at=None,
-        placement=None,
-        object_uid="",
         reason="BackingOff",
         message=note,
-        requeue_requested_at=None,
         **more,
     )
 
@@ -198,7 +186,6 @@ def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term:
         from_states=(State.RELEASED, State.RUNNING),
         note=note,
         backoff_until=backoff_until,
-        started_at=None,
     )
 
 
@@ -225,7 +212,7 @@ def finish_many(finishes: Iterable[tuple[int, str, str, bool]], term: int | None
     moved = []
     with transaction.atomic():
         for (state, started, message), moves in groups.items():
-            fields = {"finished_at": now, "reason": "", "message": message}
+            fields = {"finished_at": now, "message": message}
             if started:
                 fields["started_at"] = now
             moved += move_many(
@@ -245,11 +232,7 @@ def fail(
         event="Failed",
         note=note,
         actor=DISPATCHER,
-        finished_at=timezone.now(),
-        position=None,
-        reason="",
         message=note,
-        eta=None,
     )
 
 
@@ -264,12 +247,7 @@ def mark_released(job_id: int, term: int | None, note: str) -> bool:
         event="Released",
         note=note,
         actor=DISPATCHER,
-        released_at=timezone.now(),
         leader_term=term,
-        position=None,
-        reason="",
-        message="",
-        eta=None,
     )
 
 
@@ -318,17 +296,10 @@ def preempted(victim: int, preemptor: int, note: str, term: int | None) -> bool:
         event="Preempted",
         note=note,
         actor=DISPATCHER,
-        released_at=None,
-        started_at=None,
-        placement=None,
         reason="Preempted",
         message=note,
-        preempted_for=None,
-        preempt_at=None,
         preempted_by=preemptor,
         preemptions=F("preemptions") + 1,
-        borrowing=False,
-        requeue_requested_at=None,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from . import elastic, hot_queries, selectors
+from . import elastic, hot_queries, lifecycle, selectors
 from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
 from .priority import allowed_class, resolve_priority, validate_priority
@@ -30,9 +30,12 @@ def _record(job: Job, type_: str, message: str, actor: str) -> JobEvent:
 def compare_and_set(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
     """The low-level step under every state change (the services here and the dispatcher's
     transitions): move the job only if it is still in one of `from_states`, and record its
-    JobEvent in the same transaction. Returns whether it moved."""
+    JobEvent in the same transaction. The row gets what entering `to_state` means
+    (lifecycle.ENTERING), then `fields`, what is particular to this transition. Returns
+    whether it moved."""
     with transaction.atomic():
-        moved = Job.objects.filter(pk=job_id, state__in=from_states).update(state=to_state, **fields)
+        changes = lifecycle.entering(to_state, **fields)
+        moved = Job.objects.filter(pk=job_id, state__in=from_states).update(state=to_state, **changes)
         if moved:
             JobEvent.objects.create(job_id=job_id, type=event, message=note, actor=actor)
     return bool(moved)
@@ -68,11 +71,7 @@ def _cancel(job_id: int, note: str, actor: str, *, from_states) -> bool:
         event="Cancelled",
         note=note,
         actor=actor,
-        finished_at=timezone.now(),
-        position=None,
-        reason="",
         message=note,
-        eta=None,
     )
 
 
@@ -163,17 +162,7 @@ def job_requeue(*, job_id: int, user, reason: str = "") -> Job:
                 note=note,
                 actor=actor,
                 attempts=0,
-                backoff_until=None,
-                finished_at=None,
-                released_at=None,
-                placement=None,
-                object_uid="",
-                leader_term=None,
-                requeue_requested_at=None,
-                position=None,
-                reason="",
                 message=note,
-                eta=None,
             )
         except IntegrityError:  # the one-active-job-per-name index: a newer job took the name
             raise Conflict(
