@@ -22,7 +22,7 @@ an error from starving the head:
   jobdash does not know about) it gets no shadow: nothing says what would delay
   it, so the jobs behind it are not held back until that outright hold.
 
-Pure functions on plain dicts; the planner (``planner._Cycle``) keeps one ``Shadow``
+Pure functions on plain dicts; the planner (``planner._Planner``) keeps one ``Shadow``
 per namespace and cycle.
 """
 

@@ -1,28 +1,40 @@
 """One admission cycle: from a snapshot, which jobs to release now, and why every other job waits.
 
 ``plan(snapshot, policy)`` runs in numbered phases (after Kueue's
-``schedule()``): every job leaves phase 3 either admitted with a placement
-or with a reason from ``reasons.Reason``.  The plan is a pure function of
-the snapshot and the policy: the same input gives the same plan.
+``schedule()``), over one ``CycleState`` (cycle_state.py):
+
+1. state      - free quota per namespace, free node capacity
+2. order      - the policy's queue order, namespace overrides in their places
+3. admit      - each job in turn (fair_share.py takes turns by share): 3a holds,
+                3b quota, 3c gang placement on nodes, 3d admitted; else a reason
+4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py)
+5. positions  - each waiting job's place in its namespace's queue
+6. estimates  - start times played forward (eta.py), every waiting job's status
+7. the plan
+
+Every job leaves phase 3 either admitted with a placement or with a reason from
+``reasons.Reason``.  The plan is a pure function of the snapshot and the policy:
+the same input gives the same plan.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .backfill import CycleBackfill
+from .cycle_state import CycleState, NamespaceState, namespace_states
 from .elastic import ElasticQuotas
 from .eta import forecast
+from .fair_share import FairShare
 from .fit import NodeFailure, NodePool, quota_check
 from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
 from .preemption import Preemption
-from .preemption_phase import PreemptionPhase
+from .preemptor import Preemptor
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
-from .snapshot import InFlightJob, PendingJob, RunningJob, Snapshot
+from .snapshot import PendingJob, Snapshot
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
@@ -74,26 +86,6 @@ class Plan:
         return tuple(admission.job_id for admission in self.admissions)
 
 
-@dataclass(slots=True, eq=False)
-class _Namespace:
-    """One namespace's state during the cycle."""
-
-    name: str
-    hard: dict[str, int] | None  # None: no ResourceQuota, nothing constrained
-    free: dict[str, int] | None  # per constrained key: hard - used - reserved - admitted - held
-    weight: int
-    policy: Policy  # its queue's rules: the global policy or the namespace's override
-    held: dict[str, int] = field(default_factory=dict)  # quota held for reserved_for, a head that waited too long
-    reserved_for: int | None = None
-    in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
-    admitted: list[PendingJob] = field(default_factory=list)  # admitted this cycle, in order
-    head_seen: bool = False  # the first job that could not start has been met
-    blocked_by: int | None = None  # strict order: the head that blocks the rest
-    held_back: Outcome | None = None  # the outcome of a policy hold
-    usage: dict[str, int] = field(default_factory=dict)  # node resources of its running, in-flight and admitted jobs
-    failed: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # capacity outcome by job shape
-
-
 # Like Slurm's backfill window (bf_window, one day by default): a start
 # further out than this gets no estimate, only a note saying so.  Beyond a
 # day, durations are guesses compounded over thousands of jobs, and
@@ -122,76 +114,74 @@ def plan(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _Cycle(snapshot, policy, strategy, eta_horizon_s, forecasts).run()
+        return _Planner(snapshot, policy, strategy, eta_horizon_s, forecasts).run()
     finally:
         if collecting:
             gc.enable()
 
 
-class _Cycle(PreemptionPhase):
-    namespaces: dict[str, _Namespace]  # (PreemptionPhase reads them as NamespaceState)
+class _Planner:
+    """One plan() call: its phases in order (run), over one CycleState shared with the
+    Preemptor (phase 4 and the holds of jobs waiting for victims)."""
 
     def __init__(
         self, snapshot: Snapshot, policy: Policy, strategy: str, eta_horizon_s: float | None, forecasts: bool = True
     ):
         self.eta_horizon_s = eta_horizon_s
         self.forecasts = forecasts
-        self.snapshot = snapshot
-        self.policy = policy
         self.overrides = namespace_overrides(snapshot.policies, policy)
         self.now = snapshot.now
-        self.node_fit = snapshot.node_fit and policy.node_fit
-        self.strategy = strategy
-        # Filled by _record: every job not admitted, with its rank and outcome; phase 5
-        # gives positions and, per namespace, the (rank, job) of those that can wait.
-        self.waiting: list[tuple[int, PendingJob, Outcome]] = []
+        self.state = CycleState(
+            snapshot=snapshot,
+            policy=policy,
+            node_fit=snapshot.node_fit and policy.node_fit,
+            strategy=strategy,
+            namespaces={},
+            pool=NodePool(snapshot.nodes, snapshot.in_flight, strategy),
+            elastic=ElasticQuotas(snapshot),
+            stats={
+                "jobs": len(snapshot.pending),
+                "node_reservations": 0,
+                "quota_reservations": 0,
+                "backfill_shadows": 0,
+                "backfilled": 0,
+                "preemptions": 0,
+            },
+        )
+        self.preemptor = Preemptor(self.state)
+        # Phase 5 gives positions and, per namespace, the (rank, job) of those that can wait.
         self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
-        self.elastic = ElasticQuotas(snapshot)
-        self.preemptions: list[Preemption] = []
-        self.preempting: dict[int, Outcome] = {}  # waiting job -> its Preempting outcome
-        self.fair_usage_counted = False
-        self.future: NodePool | None = None  # preemption_phase.py
-        self.node_number: dict[str, int] = {}
-        self.reassigned: set[int] = set()
+        self.fair_share = FairShare(self.state)
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
         self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
-        self.keep_alive: list[object] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
-        self.stats = {
-            "jobs": len(snapshot.pending),
-            "node_reservations": 0,
-            "quota_reservations": 0,
-            "backfill_shadows": 0,
-            "backfilled": 0,
-            "preemptions": 0,
-        }
 
     def run(self) -> Plan:
+        state = self.state
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
-        self.namespaces = self._namespaces()
-        self.pool = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
-        self.cluster_max = self.pool.cluster_max  # the most of each resource one empty node has
+        state.namespaces.update(namespace_states(state.snapshot, state.policy, self.overrides))
+        self.cluster_max = state.pool.cluster_max  # the most of each resource one empty node has
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
         ordered = self._order()
         # 3. Admit, recording a reason for every job that is not admitted.  With elastic quota,
-        # jobs within their guarantee go first (1b: their claims), borrowers after them.
+        # jobs within their guarantee go first (their claims), borrowers after them.
         passes = [ordered]
-        if self.elastic.active:
-            strict = {name: ns.policy.strict for name, ns in self.namespaces.items()}
-            self.elastic.claim(ordered, self.now, strict)
-            members, claimed = self.elastic.members, self.elastic.claimed
+        if state.elastic.active:
+            strict = {name: ns.policy.strict for name, ns in state.namespaces.items()}
+            state.elastic.claim(ordered, self.now, strict)
+            members, claimed = state.elastic.members, state.elastic.claimed
             first = [job for job in ordered if job.namespace not in members or job.id in claimed]
             passes = [first, [job for job in ordered if job.namespace in members and job.id not in claimed]]
         # A job whose victims are in their grace period, when its turn comes and it cannot
         # start yet, holds what it will start on: the victims' room and the free capacity it
         # needs (_consider_holding).
-        self.leaving: dict[int, list[RunningJob]] = {}
-        for running in self.snapshot.running:
+        leaving = state.leaving
+        for running in state.snapshot.running:
             if running.preempted_for is not None:
-                self.leaving.setdefault(running.preempted_for, []).append(running)
-        if self.leaving:
-            self._foresee()
+                leaving.setdefault(running.preempted_for, []).append(running)
+        if leaving:
+            self.preemptor.foresee()
         # Preemptors go first, in queue order: jobs with victims in their grace period (which,
         # if they cannot start yet, hold the room they will start on: _consider_holding) and
         # jobs whose victims have just left.  Those victims, while their preemptor still
@@ -200,12 +190,12 @@ class _Cycle(PreemptionPhase):
         # waiting for theirs: the room that has just been freed is theirs.  (Which jobs waited
         # for victims is what their last status said: a job's old victims may still be queued
         # long after it started, and been preempted since itself.)
-        freed_for = {job.id for job in ordered if job.preempting and job.id not in self.leaving}
-        preemptors = freed_for | set(self.leaving)
+        freed_for = {job.id for job in ordered if job.preempting and job.id not in leaving}
+        preemptors = freed_for | set(leaving)
         ahead: list[PendingJob] = []
         if preemptors:
             ahead = [job for job in ordered if job.id in freed_for]
-            ahead += [job for job in ordered if job.id in self.leaving and job.id not in freed_for]
+            ahead += [job for job in ordered if job.id in leaving and job.id not in freed_for]
             waiting_ids = {job.id for job in ordered}
             first_ids = {job.id for job in ahead}
             passes = [
@@ -214,23 +204,24 @@ class _Cycle(PreemptionPhase):
                 for jobs in passes
             ]
         ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 or preemptors else None
-        consider, record = self._consider_holding if self.leaving else self._consider, self._record
+        consider, record = self._consider_holding if leaving else self._consider, self._record
         for job in ahead:
             outcome = consider(job)
             if outcome is not None:
                 record(ranks[id(job)] if ranks is not None else 0, job, outcome)
         for jobs in passes:
-            if self.policy.fair_share:
-                self._admit_fair(jobs, ranks)
+            if state.policy.fair_share:
+                self.fair_share.admit(jobs, ranks, consider, record)
             else:
                 for rank, job in enumerate(jobs):
                     outcome = consider(job)
                     if outcome is not None:
                         record(rank if ranks is None else ranks[id(job)], job, outcome)
-        # 3e. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
-        self._preempt()
-        # 4. Queue positions, 5. estimated start times and statuses.
+        # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
+        self.preemptor.preempt()
+        # 5. Queue positions.
         waiting = self._positions(ranks is not None)
+        # 6. Estimated start times, and every waiting job's status.
         starts, notes, otherwise = self._estimate() if self.forecasts else ({}, {}, "")
         statuses = {}
         for job, position, outcome in waiting:
@@ -244,37 +235,12 @@ class _Cycle(PreemptionPhase):
             statuses[job.id] = _new_status(
                 PendingStatus, (job.id, job.namespace, position, outcome[0], outcome[1], eta, note)
             )
-        # 6. The plan.
-        self.stats.update(self.pool.stats)
-        self.stats["admitted"] = len(self.admissions)
-        self.stats["preemptions"] = len(self.preemptions)
-        return Plan(tuple(self.admissions), statuses, self.policy.name, self.stats, tuple(self.preemptions))
-
-    # -- 1. state ------------------------------------------------------------------------
-
-    def _namespaces(self) -> dict[str, _Namespace]:
-        snapshot = self.snapshot
-        names = {job.namespace: None for job in snapshot.pending}
-        names.update({job.namespace: None for job in snapshot.in_flight})
-        namespaces = {}
-        for name in names:
-            quota = snapshot.quotas.get(name)
-            policy = self.overrides.get(name, self.policy)
-            if quota is None:
-                namespaces[name] = _Namespace(name, None, None, 1, policy)
-            else:
-                hard = dict(quota.hard)
-                free = {key: limit - quota.used.get(key, 0) for key, limit in hard.items()}
-                namespaces[name] = _Namespace(name, hard, free, quota.weight, policy)
-        for job in snapshot.in_flight:
-            namespace = namespaces[job.namespace]
-            if namespace.in_flight is None:
-                namespace.in_flight = job.id
-            if namespace.free is not None:
-                for key, amount in job.outstanding.items():
-                    if key in namespace.free:
-                        namespace.free[key] -= amount
-        return namespaces
+        # 7. The plan.
+        stats = state.stats
+        stats.update(state.pool.stats)
+        stats["admitted"] = len(self.admissions)
+        stats["preemptions"] = len(state.preemptions)
+        return Plan(tuple(self.admissions), statuses, state.policy.name, stats, tuple(state.preemptions))
 
     # -- 2. order ------------------------------------------------------------------------
 
@@ -282,11 +248,11 @@ class _Cycle(PreemptionPhase):
         """The global policy's order; a namespace with an override keeps the places the
         global order gives it (so which namespace admits when is the global policy's
         decision) and fills them with its own jobs in its own policy's order."""
-        ordered = self.policy.order(self.snapshot.pending, self.now)
+        ordered = self.state.policy.order(self.state.snapshot.pending, self.now)
         if not self.overrides:
             return ordered
         own: dict[str, list[PendingJob]] = {}
-        for job in self.snapshot.pending:
+        for job in self.state.snapshot.pending:
             if job.namespace in self.overrides:
                 own.setdefault(job.namespace, []).append(job)
         queues = {name: iter(self.overrides[name].order(jobs, self.now)) for name, jobs in own.items()}
@@ -295,16 +261,18 @@ class _Cycle(PreemptionPhase):
     # -- 3. admission --------------------------------------------------------------------
 
     def _record(self, rank: int, job: PendingJob, outcome: Outcome) -> None:
-        """A job that waits; its position comes in phase 4."""
-        self.waiting.append((rank, job, outcome))
+        """A job that waits; its position comes in phase 5."""
+        self.state.waiting.append((rank, job, outcome))
+
+    # -- 5. positions --------------------------------------------------------------------
 
     def _positions(self, by_rank: bool) -> list[tuple[PendingJob, int, Outcome]]:
         """Each waiting job's 1-based place in its namespace's queue, and the queues of those
         that can wait.  Recorded in queue order, unless there were several passes."""
-        recorded = sorted(self.waiting, key=lambda entry: entry[0]) if by_rank else self.waiting
+        recorded = sorted(self.state.waiting, key=lambda entry: entry[0]) if by_rank else self.state.waiting
         positions: dict[str, int] = {}
         waiting = []
-        preempting = self.preempting
+        preempting = self.state.preempting
         for rank, job, outcome in recorded:
             namespace = job.namespace
             position = positions[namespace] = positions.get(namespace, 0) + 1
@@ -332,15 +300,15 @@ class _Cycle(PreemptionPhase):
         """A job whose victims are leaving waits for them and holds the room they leave,
         even if it could start now: starting early, it would take room that later
         preemptors were promised (the room its victims leave beyond its needs)."""
-        if job.id in self.leaving and not (job.backoff_until is not None and job.backoff_until > self.now):
-            held = self._wait_for_victims(job)
+        if job.id in self.state.leaving and not (job.backoff_until is not None and job.backoff_until > self.now):
+            held = self.preemptor.wait_for_victims(job)
             if held is not None:
                 return held
         return self._consider(job)
 
     def _consider(self, job: PendingJob) -> Outcome | None:
         """Admit ``job`` (return None) or say why not; checks run cheapest first."""
-        namespace = self.namespaces[job.namespace]
+        namespace = self.state.namespaces[job.namespace]
         # Capacity only shrinks during a cycle, so a job shaped like one that
         # already failed for capacity in this namespace fails the same way.
         shape = (id(job.demand), id(job.gang))
@@ -359,10 +327,10 @@ class _Cycle(PreemptionPhase):
             # (A backfill refusal depends on the job's own estimate, not only its shape.)
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
             namespace.failed[shape] = outcome
-            self.keep_alive.append((job.demand, job.gang))
+            self.state.keep_alive.append((job.demand, job.gang))
         return outcome
 
-    def _try(self, job: PendingJob, namespace: _Namespace) -> Outcome | None:
+    def _try(self, job: PendingJob, namespace: NamespaceState) -> Outcome | None:
         # 3b. Quota.
         short = None
         hard, free = namespace.hard, namespace.free
@@ -374,7 +342,7 @@ class _Cycle(PreemptionPhase):
                     "needed": job.demand[never],
                     "hard": hard[never],
                 }
-        if self.node_fit:
+        if self.state.node_fit:
             never_nodes = self._never_fits_nodes(job)
             if never_nodes is not None:
                 return never_nodes
@@ -401,8 +369,8 @@ class _Cycle(PreemptionPhase):
             if namespace.held_back is None:  # the same for every job of the namespace: built once
                 namespace.held_back = Reason.WAITING_FOR_IN_FLIGHT, {"in_flight": namespace.in_flight}
             return namespace.held_back
-        if self.elastic.active:
-            cannot_borrow = self.elastic.check(job)
+        if self.state.elastic.active:
+            cannot_borrow = self.state.elastic.check(job)
             if cannot_borrow is not None:
                 if namespace.policy.strict and not namespace.head_seen:
                     namespace.head_seen = True
@@ -411,8 +379,8 @@ class _Cycle(PreemptionPhase):
                 return cannot_borrow
         # 3c. Gang placement on nodes.
         placement = None
-        if self.node_fit:
-            placed = self.pool.place(job.gang, job.totals)
+        if self.state.node_fit:
+            placed = self.state.pool.place(job.gang, job.totals)
             if isinstance(placed, NodeFailure):
                 # Memoised failures repeat for many jobs: build each outcome once.
                 built = self.node_outcomes.get(id(placed))
@@ -423,9 +391,9 @@ class _Cycle(PreemptionPhase):
                 if outcome[0] is not _NEVER_NODES:
                     self._head_waits(job, namespace, nodes=True)
                 return outcome
-            if self.future is not None:  # what starts now is gone from the room holds count on too
-                self.future.charge_pods((node, job.gang[group_number].requests) for group_number, node in placed)
-            names = self.pool.names
+            if self.state.future is not None:  # what starts now is gone from the room holds count on too
+                self.state.future.charge_pods((node, job.gang[group_number].requests) for group_number, node in placed)
+            names = self.state.pool.names
             counters: dict[int, int] = {}
             pods = []
             for group_number, node in placed:
@@ -436,18 +404,18 @@ class _Cycle(PreemptionPhase):
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)
-            self.stats["backfilled"] += 1
+            self.state.stats["backfilled"] += 1
         if namespace.free is not None:
             free = namespace.free
             for key in free:
                 free[key] -= job.demand.get(key, 0)
         namespace.admitted.append(job)
-        borrowing = self.elastic.admit(job) if self.elastic.active else False
+        borrowing = self.state.elastic.admit(job) if self.state.elastic.active else False
         self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
         self.admitted_jobs.append(job)
         return None
 
-    def _quota_outcome(self, job: PendingJob, namespace: _Namespace, short: str) -> Outcome:
+    def _quota_outcome(self, job: PendingJob, namespace: NamespaceState, short: str) -> Outcome:
         demand, hard, free, held = job.demand, namespace.hard, namespace.free, namespace.held
         assert hard is not None and free is not None  # short of quota: the namespace has one
         if held and not quota_check(demand, hard, {key: free[key] + held.get(key, 0) for key in free})[1]:
@@ -473,7 +441,7 @@ class _Cycle(PreemptionPhase):
                     }
         return None
 
-    def _head_waits(self, job: PendingJob, namespace: _Namespace, nodes: bool) -> None:
+    def _head_waits(self, job: PendingJob, namespace: NamespaceState, nodes: bool) -> None:
         """The first job of a namespace that cannot start: strict order blocks behind it,
         and if it has waited too long it reserves what it needs."""
         if namespace.head_seen:
@@ -494,7 +462,7 @@ class _Cycle(PreemptionPhase):
                     is not None
                 ):
                     namespace.reserved_for = job.id
-                    self.stats["backfill_shadows"] += 1
+                    self.state.stats["backfill_shadows"] += 1
                     return
                 # No expected end makes room for it: the rule for every head, below.
             else:
@@ -504,96 +472,24 @@ class _Cycle(PreemptionPhase):
             return
         namespace.reserved_for = job.id
         if namespace.free is not None:
-            self.stats["quota_reservations"] += 1
+            self.state.stats["quota_reservations"] += 1
             for key in namespace.free:
                 amount = job.demand.get(key, 0)
                 if amount:
                     namespace.free[key] -= amount
                     namespace.held[key] = namespace.held.get(key, 0) + amount
         # Node reservations hold capacity every namespace shares: the global policy caps them.
-        if nodes and self.stats["node_reservations"] < self.policy.max_reservations:
-            if self.pool.reserve(job.id, job.gang):
-                self.stats["node_reservations"] += 1
+        if nodes and self.state.stats["node_reservations"] < self.state.policy.max_reservations:
+            if self.state.pool.reserve(job.id, job.gang):
+                self.state.stats["node_reservations"] += 1
 
-    def _admit_fair(self, ordered: list[PendingJob], ranks: dict[int, int] | None = None) -> None:
-        """DRF: the namespace with the lowest weighted dominant share admits next.
-        ``ranks``: each job's rank in the whole order, when ``ordered`` is one pass of several."""
-        capacity = {name: amount for name, amount in self._cluster_capacity().items() if amount > 0}
-        if not self.fair_usage_counted:
-            self.fair_usage_counted = True
-            holding: list[RunningJob | InFlightJob] = [*self.snapshot.running, *self.snapshot.in_flight]
-            for held in holding:
-                if held.namespace in self.namespaces:  # namespaces with nothing queued do not take turns
-                    _add_usage(self.namespaces[held.namespace], held.totals)
-        queues: dict[str, list[tuple[int, PendingJob]]] = {}
-        for rank, job in enumerate(ordered):
-            if ranks is not None:
-                rank = ranks[id(job)]
-            queue = queues.get(job.namespace)
-            if queue is None:
-                queues[job.namespace] = [(rank, job)]
-            else:
-                queue.append((rank, job))
-        # (share, namespace, where its queue resumes): ties go to the namespace name.
-        heap = [(self._share(self.namespaces[name], capacity), name, 0) for name in queues]
-        heapq.heapify(heap)
-        consider, record = self._consider_holding if self.leaving else self._consider, self._record
-        while heap:
-            _, name, resume = heapq.heappop(heap)
-            queue = queues[name]
-            for index in range(resume, len(queue)):
-                rank, job = queue[index]
-                outcome = consider(job)
-                if outcome is not None:
-                    record(rank, job, outcome)
-                    continue
-                # Admitted: its share grew, so it queues again for the next turn.
-                namespace = self.namespaces[name]
-                _add_usage(namespace, job.totals)
-                heapq.heappush(heap, (self._share(namespace, capacity), name, index + 1))
-                break
-
-    def _cluster_capacity(self) -> dict[str, int]:
-        capacity: dict[str, int] = {}
-        for number in self.pool.schedulable:
-            for name, amount in self.snapshot.nodes[number].allocatable.items():
-                capacity[name] = capacity.get(name, 0) + amount
-        capacity.pop("pods", None)  # a pod slot is not a resource anyone is short of fairly
-        return capacity
-
-    @staticmethod
-    def _share(namespace: _Namespace, capacity: Mapping[str, int]) -> float:
-        usage = namespace.usage
-        return max((usage.get(name, 0) / amount for name, amount in capacity.items()), default=0.0) / namespace.weight
-
-    # -- 4. estimated start times ----------------------------------------------------------
+    # -- 6. estimated start times ----------------------------------------------------------
 
     def _estimate(self) -> tuple[dict[int, float], dict[int, str], str]:
-        """Play forward from the capacity this plan leaves: its admissions are charged,
-        reservations and holds are not (they are not usage)."""
-        cluster_free = dict(self.pool.totals)
-        # Undo the reservations node by node: a reservation may charge a node below zero
-        # (it holds capacity that running pods still use), and totals count only what is free.
-        undone: dict[int, dict[str, int]] = {}
-        for _, number, requests in self.pool.reservations:
-            node_free = undone.get(number)
-            if node_free is None:
-                node_free = undone[number] = dict(self.pool.free[number])
-            for name, amount in requests:
-                old = node_free.get(name, 0)
-                node_free[name] = old + amount
-                cluster_free[name] = cluster_free.get(name, 0) + max(old + amount, 0) - max(old, 0)
-        if not self.node_fit:  # the pool did not see this cycle's admissions
-            for job in self.admitted_jobs:
-                for name, amount in job.totals.items():
-                    cluster_free[name] = cluster_free.get(name, 0) - amount
-        quota_free = {
-            name: {key: amount + ns.held.get(key, 0) for key, amount in ns.free.items()}
-            for name, ns in self.namespaces.items()
-            if ns.free is not None
-        }
+        """Play the queues forward from the capacity this plan leaves."""
+        quota_free, cluster_free = self.state.left_free(self.admitted_jobs)
         return forecast(
-            self.snapshot,
+            self.state.snapshot,
             self.queues,
             self.admitted_jobs,
             quota_free,
@@ -601,9 +497,3 @@ class _Cycle(PreemptionPhase):
             self.eta_horizon_s,
             self.backfill.estimate,
         )
-
-
-def _add_usage(namespace: _Namespace, totals: Mapping[str, int]) -> None:
-    usage = namespace.usage
-    for name, amount in totals.items():
-        usage[name] = usage.get(name, 0) + amount

@@ -410,7 +410,7 @@ class Snapshot:
     name or a Policy) that orders its own queue and sets its head-of-line
     rules (strict, one at a time, quota reservation); the policy given to
     ``plan`` still decides the order across namespaces, node fit, node
-    reservations and fair share (see ``planner._Cycle._order``).
+    reservations and fair share (see ``planner._Planner._order``).
     """
 
     now: float

@@ -1,4 +1,4 @@
-"""Phase 3e of a cycle and the holds around it: preemption (see planner.py).
+"""Phase 4 of a plan and the holds around it: preemption (see planner.py).
 
 With jobs leaving (victims in their grace period) the cycle keeps a second view of the
 nodes, ``future``: the nodes as they will be once each job waiting for its victims has them
@@ -9,51 +9,33 @@ than ``future``.  The victims themselves are chosen by preemption.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable
 
-from .elastic import ElasticQuotas
+from .cycle_state import CycleState
 from .fit import NodeFailure, NodePool, quota_check
-from .policy import Policy
 from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
 from .reasons import Outcome, Reason
-from .snapshot import Node, PendingJob, RunningJob, Snapshot
+from .snapshot import Node, PendingJob, RunningJob
 
 
-class NamespaceState(Protocol):
-    """What preemption reads and charges of a namespace's state in the cycle."""
+class Preemptor:
+    """Phase 4 of a plan, and the holds of the jobs waiting for victims (after Kueue's
+    ``preemption.Preemptor``): who is preempted for whom, with the cycle's state
+    (CycleState) it reads and charges."""
 
-    hard: dict[str, int] | None
-    free: dict[str, int] | None
-    policy: Policy
+    def __init__(self, state: CycleState):
+        self.state = state
+        self.node_number: dict[str, int] = {}  # schedulable node name -> its number in the pool
+        self.reassigned: set[int] = set()  # spare victims taken over by another preemptor
 
-
-class PreemptionPhase:
-    """Mixed into planner._Cycle, whose __init__ and run() set these."""
-
-    snapshot: Snapshot
-    node_fit: bool
-    strategy: str
-    pool: NodePool
-    namespaces: Mapping[str, NamespaceState]
-    elastic: ElasticQuotas
-    waiting: list[tuple[int, PendingJob, Outcome]]
-    keep_alive: list[object]
-    preemptions: list[Preemption]
-    preempting: dict[int, Outcome]  # waiting job -> its Preempting outcome
-    leaving: dict[int, list[RunningJob]]  # preemptor -> its victims in their grace period
-    future: NodePool | None
-    node_number: dict[str, int]
-    reassigned: set[int]  # spare victims taken over by another preemptor
-
-    def _foresee(self) -> None:
-        if self.node_fit:  # (a job's own victims leave its room in it when it holds)
-            self.future = NodePool(self.snapshot.nodes, self.snapshot.in_flight, self.strategy)
+    def foresee(self) -> None:
+        if self.state.node_fit:  # (a job's own victims leave its room in it when it holds)
+            self.state.future = NodePool(self.state.snapshot.nodes, self.state.snapshot.in_flight, self.state.strategy)
 
     def _pods(self, victims: list[RunningJob]) -> list[tuple[int, tuple[tuple[str, int], ...]]]:
         """The victims' pods as (node number, requests), on schedulable nodes."""
         if not self.node_number:
-            self.node_number = {self.pool.names[number]: number for number in self.pool.schedulable}
+            self.node_number = {self.state.pool.names[number]: number for number in self.state.pool.schedulable}
         pods = []
         for victim in victims:
             requests = {group.role: group.requests for group in victim.gang}
@@ -63,42 +45,42 @@ class PreemptionPhase:
                     pods.append((number, requests[role]))
         return pods
 
-    def _preempt(self) -> None:
+    def preempt(self) -> None:
         """For each waiting job in turn (those within their guarantee first): a job that
         reclaims its guarantee from borrowers, or outranks jobs of its own namespace,
         gets the fewest victims that let it fit (preemption.py), counting its victims
         already leaving as gone; so an unchanged world preempts nothing more."""
-        elastic = self.elastic
-        by_priority = any(ns.policy.preempt_lower_priority for ns in self.namespaces.values())
-        if not (elastic.active or by_priority) or not self.waiting:
+        elastic = self.state.elastic
+        by_priority = any(ns.policy.preempt_lower_priority for ns in self.state.namespaces.values())
+        if not (elastic.active or by_priority) or not self.state.waiting:
             return
-        limit = self.snapshot.preemption_limit
+        limit = self.state.snapshot.preemption_limit
         # Victims leaving for a job that started, is gone, or cannot use them now (it holds
         # nothing) are spare: they leave anyway, so they are the first victims for anyone else
         # (their preemptor changes, not their time).
         spare = victim_order(
             victim
-            for preemptor, victims in self.leaving.items()
-            if preemptor not in self.preempting
+            for preemptor, victims in self.state.leaving.items()
+            if preemptor not in self.state.preempting
             for victim in victims
         )
         candidates = spare + victim_order(
             job
-            for job in self.snapshot.running
+            for job in self.state.snapshot.running
             if job.preempted_for is None and (limit is None or job.preemptions < limit)
         )
-        if self.future is None:  # nothing is leaving: the nodes as they are are the future
-            self.future = self.pool
+        if self.state.future is None:  # nothing is leaving: the nodes as they are are the future
+            self.state.future = self.state.pool
         taken: set[int] = set()
         # A search that failed fails again for a job of the same shape, namespace and
         # priority: room and candidates only shrink during the phase.
         failed: set[tuple[str, int, int, str, bool]] = set()
-        for _, job, outcome in self.waiting:
-            if job.id in self.preempting:  # holding room its victims leave
+        for _, job, outcome in self.state.waiting:
+            if job.id in self.state.preempting:  # holding room its victims leave
                 continue
             reason = outcome[0]
-            namespace = self.namespaces[job.namespace]
-            if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.node_fit:
+            namespace = self.state.namespaces[job.namespace]
+            if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.state.node_fit:
                 cause = RECLAIM
                 cohort = elastic.cohort_of(job.namespace)
                 pool = [
@@ -122,43 +104,43 @@ class PreemptionPhase:
                 continue
 
             def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
-                return self._fits_after(job, victims, commit=False)
+                return self.fits_after(job, victims, commit=False)
 
             # (A job with victims of its own leaving is unlike the others of its shape.)
             shape = (job.namespace, id(job.gang), job.priority, cause, elastic.is_claimed(job))
-            alike = job.id not in self.leaving
+            alike = job.id not in self.state.leaving
             if alike and shape in failed:
                 continue
             chosen = choose_victims(pool, fits, self._may_take(cause))
             if chosen is None:
                 if alike:
                     failed.add(shape)
-                    self.keep_alive.append(job.gang)
+                    self.state.keep_alive.append(job.gang)
                 continue
-            self._fits_after(job, chosen, commit=True)
-            taken.update(victim.id for victim in self.leaving.get(job.id, ()))  # what it counts on
+            self.fits_after(job, chosen, commit=True)
+            taken.update(victim.id for victim in self.state.leaving.get(job.id, ()))  # what it counts on
             for victim in chosen:
                 taken.add(victim.id)
                 if victim.preempted_for is not None:
                     self.reassigned.add(victim.id)
-                self.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
+                self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
             chosen_ids = {victim.id for victim in chosen}
             victims = [
-                v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
+                v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
             ]
             victims += chosen
-            self.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+            self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
     def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
-        return self.elastic.may_take if cause is RECLAIM else _always
+        return self.state.elastic.may_take if cause is RECLAIM else _always
 
-    def _wait_for_victims(self, job: PendingJob) -> Outcome | None:
+    def wait_for_victims(self, job: PendingJob) -> Outcome | None:
         """The Preempting outcome of a job that fits once what is leaving has left, holding
         that room (no later job in the cycle takes it), else None."""
-        if not self._fits_after(job, [], commit=True):
+        if not self.fits_after(job, [], commit=True):
             return None
-        outcome: Outcome = Reason.PREEMPTING, {"victims": [victim.id for victim in self.leaving[job.id]]}
-        self.preempting[job.id] = outcome
+        outcome: Outcome = Reason.PREEMPTING, {"victims": [victim.id for victim in self.state.leaving[job.id]]}
+        self.state.preempting[job.id] = outcome
         return outcome
 
     def _place_preferring(
@@ -169,7 +151,13 @@ class PreemptionPhase:
         first = list(dict.fromkeys(number for number, _ in pods))
         numbers = first + [number for number in future.schedulable if number not in set(first)]
         nodes = [
-            Node(future.names[n], future.free[n], {}, self.snapshot.nodes[n].labels, self.snapshot.nodes[n].taints)
+            Node(
+                future.names[n],
+                future.free[n],
+                {},
+                self.state.snapshot.nodes[n].labels,
+                self.state.snapshot.nodes[n].taints,
+            )
             for n in numbers
         ]
         placed = NodePool(nodes, strategy="first").place(job.gang, job.totals)
@@ -177,13 +165,13 @@ class PreemptionPhase:
             return None
         return [(group, numbers[index]) for group, index in placed]
 
-    def _fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool) -> bool:
+    def fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool) -> bool:
         """Whether ``job`` fits its quota, its elastic share and the nodes once its leaving
         victims and ``victims`` have left (on nodes, also in room others' victims leave
         beyond what their preemptors hold); with ``commit``, hold that room for it."""
-        namespace = self.namespaces[job.namespace]
+        namespace = self.state.namespaces[job.namespace]
         chosen = {victim.id for victim in victims}
-        mine = [v for v in self.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen]
+        mine = [v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen]
         gone = [*mine, *victims]
         own = [victim for victim in gone if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
@@ -194,10 +182,10 @@ class PreemptionPhase:
                         free[key] += amount
             if quota_check(job.demand, namespace.hard, free)[1] is not None:
                 return False
-        if self.elastic.active and self.elastic.check(job, without=own) is not None:
+        if self.state.elastic.active and self.state.elastic.check(job, without=own) is not None:
             return False
-        if self.node_fit:
-            future = self.future
+        if self.state.node_fit:
+            future = self.state.future
             assert future is not None  # (set whenever something leaves, and by _preempt)
             pods = self._pods(gone)
             if not commit:
@@ -210,15 +198,15 @@ class PreemptionPhase:
                     future.charge_pods(pods)
                     return False
                 future.charge_pods((number, job.gang[group].requests) for group, number in placed)
-                if future is not self.pool:
-                    self.pool.cap_at(future, (number for _, number in placed))
+                if future is not self.state.pool:
+                    self.state.pool.cap_at(future, (number for _, number in placed))
         if commit:  # a hold: what its own namespace's victims free is its; beyond that, free quota now
             if namespace.free is not None:
                 for key in namespace.free:
                     freed = sum(victim.demand.get(key, 0) for victim in own)
                     namespace.free[key] -= max(job.demand.get(key, 0) - freed, 0)
-            if self.elastic.active:
-                self.elastic.admit(job, without=own)
+            if self.state.elastic.active:
+                self.state.elastic.admit(job, without=own)
         return True
 
 
