@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import capabilities, kinds
 from . import kinds as _kinds  # noqa: F401  (registers every kind's adapter)
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
@@ -48,6 +49,8 @@ from .workload import (
 )
 
 __all__ = [
+    "capabilities",
+    "kinds",
     "ADAPTERS",
     "BY_KEY",
     "PHASES",

@@ -11,12 +11,12 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from .capabilities import name_rule
 from .errors import FieldError, ManifestError
 from .validation import (
     GENERATED_SUFFIX_LENGTH,
     NameRule,
     describe,
-    dns1035_label_problem,
     generate_name_problem,
     generated_name,
 )
@@ -35,8 +35,7 @@ def name_rule_for(manifest: Mapping[str, Any]) -> NameRule:
     the kind is unknown or its adapter says nothing."""
     api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
     adapter = adapter_for(api_version, kind) if isinstance(api_version, str) and isinstance(kind, str) else None
-    rule = getattr(adapter, "name_problem", None)
-    return rule if callable(rule) else dns1035_label_problem
+    return name_rule(adapter)
 
 
 def assign_generated_name(manifest: dict[str, Any], random_suffix: str | None = None) -> str:

@@ -43,6 +43,7 @@ from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import services
 from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
 from jobdash.jobs.models import Fence, Job, Namespace, Source, State
+from queueing import capabilities
 from queueing.errors import ManifestError
 from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
@@ -276,10 +277,11 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             mode,
             ", dry run" if request.dry_run else "",
         )
-    if mode == "deny":
+    flag = capabilities.suspend_path(adapter)
+    if mode == "deny" or flag is None:  # (a kind without a suspend flag cannot wait in the cluster)
         decision = _deny_mode(job, created, subject, obj)
     else:
-        patch = suspend_patch(obj, adapter.suspend_path, name=generated)
+        patch = suspend_patch(obj, flag, name=generated)
         decision = _suspend_mode(job, created, subject, obj, patch)
     if request.dry_run and job is not None:
         return _undisclosed(decision, subject)

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from jobdash.cluster.gateway import QUEUED_LABEL
+from queueing import capabilities
 from queueing.workload import JobAdapter, read_path
 
 from .review import AdmissionRequest
@@ -95,17 +96,19 @@ def suspend_patch(
 
 
 def suspended(obj: dict[str, Any] | None, adapter: JobAdapter) -> bool:
-    return read_path(obj or {}, adapter.suspend_path) is True
+    path = capabilities.suspend_path(adapter)
+    return path is not None and read_path(obj or {}, path) is True
 
 
 def unsuspended(obj: dict[str, Any], adapter: JobAdapter) -> dict[str, Any]:
     """`obj` with the kind's suspend flag false where it was true (a copy; else obj itself):
     a job created suspended is queued, and its release must let it run."""
-    if not suspended(obj, adapter):
+    path = capabilities.suspend_path(adapter)
+    if path is None or not suspended(obj, adapter):
         return obj
     obj = copy.deepcopy(obj)
     here: Any = obj
-    for step in adapter.suspend_path[:-1]:
+    for step in path[:-1]:
         here = here[step]
-    here[adapter.suspend_path[-1]] = False
+    here[path[-1]] = False
     return obj

@@ -97,7 +97,6 @@ class BatchJobAdapter:
     plural: str = "jobs"
     suspend_path: tuple[str, ...] = ("spec", "suspend")
     pod_job_label: str = "batch.kubernetes.io/job-name"
-    pod_role_label: str = ""  # one pod set
     role: str = "main"  # the pod set's name, as Kueue names a Job's
 
     def name_problem(self, name: str) -> str | None:
