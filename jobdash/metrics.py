@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -61,7 +61,7 @@ START_LATENCY = Histogram(
 )
 CYCLE_PHASE = Histogram(
     "jobdash_cycle_phase_seconds",
-    "Seconds each phase of each admission cycle took (snapshot, plan, release, statuses, track, publish).",
+    "Seconds each phase of each admission cycle took (snapshot, plan, release, preempt, statuses, track, sent, publish).",
     ["phase"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
@@ -135,16 +135,33 @@ def observe_released(job_ids: Iterable[int]) -> None:
             ADMISSION_WAIT.labels(namespace, kind).observe(max(0.0, wait))
 
 
-def observe_started(jobs: Iterable[Mapping[str, Any]], started_at: datetime) -> None:
+class StartedJob(Protocol):
+    """What observe_started reads of a job (the dispatcher's ActiveJob): times in seconds
+    since the epoch."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def preemptions(self) -> int: ...
+    @property
+    def released_at(self) -> float | None: ...
+    @property
+    def eta_first(self) -> float | None: ...
+    @property
+    def eta_first_late(self) -> float | None: ...
+
+
+def observe_started(jobs: Iterable[StartedJob], started_at: datetime) -> None:
     """Start latency, and the first start estimate's error, of jobs the tracker just marked
-    Running at `started_at` (its rows: namespace__name, kind, preemptions, and released_at,
-    eta_first, eta_first_late in seconds since the epoch)."""
+    Running at `started_at` (their times in seconds since the epoch)."""
     started = started_at.timestamp()
     for job in jobs:
-        namespace, first, first_late = job["namespace__name"], job["eta_first"], job["eta_first_late"]
-        if job["released_at"] is not None:
-            START_LATENCY.labels(namespace, job["kind"]).observe(max(0.0, started - job["released_at"]))
-        if job["preemptions"]:
+        namespace, first, first_late = job.namespace, job.eta_first, job.eta_first_late
+        if job.released_at is not None:
+            START_LATENCY.labels(namespace, job.kind).observe(max(0.0, started - job.released_at))
+        if job.preemptions:
             continue  # a preempted job's first estimate was for its first start
         if first is not None:
             START_ESTIMATE_ERROR.labels(namespace).observe(abs(started - first))

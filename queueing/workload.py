@@ -104,18 +104,16 @@ class Workload:
                 total[name] = total.get(name, 0) + amount * pod_set.count
         return total
 
-    @property
-    def group(self) -> str:
-        """API group: "" for the core group ("v1"), else the part before "/"."""
-        return self.api_version.rpartition("/")[0]
-
-    def quota_demand(self, plural: str | None = None) -> dict[str, int]:
+    def quota_demand(self, *, count_object: bool = True) -> dict[str, int]:
         """What admitting this job adds to each ResourceQuota key.
 
         cpu and memory keys are always present (0 when unset) so quota rules
         can be compared without special cases; other resources appear only
-        when the job uses them.  ``plural`` defaults to the registered
-        adapter's plural for this kind.
+        when the job uses them.  ``count/<plural>.<group>``, the object count
+        of its kind, is 1 unless ``count_object`` is False (its object exists
+        already and is counted in the quota's used: a suspended object waiting
+        in the queue, or one being created); a kind no adapter knows has no
+        count key (its plural is not guessed).
         """
         requests = self.requests
         limits = self.limits
@@ -131,14 +129,10 @@ class Workload:
             if name in limits:
                 demand[f"limits.{name}"] = limits[name]
         demand["pods"] = self.pods
-        demand[self._count_key(plural)] = 1
+        adapter = ADAPTERS.get((self.api_version, self.kind))
+        if count_object and adapter is not None:
+            demand[f"count/{resource_key(adapter)}"] = 1
         return demand
-
-    def _count_key(self, plural: str | None) -> str:
-        if plural is None:
-            adapter = ADAPTERS.get((self.api_version, self.kind))
-            plural = adapter.plural if adapter is not None else self.kind.lower() + "s"
-        return f"count/{plural}.{self.group}" if self.group else f"count/{plural}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,9 +206,11 @@ def register_referenced(referenced: Referenced) -> Referenced:
 @runtime_checkable
 class JobAdapter(Protocol):
     """One job kind, as Kueue's jobframework.GenericJob: how to validate it as its own
-    controller and webhook do, what it asks of the cluster (a Workload), where its suspend
-    flag lives, how its pods are labelled and how its status reads. Nothing outside the
-    adapters names a kind: the cluster side is generic over (group, version, plural)."""
+    controller and webhook do, what it asks of the cluster (a Workload), how its pods are
+    labelled and how its status reads. What only some kinds do (a suspend flag, a role
+    label on pods, their own name rule or start rule) is declared by the capability
+    protocols of queueing.capabilities. Nothing outside the adapters names a kind: the
+    cluster side is generic over (group, version, plural)."""
 
     @property
     def api_version(self) -> str: ...  # e.g. "kubeflow.org/v1"
@@ -226,13 +222,7 @@ class JobAdapter(Protocol):
     def plural(self) -> str: ...  # e.g. "tfjobs", used for the count/<plural>.<group> quota key
 
     @property
-    def suspend_path(self) -> tuple[str, ...]: ...  # e.g. ("spec", "runPolicy", "suspend")
-
-    @property
     def pod_job_label(self) -> str: ...  # the label its controller sets on its pods, valued the job's name
-
-    @property
-    def pod_role_label(self) -> str: ...  # the label naming a pod's group (role), "" if none
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         """Return the Workload or raise ManifestError listing every problem."""

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import queueing  # noqa: F401  (registers every kind's adapter)
-from queueing.workload import BY_KEY, JobAdapter, adapter_for, read_path, resource_key
+from queueing import capabilities
+from queueing.workload import BY_KEY, JobAdapter, Workload, adapter_for, read_path, resource_key
 
 from .gateway import ObjectKey, PodInfo
 
@@ -33,15 +34,6 @@ def key_of(api_version: str, kind: str) -> str:
     return resource_key(found)
 
 
-def count_key(api_version: str, kind: str) -> str:
-    """The ResourceQuota key that counts objects of this kind ("count/tfjobs.kubeflow.org")."""
-    return f"count/{key_of(api_version, kind)}"
-
-
-def object_key(api_version: str, kind: str, namespace: str, name: str) -> ObjectKey:
-    return (key_of(api_version, kind), namespace, name)
-
-
 def group_version_plural(kind_key: str) -> tuple[str, str, str]:
     found = BY_KEY[kind_key]
     group, _, version = found.api_version.rpartition("/")
@@ -54,7 +46,9 @@ def display_name(kind_key: str) -> str:
 
 def pod_labels() -> frozenset[str]:
     """The labels the watch cache keeps of a pod: those naming its job and its role."""
-    return frozenset(label for a in adapters() for label in (a.pod_job_label, a.pod_role_label) if label)
+    labels = {a.pod_job_label for a in adapters()}
+    labels.update(label for a in adapters() if (label := capabilities.role_label(a)))
+    return frozenset(labels)
 
 
 def job_label_keys() -> frozenset[str]:
@@ -70,25 +64,41 @@ def pods_key(key: ObjectKey) -> tuple[str, str, str]:
 def pod_role(kind_key: str, pod: PodInfo, roles: Iterable[str] = ()) -> str:
     """The pod's group (a Workload pod set's role, compared without case). A kind whose
     pods carry no role label has one group: its only role."""
-    label = BY_KEY[kind_key].pod_role_label
+    label = capabilities.role_label(BY_KEY[kind_key])
     if label:
         return pod.labels.get(label, "")
     only = list(roles)
     return only[0] if len(only) == 1 else ""
 
 
+def started(kind_key: str, workload: Workload, pods: Iterable[PodInfo]) -> bool:
+    """Whether a released job counts as started, from its pods (the kind's start rule;
+    by default every pod of its gang Running)."""
+    roles = [ps.role for ps in workload.pod_sets]
+    running: dict[str, int] = {}
+    for pod in pods:
+        if pod.phase == "Running" and not pod.deleting:
+            role = pod_role(kind_key, pod, roles).lower()
+            running[role] = running.get(role, 0) + 1
+    return capabilities.started(BY_KEY[kind_key], workload, running)
+
+
 def can_suspend(kind_key: str) -> bool:
     """Whether the kind has a suspend flag (preemption suspends it, else deletes it)."""
-    return bool(BY_KEY[kind_key].suspend_path)
+    return capabilities.suspend_path(BY_KEY[kind_key]) is not None
 
 
 def suspend_patch(kind_key: str, suspended: bool) -> dict[str, Any]:
     """A merge patch setting the kind's suspend flag."""
+    path = capabilities.suspend_path(BY_KEY[kind_key])
+    if path is None:
+        raise ValueError(f"{kind_key} has no suspend flag")
     patch: dict[str, Any] = suspended  # type: ignore[assignment]
-    for step in reversed(BY_KEY[kind_key].suspend_path):
+    for step in reversed(path):
         patch = {step: patch}
     return patch
 
 
 def is_suspended(kind_key: str, obj: Mapping[str, Any]) -> bool:
-    return read_path(obj, BY_KEY[kind_key].suspend_path) is True
+    path = capabilities.suspend_path(BY_KEY[kind_key])
+    return path is not None and read_path(obj, path) is True

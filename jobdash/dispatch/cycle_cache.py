@@ -129,11 +129,10 @@ class CycleCache:
         if cached is not None and cached[0] == version:
             return cached[1]
         assert workload is not None  # (the caller parses it for every row not fresh)
-        demand = workload.quota_demand()
         # In unsuspend mode the suspended object already exists and counts in quota used; so
         # does the object of a job preempted by suspending it.
-        if drop_count or (row["preemptions"] and kinds.can_suspend(kinds.key_of(row["api_version"], row["kind"]))):
-            demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
+        exists = drop_count or (row["preemptions"] and kinds.can_suspend(row["kind_key"]))
+        demand = workload.quota_demand(count_object=not exists)
         job = PendingJob(
             id=row["id"],
             namespace=row["namespace__name"],
@@ -194,8 +193,7 @@ _PENDING_FIELDS = (
     "reason",
     "message",
     "preemptions",
-    "kind",
-    "api_version",
+    "kind_key",
     "preempted_by_id",
     "submitted_by_name",
     "predicted_duration_s",
@@ -323,7 +321,7 @@ def _build(cache: CycleCache, rows: list[dict[str, Any]], drop_count: bool) -> d
             # First sight: predicted once, stored with its status, its expected duration from now on.
             workload = workloads.get(row["id"]) or cache.cached_workload(row["id"])
             assert workload is not None
-            prediction = cache.learning.predict(workload, row)
+            prediction = cache.learning.predict(workload, row["namespace__name"], row["submitted_by_name"])
             row["predicted_duration_s"] = prediction.median_s
         built[row["id"]] = PendingRow(
             cache.get(row, workloads.get(row["id"]), drop_count=drop_count),

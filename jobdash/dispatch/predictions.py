@@ -15,14 +15,17 @@ expected duration in every cycle after, and what its error is measured against.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobdash.jobs.models import Job, State
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.predictor import DurationPredictor, JobFeatures, Prediction
 from queueing.workload import Workload
+
+if TYPE_CHECKING:
+    from .active import ActiveJob
 
 BOOTSTRAP = 2000  # finished jobs (and started ones) a new leader learns from
 
@@ -101,7 +104,8 @@ class Learning:
             said = None
             if row["prediction_source"]:
                 said = Prediction(row["predicted_duration_s"], row["predicted_p90_s"], row["prediction_source"])
-            self.predictor.observe(self.features(parsed[row["id"]], row), seconds, said)
+            features = self.features(parsed[row["id"]], row["namespace__name"], row["submitted_by_name"])
+            self.predictor.observe(features, seconds, said)
 
     def _learn_starts(self) -> None:
         # (a preempted job waited its first run too: not what its forecasts were about)
@@ -119,18 +123,17 @@ class Learning:
                 observe((forecast - given_at).total_seconds(), (started_at - given_at).total_seconds())
 
     @staticmethod
-    def features(workload: Workload, row: Mapping[str, Any]) -> JobFeatures:
-        """`row`: the job's values with namespace__name and submitted_by_name."""
-        return JobFeatures.of(workload, row["namespace__name"], row.get("submitted_by_name") or "")
+    def features(workload: Workload, namespace: str, submitted_by: str) -> JobFeatures:
+        return JobFeatures.of(workload, namespace, submitted_by or "")
 
-    def predict(self, workload: Workload, row: Mapping[str, Any]) -> Prediction:
-        return self.predictor.predict(self.features(workload, row))
+    def predict(self, workload: Workload, namespace: str, submitted_by: str) -> Prediction:
+        return self.predictor.predict(self.features(workload, namespace, submitted_by))
 
-    def likely_total(self, workload: Workload, row: Mapping[str, Any], elapsed_s: float) -> float | None:
+    def likely_total(self, job: ActiveJob, elapsed_s: float) -> float | None:
         """For a running job, asked every cycle: its features are kept while it runs (`retain`)."""
-        features = self._running.get(row["id"])
+        features = self._running.get(job.id)
         if features is None:
-            features = self._running[row["id"]] = self.features(workload, row)
+            features = self._running[job.id] = self.features(job.workload, job.namespace, job.submitted_by_name)
         return self.predictor.likely_total(features, elapsed_s)
 
     def retain(self, running: Iterable[int]) -> None:

@@ -12,8 +12,8 @@ Both are fenced by the leader's term like every other change.
 """
 
 import logging
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
@@ -21,41 +21,42 @@ from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
-from queueing.preemption import RECLAIM, Preemption
+from jobdash.jobs.presenters import preemption_words
+from queueing.preemption import Preemption
 
 from . import transitions
+from .active import ActiveJob
 
 log = logging.getLogger(__name__)
-WHY = {RECLAIM: "to give its namespace's guaranteed share back", "priority": "for a job of higher priority"}
 
 
-def mark(gateway: gw.ClusterGateway, preemptions: Iterable[Preemption], *, grace_s: float, term: int | None) -> int:
+def _as_datetime(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def mark(
+    gateway: gw.ClusterGateway,
+    preemptions: Iterable[Preemption],
+    *,
+    active: Iterable[ActiveJob],
+    waiting: Mapping[int, tuple[str, str]],
+    grace_s: float,
+    term: int | None,
+) -> int:
+    """`active`: the running jobs among which the victims are (the cycle's snapshot);
+    `waiting`: the (namespace, name) of the waiting jobs, among which the preemptors are."""
     preemptions = list(preemptions)
     if not preemptions:
         return 0
-    ids = {p.victim for p in preemptions} | {p.preemptor for p in preemptions}
-    rows = {
-        row["id"]: row
-        for row in Job.objects.filter(pk__in=ids).values(
-            "id", "name", "namespace__name", "kind", "api_version", "object_uid", "preempt_at"
-        )
-    }
+    victims = {job.id: job for job in active}
     leave_at = timezone.now() + timedelta(seconds=grace_s)
     marked = 0
     for preemption in preemptions:
-        victim, preemptor = rows.get(preemption.victim), rows.get(preemption.preemptor)
+        victim, preemptor = victims.get(preemption.victim), waiting.get(preemption.preemptor)
         if victim is None or preemptor is None:
             continue
-        when = victim["preempt_at"] or leave_at
-        note = (
-            f"preempted to make room for job {preemption.preemptor} ({preemptor['namespace__name']}/"
-            f"{preemptor['name']}) {WHY.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, "
-            "checkpoint before then"
-        )
-        preemptor_note = (
-            f"preempting job {preemption.victim} ({victim['namespace__name']}/{victim['name']}) to make room for this "
-            f"one; it leaves at {when:%H:%M:%S} UTC"
-        )
+        when = _as_datetime(victim.preempt_at) or leave_at
+        note, preemptor_note = preemption_words(preemption, victim.namespace, victim.name, *preemptor, when)
         if not transitions.preempting(
             preemption.victim,
             preemption.preemptor,
@@ -66,16 +67,15 @@ def mark(gateway: gw.ClusterGateway, preemptions: Iterable[Preemption], *, grace
         ):
             continue
         marked += 1
-        metrics.count_preemption(victim["namespace__name"])
-        key = kinds.object_key(victim["api_version"], victim["kind"], victim["namespace__name"], victim["name"])
+        metrics.count_preemption(victim.namespace)
         try:
-            gateway.announce(key, victim["object_uid"], "Preempting", note)
+            gateway.announce(victim.key, victim.object_uid, "Preempting", note)
         except gw.GatewayError as error:  # the timeline has it; the Event is a courtesy
             log.warning(
                 "preemption event for job %s: %s",
                 preemption.victim,
                 error,
-                extra=logs.job(preemption.victim, victim["namespace__name"]),
+                extra=logs.job(preemption.victim, victim.namespace),
             )
     return marked
 
@@ -84,7 +84,7 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
     """Victims whose grace period is over: queued again and their objects suspended."""
     counts = {"preempted": 0, "called-off": 0}
     due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=timezone.now()).values(
-        "id", "name", "namespace__name", "kind", "api_version", "preempted_for_id", "preempted_for__state"
+        "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state"
     )
     for row in due:
         preemptor = row["preempted_for_id"]
@@ -95,7 +95,7 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
         note = f"preempted to make room for job {preemptor}; queued again in its place"
         if not transitions.preempted(row["id"], preemptor, note, term):
             continue
-        key = kinds.object_key(row["api_version"], row["kind"], row["namespace__name"], row["name"])
+        key = (row["kind_key"], row["namespace__name"], row["name"])
         try:
             if kinds.can_suspend(key[0]):
                 gateway.set_suspended(key, True, term)

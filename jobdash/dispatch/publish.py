@@ -7,9 +7,11 @@ from collections.abc import Iterable, Mapping
 from django.utils import timezone
 
 from jobdash.cluster import kinds
-from jobdash.cluster.gateway import JobObject, ObjectKey, PodInfo
+from jobdash.cluster.gateway import ObjectKey, PodInfo
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
+
+from .active import ActiveJob
 
 
 def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
@@ -34,33 +36,23 @@ def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
     return quotas, nodes
 
 
-def pod_phases(pods_by_job: Mapping[ObjectKey, Iterable[PodInfo]], objects: Mapping[ObjectKey, JobObject]) -> dict:
+def pod_phases(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]) -> dict:
     """{"namespace/name": {"job": job id, "replicas": {role: {phase: count}}}} for the pods
-    of the objects that carry a jobdash job id, from the watch cache the cycle already
-    holds (no extra call to the cluster). Keyed by the job's name, not its id: a JSON key
-    of digits reads as an array index in PostgreSQL's and SQLite's JSON paths, and the
-    page looks up one job's key only. A pod being deleted counts as Terminating."""
+    of the active jobs (`pods`: the snapshot's, by object key: no extra call to the
+    cluster; the watch cache keeps the pods of finished jobs until they are deleted, and a
+    cycle must not cost more with every job that ever ran). Keyed by the job's name, not
+    its id: a JSON key of digits reads as an array index in PostgreSQL's and SQLite's JSON
+    paths, and the page looks up one job's key only. A pod being deleted counts as
+    Terminating."""
     counts: dict[str, dict] = {}
-    for key, pods in pods_by_job.items():
-        info = objects.get(key)
-        if info is None or info.job_id is None:
-            continue
-        kind_key, namespace, name = key
-        for pod in pods:
+    for job in active:
+        for pod in pods.get(job.key, ()):
             phase = "Terminating" if pod.deleting else pod.phase
-            entry = counts.setdefault(f"{namespace}/{name}", {"job": info.job_id, "replicas": {}})
+            entry = counts.setdefault(f"{job.namespace}/{job.name}", {"job": job.id, "replicas": {}})
             # a kind whose pods carry no role label (a batch Job) has one group: its pods
-            phases = entry["replicas"].setdefault(kinds.pod_role(kind_key, pod) or "pods", {})
+            phases = entry["replicas"].setdefault(kinds.pod_role(job.kind_key, pod) or "pods", {})
             phases[phase] = phases.get(phase, 0) + 1
     return counts
-
-
-def active_pod_phases(gateway, pods_by_job: Mapping[ObjectKey, list[PodInfo]]) -> dict[str, dict]:
-    """pod_phases() of the active jobs' objects only (the snapshot's `pods_by_job`): the
-    watch cache keeps the pods and objects of finished jobs until they are deleted, and a
-    cycle must not cost more with every job that ever ran."""
-    objects = {key: info for key in pods_by_job if (info := gateway.job_object(key)) is not None}
-    return pod_phases(pods_by_job, objects)
 
 
 def publish(snapshot: Snapshot, pods: dict | None = None) -> None:

@@ -17,7 +17,6 @@ from datetime import timedelta
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
-from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import bulk, release, transitions
@@ -46,9 +45,9 @@ def resend_stranded(
     # An object that exists (the create landed, its uid was never recorded) is recorded;
     # the others are sent again.
     found = {}
-    rows = Job.objects.filter(pk__in=stranded).values_list("id", "api_version", "kind", "namespace__name", "name")
-    for job_id, api_version, kind, namespace, name in rows:
-        info = gateway.job_object(kinds.object_key(api_version, kind, namespace, name))
+    rows = Job.objects.filter(pk__in=stranded).values_list("id", "kind_key", "namespace__name", "name")
+    for job_id, kind_key, namespace, name in rows:
+        info = gateway.job_object((kind_key, namespace, name))
         if info is not None and info.job_id == job_id and not info.deleting:
             found[job_id] = info.uid
     transitions.created_many(found)

@@ -19,7 +19,6 @@ from typing import Any
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
-from jobdash.cluster import kinds
 from jobdash.jobs.models import FINISHED_STATES, Job, State
 
 from . import transitions
@@ -40,12 +39,11 @@ def object_manifest(parsed: dict, namespace: str) -> dict:
     return manifest
 
 
-def send(gateway: gw.ClusterGateway, job_id: int, manifest: dict, mode: str, term: int | None = None) -> Outcome:
+def send(
+    gateway: gw.ClusterGateway, job_id: int, key: gw.ObjectKey, manifest: dict, mode: str, term: int | None = None
+) -> Outcome:
     """One job to the cluster, stamped with the leader's term (the webhook refuses a
     deposed leader's). Runs in a worker thread: no database access here."""
-    key = kinds.object_key(
-        manifest["apiVersion"], manifest["kind"], manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    )
     try:
         if mode == "unsuspend":
             try:
@@ -102,16 +100,14 @@ def start(
     )
 
 
-def replace_finished_namesakes(gateway: gw.ClusterGateway, manifests: dict[int, dict], term: int | None) -> int:
+def replace_finished_namesakes(gateway: gw.ClusterGateway, keys: dict[int, gw.ObjectKey], term: int | None) -> int:
     """A finished job's object keeps its name in the cluster until someone removes it (its
     pods' logs stay readable meanwhile). A new job of that name replaces it: the old object
     is deleted (fenced, like every write of ours) before the new one is created; an object
     still going away makes the create a transient refusal, retried after a backoff.
     Objects jobdash did not create, and those of active jobs, are left alone."""
     holders: dict[gw.ObjectKey, int] = {}
-    for job_id, manifest in manifests.items():
-        meta = manifest["metadata"]
-        key = kinds.object_key(manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"])
+    for job_id, key in keys.items():
         found = gateway.job_object(key)
         if found is not None and found.job_id is not None and found.job_id != job_id and not found.deleting:
             holders[key] = found.job_id
@@ -153,14 +149,21 @@ def start_sending(
     counted in jobdash_releases_total (a cycle's releases, not reconcile's resends)."""
     if not job_ids:
         return Sending([], {}, backoff_seconds, term, metered)
-    rows = list(Job.objects.filter(pk__in=job_ids).values_list("id", "parsed", "namespace__name", "preemptions"))
-    manifests = {job_id: object_manifest(parsed, namespace) for job_id, parsed, namespace, _ in rows}
-    namespaces = {job_id: namespace for job_id, _, namespace, _ in rows}
-    # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
-    modes = {job_id: "unsuspend" if preemptions else mode for job_id, _, _, preemptions in rows}
-    replace_finished_namesakes(gateway, manifests, term)
+    rows = Job.objects.filter(pk__in=job_ids).values_list(
+        "id", "parsed", "kind_key", "namespace__name", "name", "preemptions"
+    )
+    manifests, keys, modes = {}, {}, {}
+    for job_id, parsed, kind_key, namespace, name, preemptions in rows:
+        manifests[job_id] = object_manifest(parsed, namespace)
+        keys[job_id] = (kind_key, namespace, name)
+        # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
+        modes[job_id] = "unsuspend" if preemptions else mode
+    replace_finished_namesakes(gateway, keys, term)
     pool = _pool(max(1, concurrency))
-    futures = [pool.submit(send, gateway, job_id, manifests[job_id], modes[job_id], term) for job_id in job_ids]
+    futures = [
+        pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term) for job_id in job_ids
+    ]
+    namespaces = {job_id: key[1] for job_id, key in keys.items()}
     return Sending(futures, namespaces, backoff_seconds, term, metered)
 
 

@@ -6,25 +6,25 @@ rows that changed are read in full); quotas, nodes and pods from the gateway's c
 from the API server, so building a snapshot costs no round trips.
 """
 
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs import elastic
-from jobdash.jobs.models import Job, Namespace, State
-from jobdash.jobs.presenters import duration
-from queueing import POLICY_NAMES, PodSet, Workload
+from jobdash.jobs.models import Namespace, State
+from jobdash.jobs.presenters import overrun_words
+from queueing import POLICY_NAMES, PodSet
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
-from . import tracker
-from .cycle_cache import CycleCache, PendingRow, pending_rows, values_with_epochs
+from .active import ActiveJob, read_active
+from .cycle_cache import CycleCache, PendingRow, pending_rows
 
 log = logging.getLogger(__name__)
 
@@ -35,45 +35,45 @@ class Observation:
 
     snapshot: Snapshot  # what plan() decides from
     pending: list[PendingRow]  # the queued jobs with their last written status (phase 4 writes changes only)
-    # The pods of the Released/Running jobs by their object key, as the snapshot saw
-    # them: publish counts their phases without asking the watch cache again.
+    # The Released and Running jobs, read once a cycle: the tracker follows them, preemption
+    # and publish name them.
+    active: list[ActiveJob]
+    # The pods of the active jobs by their object key, as the snapshot saw them: the tracker
+    # and publish count their phases without asking the watch cache again.
     active_pods: dict[ObjectKey, list[PodInfo]]
     # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
     # job waiting there is late (statuses).
     overruns: dict[str, list[str]]
-    # The Released and Running jobs as the tracker follows them (tracker.active_jobs()).
-    active: list[dict[str, Any]]
 
 
-def _outstanding(kind_key: str, workload: Workload, created: list[PodInfo], exists: bool) -> dict[str, int]:
+def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
     """Quota still to be charged for a released job: the pods not created yet (created pods
     are in ResourceQuota used already), and the object itself until it exists."""
+    workload = job.workload
     roles = [ps.role for ps in workload.pod_sets]
     made: dict[str, int] = defaultdict(int)
     for pod in created:
-        made[kinds.pod_role(kind_key, pod, roles).lower()] += 1
+        made[kinds.pod_role(job.kind_key, pod, roles).lower()] += 1
     remaining = tuple(
         PodSet(ps.role, max(0, ps.count - made[ps.role.lower()]), ps.requests, ps.limits) for ps in workload.pod_sets
     )
-    demand = Workload(workload.kind, workload.api_version, workload.name, workload.namespace, remaining).quota_demand()
-    if exists:
-        demand.pop(kinds.count_key(workload.api_version, workload.kind), None)
+    demand = dataclasses.replace(workload, pod_sets=remaining).quota_demand(count_object=not exists)
     return {key: amount for key, amount in demand.items() if amount}
 
 
-def _unbound_placements(kind_key: str, workload: Workload, placement, created: list[PodInfo]) -> tuple:
+def _unbound_placements(job: ActiveJob, created: list[PodInfo]) -> tuple:
     """Planned pods that no node has charged yet: as many of each role's planned pods as
     its pods are not bound (bound pods are in allocated). By count, not by pod index: not
     every kind numbers its pods the way the planner does."""
-    if not placement:
+    if not job.placement:
         return ()
-    roles = [ps.role for ps in workload.pod_sets]
+    roles = [ps.role for ps in job.workload.pod_sets]
     bound: dict[str, int] = defaultdict(int)
     for pod in created:
         if pod.node_name and not pod.terminated:
-            bound[kinds.pod_role(kind_key, pod, roles).lower()] += 1
+            bound[kinds.pod_role(job.kind_key, pod, roles).lower()] += 1
     unbound = []
-    for role, index, node in placement:
+    for role, index, node in job.placement:
         if bound[role.lower()] > 0:
             bound[role.lower()] -= 1
         else:
@@ -125,15 +125,6 @@ def _quotas(gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]]) -
     return {name: NamespaceQuota.combine(quotas) for name, quotas in by_namespace.items()}
 
 
-def _workloads(ids: Iterable[int], known: Mapping[int, object]) -> dict[int, Workload]:
-    """Parsed workloads of the jobs in `ids` that are not in `known`, in one query."""
-    missing = [job_id for job_id in ids if job_id not in known]
-    if not missing:
-        return {}
-    rows = Job.objects.filter(pk__in=missing).values_list("id", "workload")
-    return {job_id: Workload.from_json(data) for job_id, data in rows}
-
-
 def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Namespace.policy overrides for Snapshot.policies. The model validates the name on
     save; a name that is no longer a policy (after an upgrade) falls back to the global
@@ -149,34 +140,9 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     return policies
 
 
-# What the snapshot reads of each Released and Running job, and what the tracker does (the
-# cycle hands these rows on to it: one read of them a cycle).
-_FIELDS = tuple(
-    dict.fromkeys(
-        (
-            "id",
-            "namespace__name",
-            "name",
-            "kind",
-            "api_version",
-            "state",
-            "placement",
-            "priority",
-            "borrowing",
-            "preemptions",
-            "preempted_for_id",
-            "submitted_by_name",
-            "predicted_duration_s",
-            "predicted_p90_s",
-            "prediction_source",
-            *tracker.FIELDS,
-        )
-    )
-)
-_TIMES = tuple(dict.fromkeys(("released_at", "started_at", *tracker.TIMES)))
-
-
-def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool) -> Observation:
+def build(
+    gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool, preemption_limit: int | None
+) -> Observation:
     now = timezone.now().timestamp()
     namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
     managed = {row["name"]: row for row in namespaces}
@@ -185,65 +151,50 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
     # pods (node usage) and the pods and objects of released jobs, not all of them.
     live_pods = gateway.live_pods()
 
-    in_flight, running = [], []
-    overruns: dict[str, list[str]] = defaultdict(list)
-    active = values_with_epochs(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)), _FIELDS, _TIMES)
-    keys = {
-        row["id"]: kinds.object_key(row["api_version"], row["kind"], row["namespace__name"], row["name"])
-        for row in active
-    }
-    by_job = gateway.pods_of_jobs(keys.values())  # the released jobs' for the snapshot, all for publish
-    exists = {
-        keys[row["id"]] for row in active if row["state"] == State.RELEASED and gateway.job_object(keys[row["id"]])
-    }
     learning = cache.learning
     learning.refresh(cache.workloads)  # before the workloads of jobs no longer active are dropped
-    workloads = {row["id"]: cache.workloads[row["id"]] for row in active if row["id"] in cache.workloads}
-    workloads.update(_workloads((row["id"] for row in active), workloads))
-    cache.workloads = workloads
-    for row in active:
-        key = keys[row["id"]]
-        namespace = row["namespace__name"]
-        workload = workloads[row["id"]]
-        row["gang"] = workload.pods  # (for the tracker)
-        predicted = row["predicted_duration_s"]
-        if not row["prediction_source"]:  # (released before predictions were made)
-            predicted = learning.predict(workload, row).median_s
-        if row["state"] == State.RELEASED:
-            created = [p for p in by_job.get(key, ()) if not p.deleting]
+    active = read_active(cache.workloads)
+    cache.workloads = {job.id: job.workload for job in active}
+    by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
+
+    in_flight, running = [], []
+    overruns: dict[str, list[str]] = defaultdict(list)
+    for job in active:
+        predicted = job.predicted_duration_s
+        if not job.prediction_source:  # (released before predictions were made)
+            predicted = learning.predict(job.workload, job.namespace, job.submitted_by_name).median_s
+        if job.state == State.RELEASED:
+            created = [p for p in by_job.get(job.key, ()) if not p.deleting]
             in_flight.append(
                 InFlightJob(
-                    id=row["id"],
-                    namespace=namespace,
-                    workload=workload,
-                    placements=_unbound_placements(key[0], workload, row["placement"], created),
-                    outstanding=_outstanding(key[0], workload, created, key in exists),
-                    released_at=row["released_at"] or now,
+                    id=job.id,
+                    namespace=job.namespace,
+                    workload=job.workload,
+                    placements=_unbound_placements(job, created),
+                    outstanding=_outstanding(job, created, gateway.job_object(job.key) is not None),
+                    released_at=job.released_at or now,
                     expected_duration=predicted,
                 )
             )
         else:
-            started_at = row["started_at"] or now
-            likely = learning.likely_total(workload, row, now - started_at)
-            bound = row["predicted_p90_s"]
+            started_at = job.started_at or now
+            likely = learning.likely_total(job, now - started_at)
+            bound = job.predicted_p90_s
             if bound is not None and now - started_at > bound:
-                overruns[namespace].append(
-                    f"job {row['id']} ({row['name']}) has run {duration(now - started_at)},"
-                    f" {duration(bound)} at most was expected"
-                )
+                overruns[job.namespace].append(overrun_words(job.id, job.name, now - started_at, bound))
             running.append(
                 RunningJob(
-                    row["id"],
-                    namespace,
-                    workload,
+                    job.id,
+                    job.namespace,
+                    job.workload,
                     started_at=started_at,
                     expected_end=None if predicted is None else started_at + predicted,
                     likely_end=None if likely is None else started_at + likely,
-                    priority=row["priority"],
-                    borrowing=row["borrowing"],
-                    placements=tuple(tuple(pod) for pod in row["placement"] or ()),
-                    preemptions=row["preemptions"],
-                    preempted_for=row["preempted_for_id"],
+                    priority=job.priority,
+                    borrowing=job.borrowing,
+                    placements=job.placement,
+                    preemptions=job.preemptions,
+                    preempted_for=job.preempted_for,
                 )
             )
 
@@ -257,6 +208,6 @@ def build(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node
         nodes=_nodes(gateway, live_pods),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
-        preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
+        preemption_limit=preemption_limit,
     )
-    return Observation(snapshot, rows, by_job, dict(overruns), active)
+    return Observation(snapshot, rows, active, by_job, dict(overruns))

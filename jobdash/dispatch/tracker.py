@@ -17,12 +17,10 @@
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import transaction
-from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from jobdash import logs, metrics
@@ -31,7 +29,7 @@ from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
 from . import bulk, preempt, transitions
-from .cycle_cache import values_with_epochs
+from .active import ActiveJob, read_active
 
 log = logging.getLogger(__name__)
 
@@ -82,53 +80,39 @@ def _gone(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int) -> bool:
         return True
 
 
-# What the tracker needs of each Released or Running job: the cycle's snapshot reads these
-# along with its own (one read of the active jobs a cycle); a pass alone reads them itself.
-FIELDS = ("id", "namespace__name", "name", "kind", "api_version", "state", "object_uid", "attempts", "preemptions")
-TIMES = ("released_at", "requeue_requested_at", "eta_first", "eta_first_late")  # seconds since the epoch
-
-
-def active_jobs() -> list[dict[str, Any]]:
-    """The Released and Running jobs as track() takes them ("gang": the pods of the job)."""
-    return values_with_epochs(
-        Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)), FIELDS, TIMES, gang=KT("workload__pods")
-    )
-
-
 def track(
     gateway: gw.ClusterGateway,
     config: TrackerSettings,
     sweep: Sweep | None = None,
     *,
     term: int | None = None,
-    jobs: list[dict[str, Any]] | None = None,
+    jobs: list[ActiveJob] | None = None,
+    pods: Mapping[gw.ObjectKey, list[gw.PodInfo]] | None = None,
 ) -> dict[str, int]:
     """One pass. `sweep`, kept by the caller between passes, is what the sweep for objects
     of cancelled jobs remembers (Sweep); without it the pass looks at every object.
 
-    `jobs`: the active jobs (active_jobs()) as the cycle's snapshot read them; a job released
-    since is followed from the next pass on, and each move is a compare-and-set, so a row a
-    little old never moves a job that has moved meanwhile. None: read them now."""
+    `jobs`: the active jobs as the cycle's snapshot read them, and `pods` their pods; a job
+    released since is followed from the next pass on, and each move is a compare-and-set,
+    so a job read a little earlier never moves a job that has moved meanwhile. None: read
+    them now."""
     now = time.time()
     counts: dict[str, int] = defaultdict(int)
     if jobs is None:
-        jobs = active_jobs()
-    keys = {
-        job["id"]: kinds.object_key(job["api_version"], job["kind"], job["namespace__name"], job["name"])
-        for job in jobs
-    }
-    pods = gateway.pods_of_jobs(keys.values())
+        jobs = read_active({})
+    if pods is None:
+        pods = gateway.pods_of_jobs(job.key for job in jobs)
     moves = _Moves(term)
     for job in jobs:
-        key = keys[job["id"]]
-        running = sum(1 for pod in pods.get(key, ()) if pod.phase == "Running" and not pod.deleting)
         try:
-            counts[_follow(gateway, config, job, key, gateway.job_object(key), running, now, moves, term)] += 1
+            counts[
+                _follow(gateway, config, job, gateway.job_object(job.key), pods.get(job.key, ()), now, moves, term)
+            ] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
-            log.warning("tracking job %s: %s", job["id"], error, extra=logs.job(job["id"], job["namespace__name"]))
+            log.warning("tracking job %s: %s", job.id, error, extra=logs.job(job.id, job.namespace))
             counts["errors"] += 1
     moves.apply()
-    counts["cleaned"] = _delete_cancelled(gateway, sweep or Sweep(), term, active=set(keys))
+    counts["cleaned"] = _delete_cancelled(gateway, sweep or Sweep(), term, active={job.id for job in jobs})
     for outcome, count in preempt.evict(gateway, term=term).items():
         if count:
             counts[outcome] += count
@@ -144,11 +128,11 @@ class _Moves:
         self.term = term
         self.running: list[tuple[int, str]] = []
         self.finished: list[tuple[int, str, str, bool]] = []
-        self.rows: dict[int, Mapping[str, Any]] = {}  # the tracker's rows of the jobs in `running`
+        self.jobs: dict[int, ActiveJob] = {}  # the jobs in `running`
 
-    def start(self, job: Mapping[str, Any], note: str) -> None:
-        self.running.append((job["id"], note))
-        self.rows[job["id"]] = job
+    def start(self, job: ActiveJob, note: str) -> None:
+        self.running.append((job.id, note))
+        self.jobs[job.id] = job
 
     def apply(self) -> None:
         if not (self.running or self.finished):
@@ -159,23 +143,22 @@ class _Moves:
             transitions.hold_term(self.term)
             started = transitions.running_many(self.running, at=now)
             transitions.finish_many(self.finished)
-        metrics.observe_started((self.rows[job_id] for job_id in started), now)
+        metrics.observe_started((self.jobs[job_id] for job_id in started), now)
 
 
 def _follow(
     gateway: gw.ClusterGateway,
     config: TrackerSettings,
-    job: Mapping[str, Any],
-    key: gw.ObjectKey,
+    job: ActiveJob,
     info: gw.JobObject | None,
-    pods_running: int,
+    pods: Iterable[gw.PodInfo],
     now: float,
     moves: _Moves,
     term: int | None = None,
 ) -> str:
-    job_id, state, what = job["id"], job["state"], job["kind"]
+    job_id, state, what, key = job.id, job.state, job.kind, job.key
     if info is None or info.job_id != job_id:
-        if not job["object_uid"]:
+        if not job.object_uid:
             return "creating"  # release in progress, or interrupted: reconcile finishes it
         if not _gone(gateway, key, job_id):
             return "cache-lag"
@@ -191,7 +174,7 @@ def _follow(
             (job_id, State.FAILED, f"the {what} failed: {info.message}".rstrip(": "), state == State.RELEASED)
         )
         return "failed"
-    if job["requeue_requested_at"] is not None:
+    if job.requeue_requested_at is not None:
         # The job's transition first, under the term (a deposed leader stops here), then
         # the object. A short backoff, as after a start timeout: a deleted object may still
         # be going away.
@@ -205,17 +188,17 @@ def _follow(
         return "requeued"
     if state == State.RUNNING:
         return "running"
-    gang = int(job["gang"] or 0)
-    if gang and pods_running >= gang:
+    gang = job.gang
+    pods = list(pods)
+    if kinds.started(job.kind_key, job.workload, pods):
         moves.start(job, f"all {gang} pods are running")
         return "started"
-    waited = now - job["released_at"] if job["released_at"] is not None else 0.0
+    waited = now - job.released_at if job.released_at is not None else 0.0
     if waited < config.start_timeout_s:
         return "starting"
-    attempts = job["attempts"] + 1
-    note = (
-        f"only {pods_running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
-    )
+    attempts = job.attempts + 1
+    running = sum(1 for pod in pods if pod.phase == "Running" and not pod.deleting)
+    note = f"only {running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
     # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
         if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term):

@@ -95,6 +95,10 @@ class Job(models.Model):
     name = models.CharField(max_length=63)
     kind = models.CharField(max_length=63)
     api_version = models.CharField(max_length=127)
+    # The kind's registry key ("<plural>.<group>", queueing.workload.resource_key), fixed at
+    # submission: how the cluster side names the kind (its resource, its count/<key> quota,
+    # a job's object key), never rebuilt from kind and apiVersion.
+    kind_key = models.CharField(max_length=127)
     # Exactly as submitted, byte for byte: users diff it against their files.
     manifest = models.TextField()
     parsed = models.JSONField()
@@ -195,6 +199,11 @@ class Job(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def object_key(self) -> tuple[str, str, str]:
+        """Its object's key in the cluster (jobdash.cluster.gateway.ObjectKey)."""
+        return (self.kind_key, self.namespace.name, self.name)
 
 
 class JobEvent(models.Model):

@@ -354,3 +354,38 @@ def estimate_record_words(record: EstimateRecord) -> str:
         f"Start estimates here: within {close} for {record.within_20_min} {of_jobs}; "
         f"{record.by_late_bound} of {n} started by {bound}."
     )
+
+
+# --- what the dispatcher writes into a waiting job's message ---
+
+
+def overrun_words(job_id: int, name: str, ran_s: float, bound_s: float) -> str:
+    """A running job past its 90 % run-time bound, as a late job's message names it."""
+    return f"job {job_id} ({name}) has run {duration(ran_s)}, {duration(bound_s)} at most was expected"
+
+
+def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
+    """Why a job still waits past its first late bound: the running jobs of its namespace
+    that ran past their own (overrun_words), or that none did."""
+    said = f"Past its late bound ({late:%Y-%m-%d %H:%M} UTC)"
+    if overruns:
+        shown = "; ".join(overruns[:3]) + (f"; and {len(overruns) - 3} more" if len(overruns) > 3 else "")
+        return f"{said}: running jobs here ran longer than expected: {shown}."
+    return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
+
+
+_PREEMPTED_TO = {"reclaim": "to give its namespace's guaranteed share back", "priority": "for a job of higher priority"}
+
+
+def preemption_words(preemption, victim_namespace: str, victim_name: str, namespace: str, name: str, when: datetime):
+    """The victim's and the preemptor's timeline notes when a victim is told to leave
+    (queueing.preemption.Preemption: its cause says why)."""
+    note = (
+        f"preempted to make room for job {preemption.preemptor} ({namespace}/{name}) "
+        f"{_PREEMPTED_TO.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, checkpoint before then"
+    )
+    preemptor_note = (
+        f"preempting job {preemption.victim} ({victim_namespace}/{victim_name}) to make room for this one; "
+        f"it leaves at {when:%H:%M:%S} UTC"
+    )
+    return note, preemptor_note

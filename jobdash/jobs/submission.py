@@ -141,6 +141,7 @@ def _new_job(checked: _Checked, *, user, source: str, actor: str) -> Job:
         name=checked.workload.name,
         kind=checked.workload.kind,
         api_version=checked.workload.api_version,
+        kind_key=queueing.adapter_key(checked.workload.api_version, checked.workload.kind),
         manifest=checked.manifest,
         parsed=checked.parsed,
         workload=checked.workload.to_json(),

@@ -353,11 +353,8 @@ def test_an_object_of_an_active_job_or_of_someone_else_is_never_replaced(user, s
     theirs["metadata"] = {**theirs["metadata"], "name": "theirs", "labels": {}}
     sim.cluster.create_tfjob(theirs)  # created by someone else: no jobdash.io/job-id
     eventually(lambda: gateway.job_object(tf("team-a", "theirs")) is not None)
-    manifests = {
-        10_001: Job.objects.get(pk=running.pk).parsed | {"metadata": {"name": "busy", "namespace": "team-a"}},
-        10_002: theirs | {"metadata": {"name": "theirs", "namespace": "team-a"}},
-    }
-    assert replace_finished_namesakes(gateway, manifests, term) == 0
+    keys = {10_001: tf("team-a", "busy"), 10_002: tf("team-a", "theirs")}
+    assert replace_finished_namesakes(gateway, keys, term) == 0
     assert sim.cluster.tfjob("team-a", "busy") and sim.cluster.tfjob("team-a", "theirs")
 
 
@@ -395,7 +392,7 @@ def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gat
     snapshot and the write keeps the change, and the next cycle reads it and decides again."""
     import queueing
     from jobdash.dispatch import snapshot_phase
-    from jobdash.dispatch.cycle import write_statuses
+    from jobdash.dispatch.statuses import write_statuses
 
     submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
     waiting = submit(user, "waiting", cpu="4")
@@ -406,7 +403,7 @@ def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gat
     assert Job.objects.get(pk=waiting.pk).position == 1
     cache = dispatcher.cache
     Job.objects.filter(pk=waiting.pk).update(position=None, message="")
-    observed = snapshot_phase.build(gateway, cache, release_mode="create", node_fit=True)
+    observed = snapshot_phase.build(gateway, cache, release_mode="create", node_fit=True, preemption_limit=None)
     plan = queueing.plan(observed.snapshot, dispatcher.policy)
     Job.objects.filter(pk=waiting.pk).update(message="changed after the snapshot")
     assert write_statuses(observed.pending, plan, cache=cache) == 1  # it wanted to write it...
@@ -453,7 +450,7 @@ def test_a_flip_between_reasons_that_wait_for_room_waits_for_the_complete_round(
     """Under load a job flips between QuotaExceeded, NoNodeFits and ReservedForOlderJob from
     one cycle to the next: such a flip is written with the complete rounds and leaves no
     event; a change to another reason is written at once, with its event."""
-    from jobdash.dispatch.cycle import write_statuses
+    from jobdash.dispatch.statuses import write_statuses
     from queueing import PendingStatus, Reason
 
     submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobdash import logs, metrics
 from jobdash.dispatch import preempt
+from jobdash.dispatch.active import read_active
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
@@ -29,7 +30,7 @@ from tests.webhooks.conftest import admission_review, trial_tfjob
 from .dispatch_support import create_namesake, eventually, manifest, run_until, settings, state
 
 pytestmark = pytest.mark.django_db
-PHASES = ("snapshot", "plan", "release", "statuses", "track", "publish")
+PHASES = ("snapshot", "plan", "release", "preempt", "statuses", "track", "sent", "publish")
 STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
 
 
@@ -144,7 +145,14 @@ def test_preemptions_are_counted_by_the_victims_namespace(user, gateway, term):
     preemptor = submit(user, "preemptor", namespace="team-b")
     Job.objects.filter(pk=victim.pk).update(state=State.RUNNING, started_at=timezone.now())
     before = value("jobdash_preemptions_total", namespace="team-a")
-    marked = preempt.mark(gateway, [Preemption(victim.pk, "team-a", preemptor.pk, RECLAIM)], grace_s=60.0, term=term)
+    marked = preempt.mark(
+        gateway,
+        [Preemption(victim.pk, "team-a", preemptor.pk, RECLAIM)],
+        active=read_active({}),
+        waiting={preemptor.pk: ("team-b", "preemptor")},
+        grace_s=60.0,
+        term=term,
+    )
     assert marked == 1
     assert value("jobdash_preemptions_total", namespace="team-a") - before == 1
     families = parse(Client().get("/metrics").content.decode())

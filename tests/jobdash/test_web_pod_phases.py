@@ -2,9 +2,11 @@
 
 import pytest
 
-from jobdash.cluster.gateway import JobObject, PodInfo
+from jobdash.cluster.gateway import PodInfo
+from jobdash.dispatch.active import ActiveJob
 from jobdash.dispatch.publish import pod_phases, publish
 from jobdash.jobs.models import ClusterState
+from queueing import Workload
 from queueing.snapshot import Snapshot
 
 TF = "tfjobs.kubeflow.org"
@@ -25,15 +27,13 @@ def pod(
     )
 
 
-def job_object(kind, name, job_id, namespace="team-a"):
-    return JobObject(
-        kind=kind, namespace=namespace, name=name, uid="u", job_id=job_id, suspended=False, phase="Running", message=""
-    )
+def active(key, job_id, kind="TFJob"):
+    workload = Workload(kind=kind, api_version="kubeflow.org/v1", name=key[2], namespace=key[1], pod_sets=())
+    return ActiveJob(id=job_id, key=key, kind=kind, state="Running", workload=workload)
 
 
 def test_counts_per_job_role_and_phase():
     mnist, theirs = (TF, "team-a", "mnist"), (TF, "team-a", "theirs")
-    objects = {mnist: job_object(TF, "mnist", 7), theirs: job_object(TF, "theirs", None)}
     pods_by_job = {
         mnist: [
             pod("w0", "worker"),
@@ -42,10 +42,10 @@ def test_counts_per_job_role_and_phase():
             pod("ps0", "ps", "Succeeded"),
             pod("w3", "worker", deleting=True),
         ],
-        theirs: [pod("x", "worker")],  # an object not released by jobdash
-        (TF, "team-b", "mnist"): [pod("z", "worker", namespace="team-b")],  # same name elsewhere: no object of ours
+        theirs: [pod("x", "worker")],  # an object of no active job of jobdash's
+        (TF, "team-b", "mnist"): [pod("z", "worker", namespace="team-b")],  # same name elsewhere: not ours
     }
-    assert pod_phases(pods_by_job, objects) == {
+    assert pod_phases([active(mnist, 7)], pods_by_job) == {
         "team-a/mnist": {
             "job": 7,
             "replicas": {"worker": {"Running": 2, "Pending": 1, "Terminating": 1}, "ps": {"Succeeded": 1}},
@@ -55,9 +55,7 @@ def test_counts_per_job_role_and_phase():
 
 def test_a_kind_whose_pods_carry_no_role_label_counts_them_together():
     trial = (BATCH, "team-a", "trial-1")
-    counts = pod_phases(
-        {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]}, {trial: job_object(BATCH, "trial-1", 3)}
-    )
+    counts = pod_phases([active(trial, 3, "Job")], {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]})
     assert counts == {"team-a/trial-1": {"job": 3, "replicas": {"pods": {"Running": 1, "Pending": 1}}}}
 
 

@@ -61,13 +61,14 @@ def test_quota_demand_keys_follow_resource_quota_naming():
         "limits.memory": 0,
         "limits.ephemeral-storage": 14,
         "pods": 2,
-        "count/jobs.batch": 1,  # no adapter registered: plural guessed from the kind
+        "count/jobs.batch": 1,  # the registered adapter's key: plural.group
     }
+    assert "count/jobs.batch" not in workload.quota_demand(count_object=False)
 
 
-def test_count_key_for_the_core_group_has_no_group_suffix():
-    workload = Workload(kind="Pod", api_version="v1", name="p", namespace="ns", pod_sets=())
-    assert workload.quota_demand(plural="pods")["count/pods"] == 1
+def test_a_kind_no_adapter_knows_has_no_guessed_count_key():
+    workload = Workload(kind="Notebook", api_version="kubeflow.org/v1", name="n", namespace="ns", pod_sets=())
+    assert not [key for key in workload.quota_demand() if key.startswith("count/")]
 
 
 def test_pod_set_is_deeply_read_only():

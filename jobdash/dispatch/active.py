@@ -1,0 +1,118 @@
+"""The Released and Running jobs as one cycle sees them: read once, by the snapshot phase,
+and handed as frozen ActiveJobs to the tracker, preemption and publish, so that no phase
+rebuilds a job's cluster key, gang or times from a row of its own."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from jobdash.cluster.gateway import ObjectKey
+from jobdash.jobs.models import Job, State
+from queueing import Workload
+
+from .cycle_cache import values_with_epochs
+
+Placement = tuple[tuple[str, int, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveJob:
+    id: int
+    key: ObjectKey  # (kind key, namespace, name): its object in the cluster
+    kind: str  # as users write it ("TFJob"): metrics' label, messages
+    state: str  # Released | Running
+    workload: Workload
+    placement: Placement = ()  # (role, index, node) the planner chose for each pod; () with node fit off
+    object_uid: str = ""  # "" until its creation is recorded
+    attempts: int = 0
+    preemptions: int = 0
+    priority: int = 0
+    borrowing: bool = False
+    preempted_for: int | None = None  # the job it leaves for, in its grace period
+    preempt_at: float | None = None  # the end of that grace period
+    submitted_by_name: str = ""
+    predicted_duration_s: float | None = None
+    predicted_p90_s: float | None = None
+    prediction_source: str = ""
+    # seconds since the epoch
+    released_at: float | None = None
+    started_at: float | None = None
+    requeue_requested_at: float | None = None
+    eta_first: float | None = None
+    eta_first_late: float | None = None
+
+    @property
+    def kind_key(self) -> str:
+        return self.key[0]
+
+    @property
+    def namespace(self) -> str:
+        return self.key[1]
+
+    @property
+    def name(self) -> str:
+        return self.key[2]
+
+    @property
+    def gang(self) -> int:
+        """Its pods: all of them run before it counts as Running."""
+        return self.workload.pods
+
+
+_FIELDS = (
+    "id",
+    "kind_key",
+    "namespace__name",
+    "name",
+    "kind",
+    "state",
+    "placement",
+    "object_uid",
+    "attempts",
+    "preemptions",
+    "priority",
+    "borrowing",
+    "preempted_for_id",
+    "submitted_by_name",
+    "predicted_duration_s",
+    "predicted_p90_s",
+    "prediction_source",
+)
+_TIMES = ("released_at", "started_at", "requeue_requested_at", "eta_first", "eta_first_late", "preempt_at")
+
+
+def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
+    """The Released and Running jobs, in one query (and one more for the workloads not in
+    `known`, those parsed already)."""
+    rows = values_with_epochs(Job.objects.filter(state__in=(State.RELEASED, State.RUNNING)), _FIELDS, _TIMES)
+    missing = [row["id"] for row in rows if row["id"] not in known]
+    parsed = dict(known)
+    if missing:
+        for job_id, data in Job.objects.filter(pk__in=missing).values_list("id", "workload"):
+            parsed[job_id] = Workload.from_json(data)
+    return [
+        ActiveJob(
+            id=row["id"],
+            key=(row["kind_key"], row["namespace__name"], row["name"]),
+            kind=row["kind"],
+            state=row["state"],
+            workload=parsed[row["id"]],
+            placement=tuple((role, int(index), node) for role, index, node in row["placement"] or ()),
+            object_uid=row["object_uid"],
+            attempts=row["attempts"],
+            preemptions=row["preemptions"],
+            priority=row["priority"],
+            borrowing=row["borrowing"],
+            preempted_for=row["preempted_for_id"],
+            preempt_at=row["preempt_at"],
+            submitted_by_name=row["submitted_by_name"],
+            predicted_duration_s=row["predicted_duration_s"],
+            predicted_p90_s=row["predicted_p90_s"],
+            prediction_source=row["prediction_source"],
+            released_at=row["released_at"],
+            started_at=row["started_at"],
+            requeue_requested_at=row["requeue_requested_at"],
+            eta_first=row["eta_first"],
+            eta_first_late=row["eta_first_late"],
+        )
+        for row in rows
+    ]
