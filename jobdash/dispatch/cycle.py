@@ -20,9 +20,9 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
-from django.utils import timezone
 
 import queueing
 from jobdash import logs, metrics
@@ -33,6 +33,7 @@ from . import cycle_cache, preempt, publish, snapshot_phase, tracker, transition
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
+from .clock import Clock, WallClock
 from .collector import CollectorPause
 from .statuses import write_statuses
 from .table_stats import TableStatistics
@@ -96,9 +97,10 @@ class CycleResult:
 class Dispatcher:
     """Everything one leader does, on one gateway. Holds what cycles keep for the next (CycleCache)."""
 
-    def __init__(self, gateway: ClusterGateway, config: DispatchSettings | None = None):
+    def __init__(self, gateway: ClusterGateway, config: DispatchSettings | None = None, clock: Clock | None = None):
         self.gateway = gateway
         self.config = config or DispatchSettings.from_django()
+        self.clock = clock or WallClock()
         self.policy = queueing.get_policy(
             self.config.policy, preempt_lower_priority=self.config.preempt_within_namespace
         )
@@ -128,9 +130,10 @@ class Dispatcher:
             mode=self.config.release_mode,
             backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
+            now=self.clock.now(),
         )
 
-    def repair(self, term: int) -> dict:
+    def repair(self, term: int, now: datetime) -> dict:
         """Continuous repair, not only at leadership start: stranded claims every cycle
         (cheap: the Released rows without an object's uid), the whole reconcile every
         `reconcile_every` cycles."""
@@ -145,6 +148,7 @@ class Dispatcher:
                 min_age_s=self.config.repair_after_s,
                 settled=self.sweep.settled,
                 active=self.sweep.active,
+                now=now,
             )
         return reconcile_pass.resend_stranded(
             self.gateway,
@@ -153,6 +157,7 @@ class Dispatcher:
             backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
             min_age_s=self.config.repair_after_s,
+            now=now,
         )
 
     def track(
@@ -160,10 +165,19 @@ class Dispatcher:
         term: int | None = None,
         jobs: list[ActiveJob] | None = None,
         pods: Mapping[ObjectKey, list[PodInfo]] | None = None,
+        now: datetime | None = None,
     ) -> dict:
         """`jobs`, `pods`: the active jobs and their pods as this cycle's snapshot read them
-        (None: read them now)."""
-        return tracker.track(self.gateway, self.tracker_settings, self.sweep, term=term, jobs=jobs, pods=pods)
+        (None: read them now); `now`: the cycle's time (None: the clock's)."""
+        return tracker.track(
+            self.gateway,
+            self.tracker_settings,
+            self.sweep,
+            term=term,
+            jobs=jobs,
+            pods=pods,
+            now=now or self.clock.now(),
+        )
 
     def cycle(self, term: int) -> CycleResult:
         """One cycle under `term`. No lock: two cycles may run at once (a kick and a tick on
@@ -175,7 +189,7 @@ class Dispatcher:
     def _cycle(self, term: int) -> CycleResult:
         logs.bind_term(term)
         result = CycleResult()
-        started = timezone.now()
+        started = self.clock.now()  # the cycle's time: every phase stamps and compares with it
         clock = time.perf_counter()
 
         def lap(phase: str) -> None:
@@ -193,6 +207,7 @@ class Dispatcher:
             release_mode=config.release_mode,
             node_fit=config.node_fit,
             preemption_limit=config.preemption_limit,
+            now=started.timestamp(),
         )
         result.pending = len(observed.pending)
         lap("snapshot")
@@ -215,6 +230,7 @@ class Dispatcher:
                 concurrency=config.concurrency,
                 backoff_seconds=config.backoff_s,
                 seen=seen,
+                now=started,
             )
         except transitions.StaleSnapshot as error:
             log.info("cycle: released nothing, %s", error)
@@ -231,6 +247,7 @@ class Dispatcher:
                     waiting=waiting,
                     grace_s=config.preemption_grace_s,
                     term=term,
+                    now=started,
                 )
             lap("preempt")
             # 5. statuses
@@ -250,8 +267,8 @@ class Dispatcher:
             lap("statuses")
             # 6. track (the jobs active at the snapshot; those released since, from the next
             # cycle on), and repair what an interrupted release left behind
-            self.track(term, observed.active, observed.active_pods)
-            result.repaired = self.repair(term)
+            self.track(term, observed.active, observed.active_pods, now=started)
+            result.repaired = self.repair(term, started)
             lap("track")
         finally:
             # 7. sent: the objects sent in phase 3 were created meanwhile: their outcomes are recorded

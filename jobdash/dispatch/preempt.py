@@ -42,6 +42,7 @@ def mark(
     waiting: Mapping[int, tuple[str, str]],
     grace_s: float,
     term: int | None,
+    now: datetime | None = None,
 ) -> int:
     """`active`: the running jobs among which the victims are (the cycle's snapshot);
     `waiting`: the (namespace, name) of the waiting jobs, among which the preemptors are."""
@@ -49,7 +50,7 @@ def mark(
     if not preemptions:
         return 0
     victims = {job.id: job for job in active}
-    leave_at = timezone.now() + timedelta(seconds=grace_s)
+    leave_at = (now or timezone.now()) + timedelta(seconds=grace_s)
     marked = 0
     for preemption in preemptions:
         victim, preemptor = victims.get(preemption.victim), waiting.get(preemption.preemptor)
@@ -80,10 +81,11 @@ def mark(
     return marked
 
 
-def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
-    """Victims whose grace period is over: queued again and their objects suspended."""
+def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None = None) -> dict[str, int]:
+    """Victims whose grace period is over (at `now`): queued again and their objects suspended."""
+    now = now or timezone.now()
     counts = {"preempted": 0, "called-off": 0}
-    due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=timezone.now()).values(
+    due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now).values(
         "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state"
     )
     for row in due:
@@ -93,7 +95,7 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None) -> dict[str, int]:
             counts["called-off"] += transitions.preemption_called_off(row["id"], note, term)
             continue
         note = f"preempted to make room for job {preemptor}; queued again in its place"
-        if not transitions.preempted(row["id"], preemptor, note, term):
+        if not transitions.preempted(row["id"], preemptor, note, term, now):
             continue
         key = (row["kind_key"], row["namespace__name"], row["name"])
         try:

@@ -12,7 +12,7 @@ Nothing is created twice: the object's name is the job's and create is idempoten
 """
 
 from collections.abc import Collection, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -22,9 +22,9 @@ from jobdash.jobs.models import Job, State
 from . import bulk, release, transitions
 
 
-def _stranded(min_age_s: float) -> list[int]:
+def _stranded(min_age_s: float, now: datetime) -> list[int]:
     """Released jobs without a recorded object, claimed at least `min_age_s` ago."""
-    cutoff = timezone.now() - timedelta(seconds=min_age_s)
+    cutoff = now - timedelta(seconds=min_age_s)
     return list(
         Job.objects.filter(state=State.RELEASED, object_uid="", released_at__lte=cutoff).values_list("id", flat=True)
     )
@@ -38,8 +38,10 @@ def resend_stranded(
     backoff_seconds: float,
     concurrency: int = 8,
     min_age_s: float = 0.0,
+    now: datetime | None = None,
 ) -> dict[str, int]:
-    stranded = _stranded(min_age_s)
+    now = now or timezone.now()
+    stranded = _stranded(min_age_s, now)
     if not stranded:
         return {}
     # An object that exists (the create landed, its uid was never recorded) is recorded;
@@ -53,7 +55,7 @@ def resend_stranded(
     transitions.created_many(found)
     resend = [job_id for job_id in stranded if job_id not in found]
     counts = release.start_sending(
-        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, now=now
     ).finish()
     return {"recorded": len(found), "resent": len(resend), **counts}
 
@@ -68,6 +70,7 @@ def reconcile(
     min_age_s: float = 0.0,
     settled: Collection[int] = (),
     active: Collection[int] = (),
+    now: datetime | None = None,
 ) -> dict[str, int]:
     """`settled`: jobs the tracker saw finished (Dispatcher.sweep.settled); `active`: jobs
     Released or Running at its last pass (which runs just before). Their objects are not
@@ -78,13 +81,14 @@ def reconcile(
     counts = {"resent": 0, "adopted": 0}
     live = gateway.live_job_ids()
 
-    cutoff = timezone.now() - timedelta(seconds=min_age_s)
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=min_age_s)
     released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
     found = _running_objects(gateway, [job_id for job_id, _, _ in released if job_id in live])
     transitions.created_many({job_id: found[job_id].uid for job_id, uid, _ in released if job_id in found and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in found and (at is None or at <= cutoff)]
     release.start_sending(
-        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term
+        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, now=now
     ).finish()
     counts["resent"] = len(resend)
 
@@ -98,7 +102,7 @@ def reconcile(
     )
     adoptable = _running_objects(gateway, queued)
     for job_id, info in adoptable.items():
-        if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued"):
+        if transitions.mark_released(job_id, term, "found its object in the cluster, its job still Queued", now):
             transitions.created(job_id, info.uid)
             counts["adopted"] += 1
     return counts

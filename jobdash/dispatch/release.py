@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from jobdash import logs, metrics
@@ -57,7 +58,7 @@ def send(
         return Outcome(job_id, error=error)
 
 
-def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None) -> str:
+def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None, now: datetime | None = None) -> str:
     """Write one outcome; returns what happened: created | requeued | failed | fenced."""
     error = outcome.error
     if error is None:
@@ -70,13 +71,14 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None)
         transitions.requeue(
             outcome.job_id,
             note=note,
-            backoff_until=transitions.backoff(backoff_seconds, 0),
+            backoff_until=transitions.backoff(backoff_seconds, 0, now=now),
             count_attempt=False,
             term=term,
+            now=now,
         )
         return "requeued"
     message = f"the cluster refused the job's object: {error}"
-    transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term)
+    transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term, now=now)
     return "failed"
 
 
@@ -89,14 +91,22 @@ def start(
     concurrency: int,
     backoff_seconds: float,
     seen: int | None = None,
+    now: datetime | None = None,
 ) -> "Sending":
     """Step 1 now, steps 2 and 3 under way: the cycle goes on with its other phases while
     the cluster creates the objects, and calls finish() at its end. (The claim is committed
     before anything is sent: a crash before finish() leaves claims that reconcile finishes.)"""
-    claimed = transitions.claim(admissions, term, seen=seen)
+    claimed = transitions.claim(admissions, term, seen=seen, now=now)
     metrics.observe_released(claimed)
     return start_sending(
-        gateway, claimed, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, metered=True
+        gateway,
+        claimed,
+        mode=mode,
+        concurrency=concurrency,
+        backoff_seconds=backoff_seconds,
+        term=term,
+        metered=True,
+        now=now,
     )
 
 
@@ -143,12 +153,13 @@ def start_sending(
     backoff_seconds: float,
     term: int | None = None,
     metered: bool = False,
+    now: datetime | None = None,
 ) -> "Sending":
     """Step 2 started for claimed (Released) jobs: their objects are sent from the release
     threads; Sending.finish() waits for them and records the outcomes (step 3). `metered`:
     counted in jobdash_releases_total (a cycle's releases, not reconcile's resends)."""
     if not job_ids:
-        return Sending([], {}, backoff_seconds, term, metered)
+        return Sending([], {}, backoff_seconds, term, metered, now)
     rows = Job.objects.filter(pk__in=job_ids).values_list(
         "id", "parsed", "kind_key", "namespace__name", "name", "preemptions"
     )
@@ -164,7 +175,7 @@ def start_sending(
         pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term) for job_id in job_ids
     ]
     namespaces = {job_id: key[1] for job_id, key in keys.items()}
-    return Sending(futures, namespaces, backoff_seconds, term, metered)
+    return Sending(futures, namespaces, backoff_seconds, term, metered, now)
 
 
 @dataclass
@@ -176,6 +187,7 @@ class Sending:
     backoff_seconds: float
     term: int | None
     metered: bool
+    now: datetime | None = None  # the cycle's: a refusal's backoff counts from it
 
     def finish(self) -> dict[str, int]:
         """Wait for every send; record the outcomes: the created objects' uids in one
@@ -190,7 +202,7 @@ class Sending:
         for outcome in outcomes:
             if outcome.error is None:
                 continue
-            result = record(outcome, backoff_seconds=self.backoff_seconds, term=self.term)
+            result = record(outcome, backoff_seconds=self.backoff_seconds, term=self.term, now=self.now)
             counts[result] = counts.get(result, 0) + 1
             log.warning(
                 "release of job %s: %s",

@@ -141,9 +141,16 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 def build(
-    gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, node_fit: bool, preemption_limit: int | None
+    gateway: ClusterGateway,
+    cache: CycleCache,
+    *,
+    release_mode: str,
+    node_fit: bool,
+    preemption_limit: int | None,
+    now: float | None = None,
 ) -> Observation:
-    now = timezone.now().timestamp()
+    """`now`: the cycle's time, in seconds since the epoch (default: the current time)."""
+    now = timezone.now().timestamp() if now is None else now
     namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
     managed = {row["name"]: row for row in namespaces}
     rows = pending_rows(cache, release_mode=release_mode)

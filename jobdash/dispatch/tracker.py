@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -88,6 +89,7 @@ def track(
     term: int | None = None,
     jobs: list[ActiveJob] | None = None,
     pods: Mapping[gw.ObjectKey, list[gw.PodInfo]] | None = None,
+    now: datetime | None = None,
 ) -> dict[str, int]:
     """One pass. `sweep`, kept by the caller between passes, is what the sweep for objects
     of cancelled jobs remembers (Sweep); without it the pass looks at every object.
@@ -95,14 +97,14 @@ def track(
     `jobs`: the active jobs as the cycle's snapshot read them, and `pods` their pods; a job
     released since is followed from the next pass on, and each move is a compare-and-set,
     so a job read a little earlier never moves a job that has moved meanwhile. None: read
-    them now."""
-    now = time.time()
+    them now. `now`: the cycle's time (default: the current time)."""
+    now = now or timezone.now()
     counts: dict[str, int] = defaultdict(int)
     if jobs is None:
         jobs = read_active({})
     if pods is None:
         pods = gateway.pods_of_jobs(job.key for job in jobs)
-    moves = _Moves(term)
+    moves = _Moves(term, now)
     for job in jobs:
         try:
             counts[
@@ -113,7 +115,7 @@ def track(
             counts["errors"] += 1
     moves.apply()
     counts["cleaned"] = _delete_cancelled(gateway, sweep or Sweep(), term, active={job.id for job in jobs})
-    for outcome, count in preempt.evict(gateway, term=term).items():
+    for outcome, count in preempt.evict(gateway, term=term, now=now).items():
         if count:
             counts[outcome] += count
     return dict(counts)
@@ -124,8 +126,9 @@ class _Moves:
     each is still a compare-and-set with its event, but one batch costs a few statements
     instead of a transaction per job."""
 
-    def __init__(self, term: int | None):
+    def __init__(self, term: int | None, now: datetime):
         self.term = term
+        self.now = now
         self.running: list[tuple[int, str]] = []
         self.finished: list[tuple[int, str, str, bool]] = []
         self.jobs: dict[int, ActiveJob] = {}  # the jobs in `running`
@@ -137,12 +140,12 @@ class _Moves:
     def apply(self) -> None:
         if not (self.running or self.finished):
             return
-        now = timezone.now()
+        now = self.now
         # One transaction, the term checked once for all of its batches.
         with transaction.atomic():
             transitions.hold_term(self.term)
             started = transitions.running_many(self.running, at=now)
-            transitions.finish_many(self.finished)
+            transitions.finish_many(self.finished, now=now)
         metrics.observe_started((self.jobs[job_id] for job_id in started), now)
 
 
@@ -152,7 +155,7 @@ def _follow(
     job: ActiveJob,
     info: gw.JobObject | None,
     pods: Iterable[gw.PodInfo],
-    now: float,
+    now: datetime,
     moves: _Moves,
     term: int | None = None,
 ) -> str:
@@ -162,9 +165,8 @@ def _follow(
             return "creating"  # release in progress, or interrupted: reconcile finishes it
         if not _gone(gateway, key, job_id):
             return "cache-lag"
-        transitions.fail(
-            job_id, f"the {what} was deleted outside jobdash", from_states=(State.RELEASED, State.RUNNING), term=term
-        )
+        note = f"the {what} was deleted outside jobdash"
+        transitions.fail(job_id, note, from_states=(State.RELEASED, State.RUNNING), term=term, now=now)
         return "deleted"
     if info.phase == "Succeeded":
         moves.finished.append((job_id, State.SUCCEEDED, f"the {what} succeeded", state == State.RELEASED))
@@ -181,8 +183,9 @@ def _follow(
         if transitions.requeue_on_request(
             job_id,
             note="taken back from the cluster and queued again, as requested",
-            backoff_until=transitions.backoff(config.backoff_s, 0),
+            backoff_until=transitions.backoff(config.backoff_s, 0, now=now),
             term=term,
+            now=now,
         ):
             _take_back(gateway, key, config.release_mode, term)
         return "requeued"
@@ -193,7 +196,7 @@ def _follow(
     if kinds.started(job.kind_key, job.workload, pods):
         moves.start(job, f"all {gang} pods are running")
         return "started"
-    waited = now - job.released_at if job.released_at is not None else 0.0
+    waited = now.timestamp() - job.released_at if job.released_at is not None else 0.0
     if waited < config.start_timeout_s:
         return "starting"
     attempts = job.attempts + 1
@@ -201,15 +204,16 @@ def _follow(
     note = f"only {running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
     # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
-        if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term):
+        if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term, now=now):
             _take_back(gateway, key, config.release_mode, term)
         return "gave-up"
     if transitions.requeue(
         job_id,
         note=f"taken back: {note}",
-        backoff_until=transitions.backoff(config.backoff_s, attempts - 1),
+        backoff_until=transitions.backoff(config.backoff_s, attempts - 1, now=now),
         count_attempt=True,
         term=term,
+        now=now,
     ):
         _take_back(gateway, key, config.release_mode, term)
     return "timed-out"

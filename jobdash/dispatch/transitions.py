@@ -84,13 +84,14 @@ def claim(
     term: int,
     *,
     seen: int | None = None,
+    now: datetime | None = None,
 ) -> list[int]:
     """Queued -> Released for each (job id, placement[, borrowing]), under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
     together (bulk.update_rows), in the order of `admissions`."""
-    now = timezone.now()
+    now = now or timezone.now()
     wanted = {admission[0]: (admission[1], len(admission) > 2 and bool(admission[2])) for admission in admissions}
     with transaction.atomic():
         fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
@@ -127,7 +128,14 @@ def created_many(uids: dict[int, str]) -> None:
 
 
 def move_many(
-    moves: Iterable[tuple[int, str]], *, from_states, to_state: str, event: str, term: int | None = None, **fields
+    moves: Iterable[tuple[int, str]],
+    *,
+    from_states,
+    to_state: str,
+    event: str,
+    term: int | None = None,
+    now: datetime | None = None,
+    **fields,
 ) -> list[int]:
     """jobs.services.compare_and_set for many jobs at once: each (job id, note) moves only if it
     is still in one of `from_states`, and each job that moves gets its JobEvent, in the same
@@ -138,7 +146,7 @@ def move_many(
     notes = dict(moves)
     if not notes:
         return []
-    changes = {"state": to_state, **lifecycle.entering(to_state, **fields)}
+    changes = {"state": to_state, **lifecycle.entering(to_state, now, **fields)}
     with transaction.atomic(savepoint=False):
         hold_term(term)
         ids = bulk.lock_in_states(Job, notes, from_states)
@@ -170,14 +178,24 @@ def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, bac
     )
 
 
-def requeue(job_id: int, *, note: str, backoff_until: datetime, count_attempt: bool, term: int | None = None) -> bool:
+def requeue(
+    job_id: int,
+    *,
+    note: str,
+    backoff_until: datetime,
+    count_attempt: bool,
+    term: int | None = None,
+    now: datetime | None = None,
+) -> bool:
     counted = {"attempts": F("attempts") + 1} if count_attempt else {}
     return _back_to_queue(
-        job_id, term, from_states=(State.RELEASED,), note=note, backoff_until=backoff_until, **counted
+        job_id, term, from_states=(State.RELEASED,), note=note, backoff_until=backoff_until, now=now, **counted
     )
 
 
-def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term: int | None = None) -> bool:
+def requeue_on_request(
+    job_id: int, *, note: str, backoff_until: datetime, term: int | None = None, now: datetime | None = None
+) -> bool:
     """An operator's requeue (jobs.services.job_requeue) once its object has been taken back:
     Released or Running -> Queued, attempts unchanged (the job did nothing wrong)."""
     return _back_to_queue(
@@ -186,43 +204,49 @@ def requeue_on_request(job_id: int, *, note: str, backoff_until: datetime, term:
         from_states=(State.RELEASED, State.RUNNING),
         note=note,
         backoff_until=backoff_until,
+        now=now,
     )
 
 
 def running_many(moves: Iterable[tuple[int, str]], term: int | None = None, *, at: datetime | None = None) -> list[int]:
     """Released -> Running for many (job id, note) at once, started `at` (default: now)."""
-    return move_many(
-        moves,
-        from_states=(State.RELEASED,),
-        to_state=State.RUNNING,
-        event="Running",
-        term=term,
-        started_at=at or timezone.now(),
-    )
+    return move_many(moves, from_states=(State.RELEASED,), to_state=State.RUNNING, event="Running", term=term, now=at)
 
 
-def finish_many(finishes: Iterable[tuple[int, str, str, bool]], term: int | None = None) -> list[int]:
+def finish_many(
+    finishes: Iterable[tuple[int, str, str, bool]], term: int | None = None, now: datetime | None = None
+) -> list[int]:
     """Released/Running -> Succeeded/Failed for many (job id, state, note, started) at
     once: one batch per kind of change (a failure's note is also its row's message;
     `started`: it was never seen Running, so it started when it finished)."""
-    now = timezone.now()
+    now = now or timezone.now()
     groups: dict[tuple[str, bool, str], list[tuple[int, str]]] = {}
     for job_id, state, note, started in finishes:
         groups.setdefault((state, started, note if state == State.FAILED else ""), []).append((job_id, note))
     moved = []
     with transaction.atomic():
         for (state, started, message), moves in groups.items():
-            fields = {"finished_at": now, "message": message}
-            if started:
-                fields["started_at"] = now
+            # (never seen Running: it started when it finished)
+            fields: dict[str, object] = {"started_at": now} if started else {}
             moved += move_many(
-                moves, from_states=(State.RELEASED, State.RUNNING), to_state=state, event=state, term=term, **fields
+                moves,
+                from_states=(State.RELEASED, State.RUNNING),
+                to_state=state,
+                event=state,
+                term=term,
+                now=now,
+                message=message,
+                **fields,
             )
     return moved
 
 
 def fail(
-    job_id: int, note: str, from_states=(State.QUEUED, State.RELEASED, State.RUNNING), term: int | None = None
+    job_id: int,
+    note: str,
+    from_states=(State.QUEUED, State.RELEASED, State.RUNNING),
+    term: int | None = None,
+    now: datetime | None = None,
 ) -> bool:
     return _fenced_compare_and_set(
         job_id,
@@ -232,11 +256,12 @@ def fail(
         event="Failed",
         note=note,
         actor=DISPATCHER,
+        now=now,
         message=note,
     )
 
 
-def mark_released(job_id: int, term: int | None, note: str) -> bool:
+def mark_released(job_id: int, term: int | None, note: str, now: datetime | None = None) -> bool:
     """An object of ours exists while the row says Queued (the release committed in the
     cluster but not here): make the database agree with the cluster."""
     return _fenced_compare_and_set(
@@ -247,6 +272,7 @@ def mark_released(job_id: int, term: int | None, note: str) -> bool:
         event="Released",
         note=note,
         actor=DISPATCHER,
+        now=now,
         leader_term=term,
     )
 
@@ -285,7 +311,7 @@ def preemption_called_off(victim: int, note: str, term: int | None) -> bool:
     return bool(moved)
 
 
-def preempted(victim: int, preemptor: int, note: str, term: int | None) -> bool:
+def preempted(victim: int, preemptor: int, note: str, term: int | None, now: datetime | None = None) -> bool:
     """Running -> Queued after the grace period, keeping its place (its submission time):
     its reason says for whom, until the next cycle says what it waits for."""
     return _fenced_compare_and_set(
@@ -296,6 +322,7 @@ def preempted(victim: int, preemptor: int, note: str, term: int | None) -> bool:
         event="Preempted",
         note=note,
         actor=DISPATCHER,
+        now=now,
         reason="Preempted",
         message=note,
         preempted_by=preemptor,
@@ -303,5 +330,5 @@ def preempted(victim: int, preemptor: int, note: str, term: int | None) -> bool:
     )
 
 
-def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0) -> datetime:
-    return timezone.now() + timedelta(seconds=min(cap_seconds, base_seconds * 2 ** max(0, attempts)))
+def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now: datetime | None = None) -> datetime:
+    return (now or timezone.now()) + timedelta(seconds=min(cap_seconds, base_seconds * 2 ** max(0, attempts)))

@@ -3,6 +3,7 @@
 Submissions (one job or many) are in jobs.submission and re-exported here: callers find
 every write in this module."""
 
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
@@ -27,14 +28,24 @@ def _record(job: Job, type_: str, message: str, actor: str) -> JobEvent:
     return JobEvent.objects.create(job=job, type=type_, message=message, actor=actor)
 
 
-def compare_and_set(job_id: int, *, from_states, to_state: str, event: str, note: str, actor: str, **fields) -> bool:
+def compare_and_set(
+    job_id: int,
+    *,
+    from_states,
+    to_state: str,
+    event: str,
+    note: str,
+    actor: str,
+    now: datetime | None = None,
+    **fields,
+) -> bool:
     """The low-level step under every state change (the services here and the dispatcher's
     transitions): move the job only if it is still in one of `from_states`, and record its
     JobEvent in the same transaction. The row gets what entering `to_state` means
-    (lifecycle.ENTERING), then `fields`, what is particular to this transition. Returns
-    whether it moved."""
+    (lifecycle.ENTERING) at `now` (default: the current time), then `fields`, what is
+    particular to this transition. Returns whether it moved."""
     with transaction.atomic():
-        changes = lifecycle.entering(to_state, **fields)
+        changes = lifecycle.entering(to_state, now, **fields)
         moved = Job.objects.filter(pk=job_id, state__in=from_states).update(state=to_state, **changes)
         if moved:
             JobEvent.objects.create(job_id=job_id, type=event, message=note, actor=actor)

@@ -1,5 +1,10 @@
 """Shared set-up for the dispatcher tests: kubesim over HTTP, the real gateway, helpers."""
 
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch.cycle import DispatchSettings
 from jobdash.jobs.models import Job
@@ -67,6 +72,43 @@ spec:
               resources:
                 requests: {{cpu: "{cpu}", memory: 1Gi}}
 """
+
+
+@dataclass
+class ManualClock:
+    """The dispatcher's clock in a test (jobdash.dispatch.clock.Clock): it moves only when
+    told, beside kubesim's manual clock, so a grace period or a late bound passes without
+    the test sleeping."""
+
+    at: datetime = field(default_factory=timezone.now)
+
+    def now(self) -> datetime:
+        return self.at
+
+    def advance(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def pods_seen(sim, gateway, namespaces=("team-a", "team-b")) -> bool:
+    """Whether the watch cache shows every pod kubesim has, in its phase and deletion state."""
+    want = {
+        (pod["metadata"]["namespace"], pod["metadata"]["name"]): (
+            pod.get("status", {}).get("phase"),
+            bool(pod["metadata"].get("deletionTimestamp")),
+        )
+        for namespace in namespaces
+        for pod in sim.cluster.pods(namespace)
+    }
+    seen = {(pod.namespace, pod.name): (pod.phase, pod.deleting) for pod in gateway.pods()}
+    return seen == want
+
+
+def advance(sim, gateway, clock: ManualClock | None, seconds: float) -> None:
+    """Cluster and dispatcher time move on together; the watch cache catches up."""
+    if clock is not None:
+        clock.advance(seconds)
+    sim.advance(seconds)
+    eventually(lambda: pods_seen(sim, gateway), timeout=3, message="the watch cache never caught up")
 
 
 def state(job: Job) -> str:

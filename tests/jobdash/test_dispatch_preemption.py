@@ -7,8 +7,6 @@ period plus one cycle, and the borrower resumes later from its last checkpoint a
 finishes, its object never created twice.
 """
 
-import time
-
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -18,11 +16,11 @@ from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim
 
-from .dispatch_support import cluster_config, eventually, manifest, settings, start_gateway
+from .dispatch_support import ManualClock, advance, cluster_config, manifest, settings, start_gateway
 
 pytestmark = pytest.mark.django_db
 
-GRACE_S = 0.5
+GRACE_S = 30.0  # of the dispatcher's clock, moved by the test
 
 
 def tfjob(name: str, namespace: str, *, workers: int, cpu: str, duration: int, checkpoint: int = 1800) -> str:
@@ -57,11 +55,10 @@ def refreshed(job: Job) -> Job:
 
 
 def step(dispatcher, sim, gateway, seconds: float = 1.0) -> None:
-    """One cycle, then the cluster moves on by `seconds` and the watch cache catches up."""
+    """One cycle, then the cluster and the dispatcher's clock move on by `seconds` and the
+    watch cache catches up."""
     dispatcher.cycle(1)
-    sim.advance(seconds)
-    pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
-    eventually(lambda: len(gateway.pods()) == pods, timeout=3)
+    advance(sim, gateway, dispatcher.clock, seconds)
 
 
 def until(dispatcher, sim, gateway, job, wanted, steps=60, seconds=1.0) -> int:
@@ -74,7 +71,7 @@ def until(dispatcher, sim, gateway, job, wanted, steps=60, seconds=1.0) -> int:
 
 def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint(world):
     sim, gateway, user = world
-    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=GRACE_S))
+    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=GRACE_S), clock=ManualClock())
     borrower = services.job_submit(
         user=user, manifest=tfjob("big", "team-a", workers=2, cpu="3", duration=100, checkpoint=20), source="api"
     )
@@ -105,7 +102,7 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
     dispatcher.cycle(1)
     assert Job.objects.filter(preempted_for__isnull=False).count() == 1
 
-    time.sleep(GRACE_S)
+    dispatcher.clock.advance(GRACE_S)
     started_cycles = 0
     dispatcher.cycle(1)  # the tracker's pass: the grace period is over
     borrower.refresh_from_db()
@@ -143,7 +140,7 @@ def test_a_deposed_leader_neither_marks_nor_evicts(world):
     from jobdash.dispatch import preempt, transitions
 
     sim, gateway, user = world
-    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=60.0))
+    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=60.0), clock=ManualClock())
     borrower = services.job_submit(
         user=user, manifest=tfjob("big", "team-a", workers=2, cpu="3", duration=100), source="api"
     )

@@ -1,8 +1,8 @@
 """Start ranges end to end: run-time predictions learned from finished jobs, the range a
 waiting job is shown, and whether its actual start falls in it. PostgreSQL, the real
-gateway, kubesim over HTTP on the real clock (the dispatcher's estimates are wall time)."""
+gateway, kubesim over HTTP on a manual clock, and the dispatcher on its own manual clock
+moved with kubesim's: the minutes a late bound takes to pass pass without sleeping."""
 
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -13,54 +13,49 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.predictions import Learning, _Since
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
-from kubesim.testing import running_kubesim
 from queueing import Workload
 
-from .dispatch_support import cluster_config, manifest, settings, start_gateway
+from .dispatch_support import ManualClock, advance, manifest, settings
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def live_sim():
-    with running_kubesim(cluster_config(quota_cpu="6")) as sim:
-        yield sim
+def clock():
+    return ManualClock()
 
 
 @pytest.fixture
-def live_gateway(live_sim):
-    gateway = start_gateway(live_sim)
-    yield gateway
-    gateway.stop()
+def dispatcher(gateway, clock):
+    return Dispatcher(gateway, settings(backoff_s=0.0), clock=clock)
 
 
 def submit(user, name, cpu: str, duration: int) -> Job:
     return services.job_submit(user=user, manifest=manifest(name, cpu=cpu, duration=duration), source="api")
 
 
-def cycle_until(dispatcher, term, done, timeout=60.0, every=0.3) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def cycle_until(dispatcher, sim, term, done, steps=200, every=1.0) -> None:
+    """Cycles, `every` seconds of both clocks apart, until `done()`."""
+    for _ in range(steps):
         dispatcher.cycle(term)
         if done():
             return
-        time.sleep(every)
-    raise AssertionError("timed out")
+        advance(sim, dispatcher.gateway, dispatcher.clock, every)
+    raise AssertionError("never done")
 
 
 def fresh(job: Job) -> Job:
     return Job.objects.get(pk=job.pk)
 
 
-def learn_three_bert_runs(user, dispatcher, term, seconds: int) -> None:
+def learn_three_bert_runs(user, dispatcher, sim, term, seconds: int) -> None:
     runs = [submit(user, f"bert-large-run{i}", cpu="2", duration=seconds) for i in range(3)]
-    cycle_until(dispatcher, term, lambda: all(fresh(j).state == State.SUCCEEDED for j in runs))
+    cycle_until(dispatcher, sim, term, lambda: all(fresh(j).state == State.SUCCEEDED for j in runs))
     dispatcher.cycle(term)  # learns from them
 
 
-def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, live_sim, live_gateway, term):
-    dispatcher = Dispatcher(live_gateway, settings(backoff_s=0.0))
-    learn_three_bert_runs(user, dispatcher, term, seconds=4)
+def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, sim, gateway, dispatcher, term):
+    learn_three_bert_runs(user, dispatcher, sim, term, seconds=4)
     first = submit(user, "bert-large-run3", cpu="4", duration=4)
     waiting = submit(user, "bert-large-run4", cpu="4", duration=4)  # 4 + 4 > the quota's 6 CPU
     dispatcher.cycle(term)
@@ -77,7 +72,7 @@ def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, liv
     assert (shown.eta_first, shown.eta_first_late) == (shown.eta, shown.eta_late)
     assert shown.eta_first_forecast is not None
 
-    cycle_until(dispatcher, term, lambda: fresh(waiting).state in (State.RUNNING, State.SUCCEEDED))
+    cycle_until(dispatcher, sim, term, lambda: fresh(waiting).state in (State.RUNNING, State.SUCCEEDED))
     started = fresh(waiting)
     assert started.eta_first_at <= started.started_at <= started.eta_first_late
     assert abs((started.started_at - started.eta_first).total_seconds()) <= 8.0
@@ -85,23 +80,22 @@ def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, liv
     dispatcher.cycle(term)
     assert dispatcher.cache.learning.calibrator.observed == 1  # and its start was learned from
     assert dispatcher.cache.learning.forecasts.jobs == {}  # (the forecast sampled while it waited)
-    successor = Dispatcher(live_gateway, settings(backoff_s=0.0))
+    successor = Dispatcher(gateway, settings(backoff_s=0.0), clock=dispatcher.clock)
     successor.cycle(term)  # a new leader learns the same start from the first forecast on its row
     assert successor.cache.learning.calibrator.observed == 1
 
 
-def test_a_job_past_its_late_bound_says_so_and_names_the_job_that_overran(user, live_sim, live_gateway, term):
-    dispatcher = Dispatcher(live_gateway, settings(backoff_s=0.0))
-    learn_three_bert_runs(user, dispatcher, term, seconds=2)
+def test_a_job_past_its_late_bound_says_so_and_names_the_job_that_overran(user, sim, dispatcher, clock, term):
+    learn_three_bert_runs(user, dispatcher, sim, term, seconds=2)
     overrun = submit(user, "bert-large-run3", cpu="4", duration=120)  # predicted about 2 s
     waiting = submit(user, "bert-large-run4", cpu="4", duration=2)
     dispatcher.cycle(term)
     late = fresh(waiting).eta_first_late
     assert late is not None
     # With no record of starts yet the late bound is the forecast wait x 4, at least a minute.
-    cycle_until(dispatcher, term, lambda: "Past its late bound" in fresh(waiting).message, timeout=100, every=1.0)
+    cycle_until(dispatcher, sim, term, lambda: "Past its late bound" in fresh(waiting).message, every=5.0)
     message = fresh(waiting).message
-    assert fresh(waiting).state == State.QUEUED and datetime.now(UTC) > late
+    assert fresh(waiting).state == State.QUEUED and clock.now() > late
     assert f"job {overrun.pk} (bert-large-run3) has run" in message and "at most was expected" in message
 
 
