@@ -133,10 +133,11 @@ class Dispatcher:
             now=self.clock.now(),
         )
 
-    def repair(self, term: int, now: datetime) -> dict:
+    def repair(self, term: int, now: datetime | None = None) -> dict:
         """Continuous repair, not only at leadership start: stranded claims every cycle
         (cheap: the Released rows without an object's uid), the whole reconcile every
         `reconcile_every` cycles."""
+        now = now or self.clock.now()
         # (leadership start runs the whole reconcile already: not again on the first cycle)
         if (self._cycles + 1) % max(1, self.config.reconcile_every) == 0:
             return reconcile_pass.reconcile(

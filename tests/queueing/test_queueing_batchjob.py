@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from queueing import adapter_for, parse_job, workload_from_manifest
+from queueing import adapter_for, capabilities, parse_job, workload_from_manifest
 from queueing.kinds import JOB
 from tests.queueing.kinds_support import GI, MI, condition, errors_of, shape, with_value
 
@@ -77,7 +77,8 @@ def test_indexed_job_runs_parallelism_pods_at_once():
 def test_adapter_members():
     assert adapter_for("batch/v1", "Job") is JOB
     assert (JOB.plural, JOB.suspend_path) == ("jobs", ("spec", "suspend"))
-    assert (JOB.pod_job_label, JOB.pod_role_label) == ("batch.kubernetes.io/job-name", "")
+    assert JOB.pod_job_label == "batch.kubernetes.io/job-name"
+    assert capabilities.role_label(JOB) is None  # one pod set: its pods carry no role label
 
 
 @pytest.mark.parametrize(
