@@ -1,6 +1,9 @@
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests.examples import PROFILE
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -28,3 +31,9 @@ def webhook_listener(transactional_db, webhook_pki):
 
     with WebhookListener(**webhook_pki.listener_files()) as listener:
         yield listener
+
+
+# Hypothesis profiles (tests/examples.py): `ci` is Hypothesis' defaults; `dev` fewer examples.
+settings.register_profile("ci", settings.get_profile("default"))
+settings.register_profile("dev", max_examples=10)
+settings.load_profile(PROFILE)

@@ -28,12 +28,13 @@ from schemathesis.checks import (
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from kubesim.testing import running_kubesim
+from tests.examples import examples
 
 from .conftest import with_name
 from .dispatch_support import JOBDASH
 
 CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
-EXAMPLES = int(os.environ.get("SCHEMA_EXAMPLES", 25))
+EXAMPLES = examples(int(os.environ.get("SCHEMA_EXAMPLES", 25)))
 
 
 def _schema() -> dict:

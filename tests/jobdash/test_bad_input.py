@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobdash.jobs.models import Job
+from tests.examples import examples
 
 from .conftest import with_name
 
@@ -151,7 +152,7 @@ json_trees = st.recursive(
 texts = st.text(max_size=200) | st.binary(max_size=200).map(lambda b: b.decode("latin-1"))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=json_trees, text=texts, raw=st.binary(max_size=300))
 def test_random_input_never_gives_a_5xx_or_a_row(api, admin_client, tree, text, raw):
     before = rows()

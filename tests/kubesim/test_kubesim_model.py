@@ -11,6 +11,7 @@ from kubesim.model import Store, evolve
 from kubesim.patch import apply_patch, json_patch, merge_patch
 from kubesim.resources import LEASES
 from kubesim.selectors import match_label_selector_object, parse_field_selector, parse_label_selector
+from tests.examples import examples
 
 
 def lease(name, holder="a", namespace="default"):
@@ -127,7 +128,7 @@ def test_continue_token_after_compaction_is_gone(store):
 operations = st.lists(st.tuples(st.sampled_from(["create", "update", "delete"]), st.integers(0, 4)), max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(operations, st.integers(1, 4))
 def test_replaying_the_log_and_paging_reproduce_the_state(ops, page_size):
     store = Store(ManualClock(), history=1000)

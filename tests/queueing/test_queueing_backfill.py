@@ -13,11 +13,12 @@ from hypothesis import strategies as st
 
 from queueing import NamespaceQuota, PendingJob, PodSet, Reason, RunningJob, Snapshot, Workload, get_policy, plan
 from queueing.backfill import INF, shadow
+from tests.examples import examples
 
 NOW = 1_000_000.0
 GPU = "requests.nvidia.com/gpu"
 SETTINGS = settings(
-    max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 150)),
+    max_examples=examples(int(os.environ.get("QUEUEING_EXAMPLES", 150))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

@@ -16,6 +16,7 @@ from queueing import (
     plan,
 )
 from queueing.duration_policy import ShortestFirstPolicy
+from tests.examples import examples
 
 HOUR = 3600.0
 NOW = 1_000_000.0
@@ -122,7 +123,7 @@ jobs_strategy = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(jobs_strategy, st.floats(0, 3e4), st.randoms(use_true_random=False))
 def test_order_is_a_deterministic_permutation_promoted_first(rows, promote_after, rng):
     policy = ShortestFirstPolicy(promote_after_s=promote_after)

@@ -16,11 +16,12 @@ from hypothesis import strategies as st
 
 from queueing import NamespaceQuota, Node, PendingJob, PodSet, Reason, RunningJob, Snapshot, Workload, plan
 from queueing.preemption import PRIORITY, RECLAIM, choose_victims, victim_order
+from tests.examples import examples
 
 GPU = "requests.nvidia.com/gpu"
 NOW = 1_000_000.0
 SETTINGS = settings(
-    max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 80)),
+    max_examples=examples(int(os.environ.get("QUEUEING_EXAMPLES", 80))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

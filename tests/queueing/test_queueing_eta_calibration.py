@@ -8,11 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queueing.eta_calibration import BANDS, DEFAULT_SPREAD, FLOOR_S, ForecastSamples, StartCalibrator
+from tests.examples import examples
 
 waits = st.one_of(st.floats(min_value=0.0, max_value=1e7), st.sampled_from([-1.0, math.nan, math.inf]))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.tuples(waits, waits), max_size=200),
     st.floats(min_value=0, max_value=1e9),
@@ -28,7 +29,7 @@ def test_the_range_is_ordered_and_never_before_now(observations, now, ahead, min
     assert not math.isnan(late)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1e5), st.floats(0, 1e5)), min_size=60, max_size=200), st.floats(0, 1e6))
 def test_a_later_forecast_never_gives_an_earlier_range_within_a_band(observations, base):
     calibrator = StartCalibrator(min_samples=50)
@@ -108,7 +109,7 @@ def test_forecast_samples_forget_jobs_that_never_start():
     assert set(samples.jobs) == {"waiting"}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.tuples(st.floats(0, 1e6), st.floats(-1e6, 1e7)), max_size=300),
     st.integers(2, 20),

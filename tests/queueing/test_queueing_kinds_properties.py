@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 
 from queueing import ManifestError, workload_from_manifest
 from queueing.kinds import FAMILY
+from tests.examples import examples
 from tests.queueing.kinds_support import Runtimes
 from tests.queueing.test_queueing_tfjob_properties import JUNK, locations
 from tests.queueing.test_queueing_tfjob_properties import container as container_strategy
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAMES = st.from_regex(r"[a-z]([-a-z0-9]{0,14}[a-z0-9])?", fullmatch=True)
 
 

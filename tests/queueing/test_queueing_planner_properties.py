@@ -25,6 +25,7 @@ from queueing import (
     Workload,
     plan,
 )
+from tests.examples import examples
 
 GI = 2**30
 NOW = 1_000_000.0
@@ -42,7 +43,7 @@ QUOTA_KEYS = (
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
 # QUEUEING_EXAMPLES=2000 for a long hunt; the default keeps the suite fast.
 SETTINGS = settings(
-    max_examples=int(os.environ.get("QUEUEING_EXAMPLES", 120)),
+    max_examples=examples(int(os.environ.get("QUEUEING_EXAMPLES", 120))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

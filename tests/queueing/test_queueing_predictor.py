@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from queueing.predictor import LEVELS, SOURCES, DurationPredictor, JobFeatures, Prediction, name_tokens
+from tests.examples import examples
 
 features_st = st.builds(
     JobFeatures,
@@ -50,7 +51,7 @@ def check(prediction: Prediction) -> None:
 # -- properties -----------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(predictor=small_predictor_st, stream=stream_st, probes=st.lists(features_st, min_size=1, max_size=5))
 def test_never_negative_p90_at_least_median_and_never_raises(predictor, stream, probes):
     for features, seconds in stream:
@@ -61,7 +62,7 @@ def test_never_negative_p90_at_least_median_and_never_raises(predictor, stream, 
         check(predictor.predict(features))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(stream=stream_st)
 def test_unseen_features_fall_back_and_say_from_where(stream):
     predictor = DurationPredictor()
@@ -78,7 +79,7 @@ def test_unseen_features_fall_back_and_say_from_where(stream):
     assert stated.source == "stated" and stated.median_s == pytest.approx(600.0)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     features=features_st.map(lambda f: JobFeatures(f.namespace, f.submitter, f.kind, f.name, f.gpus, f.pods)),
     runs_per_key=st.integers(1, 6),
@@ -100,7 +101,7 @@ def test_runs_longer_than_the_median_never_lower_it(features, runs_per_key, min_
         before = after
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(stream=stream_st, probes=st.lists(features_st, min_size=1, max_size=5))
 def test_the_same_stream_gives_the_same_predictions(stream, probes):
     def replay() -> list[Prediction]:
@@ -115,7 +116,7 @@ def test_the_same_stream_gives_the_same_predictions(stream, probes):
     assert repr(first) == repr(second)  # repr: NaN-free, and equal floats print alike
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(predictor=small_predictor_st, stream=stream_st)
 def test_memory_stays_within_the_caps(predictor, stream):
     for features, seconds in stream:
@@ -220,7 +221,7 @@ def test_bad_settings_are_refused():
 # -- a running job's likely whole duration ---------------------------------------------------
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(stream_st, features_st, st.floats(min_value=0.0, max_value=1e7), st.floats(min_value=1.0, max_value=1e6))
 def test_likely_total_is_past_the_elapsed_time_and_grows_with_it(stream, features, elapsed, more):
     predictor = DurationPredictor(min_samples=1)

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from queueing.errors import FieldError, ManifestError
 from queueing.safe_yaml import TooManyDocuments, load_document, load_documents
+from tests.examples import examples
 
 BILLION_LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -226,7 +227,7 @@ YAML_ALPHABET = st.sampled_from(
 
 
 @given(st.one_of(st.text(), st.binary(), st.lists(YAML_ALPHABET, max_size=60).map("".join)))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_arbitrary_input_only_ever_raises_manifest_error(text):
     try:
         load_document(text)
@@ -236,7 +237,7 @@ def test_arbitrary_input_only_ever_raises_manifest_error(text):
 
 
 @given(st.lists(YAML_ALPHABET, max_size=60).map("".join))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_aliases_mode_also_only_raises_manifest_error(text):
     try:
         load_document(text, allow_aliases=True, max_depth=4)
@@ -307,7 +308,7 @@ def test_dumped_streams_load_back_document_by_document(documents):
 
 
 @given(st.one_of(st.text(), st.binary(), st.lists(YAML_ALPHABET, max_size=80).map("".join)))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_streams_only_ever_raise_manifest_error_and_each_text_loads_alone(text):
     try:
         single = [load_document(text)]

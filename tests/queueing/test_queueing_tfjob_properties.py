@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queueing import ManifestError, Workload, parse_job, workload_from_manifest
+from tests.examples import examples
 
 GI = 2**30
 SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "k": 10**3, "M": 10**6, "G": 10**9}
@@ -122,7 +123,7 @@ def tfjob(draw):
 
 
 @given(tfjob())
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 def test_demand_equals_the_independent_sum(generated):
     manifest, pods, requests, limits = generated
     demand = workload_from_manifest(manifest).quota_demand()
@@ -136,7 +137,7 @@ def test_demand_equals_the_independent_sum(generated):
 
 
 @given(tfjob())
-@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow])
 def test_yaml_text_gives_the_same_workload_as_the_dict(generated):
     manifest = generated[0]
     expected = workload_from_manifest(manifest)
@@ -171,7 +172,7 @@ JUNK = st.recursive(
 
 
 @given(tfjob(), st.data())
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 def test_damaged_manifests_only_raise_manifest_error(generated, data):
     manifest = generated[0]
     for _ in range(data.draw(st.integers(1, 3))):
@@ -194,7 +195,7 @@ def test_damaged_manifests_only_raise_manifest_error(generated, data):
 
 
 @given(tfjob(), st.data())
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_damaged_yaml_text_only_raises_manifest_error(generated, data):
     text = yaml.safe_dump(generated[0])
     start = data.draw(st.integers(0, len(text)))

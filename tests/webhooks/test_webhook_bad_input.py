@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobdash.jobs.models import Job, JobEvent
+from tests.examples import examples
 
 from .conftest import KATIB, admission_review, trial_tfjob
 
@@ -29,7 +30,7 @@ def rows() -> int:
     return Job.objects.count() + JobEvent.objects.count()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=json_trees, raw=st.binary(max_size=300), text=st.text(max_size=40))
 def test_random_input_never_gives_a_5xx_or_a_row(webhook, team_a, tree, raw, text):
     reviews = [admission_review(tree if isinstance(tree, dict) else {"spec": tree}, namespace="team-a", name="x")]
