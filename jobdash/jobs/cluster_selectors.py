@@ -12,9 +12,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
-from jobdash.leader import BackendError
-from jobdash.leader.factory import elector_from_settings
-
+from . import cluster_port
 from .models import ClusterState, Cycle, Fence, Namespace, State
 
 # Plain names for the Kubernetes resources shown (a dotted name cannot be a serializer
@@ -42,9 +40,8 @@ def leader(*, reveal_identity: bool) -> dict:
         status["alive"] = True
         return status
     try:
-        holder = elector_from_settings().holder()
-        status["alive"] = holder is not None and holder.term == fence.term
-    except BackendError:
+        status["alive"] = cluster_port.leader_term() == fence.term
+    except cluster_port.ElectionUnreadable:
         status["alive"] = None  # unknown, not "no leader"
     return status
 
