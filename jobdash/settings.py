@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "jobdash.jobs",
     "jobdash.accounts",
     "jobdash.dispatch",
+    "jobdash.embedded",
     "webhooks",
 ]
 
