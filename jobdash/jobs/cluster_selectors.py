@@ -22,6 +22,12 @@ GPU_SIZES = (1, 2, 4, 8)
 RECENT_CYCLES = 20
 
 
+def leading_term() -> int | None:
+    """The term the fence records: the newest leader's, under which alone jobdash's writes
+    pass (None before any leader). The webhook's fence and the dispatcher's tasks read it."""
+    return Fence.objects.filter(id=1).values_list("term", flat=True).first()
+
+
 def leader(*, reveal_identity: bool) -> dict:
     """The recorded leadership (the fence), checked against the election backend when there
     is one: a leader whose lock is gone is reported as not alive, not as leading. Its

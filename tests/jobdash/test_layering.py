@@ -109,12 +109,15 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash": frozenset(
         {"jobdash.logs", "jobdash.health", "jobdash.metrics", "jobdash.accounts", FRAMEWORKS, LIBRARIES}
     ),
-    # The admission webhook: it queues through jobs/' services and selectors, and shares
-    # the gateway's vocabulary (the term annotation the fence compares, the queued label).
+    # The admission webhook: it queues through jobs/' services, reads through its selectors
+    # (the fence's term through cluster_selectors), takes its exceptions and the models'
+    # types and choices, and shares the gateway's vocabulary (the term annotation the fence
+    # compares, the queued label).
     "webhooks": frozenset(
         {
             "jobdash.jobs.services",
             "jobdash.jobs.selectors",
+            "jobdash.jobs.cluster_selectors",
             "jobdash.jobs.exceptions",
             "jobdash.jobs.models",
             "jobdash.cluster.gateway",
