@@ -81,7 +81,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # /metrics first: a scrape by the pod's address is not refused by ALLOWED_HOSTS.
-    "jobdash.metrics.MetricsEndpoint",
+    "jobdash.metrics.exposition.MetricsEndpoint",
     "django.middleware.security.SecurityMiddleware",
     "jobdash.jobs.middleware.RefuseUnstorableInput",
     "whitenoise.middleware.WhiteNoiseMiddleware",
