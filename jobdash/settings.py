@@ -75,12 +75,13 @@ INSTALLED_APPS = [
     "jobdash.jobs",
     "jobdash.accounts",
     "jobdash.dispatch",
+    "jobdash.embedded",
     "webhooks",
 ]
 
 MIDDLEWARE = [
     # /metrics first: a scrape by the pod's address is not refused by ALLOWED_HOSTS.
-    "jobdash.metrics.MetricsEndpoint",
+    "jobdash.metrics.exposition.MetricsEndpoint",
     "django.middleware.security.SecurityMiddleware",
     "jobdash.jobs.middleware.RefuseUnstorableInput",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 
 from jobdash.accounts.views import api_token
 from jobdash.health import healthz
-from jobdash.metrics import metrics_view
+from jobdash.metrics.exposition import metrics_view
 
 # The admission webhook is not routed here: it has its own listener (webhooks/wsgi.py),
 # which only the API server can reach.
@@ -18,7 +18,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/token/", api_token, name="api-token"),
     path("healthz", healthz, name="healthz"),
-    # (answered first by jobdash.metrics.MetricsEndpoint, before the host check)
+    # (answered first by jobdash.metrics.exposition.MetricsEndpoint, before the host check)
     path("metrics", metrics_view, name="metrics"),
     path("favicon.ico", RedirectView.as_view(url=static("jobdash/favicon.svg"), permanent=True)),
     path("", include("jobdash.jobs.urls")),

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
-from jobdash.jobs import services
+from jobdash.jobs import cluster_selectors, selectors, services
 from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
-from jobdash.jobs.models import Fence, Job, Namespace, Source, State
+from jobdash.jobs.models import Job, Source, State
 from queueing import capabilities
 from queueing.errors import ManifestError
 from queueing.names import assign_generated_name
@@ -101,7 +101,7 @@ def _position(job: Job, created: bool) -> str:
         return f"position {job.position} in {namespace}'s queue"
     if created:
         # Provisional: last in its namespace until the next admission cycle ranks it.
-        ahead = Job.objects.filter(namespace_id=job.namespace_id, state=State.QUEUED).exclude(pk=job.pk).count()
+        ahead = selectors.queued_besides(job)
         return f"position {ahead + 1} in {namespace}'s queue until the next admission cycle ranks it"
     return f"waiting in {namespace}'s queue for its first admission cycle"
 
@@ -158,7 +158,7 @@ def fence(request: AdmissionRequest) -> Decision:
     written = annotations.get(TERM_ANNOTATION) if isinstance(annotations, dict) else None
     if written is None:
         return ALLOW
-    leading = Fence.objects.filter(id=1).values_list("term", flat=True).first() or 0
+    leading = cluster_selectors.leading_term() or 0
     try:
         term = int(written)
     except (TypeError, ValueError):
@@ -213,7 +213,7 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
         try:
             generated = _generated_name(obj)
         except ManifestError as error:
-            if not Namespace.objects.filter(name=namespace).exists():
+            if not selectors.is_managed_namespace(namespace):
                 return ALLOW  # not jobdash's namespace: the API server judges the prefix
             problems = "; ".join(str(e) for e in error.errors)
             return Decision(
@@ -298,11 +298,7 @@ def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job
     subject = _Subject(request.kind, namespace, name)
     if not namespace or not name or _controlled_by_managed_kind(obj):
         return subject, None
-    job = (
-        Job.objects.select_related("namespace")
-        .filter(namespace__name=namespace, name=name, state=State.QUEUED, source=Source.WEBHOOK)
-        .first()
-    )
+    job = selectors.webhook_job_holding(namespace, name)
     if job is None or not _same_kind(job, obj):
         return subject, None
     return subject, job

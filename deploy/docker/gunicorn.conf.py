@@ -8,12 +8,14 @@ answer that is not a 200, is logged as usual.
 
 Under PROMETHEUS_MULTIPROC_DIR (set in deploy/base for the web and the webhook; the
 entrypoint empties the directory before gunicorn starts) every worker's metrics are
-exported together, and a dead worker's live gauges are dropped (child_exit).
+exported together, and a dead worker's live gauges are dropped (child_exit, from
+jobdash.metrics.gunicorn: gunicorn loads this file from the working directory, /app,
+where jobdash is importable).
 """
 
-import os
-
 from gunicorn.glogging import Logger
+
+from jobdash.metrics import gunicorn as metrics_hooks
 
 QUIET_PATHS = frozenset({"/healthz", "/metrics"})
 # The webhook's paths, one per managed kind (/webhooks/admission/<plural>): whatever kinds
@@ -34,9 +36,4 @@ class AccessLogger(Logger):
 
 logger_class = AccessLogger
 
-
-def child_exit(server, worker):
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
-
-        multiprocess.mark_process_dead(worker.pid)
+child_exit = metrics_hooks.child_exit

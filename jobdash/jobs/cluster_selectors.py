@@ -12,9 +12,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
-from jobdash.leader import BackendError
-from jobdash.leader.factory import elector_from_settings
-
+from . import cluster_port
 from .models import ClusterState, Cycle, Fence, Namespace, State
 
 # Plain names for the Kubernetes resources shown (a dotted name cannot be a serializer
@@ -22,6 +20,12 @@ from .models import ClusterState, Cycle, Fence, Namespace, State
 RESOURCES = {"cpu": "cpu", "memory": "memory", "gpu": "nvidia.com/gpu", "pods": "pods"}
 GPU_SIZES = (1, 2, 4, 8)
 RECENT_CYCLES = 20
+
+
+def leading_term() -> int | None:
+    """The term the fence records: the newest leader's, under which alone jobdash's writes
+    pass (None before any leader). The webhook's fence and the dispatcher's tasks read it."""
+    return Fence.objects.filter(id=1).values_list("term", flat=True).first()
 
 
 def leader(*, reveal_identity: bool) -> dict:
@@ -42,9 +46,8 @@ def leader(*, reveal_identity: bool) -> dict:
         status["alive"] = True
         return status
     try:
-        holder = elector_from_settings().holder()
-        status["alive"] = holder is not None and holder.term == fence.term
-    except BackendError:
+        status["alive"] = cluster_port.leader_term() == fence.term
+    except cluster_port.ElectionUnreadable:
         status["alive"] = None  # unknown, not "no leader"
     return status
 

@@ -10,6 +10,7 @@ would write, rows loaded with `Model.from_db`.
 from django.contrib.auth import get_user_model
 from django.db import connection, models
 
+from . import selectors
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace
 
 _namespace_sql: dict[bool, str] = {}
@@ -44,11 +45,13 @@ def _namespace_query(membership: bool) -> str:
 
 def namespace_and_membership(name: str, user) -> tuple[Namespace | None, bool]:
     """The namespace named `name` (None if jobdash has none) and whether `user` is one of its
-    members, directly or through a group (selectors.is_member's rule; False for no user),
-    in one query: a submission's hot path, where the ORM's query compilation costs more
-    than the query."""
+    members, directly or through a group, or staff (selectors.is_member's rule; False for
+    no user), in one query: a submission's hot path, where the ORM's query compilation
+    costs more than the query."""
     can_be_member = user is not None and user.is_authenticated and user.is_active
-    user_id = user.pk if can_be_member else None
+    # Staff are members of every namespace (sees_all_namespaces): nothing to probe.
+    sees_all = can_be_member and selectors.sees_all_namespaces(user)
+    user_id = user.pk if can_be_member and not sees_all else None
     with connection.cursor() as cursor:
         if user_id is None:
             cursor.execute(_namespace_query(False), [name])
@@ -63,7 +66,7 @@ def namespace_and_membership(name: str, user) -> tuple[Namespace | None, bool]:
         for field, value in zip(fields, row, strict=False)
     ]
     ns = Namespace.from_db(connection.alias, [f.attname for f in fields], values)
-    return ns, bool(can_be_member and row[-1])
+    return ns, bool(sees_all or (can_be_member and row[-1]))
 
 
 _JOB_INSERT_FIELDS = tuple(f for f in Job._meta.concrete_fields if not f.primary_key)

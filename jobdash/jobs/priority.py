@@ -4,9 +4,8 @@ override. The planner orders by the number; aging, backfill and fair share work 
 
 import re
 
-from jobdash.cluster import priorities
-
 from . import selectors
+from .cluster_port import PriorityClass, PriorityClassUnreadable, PrioritySource, priority_source
 from .exceptions import ClusterUnavailable, Forbidden, InvalidInput
 from .models import Namespace
 
@@ -14,12 +13,12 @@ PRIORITY_MIN, PRIORITY_MAX = -1_000_000, 1_000_000
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def _priorities() -> priorities.GatewayPriorities:
+def _priorities() -> PrioritySource:
     """Built per submission; it reaches the cluster only if a priority class is involved."""
-    return priorities.from_settings()
+    return priority_source()
 
 
-def priority_sources() -> priorities.GatewayPriorities:
+def priority_sources() -> PrioritySource:
     """The cluster's classes for one request: each is read once, however many jobs name it."""
     return _priorities()
 
@@ -58,27 +57,25 @@ def _is_staff(user) -> bool:
     return user is not None and selectors.sees_all_namespaces(user)
 
 
-def _priority_class(source: priorities.GatewayPriorities, path: str, name: str) -> priorities.PriorityClass:
+def _priority_class(source: PrioritySource, path: str, name: str) -> PriorityClass:
     if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
         raise InvalidInput.at(path, f"{name!r} is not a priority class name (a lowercase RFC 1123 subdomain)")
     try:
         found = source.get(name)
-    except priorities.PriorityClassUnreadable as error:
+    except PriorityClassUnreadable as error:
         raise ClusterUnavailable(path, f"{error}; try again") from None
     if found is None:
         raise InvalidInput.at(path, f"priority class {name!r} does not exist in the cluster")
     return found
 
 
-def _check_limit(
-    source: priorities.GatewayPriorities, ns: Namespace, path: str, chosen: priorities.PriorityClass
-) -> None:
+def _check_limit(source: PrioritySource, ns: Namespace, path: str, chosen: PriorityClass) -> None:
     """A member (or a cluster identity) may not ask for more than the namespace's max class."""
     if not ns.max_priority_class:
         return
     try:
         limit = source.get(ns.max_priority_class)
-    except priorities.PriorityClassUnreadable as error:
+    except PriorityClassUnreadable as error:
         raise ClusterUnavailable(path, f"{error}; try again") from None
     limit_value = limit.value if limit is not None else PRIORITY_MIN
     if chosen.value > limit_value:
@@ -93,7 +90,7 @@ def resolve_priority(
     priority_class: str = "",
     priority=0,
     *,
-    source: priorities.GatewayPriorities | None = None,
+    source: PrioritySource | None = None,
 ) -> tuple[int, str]:
     """A job's (priority, priority class): the class named explicitly, else the pods'
     priorityClassName, else the namespace's default class, else none (priority 0). The
@@ -107,7 +104,7 @@ def resolve_priority(
         raise InvalidInput.at("priority_class", "must be a string")
     if source is None:
         source = _priorities()
-    chosen: priorities.PriorityClass | None = None
+    chosen: PriorityClass | None = None
     if priority_class:
         path = "priority_class"
         chosen = _priority_class(source, path, priority_class)
@@ -131,15 +128,15 @@ def resolve_priority(
     return (chosen.value, chosen.name) if chosen else (0, "")
 
 
-def priority_classes() -> list[priorities.PriorityClass]:
+def priority_classes() -> list[PriorityClass]:
     """Every class in the cluster, lowest first; [] when the cluster cannot be asked (the submit page's select)."""
     try:
         return _priorities().all()
-    except priorities.PriorityClassUnreadable:
+    except PriorityClassUnreadable:
         return []
 
 
-def allowed_class(user, ns: Namespace, path: str, name: str) -> priorities.PriorityClass:
+def allowed_class(user, ns: Namespace, path: str, name: str) -> PriorityClass:
     """The class `name`, if `user` may give it to a job of `ns` (staff: any)."""
     source = _priorities()
     chosen = _priority_class(source, path, name)

@@ -6,7 +6,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet
 
 from .exceptions import NotFound
-from .models import ClusterState, Job, JobEvent, Namespace, State
+from .models import ClusterState, Job, JobEvent, Namespace, Source, State
 
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
@@ -38,6 +38,12 @@ def is_member(user, namespace: Namespace) -> bool:
     return Namespace.groups.through.objects.filter(namespace_id=namespace.pk, group__user=user.pk).exists()
 
 
+def is_managed_namespace(name: str) -> bool:
+    """Whether jobdash manages a namespace of that name (for the cluster's side, which
+    sees every namespace: the webhook)."""
+    return Namespace.objects.filter(name=name).exists()
+
+
 def namespace_get_visible(user, name: str) -> Namespace:
     namespace = namespaces_visible_to(user).filter(name=name).first()
     if namespace is None:
@@ -60,6 +66,22 @@ def queue_of(user, namespace: str) -> QuerySet[Job]:
     """Queued jobs in admission order (the last cycle's positions; new jobs last)."""
     ns = namespace_get_visible(user, namespace)
     return Job.objects.filter(namespace=ns, state=State.QUEUED).select_related("namespace").order_by(*QUEUE_ORDER)
+
+
+def queued_besides(job: Job) -> int:
+    """How many other jobs wait Queued in the job's namespace: a new job's provisional
+    place (last) until a cycle ranks it."""
+    return Job.objects.filter(namespace_id=job.namespace_id, state=State.QUEUED).exclude(pk=job.pk).count()
+
+
+def webhook_job_holding(namespace: str, name: str) -> Job | None:
+    """The Queued job the webhook stored for the object namespace/name (with its
+    namespace), the one that holds that object while it waits; None if there is none."""
+    return (
+        Job.objects.select_related("namespace")
+        .filter(namespace__name=namespace, name=name, state=State.QUEUED, source=Source.WEBHOOK)
+        .first()
+    )
 
 
 def job_events(job: Job) -> QuerySet[JobEvent]:

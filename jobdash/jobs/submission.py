@@ -12,10 +12,9 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 import queueing
-from jobdash.cluster import runtimes
 from queueing.names import assign_generated_name
 
-from . import hot_queries, selectors
+from . import cluster_port, hot_queries, selectors
 from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, JobdashError, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .priority import priority_sources, resolve_priority, validate_priority
@@ -27,7 +26,7 @@ SYSTEM_ACTOR = "jobdash"
 
 def _runtimes() -> queueing.workload.RuntimeSource:
     """Built per submission; it reaches the cluster only if the job refers to something."""
-    return runtimes.from_settings()
+    return cluster_port.runtime_source()
 
 
 def actor_name(user) -> str:
@@ -55,7 +54,7 @@ def manifest_check(
     except queueing.ManifestError as error:
         problems = [FieldProblem(e.path, e.message) for e in error.errors]
         raise InvalidInput(problems, too_large=error.too_large) from None
-    except runtimes.RuntimeUnreadable as error:
+    except cluster_port.RuntimeUnreadable as error:
         raise ClusterUnavailable("spec.runtimeRef.name", f"{error}; try again") from None
     # Valid for the cluster, but the database must store it too (jsonb refuses NUL).
     found = tree_problem(document)

@@ -1,4 +1,4 @@
-"""`make run`'s stack (dispatch/embedded.py) as a person meets it: a job created on its
+"""`make run`'s stack (jobdash/embedded/stack.py) as a person meets it: a job created on its
 cluster with the demo member's kubeconfig goes through jobdash's webhook (kubesim calls it
 with the API server's client certificate) into the queue, shows up as a Queued job, and the
 dispatcher releases it under jobdash's own identity until it succeeds."""
@@ -11,13 +11,13 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from jobdash.dispatch.embedded import EmbeddedStack
+from jobdash.embedded.stack import EmbeddedStack
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import tfjob_manifest
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
-EMBEDDED = Path(__file__).resolve().parents[2] / "jobdash/dispatch/embedded_cluster.yaml"
+EMBEDDED = Path(__file__).resolve().parents[2] / "jobdash/embedded/embedded_cluster.yaml"
 
 
 def test_a_job_a_member_creates_on_the_embedded_cluster_is_queued_and_runs(tmp_path):

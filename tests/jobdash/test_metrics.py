@@ -24,6 +24,7 @@ from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from jobdash.leader import LeaderLoop, make_elector
+from jobdash.metrics import exposition
 from queueing.preemption import RECLAIM, Preemption
 from tests.webhooks.conftest import admission_review, trial_tfjob
 
@@ -125,7 +126,7 @@ def test_a_job_through_the_dispatcher_shows_in_every_family(user, sim, gateway, 
     finally:
         server.shutdown()
         server.server_close()
-        metrics._served.clear()
+        exposition._served.clear()
     for family in (
         "jobdash_admission_wait_seconds",
         "jobdash_start_latency_seconds",

@@ -24,7 +24,7 @@ EXPECTED = {
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "trainjobs.trainer.kubeflow.org",
 }
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# jobdash/dispatch/embedded_cluster.yaml: the demo namespace the examples are for
+# jobdash/embedded/embedded_cluster.yaml: the demo namespace the examples are for
 TEAM_A = {"cpu": 64_000, "memory": 256 * GI, "nvidia.com/gpu": 16}
 
 

@@ -11,14 +11,17 @@
 - every example of examples/ fits its namespace's quota, and the nodes, in compose's kubesim.
 """
 
+import importlib.util
 import json
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from jobdash.metrics import gunicorn as metrics_hooks
 from tests.webhooks.test_webhook_deploy import (
     ROOT,
     base_resources,
@@ -33,7 +36,7 @@ COMPONENTS = ("web", "webhook", "worker", "beat")
 LABEL = "app.kubernetes.io/component"
 
 # The metric families the dashboard may use: name -> (type, labels). Names are fixed
-# (jobdash/metrics.py); a histogram's series are its _bucket (with le), _sum and _count.
+# (jobdash/metrics/); a histogram's series are its _bucket (with le), _sum and _count.
 FAMILIES = {
     "jobdash_jobs": ("gauge", {"namespace", "kind", "state"}),
     "jobdash_queue_length": ("gauge", {"namespace", "reason"}),
@@ -386,8 +389,29 @@ def test_gunicorns_workers_export_together():
     for function in ("web", "webhook"):
         body = re.search(rf"^{function}\(\) \{{\n(.*?)\n\}}", entrypoint, re.S | re.M).group(1)
         assert body.index("metrics_dir") < body.index("exec gunicorn"), function
-    conf = (ROOT / "deploy/docker/gunicorn.conf.py").read_text()
-    assert "def child_exit(server, worker)" in conf and "mark_process_dead(worker.pid)" in conf
+    spec = importlib.util.spec_from_file_location("gunicorn_conf", ROOT / "deploy/docker/gunicorn.conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    assert conf.child_exit is metrics_hooks.child_exit
+
+
+def test_a_dead_workers_live_gauges_leave_with_it(tmp_path, monkeypatch):
+    """gunicorn's child_exit under PROMETHEUS_MULTIPROC_DIR: the live gauges' files of the
+    worker that died go, everything else stays (its counters still count); without the
+    directory it does nothing."""
+    names = ["gauge_livesum_4242.db", "gauge_max_4242.db", "counter_4242.db", "gauge_livesum_4343.db"]
+    for name in names:
+        (tmp_path / name).touch()
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    metrics_hooks.child_exit(None, SimpleNamespace(pid=4242))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    metrics_hooks.child_exit(None, SimpleNamespace(pid=4242))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "counter_4242.db",
+        "gauge_livesum_4343.db",
+        "gauge_max_4242.db",
+    ]
 
 
 @pytest.mark.skipif(kubectl() is None, reason="kubectl (with kustomize) is not installed")

@@ -24,8 +24,9 @@ class Command(BaseCommand):
         admin.set_password(password)
         admin.save()
         for name in DEMO_NAMESPACES:
-            # the PriorityClasses embedded_cluster.yaml seeds: `normal` unless a job names
-            # one, members up to `high` (`urgent` is staff's)
+            # the PriorityClasses jobdash/embedded/embedded_cluster.yaml (and compose's
+            # kubesim.yaml) seed: `normal` unless a job names one, members up to `high`
+            # (`urgent` is staff's)
             namespace, _ = Namespace.objects.get_or_create(
                 name=name, defaults={"default_priority_class": "normal", "max_priority_class": "high"}
             )

@@ -18,14 +18,13 @@ from pathlib import Path
 from django.conf import settings
 
 from jobdash.cluster.kube import KubeGateway
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.loop import DispatcherLoop
 from kubesim.cluster import Cluster
 from kubesim.config import load, write_kubeconfig
 from kubesim.server import KubesimServer
 from webhooks import registration
 from webhooks.listener import WebhookListener
-
-from .cycle import Dispatcher
-from .loop import DispatcherLoop
 
 ENTRYPOINT = Path(__file__).resolve().parents[2] / "deploy/docker/entrypoint.sh"
 

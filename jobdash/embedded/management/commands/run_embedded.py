@@ -1,5 +1,5 @@
 """`make run`: the whole of jobdash in one process, no external services (see
-dispatch/embedded.py): kubesim with jobdash's webhook registered, the dispatcher loop, and
+jobdash/embedded/stack.py): kubesim with jobdash's webhook registered, the dispatcher loop, and
 the web server in front; SQLite under var/. Submissions kick the loop at once."""
 
 from pathlib import Path
@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from jobdash.dispatch.embedded import EmbeddedStack
+from jobdash.embedded.stack import EmbeddedStack
 
 CLUSTER_CONFIG = Path(__file__).resolve().parents[2] / "embedded_cluster.yaml"
 

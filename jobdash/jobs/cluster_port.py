@@ -1,0 +1,60 @@
+"""The only door from jobs/ to jobdash.cluster (and to jobdash.leader, the election): what
+the web side asks of the running system beyond its database.
+
+- A submission reads what a job refers to (a TrainJob's runtime) and the PriorityClasses
+  it involves from the cluster, through the gateway, and only then: the web otherwise
+  never talks to the cluster. A source is built per request and reads each object once.
+- The status reads ask the election backend who holds the leadership, so that a leader
+  whose lock is gone is not reported as leading.
+
+Everything else in jobs/ reads the database. tests/jobdash/test_layering.py allows
+jobdash.cluster and jobdash.leader in jobs/ from this module alone.
+"""
+
+from jobdash.cluster import priorities, runtimes
+from jobdash.cluster.priorities import GatewayPriorities as PrioritySource
+from jobdash.cluster.priorities import PriorityClass, PriorityClassUnreadable
+from jobdash.cluster.runtimes import RuntimeUnreadable
+from queueing.workload import RuntimeSource
+
+__all__ = [
+    "ElectionUnreadable",
+    "PriorityClass",
+    "PriorityClassUnreadable",
+    "PrioritySource",
+    "RuntimeUnreadable",
+    "leader_term",
+    "priority_source",
+    "runtime_source",
+]
+
+
+class ElectionUnreadable(Exception):
+    """The election backend could not be asked: who leads is unknown, not "nobody"."""
+
+
+def runtime_source() -> RuntimeSource:
+    """What jobs refer to, read from the cluster when a job first asks (RuntimeUnreadable
+    when it cannot be asked)."""
+    return runtimes.from_settings()
+
+
+def priority_source() -> PrioritySource:
+    """The cluster's PriorityClasses, each read once by this source (PriorityClassUnreadable
+    when the cluster cannot be asked)."""
+    return priorities.from_settings()
+
+
+def leader_term() -> int | None:
+    """The term of whoever holds the election now, None if nobody does; raises
+    ElectionUnreadable when the backend cannot be asked."""
+    # Imported when first asked: the webhook's process never asks, and need not load the
+    # election's backends (Consul's client among them).
+    from jobdash.leader import BackendError
+    from jobdash.leader.factory import elector_from_settings
+
+    try:
+        holder = elector_from_settings().holder()
+    except BackendError as error:
+        raise ElectionUnreadable(str(error)) from error
+    return None if holder is None else holder.term

@@ -1,0 +1,89 @@
+"""The families read from the database at each scrape (JobsCollector: jobdash_jobs and
+jobdash_queue_length), and the registries a scrape is answered from: this process's, every
+process's of PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode), and the
+web's, which adds the database families to them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+# The database families (JobsCollector); queued jobs no cycle has looked at yet have no reason.
+NO_REASON_YET = "New"
+
+
+class JobsCollector(Collector):
+    """`jobdash_jobs` and `jobdash_queue_length`, one GROUP BY each per scrape. A (namespace,
+    kind) that has jobs shows every state, zeros included, so a series does not vanish when
+    its last job moves on."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.db.models import Count
+
+        from jobdash.jobs.models import Job, State
+
+        jobs = GaugeMetricFamily(
+            "jobdash_jobs", "Jobs in the database by namespace, kind and state.", labels=["namespace", "kind", "state"]
+        )
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        rows = Job.objects.values_list("namespace__name", "kind", "state").annotate(n=Count("id")).order_by()
+        for namespace, kind, state, n in rows:
+            counts.setdefault((namespace, kind), dict.fromkeys(State.values, 0))[state] = n
+        for (namespace, kind), by_state in sorted(counts.items()):
+            for state, n in by_state.items():
+                jobs.add_metric([namespace, kind, state], n)
+        yield jobs
+        queue = GaugeMetricFamily(
+            "jobdash_queue_length",
+            f"Queued jobs by namespace and the reason they wait (reason={NO_REASON_YET}: no cycle has planned them yet).",
+            labels=["namespace", "reason"],
+        )
+        queued = (
+            Job.objects.filter(state=State.QUEUED)
+            .values_list("namespace__name", "reason")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        merged: dict[tuple[str, str], int] = {}
+        for namespace, reason, n in queued:
+            key = (namespace, reason or NO_REASON_YET)
+            merged[key] = merged.get(key, 0) + n
+        for (namespace, reason), n in sorted(merged.items()):
+            queue.add_metric([namespace, reason], n)
+        yield queue
+
+
+class _Union(Collector):
+    def __init__(self, *collectors: Any):
+        self.collectors = collectors
+
+    def collect(self) -> Iterator[Any]:
+        for collector in self.collectors:
+            yield from collector.collect()
+
+
+def multiprocess() -> bool:
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+
+def process_registry() -> CollectorRegistry:
+    """This process's metrics, or under PROMETHEUS_MULTIPROC_DIR every process's of the
+    directory (a registry made per scrape, as prometheus_client's multiprocess mode asks)."""
+    if not multiprocess():
+        return REGISTRY
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
+
+
+def web_registry() -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Union(process_registry(), JobsCollector()))
+    return registry
