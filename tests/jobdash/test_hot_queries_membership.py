@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from jobdash.jobs import hot_queries, selectors
 from jobdash.jobs.models import Namespace
+from tests.examples import examples
 
 USERS, GROUPS, NAMESPACES = 4, 3, 3
 
@@ -77,7 +78,7 @@ def flags(user) -> str:
 
 
 @pytest.mark.django_db
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(world=worlds)
 @example(world=EVERY_CASE)
 def test_the_membership_sql_agrees_with_is_member(world):
