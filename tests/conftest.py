@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from django.conf import settings as django_settings
 from hypothesis import settings
 
 from tests.examples import PROFILE
@@ -37,3 +38,8 @@ def webhook_listener(transactional_db, webhook_pki):
 settings.register_profile("ci", settings.get_profile("default"))
 settings.register_profile("dev", max_examples=10)
 settings.load_profile(PROFILE)
+
+
+# Test users' passwords hashed once, cheaply: PBKDF2's million rounds cost most of the set-up
+# of every test that creates a user with a password (login, admin, API tokens).
+django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

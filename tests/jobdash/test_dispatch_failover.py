@@ -24,7 +24,9 @@ from kubesim.testing import running_kubesim
 from .dispatch_support import JOBDASH, eventually, manifest, settings, start_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real processes on leases a second long: one worker runs them all, one after another, so
+# that they do not compete with each other for the CPU (nor share the Redis broker's queues).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("real-processes")]
 
 
 def database_url() -> str:

@@ -19,7 +19,9 @@ from kubesim.testing import running_kubesim
 from .dispatch_support import JOBDASH, eventually, manifest
 from .test_dispatch_failover import Process, database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Real processes on leases a second long: one worker runs them all, one after another, so
+# that they do not compete with each other for the CPU (nor share the Redis broker's queues).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("real-processes")]
 TTL = 2.0
 CONFIG = {
     "nodes": [{"prefix": "node", "count": 2, "capacity": {"cpu": "32", "memory": "128Gi", "pods": "110"}}],
