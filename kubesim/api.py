@@ -1,8 +1,9 @@
 """The API server's request semantics, independent of HTTP.
 
-create/get/list/replace/patch/delete/watch for every served resource, in the order
-kube-apiserver applies them: decode and default, validate (422), mutating then
-validating admission webhooks, ResourceQuota admission (403), storage (409/404/410).
+create/get/list/replace/patch/delete/watch for every served resource (watch's stream is
+watch.py's), in the order kube-apiserver applies them: decode and default, validate
+(422), mutating then validating admission webhooks, ResourceQuota admission (403),
+storage (409/404/410).
 Controllers use the same ``create`` with ``internal=True`` (no webhooks, quota still
 applies: the training-operator's pod creations are refused exactly like anyone's).
 """
@@ -10,16 +11,13 @@ applies: the training-operator's pod creations are refused exactly like anyone's
 from __future__ import annotations
 
 import json
-import queue
 import random
-import time
 from collections.abc import Iterator
 
-from . import jsoncodec
 from .admission import Admission, UserInfo
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .jsoncodec import clone
-from .model import ABORT_WATCH, Event, Store, new_uid, owned_by
+from .model import Store, new_uid, owned_by
 from .patch import apply_patch
 from .quota import QuotaTracker
 from .resources import (
@@ -34,6 +32,7 @@ from .resources import (
     validate_name,
 )
 from .selectors import parse_field_selector, parse_label_selector
+from .watch import watch_stream
 
 SYSTEM = UserInfo("system:kube-controller-manager", ("system:authenticated",))
 # Texts for the reply's Warning headers. (An alias because ``Api.list`` hides the builtin inside the class.)
@@ -411,113 +410,16 @@ class Api:
         bookmark_interval: float = 30.0,
         initial_events: bool = False,
     ) -> Iterator[bytes]:
-        """Newline-delimited watch events, in chunks of one or more; a 410 becomes an ERROR
-        event, as the API server sends it.
-        ``initial_events`` (sendInitialEvents, a streaming list): ADDED for the current state, then
-        a BOOKMARK annotated ``k8s.io/initial-events-end``, which client-go's reflector waits for."""
+        """The selectors are parsed here, as for a list; the stream itself is watch_stream's."""
         predicate = self._predicate(rt, label_selector, field_selector)
-        since = None
-        if resource_version not in (None, "", "0"):
-            try:
-                since = int(resource_version)
-            except ValueError:
-                raise bad_request(f"invalid resource version {resource_version!r}") from None
-        try:
-            with self.store.lock:
-                watcher, backlog = self.store.watch(rt, namespace, None if initial_events else since)
-                end = self.store.resource_version if initial_events else None
-        except ApiError as exc:
-            return iter([_line("ERROR", exc.status())])
-        return self._stream(rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end)
-
-    def _stream(self, rt, watcher, backlog, predicate, timeout_seconds, bookmarks, bookmark_interval, end=None):
-        deadline = time.monotonic() + (timeout_seconds if timeout_seconds else 1800.0)
-        try:
-            for start in range(0, len(backlog), _BATCH):
-                if chunk := _chunk(backlog[start : start + _BATCH], predicate):
-                    yield chunk
-            if end is not None:
-                meta = {"resourceVersion": str(end), "annotations": {"k8s.io/initial-events-end": "true"}}
-                yield _line("BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta})
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    event = watcher.queue.get(timeout=min(remaining, bookmark_interval))
-                except queue.Empty:
-                    if bookmarks and (line := self._bookmark(rt, watcher)):
-                        yield line
-                    continue
-                # The events queued meanwhile go out with this one: a burst is one chunk and
-                # one write (clients split a chunk into lines, as the API server's may hold several).
-                events, marker = _drain(watcher.queue, event)
-                if chunk := _chunk(events, predicate):
-                    yield chunk
-                if marker is not None:  # dropped by fault injection
-                    if marker == ABORT_WATCH:  # a connection cut mid-stream
-                        raise ConnectionAbortedError("watch dropped by fault injection")
-                    return  # END_WATCH: a clean end of stream
-            if bookmarks and (line := self._bookmark(rt, watcher)):
-                yield line
-        finally:
-            watcher.close()
-
-    def _bookmark(self, rt: ResourceType, watcher) -> bytes:
-        # Queue puts happen under the store lock, so an empty queue read under it means
-        # every event up to the current resourceVersion has been delivered.
-        with self.store.lock:
-            rv = self.store.resource_version if watcher.queue.empty() else None
-        if rv is None:
-            return b""
-        return _line(
-            "BOOKMARK", {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}}
+        return watch_stream(
+            self.store,
+            rt,
+            namespace,
+            resource_version,
+            predicate,
+            timeout_seconds,
+            bookmarks,
+            bookmark_interval,
+            initial_events,
         )
-
-
-def _line(etype: str, obj: dict) -> bytes:
-    return jsoncodec.dumps({"type": etype, "object": obj}) + b"\n"
-
-
-_BATCH = 256  # watch events written at most in one chunk
-
-
-def _drain(pending: queue.Queue, first: Event | str) -> tuple[list[Event], str | None]:
-    """`first` and the events queued behind it, up to _BATCH, and the fault's marker
-    (END_WATCH, ABORT_WATCH) that ended them, if one did."""
-    events: list[Event] = []
-    item = first
-    while not isinstance(item, str):
-        events.append(item)
-        if len(events) >= _BATCH:
-            return events, None
-        try:
-            item = pending.get_nowait()
-        except queue.Empty:
-            return events, None
-    return events, item
-
-
-def _chunk(events: list[Event], predicate) -> bytes:
-    return b"".join(_event_line(event, predicate) for event in events)
-
-
-def _event_line(event: Event, predicate) -> bytes:
-    etype = event.type
-    if predicate is not None:
-        now_matches = etype != "DELETED" and predicate(event.obj)
-        before = event.prev is not None and predicate(event.prev)
-        if etype == "DELETED":
-            if not before:
-                return b""
-        elif etype == "MODIFIED" and now_matches != before:
-            if now_matches:
-                etype = "ADDED"
-            else:
-                # Left the selection: a DELETED of the last matching state, at the new version.
-                assert event.prev is not None  # it matched before, so there is a before
-                gone_obj = {**event.prev, "metadata": {**event.prev["metadata"], "resourceVersion": str(event.rv)}}
-                return _line("DELETED", gone_obj)
-        elif not now_matches:
-            return b""
-    return b'{"type":"' + etype.encode() + b'","object":' + event.object_json() + b"}\n"
