@@ -60,50 +60,22 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from bench import stack
+from bench.kueue_shape import (
+    CLASSES,
+    NAMESPACES,
+    NODE_CPU,
+    NODES,
+    QUOTA_CPU,
+    START_DELAY_S,
+    ideal_seconds,
+    namespace_names,
+    node_bound_seconds,
+    schedule,
+)
 
-NAMESPACES = 30
-QUOTA_CPU = 20
-NODES, NODE_CPU = 20, 32
-START_DELAY_S = 0.05
-# class: (jobs per namespace at scale 1, seconds between creations, CPU, run seconds, priority)
-CLASSES = {
-    "small": (350, 0.1, 1, 0.2, 50),
-    "medium": (100, 0.5, 5, 0.5, 100),
-    "large": (50, 1.2, 20, 1.0, 200),
-}
 KUEUE = {"wall_s": 351.0, "usage_pct": 55.9, "tta_s": {"large": 16.5, "medium": 76.8, "small": 215.0}}
 POLICY_TICKS = {"seed": 10.0}  # the article's poll; everything else 2 s
 ACTIVE = ("Queued", "Released", "Running")
-
-
-def namespace_names() -> list[str]:
-    return [f"ns-{i:02d}" for i in range(NAMESPACES)]
-
-
-def schedule(scale: float) -> list[tuple[float, str, str, int]]:
-    """(offset seconds, namespace, class, index), in creation order."""
-    items = []
-    for namespace in namespace_names():
-        for cls, (count, every, _cpu, _run, _prio) in CLASSES.items():
-            for i in range(max(1, round(count * scale))):
-                items.append((i * every, namespace, cls, i))
-    items.sort(key=lambda item: (item[0], item[1], item[2]))
-    return items
-
-
-def ideal_seconds(scale: float) -> float:
-    work = sum(max(1, round(count * scale)) * cpu * run for count, _every, cpu, run, _p in CLASSES.values())
-    return work / QUOTA_CPU
-
-
-def node_bound_seconds(scale: float) -> float:
-    """What the nodes allow, whatever the order: each class on its own needs at least its
-    pod-seconds over the pods of it the nodes hold at once (a 20-CPU pod takes a 32-CPU node
-    alone: 20 at a time, 75 s for the large jobs at scale 1, against the quota's 66 s)."""
-    return max(
-        NAMESPACES * max(1, round(count * scale)) * run / (NODES * (NODE_CPU // cpu))
-        for count, _every, cpu, run, _p in CLASSES.values()
-    )
 
 
 BULK_WINDOW_S = 0.5
