@@ -53,13 +53,13 @@ import multiprocessing
 import os
 import platform
 import queue
-import statistics
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from bench import stack
+from bench.kueue_measure import measure
 from bench.kueue_shape import (
     CLASSES,
     NAMESPACES,
@@ -213,92 +213,6 @@ def wait_until_finished(submitter: Submitter, total: int, timeout_s: float) -> b
             return True
         if now > deadline:
             return False
-
-
-def cycle_stats() -> dict:
-    from jobdash.jobs.models import Cycle
-
-    rows = list(Cycle.objects.values_list("duration_ms", "phases", "admitted"))
-    if not rows:
-        return {}
-    durations = [r[0] for r in rows]
-    phases = defaultdict(float)
-    for _d, p, _a in rows:
-        for name, ms in (p or {}).items():
-            phases[name] += ms
-    return {
-        "count": len(rows),
-        "mean_ms": round(statistics.fmean(durations), 1),
-        "p99_ms": round(stack.percentile(durations, 99), 1),
-        "max_ms": round(max(durations), 1),
-        "admitted_per_cycle": round(statistics.fmean(r[2] for r in rows), 1),
-        "phase_total_s": {name: round(ms / 1000, 1) for name, ms in phases.items()},
-    }
-
-
-def measure(
-    scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict
-) -> dict:
-    from jobdash.jobs.models import Job
-
-    rows = list(
-        Job.objects.values_list(
-            "namespace__name", "name", "state", "submitted_at", "released_at", "started_at", "finished_at"
-        )
-    )
-    by_class = defaultdict(list)
-    # Per class, what a job's quota was held for beyond its run: release -> the tracker saw
-    # it running, and -> the tracker saw it finished (the turnover every admission waits on).
-    overhead: dict[str, list[float]] = defaultdict(list)
-    to_running: dict[str, list[float]] = defaultdict(list)
-    used = nominal = held = 0.0
-    for _namespace, name, state, submitted, released, started, finished_at in rows:
-        cls = name.split("-")[0]
-        _count, _every, cpu, run, _prio = CLASSES[cls]
-        if released is not None:
-            by_class[cls].append((released - submitted).total_seconds())
-        if state == "Succeeded":
-            nominal += cpu * run
-            if started and finished_at:
-                used += cpu * (finished_at - started).total_seconds()
-            if released and finished_at:
-                held += cpu * (finished_at - released).total_seconds()
-                overhead[cls].append((finished_at - released).total_seconds() - run)
-                if started and started < finished_at:
-                    to_running[cls].append((started - released).total_seconds())
-    first = min(r[3] for r in rows)
-    last = max((r[6] for r in rows if r[6] is not None), default=None)
-    wall = (last - first).total_seconds() if last else float("nan")
-    capacity = NAMESPACES * QUOTA_CPU * wall
-    created = Counter((a["namespace"], a["name"]) for a in audit if a["code"] == 201 and not a.get("dry_run"))
-    lost = sum(1 for r in rows if r[2] != "Succeeded")
-    return {
-        "policy": policy,
-        "scale": scale,
-        "jobs": len(rows),
-        "wall_s": round(wall, 2),
-        "ideal_s": round(ideal_seconds(scale), 2),
-        "usage_pct": round(100 * nominal / capacity, 1),
-        "tta_s": {cls: round(statistics.fmean(v), 3) if v else None for cls, v in sorted(by_class.items())},
-        "double_releases": sum(n - 1 for n in created.values() if n > 1),
-        "lost": lost,
-        # beyond the required keys
-        "usage_rows_pct": round(100 * used / capacity, 1),
-        "admitted_pct": round(100 * held / capacity, 1),
-        "tta_max_s": {cls: round(max(v), 3) if v else None for cls, v in sorted(by_class.items())},
-        "held_beyond_run_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(overhead.items())},
-        "release_to_running_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(to_running.items())},
-        "tfjobs_created": sum(created.values()),
-        "finished_in_time": finished,
-        "submit_lag_s": {
-            "mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
-            "max": round(max(submitter.lags), 3) if submitter.lags else None,
-        },
-        "cycles": cycle_stats(),
-        "cpu_s": cpu_usage,
-        "submitters": len(submitter.processes),
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-    }
 
 
 def run(
