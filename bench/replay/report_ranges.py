@@ -1,0 +1,152 @@
+"""The report's section on start-time ranges (issue #16): the forecast against the likely
+start and its late bound, by run and by band of the forecast wait, with the targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import FIXED, NEW_ESTIMATOR, OLD_ESTIMATOR
+from .report_format import DEFAULT, ORDER, QUOTA_ORDER, TARGET_RUNTIME_S, pace, whole_seconds
+
+ESTIMATOR_TEXT = {OLD_ESTIMATOR: "old (VC median)", NEW_ESTIMATOR: "new (predictor)"}
+RANGES_HEADING = """## Start-time ranges (issue #16)
+
+<!-- generated:ranges -->
+<!-- /generated:ranges -->
+
+By band of the forecast wait (the calibrator's bands):
+
+<!-- generated:ranges-bands -->
+<!-- /generated:ranges-bands -->
+
+<!-- generated:targets-ranges -->
+<!-- /generated:targets-ranges -->
+"""
+
+
+def range_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs with start ranges (made since issue #16), ordered by pace, quota, policy, estimator."""
+    runs = [s for s in summaries if s["policy"] != "none" and "interval_coverage_pct" in s.get("eta", {})]
+
+    def key(s: dict[str, Any]) -> tuple:
+        policy = s["policy"]
+        return (
+            s.get("compress", 1),
+            QUOTA_ORDER.index(s.get("quota", FIXED)),
+            ORDER.index(policy) if policy in ORDER else len(ORDER),
+            s.get("estimator") != OLD_ESTIMATOR,
+            s["label"],
+        )
+
+    return sorted(runs, key=key)
+
+
+def ranges_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | duration estimator | avg queueing (s) | ETA median relative error: forecast / likely | "
+        "started later than: forecast / likely | late bound covers | late bound / likely wait (median) | "
+        "ETA samples (calibrator's observations) | waiting jobs with an ETA (or a note) | "
+        "duration estimate within 2x (90% bound covers) | replay wall time (CPU) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        a, e, st = s["eta"], s.get("estimate", {}), s.get("stats", {})
+        bound = f" ({e['p90_coverage_pct']:.0f}%)" if "p90_coverage_pct" in e else ""
+        if a["samples"]:
+            scores = (
+                f"{a['raw_median_rel_error']:.2f} / {a['median_rel_error']:.2f} | "
+                f"{a['raw_late_pct']:.0f}% / {a['late_pct']:.0f}% | {a['interval_coverage_pct']:.1f}% | "
+                f"{a['median_late_over_likely']:.1f} x"
+            )
+        else:  # no job was waiting at a forecast that started later
+            scores = "- | - | - | -"
+        rows.append(
+            f"| {pace(s)} | {s['label']} | {ESTIMATOR_TEXT.get(s.get('estimator', ''), '?')} | "
+            f"{whole_seconds(s['avg_queue_s'])} | {scores} | {a['samples']:,} ({st.get('calibration_observed', 0):,}) | "
+            f"{_with_eta(a)} | "
+            f"{e.get('within_2x_pct', 0):.0f}%{bound} | {s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
+        )
+    return "\n".join(rows)
+
+
+def _with_eta(eta: dict[str, Any]) -> str:
+    if not eta.get("waiting_seen"):
+        return "none waiting"
+    return f"{eta['with_eta_pct']:.1f}% ({eta.get('with_eta_or_note_pct', eta['with_eta_pct']):.1f}%)"
+
+
+def bands_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | forecast wait | samples | forecast: median relative error | started later than forecast | "
+        "late bound covers |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        for band in s["eta"].get("bands", []):
+            rows.append(
+                f"| {pace(s)} | {s['label']} | {band['band']} | {band['samples']:,} | "
+                f"{band['raw_median_rel_error']:.2f} | {band['raw_late_pct']:.0f}% | "
+                f"{band['interval_coverage_pct']:.1f}% |"
+            )
+    return "\n".join(rows)
+
+
+def _versus(old: dict[str, Any] | None, key: str, unit: str = "", digits: int = 2) -> str:
+    """The old estimator's figure, as an aside."""
+    return f"; old estimator {old[key]:.{digits}f}{unit}" if old else ""
+
+
+def _met(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def ranges_targets(runs: list[dict[str, Any]]) -> str:
+    """Issue #16's targets, for the default policy with the new estimator (fixed quotas)."""
+    rows = ["| target (issue #16) | measured | met |", "|---|---|---|"]
+    here = {(s.get("compress", 1), s["policy"], s.get("estimator")): s for s in runs if s.get("quota", FIXED) == FIXED}
+    for factor in sorted({key[0] for key in here}):
+        where = pace({"compress": factor})
+        new, old = here.get((factor, DEFAULT, NEW_ESTIMATOR)), here.get((factor, DEFAULT, OLD_ESTIMATOR))
+        oracle = here.get((factor, "sjf-oracle", NEW_ESTIMATOR)) or here.get((factor, "sjf-oracle", OLD_ESTIMATOR))
+        if new:
+            a = new["eta"]
+            o = old["eta"] if old else None
+            rows.append(
+                f"| {where}: ETA median relative error of the likely start <= 0.25 | {a['median_rel_error']:.2f} "
+                f"(the forecast: {a['raw_median_rel_error']:.2f}){_versus(o, 'median_rel_error')} | "
+                f"{_met(a['median_rel_error'] <= 0.25)} |"
+            )
+            rows.append(
+                f"| {where}: 40-60% start later than the likely start | {a['late_pct']:.0f}% "
+                f"(the forecast: {a['raw_late_pct']:.0f}%){_versus(o, 'late_pct', '%', 0)} | "
+                f"{_met(40 <= a['late_pct'] <= 60)} |"
+            )
+            rows.append(
+                f"| {where}: the 90% late bound covers >= 88% of starts | {a['interval_coverage_pct']:.1f}% "
+                f"of {a['samples']:,} samples{_versus(o, 'interval_coverage_pct', '%', 1)} | "
+                f"{_met(a['interval_coverage_pct'] >= 88)} |"
+            )
+            noted = a.get("with_eta_or_note_pct", a["with_eta_pct"])
+            rows.append(
+                f"| {where}: every waiting job has an ETA or a note | {a['with_eta_pct']:.1f}% an ETA, "
+                f"{noted:.1f}% an ETA or a note, of {a['waiting_seen']:,} seen | {_met(noted >= 100.0)} |"
+            )
+        if new and oracle:
+            ratio = new["avg_queue_s"] / oracle["avg_queue_s"] if oracle["avg_queue_s"] else float("inf")
+            rows.append(
+                f"| {where}: {DEFAULT} avg queueing <= 1.5 x sjf-oracle | {whole_seconds(new['avg_queue_s'])} s vs "
+                f"{whole_seconds(oracle['avg_queue_s'])} s = {ratio:.2f} x | {_met(ratio <= 1.5)} |"
+            )
+    if runs:
+        slowest = max(runs, key=lambda s: s["runtime_s"])
+        shown = [
+            f"{s['label']}: {s['runtime_s']:.0f} s wall, {s.get('stats', {}).get('cpu_s', 0):.0f} s CPU"
+            for s in runs
+            if s["policy"] == DEFAULT and s.get("estimator") == NEW_ESTIMATOR
+        ]
+        rows.append(
+            f"| a full replay in <= 10 min | {'; '.join(shown)}{'; ' if shown else ''}slowest ({slowest['label']}): "
+            f"{slowest['runtime_s']:.0f} s wall | {_met(slowest['runtime_s'] <= TARGET_RUNTIME_S)} |"
+        )
+    return "\n".join(rows)
