@@ -11,7 +11,7 @@ Kubeflow mould has a named place for what differs: its own name rule, no suspend
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from .validation import NameRule, dns1035_label_problem
 from .workload import JobAdapter, Workload
@@ -51,20 +51,38 @@ class JobWithStartRule(Protocol):
     def started(self, workload: Workload, running: Mapping[str, int]) -> bool: ...
 
 
+_DECLARED: dict[tuple[type, type], bool] = {}
+
+
+def declares(adapter: object, capability: type) -> bool:
+    """isinstance(adapter, capability), remembered per adapter class: a capability is a
+    kind's class's, and a runtime-checkable protocol's isinstance looks up every member
+    each time (the tracker asks for every pod it follows)."""
+    key = (type(adapter), capability)
+    found = _DECLARED.get(key)
+    if found is None:
+        found = _DECLARED[key] = isinstance(adapter, capability)
+    return found
+
+
 def name_rule(adapter: JobAdapter | None) -> NameRule:
-    return adapter.name_problem if isinstance(adapter, JobWithNameRule) else dns1035_label_problem
+    return cast(JobWithNameRule, adapter).name_problem if declares(adapter, JobWithNameRule) else dns1035_label_problem
 
 
 def suspend_path(adapter: JobAdapter) -> tuple[str, ...] | None:
     """Where its suspend flag lives, None when it has none."""
-    return adapter.suspend_path if isinstance(adapter, JobWithSuspendFlag) else None
+    return cast(JobWithSuspendFlag, adapter).suspend_path if declares(adapter, JobWithSuspendFlag) else None
 
 
 def role_label(adapter: JobAdapter) -> str | None:
-    return adapter.pod_role_label if isinstance(adapter, JobWithPodRoles) else None
+    return cast(JobWithPodRoles, adapter).pod_role_label if declares(adapter, JobWithPodRoles) else None
+
+
+def has_start_rule(adapter: JobAdapter) -> bool:
+    return declares(adapter, JobWithStartRule)
 
 
 def started(adapter: JobAdapter, workload: Workload, running: Mapping[str, int]) -> bool:
-    if isinstance(adapter, JobWithStartRule):
-        return adapter.started(workload, running)
+    if declares(adapter, JobWithStartRule):
+        return cast(JobWithStartRule, adapter).started(workload, running)
     return workload.pods > 0 and sum(running.values()) >= workload.pods

@@ -74,13 +74,17 @@ def pod_role(kind_key: str, pod: PodInfo, roles: Iterable[str] = ()) -> str:
 def started(kind_key: str, workload: Workload, pods: Iterable[PodInfo]) -> bool:
     """Whether a released job counts as started, from its pods (the kind's start rule;
     by default every pod of its gang Running)."""
+    adapter = BY_KEY[kind_key]
+    if not capabilities.has_start_rule(adapter):  # the default needs no roles: count them all
+        running_pods = sum(1 for pod in pods if pod.phase == "Running" and not pod.deleting)
+        return workload.pods > 0 and running_pods >= workload.pods
     roles = [ps.role for ps in workload.pod_sets]
     running: dict[str, int] = {}
     for pod in pods:
         if pod.phase == "Running" and not pod.deleting:
             role = pod_role(kind_key, pod, roles).lower()
             running[role] = running.get(role, 0) + 1
-    return capabilities.started(BY_KEY[kind_key], workload, running)
+    return capabilities.started(adapter, workload, running)
 
 
 def can_suspend(kind_key: str) -> bool:
