@@ -12,6 +12,7 @@ their PendingRows; the cycle's own status writes are handed back to it
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections
@@ -29,6 +30,11 @@ from .predictions import Learning
 
 def epoch(moment) -> float | None:
     return moment.timestamp() if moment is not None else None
+
+
+def as_datetime(seconds: float | None) -> datetime | None:
+    """epoch's inverse: seconds since the epoch as an aware UTC datetime."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 class Epoch(Func):

@@ -13,7 +13,7 @@ Both are fenced by the leader's term like every other change.
 
 import logging
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -26,12 +26,9 @@ from queueing.preemption import Preemption
 
 from . import transitions
 from .active import ActiveJob
+from .cycle_cache import as_datetime
 
 log = logging.getLogger(__name__)
-
-
-def _as_datetime(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def mark(
@@ -56,7 +53,7 @@ def mark(
         victim, preemptor = victims.get(preemption.victim), waiting.get(preemption.preemptor)
         if victim is None or preemptor is None:
             continue
-        when = _as_datetime(victim.preempt_at) or leave_at
+        when = as_datetime(victim.preempt_at) or leave_at
         note, preemptor_note = preemption_words(preemption, victim.namespace, victim.name, *preemptor, when)
         if not transitions.preempting(
             preemption.victim,

@@ -5,7 +5,6 @@ still the version the snapshot read."""
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from django.db import transaction
 
@@ -16,13 +15,9 @@ from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait
 
 from . import bulk
-from .cycle_cache import CycleCache, PendingRow
+from .cycle_cache import CycleCache, PendingRow, as_datetime
 
 FIRST_RANGE = ("eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast")
-
-
-def _as_datetime(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def write_statuses(
@@ -98,14 +93,14 @@ def write_statuses(
             if forecasts is not None:
                 forecasts.note(row.job.id, now, forecast)
             if row.eta_first_at is None:
-                first = map(_as_datetime, (now, eta, late, forecast))
+                first = map(as_datetime, (now, eta, late, forecast))
                 updates[row.job.id].update(zip(FIRST_RANGE, first, strict=True))
         reason = str(status.reason)
         message = status.message
         if forecasted and forecast is None and status.eta_note:
             message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
         if row.eta_first_late is not None and now > row.eta_first_late:
-            late_bound = _as_datetime(row.eta_first_late)
+            late_bound = as_datetime(row.eta_first_late)
             assert late_bound is not None
             message = f"{message.rstrip('.')}. {past_late_bound_words(late_bound, overruns.get(row.job.namespace))}"
         same = _same(eta, row.eta) and _same(late, row.eta_late)
@@ -114,7 +109,7 @@ def write_statuses(
         if not shifts and same_wait(reason, row.reason) and row.position is not None:
             continue
         updates[row.job.id].update(
-            position=status.position, reason=reason, message=message, eta=_as_datetime(eta), eta_late=_as_datetime(late)
+            position=status.position, reason=reason, message=message, eta=as_datetime(eta), eta_late=as_datetime(late)
         )
         changed += 1
         if not same_wait(reason, row.reason):

@@ -16,6 +16,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from queueing import format_quantity
 from queueing.fit import quota_lines
+from queueing.preemption import PRIORITY, RECLAIM, Preemption
 
 from .estimates import CLOSE_ENOUGH, RECORD_JOBS, EstimateRecord, FirstEstimate
 
@@ -374,10 +375,12 @@ def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
     return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
 
 
-_PREEMPTED_TO = {"reclaim": "to give its namespace's guaranteed share back", "priority": "for a job of higher priority"}
+_PREEMPTED_TO = {RECLAIM: "to give its namespace's guaranteed share back", PRIORITY: "for a job of higher priority"}
 
 
-def preemption_words(preemption, victim_namespace: str, victim_name: str, namespace: str, name: str, when: datetime):
+def preemption_words(
+    preemption: Preemption, victim_namespace: str, victim_name: str, namespace: str, name: str, when: datetime
+) -> tuple[str, str]:
     """The victim's and the preemptor's timeline notes when a victim is told to leave
     (queueing.preemption.Preemption: its cause says why)."""
     note = (
