@@ -21,10 +21,11 @@ from typing import Any
 
 from . import capabilities, kinds
 from . import kinds as _kinds  # noqa: F401  (registers every kind's adapter)
+from .decisions import Admission, Plan
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
 from .names import assign_generated_name
-from .planner import DEFAULT_ETA_HORIZON_S, Admission, Plan, plan
+from .planner import DEFAULT_ETA_HORIZON_S, plan
 from .policies import DEFAULT_POLICY, POLICY_NAMES, get_policy
 from .policy import Policy
 from .quantity import canonical, format_quantity, parse_quantity

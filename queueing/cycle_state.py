@@ -33,7 +33,7 @@ class NamespaceState:
     blocked_by: int | None = None  # strict order: the head that blocks the rest
     held_back: Outcome | None = None  # the outcome of a policy hold
     usage: dict[str, int] = field(default_factory=dict)  # node resources of its running, in-flight and admitted jobs
-    failed: dict[tuple[int, int], Outcome] = field(default_factory=dict)  # capacity outcome by job shape
+    failed: dict[tuple[object, ...], Outcome] = field(default_factory=dict)  # capacity outcome by job shape
 
 
 def namespace_states(snapshot: Snapshot, policy: Policy, overrides: Mapping[str, Policy]) -> dict[str, NamespaceState]:

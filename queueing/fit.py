@@ -1,22 +1,20 @@
-"""Does a job fit?  Quota fit per the admission rule, and gang placement on nodes.
+"""Does a job fit the nodes?  Gang placement (quota fit is quota_fit.py).
 
-Quota: for every key the namespace's ResourceQuota constrains,
-used + reserved + demand <= hard; a demand above hard can never fit.
-
-Nodes: all pods of a job must be placed at once on the nodes' free
+All pods of a job must be placed at once on the nodes' free
 capacity.  ``NodePool`` holds that capacity for one cycle and shrinks it as
 the planner admits jobs; capacity never grows within a cycle, which is what
 makes its failure memo sound.  Placement is best-fit decreasing on the
 pod's scarcest kind of resource (GPUs before cpu before memory): the
 largest pods go first, each onto the eligible node that leaves the least of
-that resource free, so whole free nodes stay whole for the next big gang.
+that resource free, so whole free nodes stay whole for the next big gang; of
+nodes equally tight, the one the pod leaves most balanced (BALANCE_TIES).
 bench/results/core_planner.md has the measurement against first and worst fit.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
@@ -26,57 +24,19 @@ from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 # A node that reports no pod limit is not limited by it.
 UNLIMITED = 10**18
 STRATEGIES = ("best", "first", "worst")
-
-
-def quota_check(
-    demand: Mapping[str, int], hard: Mapping[str, int], free: Mapping[str, int]
-) -> tuple[str | None, str | None]:
-    """(key where demand exceeds hard outright, first key where it exceeds what is free).
-
-    Only keys in ``hard`` are constrained, and, as in Kubernetes' quota
-    admission, only for jobs that request some of them: a namespace over its
-    GPU quota (quota lowered below usage) still admits CPU-only jobs.
-    """
-    short = None
-    for key, limit in hard.items():
-        need = demand.get(key)
-        if need:
-            if need > limit:
-                return key, key
-            if short is None and need > free[key]:
-                short = key
-    return None, short
-
-
-class QuotaLine(NamedTuple):
-    key: str
-    needed: int
-    free: int  # hard - used - reserved: negative when a lowered quota is over-used
-    hard: int
-    short: bool  # this key stops the job now (also when never)
-    never: bool  # the demand exceeds hard outright
-
-
-def quota_lines(
-    demand: Mapping[str, int], hard: Mapping[str, int], used: Mapping[str, int], reserved: Mapping[str, int]
-) -> list[QuotaLine]:
-    """``quota_check`` key by key, for people to read: per key ``hard`` constrains, what the
-    job needs, what is free, and whether that key stops it.  No line is short exactly when
-    the planner's ``quota_check`` finds the job fits."""
-    lines = []
-    for key in sorted(hard):
-        needed, free = demand.get(key, 0), hard[key] - used.get(key, 0) - reserved.get(key, 0)
-        never, short = quota_check({key: needed}, {key: hard[key]}, {key: free})
-        lines.append(QuotaLine(key, needed, free, hard[key], short is not None, never is not None))
-    return lines
+# Nodes, equally tight for a pod, that best fit compares by balance: a bound on the scan,
+# so that a cluster of a thousand empty nodes costs no more per pod than eight.
+BALANCE_TIES = 8
 
 
 @dataclass(frozen=True)
 class NodeFailure:
     """Why a gang did not fit.  ``kind``: "never" (no eligible node could hold
     the pod even if empty), "nofit" (not now), "reserved" (would fit but for a
-    reservation).  ``needed``/``free`` are per pod and the largest free on one
-    eligible node, or cluster-wide totals when ``scope`` is "cluster"."""
+    reservation), "topology" (no domain of the required ``level`` holds the whole
+    gang now: ``free`` is the most pods one domain has room for; topology.py).
+    ``needed``/``free`` are per pod and the largest free on one eligible node, or
+    cluster-wide totals when ``scope`` is "cluster"."""
 
     kind: str
     resource: str
@@ -87,9 +47,10 @@ class NodeFailure:
     placed: int = 0
     scope: str = "node"
     reserved_by: int | None = None
+    level: str = ""  # a topology level's node label
 
 
-def _primary(requests: tuple[tuple[str, int], ...]) -> str:
+def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
     """The resource a pod is packed by: its extended resource (GPUs), else cpu, else memory."""
     names = [name for name, _ in requests]
     for name in names:
@@ -222,7 +183,7 @@ class NodePool:
                         eventual[name] = eventual.get(name, 0) - amount
                         if not self.nodes[on].unschedulable:
                             totals[name] = totals.get(name, 0) + max(old - amount, 0) - max(old, 0)
-        self._eligible: dict[Constraints, _Eligible] = {}
+        self._eligible: dict[Hashable, _Eligible] = {}
         self._member_of: list[list[_Eligible]] = [[] for _ in self.nodes]
         # Failures by id() of the (interned) gang or pod group, holding the key
         # object so its id cannot be reused while the entry lives.
@@ -241,14 +202,18 @@ class NodePool:
 
     # -- eligibility and indices ---------------------------------------------------------
 
-    def eligible(self, constraints: Constraints) -> _Eligible:
-        found = self._eligible.get(constraints)
+    def eligible(self, constraints: Constraints, within: frozenset[int] | None = None) -> _Eligible:
+        """The nodes a pod with these constraints may use (``within``: of these only)."""
+        key: Hashable = constraints if within is None else (constraints, within)
+        found = self._eligible.get(key)
         if found is None:
-            if constraints == _UNCONSTRAINED:  # the common pod: any untainted schedulable node
+            if within is not None:
+                found = _Eligible([n for n in self.eligible(constraints).nodes if n in within])
+            elif constraints == _UNCONSTRAINED:  # the common pod: any untainted schedulable node
                 found = _Eligible(list(self._plain))
             else:
                 found = _Eligible([n for n in self.schedulable if self.nodes[n].admits(constraints)])
-            self._eligible[constraints] = found
+            self._eligible[key] = found
             for number in found.nodes:
                 self._member_of[number].append(found)
         return found
@@ -297,9 +262,9 @@ class NodePool:
         start = bisect_left(index, (need, -1))
         if self.strategy == "best":
             for position in range(start, len(index)):
-                number = index[position][1]
+                tightest, number = index[position]
                 if self._fits(number, requests):
-                    return number
+                    return self._balanced(index, position, tightest, number, requests)
         else:
             for position in range(len(index) - 1, start - 1, -1):
                 number = index[position][1]
@@ -307,11 +272,51 @@ class NodePool:
                     return number
         return None
 
+    def _balanced(
+        self,
+        index: list[tuple[int, int]],
+        position: int,
+        tightest: int,
+        number: int,
+        requests: tuple[tuple[str, int], ...],
+    ) -> int:
+        """Of the nodes as tight on the pod's primary resource as the first that fits (the
+        next BALANCE_TIES of them), the one its pod leaves most balanced: the used shares
+        of its resources closest together, so no node's GPUs are stranded behind its CPU
+        or memory (kube-scheduler's BalancedResourceAllocation, as a tie-break of best fit)."""
+        best, best_score = number, self._imbalance(number, requests)
+        for later in range(position + 1, min(position + 1 + BALANCE_TIES, len(index))):
+            free, other = index[later]
+            if free != tightest or best_score == 0.0:
+                break
+            if self._fits(other, requests):
+                score = self._imbalance(other, requests)
+                if score < best_score:
+                    best, best_score = other, score
+        return best
+
+    def _imbalance(self, number: int, requests: tuple[tuple[str, int], ...]) -> float:
+        capacity, free = self.capacity[number], self.free[number]
+        low, high = 1.0, 0.0
+        for name, amount in requests:
+            total = capacity.get(name, 0)
+            if name == PODS or total <= 0:
+                continue
+            share = (total - free.get(name, 0) + amount) / total
+            low, high = min(low, share), max(high, share)
+        return max(high - low, 0.0)
+
     # -- placing a gang ------------------------------------------------------------------
 
-    def place(self, gang: tuple[PodGroup, ...], totals: Mapping[str, int]) -> list[tuple[int, int]] | NodeFailure:
-        """Place every pod or none: [(pod group number, node number) per pod], or why not."""
+    def place(
+        self, gang: tuple[PodGroup, ...], totals: Mapping[str, int], within: frozenset[int] | None = None
+    ) -> list[tuple[int, int]] | NodeFailure:
+        """Place every pod or none: [(pod group number, node number) per pod], or why not.
+        ``within``: only on these node numbers (a topology domain); what failed there
+        is not remembered for the gang, which may fit elsewhere."""
         self.stats["place_calls"] += 1
+        if within is not None:
+            return self._place(gang, within)
         failed = self._failed
         for key in (gang, *gang):
             found = failed.get(id(key))
@@ -329,22 +334,29 @@ class NodePool:
                 ) or self._cluster_failure(name, amount, pods)
                 self._failed[id(gang)] = (gang, failure)
                 return failure
+        placed = self._place(gang)
+        if isinstance(placed, NodeFailure):
+            self._failed[id(gang)] = (gang, placed)
+            if not placed.placed:  # the first pod fails on its own, so any gang with its group fails
+                group = next(g for g in gang if g.role == placed.role)
+                self._failed[id(group)] = (group, placed)
+        return placed
+
+    def _place(
+        self, gang: tuple[PodGroup, ...], within: frozenset[int] | None = None
+    ) -> list[tuple[int, int]] | NodeFailure:
         order = sorted(range(len(gang)), key=lambda g: _size(gang[g]), reverse=True)
         placed: list[tuple[int, int]] = []
         for group_number in order:
             group = gang[group_number]
-            eligible = self.eligible(group.constraints)
-            primary = _primary(group.requests)
+            eligible = self.eligible(group.constraints, within)
+            primary = primary_resource(group.requests)
             for _ in range(group.count):
                 number = self._find(eligible, group.requests, primary)
                 if number is None:
                     for undo_group, undo_node in reversed(placed):
                         self._charge(undo_node, gang[undo_group].requests, -1)
-                    failure = self._diagnose(group, eligible, len(placed), sum(g.count for g in gang))
-                    self._failed[id(gang)] = (gang, failure)
-                    if not placed:  # the pod fails on its own, so any gang with it fails
-                        self._failed[id(group)] = (group, failure)
-                    return failure
+                    return self._diagnose(group, eligible, len(placed), sum(g.count for g in gang))
                 self._charge(number, group.requests)
                 placed.append((group_number, number))
         self.stats["pods_placed"] += len(placed)
@@ -387,9 +399,9 @@ class NodePool:
             ):
                 return NodeFailure(
                     "reserved",
-                    _primary(requests),
-                    dict(requests)[_primary(requests)],
-                    self.free[number].get(_primary(requests), 0),
+                    primary_resource(requests),
+                    dict(requests)[primary_resource(requests)],
+                    self.free[number].get(primary_resource(requests), 0),
                     group.role,
                     pods,
                     placed,
@@ -462,7 +474,7 @@ class NodePool:
         charged: list[tuple[int, tuple[tuple[str, int], ...]]] = []
         for group in sorted(gang, key=_size, reverse=True):
             eligible = self.eligible(group.constraints)
-            index = self._index(eligible, _primary(group.requests))
+            index = self._index(eligible, primary_resource(group.requests))
             for _ in range(group.count):
                 number = next(
                     (n for _, n in reversed(index) if all(self.eventual[n].get(r, 0) >= a for r, a in group.requests)),

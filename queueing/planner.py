@@ -20,21 +20,21 @@ the same input gives the same plan.
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from .backfill import CycleBackfill
 from .cycle_state import CycleState, NamespaceState, namespace_states
+from .decisions import Admission, Plan
 from .elastic import ElasticQuotas
 from .eta import forecast
 from .fair_share import FairShare
-from .fit import NodeFailure, NodePool, quota_check
+from .fit import NodeFailure, NodePool
 from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
-from .preemption import Preemption
 from .preemptor import Preemptor
+from .quota_fit import quota_check
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
 from .snapshot import PendingJob, Snapshot
+from .topology import Topology, TopologyRequest, request_of
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
@@ -47,6 +47,7 @@ _CAPACITY = frozenset(
         Reason.QUOTA_EXCEEDED,
         Reason.RESERVED_FOR_OLDER_JOB,
         Reason.NO_NODE_FITS,
+        Reason.NO_DOMAIN_FITS,
         Reason.NEVER_FITS_QUOTA,
         Reason.NEVER_FITS_NODES,
     }
@@ -54,36 +55,6 @@ _CAPACITY = frozenset(
 # (CannotBorrow is not among them: it depends on whether the job claimed its guarantee.)
 # Outcomes a preempted job's reason wraps: it waits for room, as before it was preempted.
 _ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB, Reason.CANNOT_BORROW})
-
-
-@dataclass(frozen=True)
-class Admission:
-    """Release ``job_id`` now.  ``placement``: (role, pod index, node) for every
-    pod, or None when node fit was off (the quota-only check of ``seed``);
-    ``borrowing``: beyond its namespace's guaranteed share (elastic.py)."""
-
-    job_id: int
-    namespace: str
-    placement: tuple[tuple[str, int, str], ...] | None
-    borrowing: bool = False
-
-
-@dataclass(frozen=True)
-class Plan:
-    """``admissions`` in the order they were decided; ``pending`` has a status for
-    every other job; ``preemptions``: running jobs to preempt, each for a waiting
-    job whose status is then ``Preempting``.  ``stats`` are counters for logs and
-    benchmarks."""
-
-    admissions: tuple[Admission, ...]
-    pending: Mapping[int, PendingStatus]
-    policy: str = ""
-    stats: Mapping[str, int] = field(default_factory=dict, compare=False)
-    preemptions: tuple[Preemption, ...] = ()
-
-    @property
-    def admitted(self) -> tuple[int, ...]:
-        return tuple(admission.job_id for admission in self.admissions)
 
 
 # Like Slurm's backfill window (bf_window, one day by default): a start
@@ -149,6 +120,7 @@ class _Planner:
             },
         )
         self.preemptor = Preemptor(self.state)
+        self.topology = Topology(self.state.pool, snapshot.topology_levels)
         # Phase 5 gives positions and, per namespace, the (rank, job) of those that can wait.
         self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
         self.fair_share = FairShare(self.state)
@@ -311,7 +283,10 @@ class _Planner:
         namespace = self.state.namespaces[job.namespace]
         # Capacity only shrinks during a cycle, so a job shaped like one that
         # already failed for capacity in this namespace fails the same way.
-        shape = (id(job.demand), id(job.gang))
+        request = request_of(job.workload)
+        shape: tuple[object, ...] = (id(job.demand), id(job.gang))
+        if request is not None:  # (placed by its own rule: unlike jobs of its shape without one)
+            shape = (*shape, request)
         failed = namespace.failed.get(shape)
         if failed is not None and (failed[0] is _NEVER_QUOTA or failed[0] is _NEVER_NODES):
             return failed
@@ -322,7 +297,7 @@ class _Planner:
             return namespace.held_back  # the same for every job behind the head: built once
         if failed is not None:
             return failed
-        outcome = self._try(job, namespace)
+        outcome = self._try(job, namespace, request)
         if outcome is not None and outcome[0] in _CAPACITY and "shadow_start" not in outcome[1]:
             # (A backfill refusal depends on the job's own estimate, not only its shape.)
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
@@ -330,7 +305,7 @@ class _Planner:
             self.state.keep_alive.append((job.demand, job.gang))
         return outcome
 
-    def _try(self, job: PendingJob, namespace: NamespaceState) -> Outcome | None:
+    def _try(self, job: PendingJob, namespace: NamespaceState, request: TopologyRequest | None) -> Outcome | None:
         # 3b. Quota.
         short = None
         hard, free = namespace.hard, namespace.free
@@ -380,7 +355,10 @@ class _Planner:
         # 3c. Gang placement on nodes.
         placement = None
         if self.state.node_fit:
-            placed = self.state.pool.place(job.gang, job.totals)
+            if request is None:
+                placed = self.state.pool.place(job.gang, job.totals)
+            else:
+                placed = self.topology.place(job.gang, job.totals, request)
             if isinstance(placed, NodeFailure):
                 # Memoised failures repeat for many jobs: build each outcome once.
                 built = self.node_outcomes.get(id(placed))

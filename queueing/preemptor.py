@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .cycle_state import CycleState
-from .fit import NodeFailure, NodePool, quota_check
+from .fit import NodeFailure, NodePool
 from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
+from .quota_fit import quota_check
 from .reasons import Outcome, Reason
 from .snapshot import Node, PendingJob, RunningJob
 

@@ -13,12 +13,15 @@ from typing import Any, NamedTuple
 
 from .fit import NodeFailure
 from .quantity import format_quantity
+from .topology import level_name
 
 
 class Reason(StrEnum):
     # Capacity: the job could start if something else ended.
     QUOTA_EXCEEDED = "QuotaExceeded"  # resource, needed, free, hard
     NO_NODE_FITS = "NoNodeFits"  # resource (scarcest), needed, free, scope, role, pods, placed
+    # Its required topology level: no domain of it (no one rack) holds the whole gang now.
+    NO_DOMAIN_FITS = "NoDomainFits"  # level (node label), resource, needed (per pod), pods, roomiest (pods)
     # Elastic quota: beyond its guaranteed share, and its cohort lends too little (or its limit is reached).
     CANNOT_BORROW = "CannotBorrow"  # resource, needed, free (lendable now), guaranteed, cohort, limit (or None)
     # Room is being made: jobs are preempted for this one and leave after their grace period.
@@ -46,7 +49,9 @@ class Reason(StrEnum):
         return self in _FOR_ROOM
 
 
-_FOR_ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
+_FOR_ROOM = frozenset(
+    {Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.NO_DOMAIN_FITS, Reason.RESERVED_FOR_OLDER_JOB}
+)
 
 
 def same_wait(a: str, b: str) -> bool:
@@ -62,11 +67,17 @@ Outcome = tuple[Reason, dict[str, Any]]
 def node_failure_outcome(failure: NodeFailure) -> Outcome:
     """A gang that did not fit the nodes, as the reason it waits."""
     if failure.kind == "never":
-        return Reason.NEVER_FITS_NODES, {
+        detail = {"resource": failure.resource, "needed": failure.needed, "free": failure.free, "role": failure.role}
+        if failure.level:
+            detail["level"] = failure.level
+        return Reason.NEVER_FITS_NODES, detail
+    if failure.kind == "topology":
+        return Reason.NO_DOMAIN_FITS, {
+            "level": failure.level,
             "resource": failure.resource,
             "needed": failure.needed,
-            "free": failure.free,
-            "role": failure.role,
+            "pods": failure.pods,
+            "roomiest": failure.free,
         }
     if failure.kind == "reserved":
         return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
@@ -130,8 +141,19 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
             f"the most free on one node is {amount(r, d['free'])}"
         )
+    if reason is Reason.NO_DOMAIN_FITS:
+        r, level = d["resource"], level_name(d["level"])
+        return (
+            f"no {level} has room for all {d['pods']} pods ({amount(r, d['needed'])} {r} each) at once; "
+            f"the roomiest has room for {d['roomiest']}"
+        )
     if reason is Reason.NEVER_FITS_NODES:
         r = d["resource"]
+        if d.get("level"):
+            return (
+                f"never fits: it requires one {level_name(d['level'])} ({d['level']}), "
+                "and no schedulable node carries that label"
+            )
         if r == "nodeSelector/tolerations":
             return f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector and tolerations"
         return (

@@ -423,6 +423,8 @@ class Snapshot:
     history: Mapping[tuple[str, str], tuple[float, ...]] = field(default_factory=dict)
     policies: Mapping[str, Policy | str] = field(default_factory=dict)
     preemption_limit: int | None = None  # a job preempted this often is no longer a victim; None: no limit
+    # The node labels that name topology levels, the widest first (topology.py).
+    topology_levels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -15,8 +15,8 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from queueing import format_quantity
-from queueing.fit import quota_lines
 from queueing.preemption import PRIORITY, RECLAIM, Preemption
+from queueing.quota_fit import quota_lines
 
 from .estimates import CLOSE_ENOUGH, RECORD_JOBS, EstimateRecord, FirstEstimate
 
@@ -149,7 +149,7 @@ def _pct(part: int, whole: int) -> float:
 
 def quota_bars(quota: dict | None, guaranteed: Mapping[str, int] | None = None) -> list[dict]:
     """One bar per resource the quota constrains: used and reserved as shares of hard, and
-    free as the planner counts it (queueing.fit.quota_lines).
+    free as the planner counts it (queueing.quota_fit.quota_lines).
 
     Elastic keys (in `guaranteed`, jobs.elastic.amounts of the namespace's guarantee) also
     show the guarantee as a mark on the bar and what is held beyond it as borrowed: held

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from queueing.fit import quota_lines
+from queueing.quota_fit import quota_lines
 from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
 from . import selectors, services

@@ -6,7 +6,6 @@ import re
 import stat
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -188,16 +187,18 @@ def test_wait_exit_codes(jobdash, server, tmp_path):
 
     to_run = wait_in_background(running.id, "Running")
     to_succeed = wait_in_background(failing.id, "Succeeded")
-    time.sleep(1.0)
+    # Each says first what it finds; only once both have, do the jobs move on (no sleeping
+    # on how fast a process starts).
+    first = to_run.stderr.readline()
+    assert to_succeed.stderr.readline().startswith("TFJob team-a/fails Queued")
     now = datetime.now(UTC)
     Job.objects.filter(pk=running.id).update(state="Released", released_at=now)
-    time.sleep(0.3)
     Job.objects.filter(pk=running.id).update(state="Running", started_at=now)
     Job.objects.filter(pk=failing.id).update(state="Failed", finished_at=now, message="the TFJob failed: OOMKilled")
     out, err = to_run.communicate(timeout=60)
     assert to_run.returncode == 0, (out, err)
     assert out.strip() == f"job {running.id}: Running"
-    assert err.splitlines()[0].startswith("TFJob team-a/runs Queued") and err.splitlines()[-1].endswith("Running")
+    assert first.startswith("TFJob team-a/runs Queued") and err.splitlines()[-1].endswith("Running")
     out, err = to_succeed.communicate(timeout=60)
     assert to_succeed.returncode == 1, (out, err)
     assert out.strip() == f"job {failing.id}: Failed, not Succeeded: the TFJob failed: OOMKilled"

@@ -3,7 +3,8 @@
 import pytest
 
 from queueing import InFlightJob, Node, PodSet, Taint, Workload
-from queueing.fit import NodeFailure, NodePool, QuotaLine, quota_check, quota_lines
+from queueing.fit import NodeFailure, NodePool
+from queueing.quota_fit import QuotaLine, quota_check, quota_lines
 from queueing.snapshot import gang_of, node_totals
 
 GI = 2**30

@@ -16,6 +16,13 @@ DETAILS = {
         "pods": 4,
         "placed": 1,
     },
+    Reason.NO_DOMAIN_FITS: {
+        "level": "topology.jobdash.io/rack",
+        "resource": "nvidia.com/gpu",
+        "needed": 8,
+        "pods": 4,
+        "roomiest": 2,
+    },
     Reason.WAITING_FOR_IN_FLIGHT: {"in_flight": 7},
     Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
     Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},
@@ -62,6 +69,16 @@ def test_messages_show_amounts_as_kubectl_would():
     )
 
 
+def test_a_required_topology_names_its_level_and_how_close_the_roomiest_domain_comes():
+    rack = PendingStatus(1, "team-a", 1, Reason.NO_DOMAIN_FITS, DETAILS[Reason.NO_DOMAIN_FITS]).message
+    assert rack == "no rack has room for all 4 pods (8 nvidia.com/gpu each) at once; the roomiest has room for 2"
+    unlabelled = {**DETAILS[Reason.NEVER_FITS_NODES], "level": "topology.jobdash.io/rack"}
+    never = PendingStatus(1, "team-a", 1, Reason.NEVER_FITS_NODES, unlabelled).message
+    assert never == (
+        "never fits: it requires one rack (topology.jobdash.io/rack), and no schedulable node carries that label"
+    )
+
+
 def test_elastic_quota_messages_name_the_cohort_the_victims_and_the_preemptor():
     borrow = PendingStatus(1, "team-a", 1, Reason.CANNOT_BORROW, DETAILS[Reason.CANNOT_BORROW]).message
     assert borrow == (
@@ -94,7 +111,7 @@ def test_policies_by_name():
 def test_waits_for_room_are_one_wait_and_every_other_change_is_a_new_one():
     from queueing.reasons import same_wait
 
-    room = [Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB]
+    room = [Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.NO_DOMAIN_FITS, Reason.RESERVED_FOR_OLDER_JOB]
     assert all(reason.for_room for reason in room)
     assert all(same_wait(a, b) for a in room for b in room)
     assert same_wait(Reason.QUOTA_EXCEEDED, "NoNodeFits")  # a row's stored reason is a str

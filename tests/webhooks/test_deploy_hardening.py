@@ -596,7 +596,8 @@ def test_every_example_fits_compose_quotas_and_nodes(example):
     from jobdash.cluster.convert import amounts, node
     from kubesim.config import node_objects
     from queueing import Node, parse_job
-    from queueing.fit import NodeFailure, NodePool, quota_check
+    from queueing.fit import NodeFailure, NodePool
+    from queueing.quota_fit import quota_check
     from queueing.snapshot import Taint, gang_of, node_totals
 
     cluster = compose_cluster()

@@ -1,0 +1,40 @@
+"""What one plan() call decides: the jobs to release now, with where each pod goes, and
+a status for every other job."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .preemption import Preemption
+from .reasons import PendingStatus
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Release ``job_id`` now.  ``placement``: (role, pod index, node) for every
+    pod, or None when node fit was off (the quota-only check of ``seed``);
+    ``borrowing``: beyond its namespace's guaranteed share (elastic.py)."""
+
+    job_id: int
+    namespace: str
+    placement: tuple[tuple[str, int, str], ...] | None
+    borrowing: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``admissions`` in the order they were decided; ``pending`` has a status for
+    every other job; ``preemptions``: running jobs to preempt, each for a waiting
+    job whose status is then ``Preempting``.  ``stats`` are counters for logs and
+    benchmarks."""
+
+    admissions: tuple[Admission, ...]
+    pending: Mapping[int, PendingStatus]
+    policy: str = ""
+    stats: Mapping[str, int] = field(default_factory=dict, compare=False)
+    preemptions: tuple[Preemption, ...] = ()
+
+    @property
+    def admitted(self) -> tuple[int, ...]:
+        return tuple(admission.job_id for admission in self.admissions)

@@ -1,0 +1,120 @@
+"""Topology: node labels name the levels of a cluster (a block, a rack, a host), and a
+job may require or prefer that its whole gang run in one domain of a level (one rack),
+as with Kueue's ``podset-required-topology`` / ``podset-preferred-topology``.
+
+A required level is kept or the job waits, with a reason naming the level and how close
+the roomiest domain comes. A preferred level is tried first, then each level above it,
+then the whole cluster: the gang lands in as few domains as it can. Within a level the
+domains are tried tightest first (best fit: the domain with the least free of the gang's
+scarcest resource that has enough), so that roomy racks stay roomy for big gangs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .fit import NodeFailure, NodePool, primary_resource
+from .snapshot import PodGroup
+from .workload import Workload
+
+REQUIRED_ANNOTATION = "jobdash.io/required-topology"
+PREFERRED_ANNOTATION = "jobdash.io/preferred-topology"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class TopologyRequest:
+    level: str  # a node label
+    required: bool
+
+
+def request_of(workload: Workload) -> TopologyRequest | None:
+    """The job's topology request, from its annotations (required wins over preferred)."""
+    annotations = workload.annotations
+    if not annotations:
+        return None
+    level = annotations.get(REQUIRED_ANNOTATION)
+    if level:
+        return TopologyRequest(level, True)
+    level = annotations.get(PREFERRED_ANNOTATION)
+    return TopologyRequest(level, False) if level else None
+
+
+def level_name(label: str) -> str:
+    """How people call a level: "rack" for topology.example.com/rack, "node" for hosts."""
+    return "node" if label == HOSTNAME else label.rpartition("/")[2] or label
+
+
+class Topology:
+    """The domains of each configured level over one cycle's pool (``levels``: node
+    labels, the widest first), and topology-aware placement on it."""
+
+    def __init__(self, pool: NodePool, levels: Sequence[str]):
+        self.pool = pool
+        self.levels = tuple(levels)
+        self._domains: dict[str, list[frozenset[int]]] = {}
+
+    def domains(self, level: str) -> list[frozenset[int]]:
+        """The level's domains: schedulable nodes grouped by their value of its label
+        (nodes without the label belong to none)."""
+        found = self._domains.get(level)
+        if found is None:
+            groups: dict[str, set[int]] = {}
+            nodes = self.pool.nodes
+            for number in self.pool.schedulable:
+                value = nodes[number].labels.get(level)
+                if value is not None:
+                    groups.setdefault(value, set()).add(number)
+            found = self._domains[level] = [frozenset(groups[value]) for value in sorted(groups)]
+        return found
+
+    def place(
+        self, gang: tuple[PodGroup, ...], totals: Mapping[str, int], request: TopologyRequest
+    ) -> list[tuple[int, int]] | NodeFailure:
+        pods = sum(group.count for group in gang)
+        if request.required:
+            placed = self._best_fit(request.level, gang, totals)
+            if isinstance(placed, list):
+                return placed
+            largest = max(gang, key=lambda group: dict(group.requests).get(primary_resource(group.requests), 0))
+            resource = primary_resource(largest.requests)
+            return NodeFailure(
+                "never" if not self.domains(request.level) else "topology",
+                resource,
+                dict(largest.requests).get(resource, 0),
+                placed,
+                largest.role,
+                pods,
+                level=request.level,
+            )
+        # Preferred: its level, then each wider one, then anywhere.
+        if request.level in self.levels:
+            wider = self.levels[: self.levels.index(request.level) + 1]
+        else:
+            wider = (request.level,)
+        for level in reversed(wider):
+            placed = self._best_fit(level, gang, totals)
+            if isinstance(placed, list):
+                return placed
+        return self.pool.place(gang, totals)
+
+    def _best_fit(
+        self, level: str, gang: tuple[PodGroup, ...], totals: Mapping[str, int]
+    ) -> list[tuple[int, int]] | int:
+        """The gang in one domain of the level, the tightest that holds it; else the most
+        pods any one domain had room for."""
+        resource = primary_resource(tuple(totals.items()))
+        needed = totals.get(resource, 0)
+        free = self.pool.free
+        sized = []
+        for domain in self.domains(level):
+            room = sum(max(free[number].get(resource, 0), 0) for number in domain)
+            sized.append((room < needed, room, min(domain), domain))
+        roomiest = 0
+        for _, _, _, domain in sorted(sized, key=lambda entry: entry[:3]):
+            placed = self.pool.place(gang, totals, within=domain)
+            if isinstance(placed, list):
+                return placed
+            roomiest = max(roomiest, placed.placed)
+        return roomiest
