@@ -200,6 +200,19 @@ JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
 JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))
 JOBDASH_WEBHOOK_MODE = env_choice("JOBDASH_WEBHOOK_MODE", "deny", ("deny", "suspend"))
+# Placement: `gates` pins every pod of a released job to the node the planner chose (its
+# templates carry a scheduling gate; the dispatcher sends each pod to its node and lifts it);
+# `none` leaves the pods to the cluster's scheduler (clusters without scheduling gates).
+JOBDASH_PLACEMENT = env_choice("JOBDASH_PLACEMENT", "gates", ("gates", "none"))
+# The node labels that name topology levels, the widest first (a job may require or prefer
+# that its gang run in one domain of a level: jobdash.io/required-topology).
+JOBDASH_TOPOLOGY_LEVELS = tuple(
+    label.strip()
+    for label in os.environ.get(
+        "JOBDASH_TOPOLOGY_LEVELS", "topology.jobdash.io/block,topology.jobdash.io/rack,kubernetes.io/hostname"
+    ).split(",")
+    if label.strip()
+)
 # Cluster identities whose job creations pass the webhook untouched (jobdash's own releases).
 JOBDASH_OWN_IDENTITIES = [
     name.strip()

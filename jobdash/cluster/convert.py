@@ -9,6 +9,7 @@ import orjson
 
 from queueing.podspec import pod_shape
 from queueing.quantity import canonical
+from queueing.topology import HOSTNAME
 from queueing.validation import Problems
 
 from . import kinds
@@ -83,6 +84,7 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
     meta = _meta(obj)
     labels = meta.get("labels") or {}
     spec = obj.get("spec") or {}
+    gates = spec.get("schedulingGates")
     return PodInfo(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
@@ -91,6 +93,8 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
         labels={k: v for k, v in labels.items() if k in _POD_LABELS},
         requests=pod_requests(spec),
         deleting=bool(meta.get("deletionTimestamp")),
+        gates=tuple(gate.get("name", "") for gate in gates) if gates else (),
+        selected_node=(spec.get("nodeSelector") or {}).get(HOSTNAME),
     )
 
 

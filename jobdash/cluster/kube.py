@@ -13,6 +13,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from queueing.topology import HOSTNAME
+
 from . import convert, kinds
 from .gateway import (
     JOB_ID_LABEL,
@@ -344,6 +346,53 @@ class KubeGateway:
 
     def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None:
         self._patch(key, {**kinds.suspend_patch(key[0], suspended), **convert.term_patch(term)})
+
+    def update_job_object(
+        self, key: ObjectKey, change: Callable[[dict[str, Any]], dict[str, Any]], term: int | None = None
+    ) -> JobObject:
+        """Read the object, change it, and replace it with exactly that version (a
+        resourceVersion precondition): a release that holds or restores its pod templates
+        and flips suspend in one write. Stamped with the term like every write of ours.
+        Retried on a conflict (someone wrote between our read and write)."""
+        kind_key, namespace, name = key
+        group, version, plural = kinds.group_version_plural(kind_key)
+        for attempt in range(4):
+            current = self._call(self._custom.get_namespaced_custom_object, group, version, namespace, plural, name)
+            body = change(current)
+            if term is not None:
+                annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+                annotations[TERM_ANNOTATION] = str(term)
+            try:
+                replaced = self._call(
+                    self._custom.replace_namespaced_custom_object, group, version, namespace, plural, name, body
+                )
+            except Conflict:
+                if attempt == 3:
+                    raise
+                continue
+            return convert.job_object(kind_key, replaced)
+        raise AssertionError("unreachable")  # (the last attempt returns or raises)
+
+    def ungate_pod(self, pod: PodInfo, gate: str, node: str) -> None:
+        """Send a gated pod to `node`: its nodeSelector names the node's hostname, and `gate`
+        goes (the API server lets a gated pod's scheduling directives only narrow)."""
+        others = [{"name": name} for name in pod.gates if name != gate]
+        patch = {"spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": others or None}}
+        # A merge patch: its list replaces the pod's gates (a strategic merge patch would merge
+        # them by name and keep ours).
+        self._call(
+            self._core.patch_namespaced_pod,
+            pod.name,
+            pod.namespace,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        try:
+            self._call(self._core.delete_namespaced_pod, name, namespace)
+        except NotFound:
+            pass  # already gone is what we wanted
 
     def label_job_object(self, key: ObjectKey, job_id: int, term: int | None = None) -> None:
         """Bind an existing object (created by someone else, suspended) to a jobdash job."""

@@ -63,6 +63,8 @@ class DispatchSettings:
     preemption_grace_s: float = 60.0
     preempt_within_namespace: bool = False
     preemption_limit: int | None = None  # times a job may be preempted before it is no victim any more
+    pin: bool = True  # every pod to the node the planner chose (JOBDASH_PLACEMENT=gates)
+    topology_levels: tuple[str, ...] = ()  # node labels, the widest first
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -80,6 +82,8 @@ class DispatchSettings:
             preemption_grace_s=settings.JOBDASH_PREEMPTION_GRACE_SECONDS,
             preempt_within_namespace=settings.JOBDASH_PREEMPT_WITHIN_NAMESPACE,
             preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
+            pin=settings.JOBDASH_PLACEMENT == "gates",
+            topology_levels=settings.JOBDASH_TOPOLOGY_LEVELS,
         )
 
 
@@ -208,6 +212,7 @@ class Dispatcher:
             release_mode=config.release_mode,
             node_fit=config.node_fit,
             preemption_limit=config.preemption_limit,
+            topology_levels=config.topology_levels,
             now=started.timestamp(),
         )
         result.pending = len(observed.pending)

@@ -147,6 +147,7 @@ def build(
     release_mode: str,
     node_fit: bool,
     preemption_limit: int | None,
+    topology_levels: tuple[str, ...] = (),
     now: float | None = None,
 ) -> Observation:
     """`now`: the cycle's time, in seconds since the epoch (default: the current time)."""
@@ -216,5 +217,6 @@ def build(
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,
+        topology_levels=topology_levels,
     )
     return Observation(snapshot, rows, active, by_job, dict(overruns))
