@@ -34,7 +34,7 @@ from .preemptor import Preemptor
 from .quota_fit import quota_check
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
 from .snapshot import PendingJob, Snapshot
-from .topology import Topology, TopologyRequest, request_of
+from .topology import Topology, TopologyRequest
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
@@ -283,7 +283,7 @@ class _Planner:
         namespace = self.state.namespaces[job.namespace]
         # Capacity only shrinks during a cycle, so a job shaped like one that
         # already failed for capacity in this namespace fails the same way.
-        request = request_of(job.workload)
+        request = job.topology
         shape: tuple[object, ...] = (id(job.demand), id(job.gang))
         if request is not None:  # (placed by its own rule: unlike jobs of its shape without one)
             shape = (*shape, request)

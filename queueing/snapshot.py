@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
 if TYPE_CHECKING:  # policy.py imports this module
@@ -175,6 +176,8 @@ class PendingJob:
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
     cpu: int = field(init=False, repr=False, compare=False)
+    # Its topology request (topology.py), read from its annotations once.
+    topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
 
     # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
     def __init__(
@@ -208,6 +211,7 @@ class PendingJob:
         set_(self, "gang", gang)
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
+        set_(self, "topology", request_of(workload))
 
 
 def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:

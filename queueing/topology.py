@@ -12,33 +12,20 @@ scarcest resource that has enough), so that roomy racks stay roomy for big gangs
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from .fit import NodeFailure, NodePool, primary_resource
 from .snapshot import PodGroup
-from .workload import Workload
+from .topology_request import HOSTNAME, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION, TopologyRequest, request_of
 
-REQUIRED_ANNOTATION = "jobdash.io/required-topology"
-PREFERRED_ANNOTATION = "jobdash.io/preferred-topology"
-HOSTNAME = "kubernetes.io/hostname"
-
-
-@dataclass(frozen=True)
-class TopologyRequest:
-    level: str  # a node label
-    required: bool
-
-
-def request_of(workload: Workload) -> TopologyRequest | None:
-    """The job's topology request, from its annotations (required wins over preferred)."""
-    annotations = workload.annotations
-    if not annotations:
-        return None
-    level = annotations.get(REQUIRED_ANNOTATION)
-    if level:
-        return TopologyRequest(level, True)
-    level = annotations.get(PREFERRED_ANNOTATION)
-    return TopologyRequest(level, False) if level else None
+__all__ = [
+    "HOSTNAME",
+    "PREFERRED_ANNOTATION",
+    "REQUIRED_ANNOTATION",
+    "Topology",
+    "TopologyRequest",
+    "level_name",
+    "request_of",
+]
 
 
 def level_name(label: str) -> str:
