@@ -26,7 +26,8 @@ class Admission:
 class Plan:
     """``admissions`` in the order they were decided; ``pending`` has a status for
     every other job; ``preemptions``: running jobs to preempt, each for a waiting
-    job whose status is then ``Preempting``.  ``stats`` are counters for logs and
+    job whose status is then ``Preempting``; ``replacements`` and ``evictions``: what
+    becomes of admitted gangs whose nodes failed.  ``stats`` are counters for logs and
     benchmarks."""
 
     admissions: tuple[Admission, ...]
@@ -34,6 +35,10 @@ class Plan:
     policy: str = ""
     stats: Mapping[str, int] = field(default_factory=dict, compare=False)
     preemptions: tuple[Preemption, ...] = ()
+    # Gangs that lost pods to failed nodes: the new whole placement of each that fits again,
+    # and why each other one is to be taken back and queued again (replacement.py).
+    replacements: Mapping[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+    evictions: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def admitted(self) -> tuple[int, ...]:

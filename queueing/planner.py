@@ -3,7 +3,8 @@
 ``plan(snapshot, policy)`` runs in numbered phases (after Kueue's
 ``schedule()``), over one ``CycleState`` (cycle_state.py):
 
-1. state      - free quota per namespace, free node capacity
+1. state      - free quota per namespace, free node capacity; admitted gangs that lost
+                nodes to failures placed again first (replacement.py)
 2. order      - the policy's queue order, namespace overrides in their places
 3. admit      - each job in turn (fair_share.py takes turns by share): 3a holds,
                 3b quota, 3c gang placement on nodes, 3d admitted; else a reason
@@ -33,6 +34,7 @@ from .policy import Policy
 from .preemptor import Preemptor
 from .quota_fit import quota_check
 from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
+from .replacement import replace
 from .snapshot import PendingJob, Snapshot
 from .topology import Topology, TopologyRequest
 
@@ -134,6 +136,8 @@ class _Planner:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         state.namespaces.update(namespace_states(state.snapshot, state.policy, self.overrides))
         self.cluster_max = state.pool.cluster_max  # the most of each resource one empty node has
+        # Gangs admitted before that lost nodes to failures take new ones before anyone else.
+        replaced = replace(state.pool, state.snapshot.replacements)
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
         ordered = self._order()
         # 3. Admit, recording a reason for every job that is not admitted.  With elastic quota,
@@ -212,7 +216,15 @@ class _Planner:
         stats.update(state.pool.stats)
         stats["admitted"] = len(self.admissions)
         stats["preemptions"] = len(state.preemptions)
-        return Plan(tuple(self.admissions), statuses, state.policy.name, stats, tuple(state.preemptions))
+        return Plan(
+            tuple(self.admissions),
+            statuses,
+            state.policy.name,
+            stats,
+            tuple(state.preemptions),
+            replaced.placements,
+            replaced.evicted,
+        )
 
     # -- 2. order ------------------------------------------------------------------------
 

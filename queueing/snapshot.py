@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
-if TYPE_CHECKING:  # policy.py imports this module
+if TYPE_CHECKING:  # policy.py and replacement.py import this module
     from .policy import Policy
+    from .replacement import Replacement
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -429,6 +430,8 @@ class Snapshot:
     preemption_limit: int | None = None  # a job preempted this often is no longer a victim; None: no limit
     # The node labels that name topology levels, the widest first (topology.py).
     topology_levels: tuple[str, ...] = ()
+    # Admitted gangs that lost planned pods to failed nodes (replacement.py).
+    replacements: tuple[Replacement, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))
