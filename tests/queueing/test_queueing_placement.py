@@ -19,6 +19,7 @@ from tests.examples import examples
 from tests.queueing.kinds_support import Runtimes, container
 from tests.queueing.test_queueing_kinds_properties import batch_job, jobset, kubeflow_job, mpi_job, train_job
 from tests.queueing.test_queueing_trainjob import TORCH_DISTRIBUTED
+from tests.queueing.test_queueing_trainjob import runtimes as trainjob_runtimes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SETTINGS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -166,6 +167,23 @@ def test_a_trainjob_drops_a_blank_entry_and_nothing_else():
     alone = trainjob([blank])
     TRAINJOB.drop_blank(alone, alone["spec"]["podSpecOverrides"][0])
     assert alone == trainjob()
+
+
+def test_a_trainjob_is_held_only_with_an_entry_for_each_of_its_jobs():
+    # deepspeed-distributed runs two replicatedJobs: node and launcher.
+    manifest = trainjob([{"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "gpu"}}])
+    manifest["spec"]["runtimeRef"]["name"] = "deepspeed-distributed"
+    workload = TRAINJOB.validate_and_build(manifest, trainjob_runtimes())
+    assert [p.role for p in workload.pod_sets] == ["node", "launcher"]
+    held_obj = hold(TRAINJOB, manifest, workload)
+    assert held_obj["spec"]["podSpecOverrides"] == [
+        {"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "gpu"}, "schedulingGates": [OURS]},
+        {"targetJobs": [{"name": "launcher"}], "schedulingGates": [OURS]},
+    ]
+    assert held(TRAINJOB, held_obj, workload)
+    del held_obj["spec"]["podSpecOverrides"][1]
+    assert not held(TRAINJOB, held_obj, workload)
+    assert restore(TRAINJOB, held_obj) == manifest
 
 
 @dataclass(frozen=True)
