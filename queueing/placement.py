@@ -55,13 +55,12 @@ def restore(adapter: JobAdapter, obj: Mapping[str, Any]) -> dict[str, Any]:
     schedulingGates it leaves empty and a template it leaves blank removed (those hold
     made). A template without ``GATE`` is not touched."""
     restored = copy.deepcopy(dict(obj))
-    seen: set[int] = set()
+    # A TrainJob entry naming several jobs comes once for each: the first visit ungates it.
     for _, template in capabilities.pod_templates(adapter, restored):
         spec = capabilities.template_pod_spec(adapter, template)
         gates = None if spec is None else spec.get(GATES)
-        if id(template) in seen or spec is None or not isinstance(gates, list) or not _gated(gates):
+        if spec is None or not isinstance(gates, list) or not _gated(gates):
             continue
-        seen.add(id(template))  # a TrainJob entry naming several jobs is listed once for each
         kept = [gate for gate in gates if not _ours(gate)]
         if kept:
             spec[GATES] = kept
