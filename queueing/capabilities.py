@@ -5,13 +5,14 @@ A caller asks ``isinstance(adapter, JobWithX)``, never ``getattr``: what a kind 
 declare gets the default written beside the protocol. So a kind that does not fit the
 Kubeflow mould has a named place for what differs: its own name rule, no suspend flag
 (preempted by deleting its object, held only by refusing it), no role label on its pods
-(one group), or a start that is not "every pod of the gang Running".
+(one group), a start that is not "every pod of the gang Running", or pod templates that are
+not all in its object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, cast, runtime_checkable
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .validation import NameRule, dns1035_label_problem
 from .workload import JobAdapter, Workload
@@ -51,6 +52,32 @@ class JobWithStartRule(Protocol):
     def started(self, workload: Workload, running: Mapping[str, int]) -> bool: ...
 
 
+@runtime_checkable
+class JobWithPodTemplates(Protocol):
+    """Where its pods' templates are in its object, for a caller to change them in place on a
+    copy (queueing.placement's gate, as Kueue's RunWithPodSetsInfo and RestorePodSetsInfo
+    change a job's pod sets). Without it nothing is known of its templates, and its pods go
+    wherever the scheduler puts them.
+
+    ``pod_templates(obj, roles)``: ``(role, template)`` for every template in ``obj``, the
+    role a Workload pod set's (compared without case), the template the mapping inside
+    ``obj``. A kind whose object need not hold a template for each role (a TrainJob's come
+    from its runtime) adds a blank one to ``obj`` for each of ``roles`` it lacks; other
+    kinds ignore ``roles``. ``pod_spec_path``: where in a template the pod's spec fields
+    (schedulingGates, nodeSelector, ...) are. ``drop_blank(obj, template)``: removes
+    ``template`` from ``obj`` if it is blank, as ``pod_templates`` adds them, with the
+    container that leaves empty; the job's own templates stay."""
+
+    @property
+    def pod_spec_path(self) -> tuple[str, ...]: ...
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]: ...
+
+    def drop_blank(self, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None: ...
+
+
 _DECLARED: dict[tuple[type, type], bool] = {}
 
 
@@ -86,3 +113,27 @@ def started(adapter: JobAdapter, workload: Workload, running: Mapping[str, int])
     if declares(adapter, JobWithStartRule):
         return cast(JobWithStartRule, adapter).started(workload, running)
     return workload.pods > 0 and sum(running.values()) >= workload.pods
+
+
+def pod_templates(
+    adapter: JobAdapter, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+) -> list[tuple[str, MutableMapping[str, Any]]]:
+    """Its pod templates in ``obj``; none for a kind that does not say where they are."""
+    if declares(adapter, JobWithPodTemplates):
+        return cast(JobWithPodTemplates, adapter).pod_templates(obj, roles)
+    return []
+
+
+def template_pod_spec(adapter: JobAdapter, template: Mapping[str, Any]) -> MutableMapping[str, Any] | None:
+    """The mapping of a template's pod spec fields, None where the template has none."""
+    if not declares(adapter, JobWithPodTemplates):
+        return None
+    found: Any = template
+    for step in cast(JobWithPodTemplates, adapter).pod_spec_path:
+        found = found.get(step) if isinstance(found, Mapping) else None
+    return found if isinstance(found, MutableMapping) else None
+
+
+def drop_blank(adapter: JobAdapter, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
+    if declares(adapter, JobWithPodTemplates):
+        cast(JobWithPodTemplates, adapter).drop_blank(obj, template)

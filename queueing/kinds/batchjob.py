@@ -6,7 +6,7 @@ replicated Jobs and TrainJob's runtimes are Job specs too and go through it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..validation import (
 )
 from ..workload import JobStatus, RuntimeSource, Workload, read_path, register
 from .common import (
+    TemplatesInObject,
     condition_status,
     count,
     domain_prefixed_path,
@@ -31,6 +32,7 @@ from .common import (
     one_of,
     pod_set,
     pod_template_shape,
+    template_at,
     workload,
 )
 
@@ -91,7 +93,7 @@ def _restart_policy(spec: Mapping[Any, Any], path: str, problems: Problems, defa
 
 
 @dataclass(frozen=True)
-class BatchJobAdapter:
+class BatchJobAdapter(TemplatesInObject):
     api_version: str = "batch/v1"
     kind: str = "Job"
     plural: str = "jobs"
@@ -108,6 +110,13 @@ class BatchJobAdapter:
             return found
         active = read_path(obj, ("status", "active"))
         return JobStatus("Running" if isinstance(active, int) and active > 0 else "Created")
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]:
+        """spec.template, its one pod set's."""
+        template = template_at(obj, ("spec", "template"))
+        return [] if template is None else [(self.role, template)]
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()

@@ -1,9 +1,10 @@
-"""Pieces every kind's adapter is made of: counts, enums, managedBy, conditions, the Workload."""
+"""Pieces every kind's adapter is made of: counts, enums, managedBy, conditions, the Workload,
+where pod templates are."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from ..podspec import PodShape, pod_shape
@@ -132,3 +133,21 @@ def condition_status(obj: Mapping[str, Any], phases: Mapping[str, str]) -> JobSt
         if condition_type in true:
             return JobStatus(phase=phase, message=str(true[condition_type].get("message") or ""))
     return None
+
+
+def template_at(holder: Any, path: tuple[str, ...]) -> MutableMapping[str, Any] | None:
+    """The pod template at ``path`` in ``holder``, None where there is no mapping."""
+    found = read_path(holder, path) if isinstance(holder, Mapping) else None
+    return found if isinstance(found, MutableMapping) else None
+
+
+class TemplatesInObject:
+    """The part of queueing.capabilities.JobWithPodTemplates every kind shares whose object
+    holds all its pod templates ({metadata, spec}): a kind adds only ``pod_templates``."""
+
+    @property
+    def pod_spec_path(self) -> tuple[str, ...]:
+        return ("spec",)
+
+    def drop_blank(self, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
+        """Never: every template is the job's own."""

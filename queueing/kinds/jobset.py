@@ -7,7 +7,7 @@ completionMode to Indexed and its pods' restartPolicy to OnFailure before the Jo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from ..validation import (
 )
 from ..workload import JobStatus, PodSet, RuntimeSource, Workload, read_path, register
 from .batchjob import JobShape, job_spec
-from .common import condition_status, count, domain_prefixed_path, pod_set, workload
+from .common import TemplatesInObject, condition_status, count, domain_prefixed_path, pod_set, template_at, workload
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def replicated_jobs_status(obj: Mapping[str, Any], phases: Mapping[str, str]) ->
 
 
 @dataclass(frozen=True)
-class JobSetAdapter:
+class JobSetAdapter(TemplatesInObject):
     api_version: str = "jobset.x-k8s.io/v1alpha2"
     kind: str = "JobSet"
     plural: str = "jobsets"
@@ -136,6 +136,20 @@ class JobSetAdapter:
 
     def status(self, obj: Mapping[str, Any]) -> JobStatus:
         return replicated_jobs_status(obj, {"Failed": "Failed", "Completed": "Succeeded", "Suspended": "Suspended"})
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]:
+        """Each replicatedJob's pod template (template.spec.template), named as the
+        replicatedJob, in their order."""
+        items = read_path(obj, ("spec", "replicatedJobs"))
+        found = []
+        for item in items if isinstance(items, list) else ():
+            name = item.get("name") if isinstance(item, Mapping) else None
+            template = template_at(item, ("template", "spec", "template"))
+            if isinstance(name, str) and template is not None:
+                found.append((name, template))
+        return found
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()

@@ -13,7 +13,7 @@ manifests write "Ps"); PyTorch's, XGBoost's, Paddle's and JAX's webhooks refuse 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,15 +27,24 @@ from ..validation import (
     optional_mapping,
     required_mapping,
 )
-from ..workload import JobStatus, PodSet, RuntimeSource, Workload, register
-from .common import count, latest_condition_status, one_of, pod_set, pod_template_shape, workload
+from ..workload import JobStatus, PodSet, RuntimeSource, Workload, read_path, register
+from .common import (
+    TemplatesInObject,
+    count,
+    latest_condition_status,
+    one_of,
+    pod_set,
+    pod_template_shape,
+    template_at,
+    workload,
+)
 
 MAX_REPLICAS = 10_000  # jobdash's own bound: beyond it a job is a mistake, not a gang
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 
 @dataclass(frozen=True)
-class ReplicatedJobAdapter:
+class ReplicatedJobAdapter(TemplatesInObject):
     api_version: str
     kind: str
     plural: str
@@ -58,6 +67,24 @@ class ReplicatedJobAdapter:
     def status(self, obj: Mapping[str, Any]) -> JobStatus:
         """The operator's conditions: Created, Running, Restarting, Suspended, Succeeded, Failed."""
         return latest_condition_status(obj)
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]:
+        """Each replica spec's template (an elastic PyTorchJob's Worker too), named by its
+        canonical replica type as its pod set is, in the pod sets' order."""
+        specs = read_path(obj, ("spec", self.replica_specs_field))
+        if not isinstance(specs, Mapping):
+            return []
+        by_lower = {t.lower(): t for t in self.replica_types}
+        found = []
+        for key, replica_spec in specs.items():
+            canonical = by_lower.get(key.lower()) if isinstance(key, str) else None
+            template = template_at(replica_spec, ("template",))
+            # A spelling the webhook refuses is no replica of the job, whatever it holds.
+            if canonical is not None and (self.any_case or canonical == key) and template is not None:
+                found.append((canonical, template))
+        return sorted(found, key=lambda pair: self.replica_types.index(pair[0]))
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()

@@ -8,7 +8,7 @@ it does not rename replica types, so "launcher" is not the Launcher.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,15 +20,17 @@ from ..validation import (
     optional_mapping,
     required_mapping,
 )
-from ..workload import JobStatus, PodSet, RuntimeSource, Workload, register
+from ..workload import JobStatus, PodSet, RuntimeSource, Workload, read_path, register
 from .common import (
     MAX_INT32,
+    TemplatesInObject,
     count,
     latest_condition_status,
     non_negative,
     one_of,
     pod_set,
     pod_template_shape,
+    template_at,
     workload,
 )
 from .kubeflow import MAX_REPLICAS, run_policy
@@ -42,7 +44,7 @@ SPECS = "spec.mpiReplicaSpecs"
 
 
 @dataclass(frozen=True)
-class MPIJobAdapter:
+class MPIJobAdapter(TemplatesInObject):
     api_version: str = "kubeflow.org/v2beta1"
     kind: str = "MPIJob"
     plural: str = "mpijobs"
@@ -56,6 +58,14 @@ class MPIJobAdapter:
     def status(self, obj: Mapping[str, Any]) -> JobStatus:
         """The training-operator's conditions: Created, Running, Restarting, Suspended, Succeeded, Failed."""
         return latest_condition_status(obj)
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]:
+        """The Launcher's and the Worker's template (the operator's own spelling only)."""
+        specs = read_path(obj, ("spec", "mpiReplicaSpecs"))
+        found = [(role, template_at(specs, (role, "template"))) for role in REPLICA_TYPES]
+        return [(role, template) for role, template in found if template is not None]
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()

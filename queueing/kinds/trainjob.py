@@ -14,12 +14,18 @@ trainer settings applied, as Trainer's runtime framework does:
   replicatedJobs (Trainer >= 2.2; earlier versions replaced the whole resources), and
   trainer.image replaces its image;
 - every other replicatedJob (initializers, an MPI launcher) runs as in the runtime.
+
+Its pod templates are in the runtime, not in the TrainJob, so what is changed of them for
+one TrainJob goes into its spec.podSpecOverrides (Trainer v2.0's v1alpha1: entries of
+targetJobs, each a replicatedJob's name, with nodeSelector, tolerations, schedulingGates,
+...): a "pod template" of a TrainJob is the override entry naming a replicatedJob, and a
+role without one gets a blank entry of its own (pod_templates).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +66,7 @@ MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multik
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"
 JOBSET_SPEC = "spec.template.spec"  # where a runtime keeps its JobSet spec
+OVERRIDES = "podSpecOverrides"
 PHASES = {"Failed": "Failed", "Complete": "Succeeded", "Suspended": "Suspended", "Created": "Created"}
 
 
@@ -91,6 +98,53 @@ class TrainJobAdapter:
     def status(self, obj: Mapping[str, Any]) -> JobStatus:
         """Trainer's conditions; while none is true the TrainJob has no phase of its own."""
         return condition_status(obj, PHASES) or JobStatus("")
+
+    @property
+    def pod_spec_path(self) -> tuple[str, ...]:
+        return ()  # an override entry holds the pod spec's fields itself
+
+    def pod_templates(
+        self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
+    ) -> list[tuple[str, MutableMapping[str, Any]]]:
+        """(replicatedJob, entry) for each job each spec.podSpecOverrides entry names, and a
+        blank entry {targetJobs: [{name: role}]} appended for each of ``roles`` (the
+        Workload's: every replicatedJob of the runtime) that none names. A job the user's
+        entry names has no entry of its own: Trainer 2.0's webhook refuses two entries
+        naming one job."""
+        spec = obj.get("spec")
+        if not isinstance(spec, MutableMapping):
+            return []
+        entries = spec.get(OVERRIDES)
+        found = [
+            (name, entry)
+            for entry in (entries if isinstance(entries, list) else ())
+            if isinstance(entry, MutableMapping)
+            for name in _targets(entry)
+        ]
+        missing = [role for role in dict.fromkeys(roles) if role not in {name for name, _ in found}]
+        if missing and entries is None:
+            entries = spec[OVERRIDES] = []
+        if not isinstance(entries, list):  # not a list: nothing can be added without losing it
+            return found
+        for role in missing:
+            blank: MutableMapping[str, Any] = {"targetJobs": [{"name": role}]}
+            entries.append(blank)
+            found.append((role, blank))
+        return found
+
+    def drop_blank(self, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
+        """Removes an entry naming one job and nothing else, and the list if it empties."""
+        targets = _targets(template)
+        if len(targets) != 1 or template != {"targetJobs": [{"name": targets[0]}]}:
+            return
+        spec = obj.get("spec")
+        entries = spec.get(OVERRIDES) if isinstance(spec, MutableMapping) else None
+        if isinstance(spec, MutableMapping) and isinstance(entries, list):
+            at = next((i for i, entry in enumerate(entries) if entry is template), None)
+            if at is not None:
+                del entries[at]
+                if not entries:
+                    del spec[OVERRIDES]
 
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()
@@ -196,6 +250,13 @@ def _pod_sets(
 
 def _name_of(item: Any) -> Any:
     return item.get("name") if isinstance(item, Mapping) else None
+
+
+def _targets(entry: Mapping[str, Any]) -> list[str]:
+    """The replicatedJobs an override entry names."""
+    targets = entry.get("targetJobs")
+    names = [_name_of(target) for target in (targets if isinstance(targets, list) else ())]
+    return [name for name in names if isinstance(name, str)]
 
 
 def _trainer_position(items: list[Any]) -> int | None:

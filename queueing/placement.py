@@ -1,0 +1,196 @@
+"""A released job's pods run exactly where the planner placed them (as Kueue's topology-aware
+scheduling does it).
+
+At release every pod template of the job gets the scheduling gate ``GATE`` (``hold``), so
+each pod is created gated and no scheduler places it; the dispatcher then gives each gated
+pod the nodeSelector of its planned node and removes the gate (``assign`` says which pod
+gets which node). On suspend the templates go back to what the user wrote (``restore``),
+as Kueue's RunWithPodSetsInfo and RestorePodSetsInfo do with a job's pod sets. Where a
+kind's templates are, and what a blank one is, is the kind's
+(capabilities.JobWithPodTemplates); what is done to them is here, the same for every kind.
+
+``restore(hold(x)) == x`` for every ``x`` that carries nothing of jobdash's (no ``GATE``)
+and no container ``hold`` fills that is there but empty: a ``schedulingGates`` that is
+``[]`` or null, for a TrainJob also a ``podSpecOverrides`` that is, or an override entry
+that names one job and overrides nothing. Each means what its absence means, and ``hold``
+can only make of it what it makes of its absence (only a marker of jobdash's could say
+which it was, and any place for one reaches the Workload or what the job's controller
+makes), so restore leaves it absent.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, cast
+
+from . import capabilities
+from .workload import JobAdapter, Workload
+
+GATE = "jobdash.io/placement"
+GATES = "schedulingGates"
+
+
+def hold(adapter: JobAdapter, obj: Mapping[str, Any], workload: Workload) -> dict[str, Any]:
+    """A copy of ``obj`` with ``GATE`` last in every pod template's schedulingGates (once:
+    a template that has it is left alone), everything else as it was. ``workload``: what
+    ``obj`` validates to; its roles are the templates a kind may have to add (a TrainJob's
+    override entries). A template whose schedulingGates is not a list is left as it is
+    (``held`` then says so): it could not be gated without losing what it holds."""
+    held_obj = copy.deepcopy(dict(obj))
+    for _, template in capabilities.pod_templates(adapter, held_obj, _roles(workload)):
+        spec = capabilities.template_pod_spec(adapter, template)
+        gates = None if spec is None else spec.get(GATES)
+        if spec is not None and gates is None:
+            spec[GATES] = [{"name": GATE}]
+        elif isinstance(gates, list) and not _gated(gates):
+            gates.append({"name": GATE})
+    return held_obj
+
+
+def restore(adapter: JobAdapter, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``obj`` without what ``hold`` added: ``GATE`` out of every template, a
+    schedulingGates it leaves empty and a template it leaves blank removed (those hold
+    made). A template without ``GATE`` is not touched."""
+    restored = copy.deepcopy(dict(obj))
+    # A TrainJob entry naming several jobs comes once for each: the first visit ungates it.
+    for _, template in capabilities.pod_templates(adapter, restored):
+        spec = capabilities.template_pod_spec(adapter, template)
+        gates = None if spec is None else spec.get(GATES)
+        if spec is None or not isinstance(gates, list) or not _gated(gates):
+            continue
+        kept = [gate for gate in gates if not _ours(gate)]
+        if kept:
+            spec[GATES] = kept
+        else:
+            del spec[GATES]
+        capabilities.drop_blank(adapter, restored, template)
+    return restored
+
+
+def held(adapter: JobAdapter, obj: Mapping[str, Any], workload: Workload) -> bool:
+    """Whether every pod of the job would be created gated: every role of ``workload`` has
+    a template in ``obj`` and every template carries ``GATE``."""
+    # Asked for no roles, a kind adds no template: obj is only read.
+    templates = capabilities.pod_templates(adapter, cast(MutableMapping[str, Any], obj))
+    covered = {role.lower() for role, _ in templates}
+    if not templates or any(role.lower() not in covered for role in _roles(workload)):
+        return False
+    for _, template in templates:
+        spec = capabilities.template_pod_spec(adapter, template)
+        gates = None if spec is None else spec.get(GATES)
+        if not isinstance(gates, list) or not _gated(gates):
+            return False
+    return True
+
+
+def _roles(workload: Workload) -> list[str]:
+    return [pod_set.role for pod_set in workload.pod_sets]
+
+
+def _ours(gate: Any) -> bool:
+    return isinstance(gate, Mapping) and gate.get("name") == GATE
+
+
+def _gated(gates: list[Any]) -> bool:
+    return any(_ours(gate) for gate in gates)
+
+
+# --- which gated pod goes to which planned node --------------------------------------------
+
+Slot = tuple[str, int, str]  # (role, index, node): one pod of the planner's placement
+
+
+@dataclass(frozen=True)
+class JobPod:
+    """One of a released job's pods, as the dispatcher sees it."""
+
+    name: str
+    role: str  # its pod set's, in any case
+    index: int | None = None  # its number within its role, where its labels say one
+    gated: bool = False  # still held by GATE
+    node: str = ""  # the node it is bound to or selected for; "" for neither
+    terminating: bool = False
+
+
+@dataclass(frozen=True)
+class Assignment:
+    nodes: Mapping[str, str] = field(default_factory=dict)  # gated pod's name -> its node
+    unassigned: tuple[str, ...] = ()  # gated pods beyond the plan: no slot of their role left
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", MappingProxyType(dict(self.nodes)))
+
+
+def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
+    """Which gated pod runs on which node of ``placement`` (the planner's: one slot per
+    pod). Live pods past the gate hold slots already: each uses up one of its role, on its
+    own node where one is free (of its own index first), else any of its role (by count:
+    not every kind numbers its pods as the planner does, and a pod may run where no slot
+    is). Then each gated pod gets a free slot of its role: on the node it is already
+    selected for if one is free there, else the one of its own index, else the lowest free
+    one, pods in index order. Terminating pods hold nothing and get nothing. The answer
+    does not depend on the order of either input."""
+    free: dict[str, list[tuple[int, str]]] = {}
+    for role, index, node in placement:
+        free.setdefault(role.lower(), []).append((index, node))
+    for slots in free.values():
+        slots.sort()
+    live = sorted(
+        (pod for pod in pods if not pod.terminating),
+        key=lambda p: (p.name, p.role, p.index is None, p.index or 0, p.gated, p.node),
+    )
+    gated = [pod for pod in live if pod.gated]
+    # A pod past the gate takes a slot a gated pod's index names last, so that a pod made
+    # again for a slot (same index) goes back to that slot's node.
+    wanted: dict[str, set[int]] = {}
+    for pod in gated:
+        if pod.index is not None:
+            wanted.setdefault(pod.role.lower(), set()).add(pod.index)
+
+    holding = [pod for pod in live if not pod.gated]
+    holding = _sweep(holding, free, by_index=True, by_node=True)
+    holding = _sweep(holding, free, by_node=True, avoid=wanted)
+    _sweep(holding, free, avoid=wanted)  # one that still finds none runs beyond the plan: it holds nothing
+
+    nodes: dict[str, str] = {}
+    waiting = _sweep(gated, free, by_index=True, by_node=True, into=nodes)
+    waiting = _sweep(waiting, free, by_node=True, into=nodes)
+    waiting = _sweep(waiting, free, by_index=True, into=nodes)
+    waiting.sort(key=lambda p: (p.index is None, p.index or 0, p.name))  # the kind's numbering, where it has one
+    unassigned = _sweep(waiting, free, into=nodes)
+    return Assignment(nodes, tuple(sorted(pod.name for pod in unassigned)))
+
+
+def _sweep(
+    pods: Sequence[JobPod],
+    free: Mapping[str, list[tuple[int, str]]],
+    *,
+    by_index: bool = False,
+    by_node: bool = False,
+    avoid: Mapping[str, set[int]] | None = None,
+    into: dict[str, str] | None = None,
+) -> list[JobPod]:
+    """One pass: each pod in turn takes a free slot of its role (of its own index, on its
+    own node, where asked; a pod without an index or a node then takes none), the lowest
+    free one, one whose index ``avoid`` names for its role last; its node goes ``into``.
+    The pods that took none."""
+    missed = []
+    for pod in pods:
+        slots = free.get(pod.role.lower(), [])
+        fits = [
+            i
+            for i, (index, node) in enumerate(slots)
+            if (not by_index or index == pod.index) and (not by_node or node == pod.node)
+        ]
+        if (by_index and pod.index is None) or (by_node and not pod.node) or not fits:
+            missed.append(pod)
+            continue
+        kept_for_others = (avoid or {}).get(pod.role.lower(), set())
+        chosen = next((i for i in fits if slots[i][0] not in kept_for_others), fits[0])
+        _, node = slots.pop(chosen)
+        if into is not None:
+            into[pod.name] = node
+    return missed
