@@ -13,8 +13,6 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from queueing.topology import HOSTNAME
-
 from . import convert, kinds
 from .gateway import (
     JOB_ID_LABEL,
@@ -377,7 +375,7 @@ class KubeGateway:
         """Send a gated pod to `node`: its nodeSelector names the node's hostname, and `gate`
         goes (the API server lets a gated pod's scheduling directives only narrow)."""
         others = [{"name": name} for name in pod.gates if name != gate]
-        patch = {"spec": {"nodeSelector": {HOSTNAME: node}, "schedulingGates": others or None}}
+        patch = {"spec": {"nodeSelector": {convert.HOSTNAME: node}, "schedulingGates": others or None}}
         # A merge patch: its list replaces the pod's gates (a strategic merge patch would merge
         # them by name and keep ours).
         self._call(

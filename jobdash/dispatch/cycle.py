@@ -4,15 +4,17 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 1. snapshot  - database + watch cache -> queueing.Snapshot and the active jobs (snapshot_phase.build)
 2. plan      - queueing.plan(): admissions, preemptions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term (release.start); the objects are then sent
-               from the release threads while phases 4 to 6 run
+               from the release threads while phases 4 to 7 run
 4. preempt   - the plan's victims are told to leave after their grace period (preempt.mark)
 5. statuses  - position/reason/message/ETA written back, only rows that changed (statuses.write_statuses)
 6. track     - the cluster's news moves the active jobs on: running, finished, start
                timeout (tracker.track); claims stranded without their object are re-sent
                (reconcile.resend_stranded, and the whole reconcile every few cycles)
-7. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
-               phase 5 or 6 failed
-8. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
+7. pin       - gangs that lost nodes get their new placement (or are queued again); every
+               gated pod is sent to its planned node (pinning.py)
+8. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
+               phases 5 to 7 failed
+9. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
@@ -29,7 +31,7 @@ from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import cycle_cache, preempt, publish, snapshot_phase, tracker, transitions
+from . import cycle_cache, pinning, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
@@ -96,6 +98,7 @@ class CycleResult:
     skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
     preempted: int = 0  # victims told to leave this cycle
+    pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
 
 
 class Dispatcher:
@@ -135,6 +138,7 @@ class Dispatcher:
             backoff_seconds=self.config.backoff_s,
             concurrency=self.config.concurrency,
             now=self.clock.now(),
+            pin=self.config.pin,
         )
 
     def repair(self, term: int, now: datetime | None = None) -> dict:
@@ -154,6 +158,7 @@ class Dispatcher:
                 settled=self.sweep.settled,
                 active=self.sweep.active,
                 now=now,
+                pin=self.config.pin,
             )
         return reconcile_pass.resend_stranded(
             self.gateway,
@@ -163,6 +168,7 @@ class Dispatcher:
             concurrency=self.config.concurrency,
             min_age_s=self.config.repair_after_s,
             now=now,
+            pin=self.config.pin,
         )
 
     def track(
@@ -237,6 +243,8 @@ class Dispatcher:
                 backoff_seconds=config.backoff_s,
                 seen=seen,
                 now=started,
+                pin=config.pin,
+                workloads={row.job.id: row.job.workload for row in observed.pending},
             )
         except transitions.StaleSnapshot as error:
             log.info("cycle: released nothing, %s", error)
@@ -276,13 +284,34 @@ class Dispatcher:
             self.track(term, observed.active, observed.active_pods, now=started)
             result.repaired = self.repair(term, started)
             lap("track")
+            # 7. pin: gangs that lost nodes placed anew; gated pods sent to their planned nodes
+            replaced = pinning.replace(
+                self.gateway,
+                plan,
+                observed.active,
+                observed.active_pods,
+                observed.failed_nodes,
+                mode=config.release_mode,
+                term=term,
+                now=started,
+            )
+            if config.pin:
+                result.pinned = pinning.pin(
+                    self.gateway,
+                    observed.active,
+                    observed.active_pods,
+                    release_phase.sending_pool(config.concurrency),
+                    replaced,
+                )
+            lap("pin")
         finally:
-            # 7. sent: the objects sent in phase 3 were created meanwhile: their outcomes are recorded
+            # 8. sent: the objects sent in phase 3 were created meanwhile: their outcomes are recorded
             if sending is not None:
                 result.released = sending.finish()
         lap("sent")
-        # 8. publish: quotas with reservations, nodes and our pods' phases
+        # 9. publish: quotas with reservations, nodes and our pods' phases
         publish.publish(observed.snapshot, publish.pod_phases(observed.active, observed.active_pods))
+        metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
         metrics.observe_cycle(result.phases)
         Cycle.objects.create(

@@ -19,12 +19,11 @@ from django.utils import timezone
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
-from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 from jobdash.jobs.presenters import preemption_words
 from queueing.preemption import Preemption
 
-from . import transitions
+from . import holding, transitions
 from .active import ActiveJob
 from .cycle_cache import as_datetime
 
@@ -96,12 +95,7 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
             continue
         key = (row["kind_key"], row["namespace__name"], row["name"])
         try:
-            if kinds.can_suspend(key[0]):
-                gateway.set_suspended(key, True, term)
-            else:
-                gateway.delete_job_object(key, term)
-        except gw.NotFound:
-            pass
+            holding.evicted(gateway, key, term)
         except gw.GatewayError as error:
             # Queued, its object still running: reconcile adopts it back as Released.
             log.warning(

@@ -39,6 +39,7 @@ def resend_stranded(
     concurrency: int = 8,
     min_age_s: float = 0.0,
     now: datetime | None = None,
+    pin: bool = False,
 ) -> dict[str, int]:
     now = now or timezone.now()
     stranded = _stranded(min_age_s, now)
@@ -55,7 +56,14 @@ def resend_stranded(
     transitions.created_many(found)
     resend = [job_id for job_id in stranded if job_id not in found]
     counts = release.start_sending(
-        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, now=now
+        gateway,
+        resend,
+        mode=mode,
+        concurrency=concurrency,
+        backoff_seconds=backoff_seconds,
+        term=term,
+        now=now,
+        pin=pin,
     ).finish()
     return {"recorded": len(found), "resent": len(resend), **counts}
 
@@ -71,6 +79,7 @@ def reconcile(
     settled: Collection[int] = (),
     active: Collection[int] = (),
     now: datetime | None = None,
+    pin: bool = False,
 ) -> dict[str, int]:
     """`settled`: jobs the tracker saw finished (Dispatcher.sweep.settled); `active`: jobs
     Released or Running at its last pass (which runs just before). Their objects are not
@@ -88,7 +97,14 @@ def reconcile(
     transitions.created_many({job_id: found[job_id].uid for job_id, uid, _ in released if job_id in found and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in found and (at is None or at <= cutoff)]
     release.start_sending(
-        gateway, resend, mode=mode, concurrency=concurrency, backoff_seconds=backoff_seconds, term=term, now=now
+        gateway,
+        resend,
+        mode=mode,
+        concurrency=concurrency,
+        backoff_seconds=backoff_seconds,
+        term=term,
+        now=now,
+        pin=pin,
     ).finish()
     counts["resent"] = len(resend)
 

@@ -12,7 +12,7 @@ A crash between 1 and 3 leaves Released rows without a uid, which reconcile fini
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +21,9 @@ from typing import Any
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.jobs.models import FINISHED_STATES, Job, State
+from queueing import Workload
 
-from . import transitions
+from . import holding, transitions
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +42,24 @@ def object_manifest(parsed: dict, namespace: str) -> dict:
 
 
 def send(
-    gateway: gw.ClusterGateway, job_id: int, key: gw.ObjectKey, manifest: dict, mode: str, term: int | None = None
+    gateway: gw.ClusterGateway,
+    job_id: int,
+    key: gw.ObjectKey,
+    manifest: dict,
+    mode: str,
+    term: int | None = None,
+    pinned: Workload | None = None,
 ) -> Outcome:
     """One job to the cluster, stamped with the leader's term (the webhook refuses a
-    deposed leader's). Runs in a worker thread: no database access here."""
+    deposed leader's); `pinned`: its workload, when its pods are to wait for their planned
+    nodes (its templates gated). Runs in a worker thread: no database access here."""
     try:
         if mode == "unsuspend":
             try:
-                gateway.label_job_object(key, job_id, term)
-                gateway.set_suspended(key, False, term)
-                return Outcome(job_id, gateway.read_job_object(key).uid)
+                return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term).uid)
             except gw.NotFound:
                 pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
-        return Outcome(job_id, gateway.create_job_object(job_id=job_id, manifest=manifest, term=term).uid)
+        return Outcome(job_id, holding.created(gateway, job_id, manifest, pinned, term).uid)
     except gw.GatewayError as error:
         return Outcome(job_id, error=error)
 
@@ -92,6 +98,8 @@ def start(
     backoff_seconds: float,
     seen: int | None = None,
     now: datetime | None = None,
+    pin: bool = False,
+    workloads: Mapping[int, Workload] | None = None,
 ) -> "Sending":
     """Step 1 now, steps 2 and 3 under way: the cycle goes on with its other phases while
     the cluster creates the objects, and calls finish() at its end. (The claim is committed
@@ -107,6 +115,8 @@ def start(
         term=term,
         metered=True,
         now=now,
+        pin=pin,
+        workloads=workloads,
     )
 
 
@@ -134,7 +144,7 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def _pool(concurrency: int) -> ThreadPoolExecutor:
+def sending_pool(concurrency: int) -> ThreadPoolExecutor:
     """The sending threads, kept from cycle to cycle: starting sixteen threads for each
     cycle's releases cost a twentieth of a busy dispatcher's time."""
     with _pools_lock:
@@ -154,25 +164,35 @@ def start_sending(
     term: int | None = None,
     metered: bool = False,
     now: datetime | None = None,
+    pin: bool = False,
+    workloads: Mapping[int, Workload] | None = None,
 ) -> "Sending":
     """Step 2 started for claimed (Released) jobs: their objects are sent from the release
     threads; Sending.finish() waits for them and records the outcomes (step 3). `metered`:
-    counted in jobdash_releases_total (a cycle's releases, not reconcile's resends)."""
+    counted in jobdash_releases_total (a cycle's releases, not reconcile's resends). `pin`:
+    the pods of a job with a placement wait for their planned nodes (`workloads`: the
+    jobs' parsed workloads at hand; others are read)."""
     if not job_ids:
         return Sending([], {}, backoff_seconds, term, metered, now)
-    rows = Job.objects.filter(pk__in=job_ids).values_list(
-        "id", "parsed", "kind_key", "namespace__name", "name", "preemptions"
-    )
-    manifests, keys, modes = {}, {}, {}
-    for job_id, parsed, kind_key, namespace, name, preemptions in rows:
+    workloads = workloads or {}
+    fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement"]
+    rows = list(Job.objects.filter(pk__in=job_ids).values_list(*fields))
+    unparsed = [row[0] for row in rows if pin and row[6] and row[0] not in workloads]
+    if unparsed:
+        parsed_now = Job.objects.filter(pk__in=unparsed).values_list("id", "workload")
+        workloads = {**workloads, **{job_id: Workload.from_json(data) for job_id, data in parsed_now}}
+    manifests, keys, modes, pinned = {}, {}, {}, {}
+    for job_id, parsed, kind_key, namespace, name, preemptions, planned in rows:
         manifests[job_id] = object_manifest(parsed, namespace)
         keys[job_id] = (kind_key, namespace, name)
         # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
         modes[job_id] = "unsuspend" if preemptions else mode
+        pinned[job_id] = workloads.get(job_id) if pin and planned else None
     replace_finished_namesakes(gateway, keys, term)
-    pool = _pool(max(1, concurrency))
+    pool = sending_pool(max(1, concurrency))
     futures = [
-        pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term) for job_id in job_ids
+        pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term, pinned[job_id])
+        for job_id in job_ids
     ]
     namespaces = {job_id: key[1] for job_id, key in keys.items()}
     return Sending(futures, namespaces, backoff_seconds, term, metered, now)

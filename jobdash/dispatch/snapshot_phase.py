@@ -9,18 +9,19 @@ from the API server, so building a snapshot costs no round trips.
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
 from jobdash.cluster import kinds
-from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
+from jobdash.cluster.gateway import ClusterGateway, NodeInfo, ObjectKey, PodInfo
 from jobdash.jobs import elastic
 from jobdash.jobs.models import Namespace, State
 from jobdash.jobs.presenters import overrun_words
 from queueing import POLICY_NAMES, PodSet
+from queueing.replacement import Placement, Replacement
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
 from .active import ActiveJob, read_active
@@ -44,6 +45,48 @@ class Observation:
     # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
     # job waiting there is late (statuses).
     overruns: dict[str, list[str]]
+    # Nodes that failed (not ready, unreachable, gone): our pods there are made again elsewhere.
+    failed_nodes: frozenset[str] = frozenset()
+
+
+# The taints the node lifecycle controller puts on a node that stopped reporting.
+FAILED_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def unsound_nodes(nodes: Iterable[NodeInfo]) -> tuple[frozenset[str], frozenset[str]]:
+    """(failed, cordoned) node names: failed ones run nothing any more, cordoned ones take
+    no new pod (what runs there keeps running)."""
+    failed, cordoned = set(), set()
+    for node in nodes:
+        if any(taint.get("key") in FAILED_TAINTS for taint in node.taints):
+            failed.add(node.name)
+        elif node.unschedulable:
+            cordoned.add(node.name)
+    return frozenset(failed), frozenset(cordoned)
+
+
+def lost_pods(
+    job: ActiveJob, pods: Iterable[PodInfo], known: Set[str], failed: Set[str], cordoned: Set[str]
+) -> tuple[Placement, Placement]:
+    """(kept, lost): the job's planned pods whose nodes are sound, and those whose nodes
+    failed or are gone, or are cordoned with no pod of the job bound there yet."""
+    roles = [ps.role for ps in job.workload.pod_sets]
+    bound: dict[tuple[str, str], int] = defaultdict(int)  # (role, node) -> live pods bound there
+    for pod in pods:
+        node = pod.node_name
+        if node is not None and node in cordoned and not pod.deleting and not pod.terminated:
+            bound[kinds.pod_role(job.kind_key, pod, roles).lower(), node] += 1
+    kept, lost = [], []
+    for role, index, node in job.placement:
+        if node not in known or node in failed:
+            lost.append((role, index, node))
+        elif node in cordoned and not bound[role.lower(), node]:
+            lost.append((role, index, node))
+        else:
+            if node in cordoned:
+                bound[role.lower(), node] -= 1
+            kept.append((role, index, node))
+    return tuple(kept), tuple(lost)
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -81,7 +124,7 @@ def _unbound_placements(job: ActiveJob, created: list[PodInfo]) -> tuple:
     return tuple(unbound)
 
 
-def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
+def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo]) -> tuple[Node, ...]:
     """`pods`: at least every pod not terminated (terminated pods charge no node)."""
     allocated: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
@@ -101,7 +144,7 @@ def _nodes(gateway: ClusterGateway, pods: list[PodInfo]) -> tuple[Node, ...]:
             ),
             unschedulable=node.unschedulable,
         )
-        for node in sorted(gateway.nodes(), key=lambda n: n.name)
+        for node in sorted(node_infos, key=lambda n: n.name)
     )
 
 
@@ -165,9 +208,17 @@ def build(
     cache.workloads = {job.id: job.workload for job in active}
     by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
 
-    in_flight, running = [], []
+    node_infos = gateway.nodes()
+    failed, cordoned = unsound_nodes(node_infos)
+    known = {node.name for node in node_infos}
+    unsound = failed | cordoned
+    in_flight, running, replacements = [], [], []
     overruns: dict[str, list[str]] = defaultdict(list)
     for job in active:
+        if any(node not in known or node in unsound for _, _, node in job.placement):
+            kept, lost = lost_pods(job, by_job.get(job.key, ()), known, failed, cordoned)
+            if lost:
+                replacements.append(Replacement(job.id, job.namespace, job.workload, kept, lost))
         predicted = job.predicted_duration_s
         if not job.prediction_source:  # (released before predictions were made)
             predicted = learning.predict(job.workload, job.namespace, job.submitted_by_name).median_s
@@ -213,10 +264,11 @@ def build(
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, managed),
-        nodes=_nodes(gateway, live_pods),
+        nodes=_nodes(node_infos, live_pods),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,
         topology_levels=topology_levels,
+        replacements=tuple(replacements),
     )
-    return Observation(snapshot, rows, active, by_job, dict(overruns))
+    return Observation(snapshot, rows, active, by_job, dict(overruns), failed)

@@ -29,7 +29,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, State
 
-from . import bulk, preempt, transitions
+from . import bulk, holding, preempt, transitions
 from .active import ActiveJob, read_active
 
 log = logging.getLogger(__name__)
@@ -62,16 +62,6 @@ class Sweep:
     active: set[int] = field(default_factory=set)  # the last pass's Released and Running jobs
     watch: set[int] = field(default_factory=set)  # live objects of jobs in other states
     full_at: float = float("-inf")  # monotonic time of the last pass over every live object
-
-
-def _take_back(gateway: gw.ClusterGateway, key: gw.ObjectKey, mode: str, term: int | None) -> None:
-    """Fenced by the term like every write of ours (the webhook refuses a deposed leader's
-    update; a delete removes only the version it stamped). Called after the job's own
-    transition committed under the term, so a deposed leader stops at that step."""
-    if mode == "unsuspend":
-        gateway.set_suspended(key, True, term)
-    else:
-        gateway.delete_job_object(key, term)
 
 
 def _gone(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int) -> bool:
@@ -187,7 +177,7 @@ def _follow(
             term=term,
             now=now,
         ):
-            _take_back(gateway, key, config.release_mode, term)
+            holding.taken_back(gateway, key, config.release_mode, term)
         return "requeued"
     if state == State.RUNNING:
         return "running"
@@ -205,7 +195,7 @@ def _follow(
     # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
         if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term, now=now):
-            _take_back(gateway, key, config.release_mode, term)
+            holding.taken_back(gateway, key, config.release_mode, term)
         return "gave-up"
     if transitions.requeue(
         job_id,
@@ -215,7 +205,7 @@ def _follow(
         term=term,
         now=now,
     ):
-        _take_back(gateway, key, config.release_mode, term)
+        holding.taken_back(gateway, key, config.release_mode, term)
     return "timed-out"
 
 

@@ -164,7 +164,16 @@ def _fenced_compare_and_set(job_id: int, term: int | None, **change) -> bool:
         return compare_and_set(job_id, **change)
 
 
-def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, backoff_until: datetime, **more) -> bool:
+def _back_to_queue(
+    job_id: int,
+    term: int | None,
+    *,
+    from_states,
+    note: str,
+    backoff_until: datetime | None,
+    reason: str = "BackingOff",
+    **more,
+) -> bool:
     return _fenced_compare_and_set(
         job_id,
         term,
@@ -174,10 +183,37 @@ def _back_to_queue(job_id: int, term: int | None, *, from_states, note: str, bac
         note=note,
         actor=DISPATCHER,
         backoff_until=backoff_until,
-        reason="BackingOff",
+        reason=reason,
         message=note,
         **more,
     )
+
+
+def node_failed(job_id: int, *, note: str, term: int | None = None, now: datetime | None = None) -> bool:
+    """A gang whose pods lost their nodes and find no others: Released or Running -> Queued,
+    at once and without counting an attempt (the job did nothing wrong)."""
+    return _back_to_queue(
+        job_id,
+        term,
+        from_states=(State.RELEASED, State.RUNNING),
+        note=note,
+        backoff_until=None,
+        reason="NodeFailed",
+        now=now,
+    )
+
+
+def replaced(placements: dict[int, Any], notes: dict[int, str], term: int | None = None) -> list[int]:
+    """New placements of gangs that lost nodes, each with its `Replaced` event; only of jobs
+    still Released or Running."""
+    if not placements:
+        return []
+    with transaction.atomic():
+        hold_term(term)
+        ids = bulk.lock_in_states(Job, placements, (State.RELEASED, State.RUNNING))
+        bulk.update_rows(Job, [(job_id, [list(pod) for pod in placements[job_id]]) for job_id in ids], ["placement"])
+        bulk.insert_events((job_id, "Replaced", notes[job_id], DISPATCHER) for job_id in ids)
+    return ids
 
 
 def requeue(
@@ -189,7 +225,7 @@ def requeue(
     term: int | None = None,
     now: datetime | None = None,
 ) -> bool:
-    counted = {"attempts": F("attempts") + 1} if count_attempt else {}
+    counted: dict[str, Any] = {"attempts": F("attempts") + 1} if count_attempt else {}
     return _back_to_queue(
         job_id, term, from_states=(State.RELEASED,), note=note, backoff_until=backoff_until, now=now, **counted
     )

@@ -21,16 +21,19 @@ from .exposition import serve
 from .families import (
     count_preemption,
     count_releases,
+    count_replacements,
     observe_cycle,
     observe_released,
     observe_review,
     observe_started,
     set_leader,
+    set_off_plan,
 )
 
 __all__ = [
     "count_preemption",
     "count_releases",
+    "count_replacements",
     "multiprocess",
     "observe_cycle",
     "observe_released",
@@ -38,4 +41,5 @@ __all__ = [
     "observe_started",
     "serve",
     "set_leader",
+    "set_off_plan",
 ]

@@ -44,6 +44,16 @@ PREEMPTIONS = Counter(
     "Running jobs told to leave to make room for another (victims marked), by the victim's namespace.",
     ["namespace"],
 )
+REPLACEMENTS = Counter(
+    "jobdash_replacements",
+    "Gangs whose pods lost their planned nodes (failed, cordoned before they ran, gone) and were placed again.",
+)
+OFF_PLAN = Gauge(
+    "jobdash_pods_off_plan",
+    "Pods of released and running jobs bound to a node their job's placement does not name (should be 0), "
+    "as the leader's last cycle saw them.",
+    multiprocess_mode="max",
+)
 LEADER = Gauge(
     "jobdash_leader",
     "1 while this process (instance: the election's holder name, host:pid) leads, else 0.",
@@ -149,6 +159,15 @@ def count_releases(outcomes: Mapping[str, int]) -> None:
 
 def count_preemption(namespace: str) -> None:
     PREEMPTIONS.labels(namespace).inc()
+
+
+def count_replacements(count: int) -> None:
+    if count:
+        REPLACEMENTS.inc(count)
+
+
+def set_off_plan(count: int) -> None:
+    OFF_PLAN.set(count)
 
 
 def set_leader(instance: str, term: int | None, leading: bool) -> None:

@@ -1,0 +1,130 @@
+"""Phase 7 of a cycle, pin: every pod of a released job runs on the node the planner chose.
+
+A pinned job's pod templates carry the gate queueing.placement.GATE (holding.py), so each
+of its pods is created gated and nothing schedules it. Here each gated pod is matched to a
+planned slot (placement.assign) and sent there: one patch names the node in its
+nodeSelector and lifts the gate, and the scheduler binds it there. A pod its controller
+makes again later (a restart) comes gated too, and goes back inside the plan.
+
+Gangs that lost nodes (the plan's replacements, queueing/replacement.py) get their new
+placement written first, and their pods on failed nodes deleted, so that their controllers
+make them again, gated, for the new nodes; a gang that found no room is taken back and
+queued again (the plan's evictions).
+"""
+
+import logging
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+from jobdash import logs, metrics
+from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
+from queueing import Plan
+from queueing.placement import GATE, JobPod, assign
+from queueing.replacement import Placement
+
+from . import holding, transitions
+from .active import ActiveJob
+
+log = logging.getLogger(__name__)
+
+
+def replace(
+    gateway: gw.ClusterGateway,
+    plan: Plan,
+    active: list[ActiveJob],
+    pods: Mapping[gw.ObjectKey, list[gw.PodInfo]],
+    failed_nodes: frozenset[str],
+    *,
+    mode: str,
+    term: int | None,
+    now: datetime | None = None,
+) -> dict[int, Placement]:
+    """Write the plan's new placements of gangs that lost nodes and take back those it
+    evicts. Returns the placements now in force that differ from the snapshot's."""
+    jobs = {job.id: job for job in active}
+    notes = {
+        job_id: "its node(s) "
+        + ", ".join(sorted({node for _, _, node in jobs[job_id].placement} - {node for _, _, node in placement}))
+        + " failed or went: its pods there run again on "
+        + ", ".join(sorted({node for _, _, node in placement} - {node for _, _, node in jobs[job_id].placement}))
+        for job_id, placement in plan.replacements.items()
+        if job_id in jobs
+    }
+    written = set(transitions.replaced(dict(plan.replacements), notes, term))
+    metrics.count_replacements(len(written))
+    for job_id in written:
+        for pod in pods.get(jobs[job_id].key, ()):
+            where = pod.node_name or pod.selected_node
+            if where in failed_nodes and not pod.deleting:
+                gateway.delete_pod(pod.namespace, pod.name)  # its controller makes it again, gated
+    for job_id, note in plan.evictions.items():
+        job = jobs.get(job_id)
+        if job is not None and transitions.node_failed(job_id, note=note, term=term, now=now):
+            try:
+                holding.taken_back(gateway, job.key, mode, term)
+            except gw.GatewayError as error:
+                log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, job.namespace))
+    return {job_id: plan.replacements[job_id] for job_id in written}
+
+
+def pin(
+    gateway: gw.ClusterGateway,
+    active: list[ActiveJob],
+    pods: Mapping[gw.ObjectKey, list[gw.PodInfo]],
+    pool: ThreadPoolExecutor,
+    placements: Mapping[int, Placement] | None = None,
+) -> dict[str, int]:
+    """Send each gated pod of the active jobs to its planned node (`placements`: what this
+    cycle replaced, over the snapshot's). Pods beyond the plan stay gated: they run only
+    once the job is admitted with them."""
+    placements = placements or {}
+    patches: list[tuple[gw.PodInfo, str]] = []
+    beyond = 0
+    for job in active:
+        planned = placements.get(job.id, job.placement)
+        job_pods = pods.get(job.key, ())
+        if not planned or not any(GATE in pod.gates for pod in job_pods):
+            continue
+        roles = [ps.role for ps in job.workload.pod_sets]
+        records = [
+            JobPod(
+                pod.name,
+                kinds.pod_role(job.kind_key, pod, roles),
+                gated=GATE in pod.gates,
+                node=pod.node_name or pod.selected_node or "",
+                terminating=pod.deleting,
+            )
+            for pod in job_pods
+        ]
+        assignment = assign(planned, records)
+        by_name = {pod.name: pod for pod in job_pods}
+        patches.extend((by_name[name], node) for name, node in assignment.nodes.items())
+        beyond += len(assignment.unassigned)
+    errors = 0
+    for future in [pool.submit(gateway.ungate_pod, pod, GATE, node) for pod, node in patches]:
+        try:
+            future.result()
+        except gw.NotFound:
+            pass  # gone meanwhile: its successor comes gated
+        except gw.GatewayError as error:
+            errors += 1
+            log.warning("sending a pod to its planned node: %s", error)
+    return {"ungated": len(patches) - errors, "beyond-plan": beyond, "errors": errors}
+
+
+def off_plan(active: list[ActiveJob], pods: Mapping[gw.ObjectKey, list[gw.PodInfo]]) -> int:
+    """Pods of the active jobs bound to nodes beyond what their placement plans there."""
+    count = 0
+    for job in active:
+        if not job.placement:
+            continue
+        planned: dict[str, int] = {}
+        for _, _, node in job.placement:
+            planned[node] = planned.get(node, 0) + 1
+        for pod in pods.get(job.key, ()):
+            if pod.node_name and not pod.terminated and not pod.deleting:
+                planned[pod.node_name] = planned.get(pod.node_name, 0) - 1
+        count += sum(-left for left in planned.values() if left < 0)
+    return count
