@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import batchjob, jobset, mpijob, priorityclass, rbac, service, trainer, trainingop
+from . import batchjob, jobset, mpijob, podvalidation, priorityclass, rbac, service, trainer, trainingop
 from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -73,14 +73,21 @@ def validate_name(rt: ResourceType, name: object) -> list[dict]:
 
 
 def _validate_pod(obj: dict) -> list[dict]:
-    return validate_pod_spec("spec", obj.get("spec"))
+    spec = obj.get("spec")
+    causes = validate_pod_spec("spec", spec)
+    if isinstance(spec, dict) and not causes:
+        causes = podvalidation.validate_scheduling("spec", spec) + podvalidation.validate_pod_create(spec)
+    return causes
 
 
 def _default_pod(obj: dict) -> None:
     spec = obj.setdefault("spec", {})
     default_pod_spec(spec)
+    if isinstance(spec, dict):
+        podvalidation.default_tolerations(spec)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
+    podvalidation.gated_condition(obj)
 
 
 def _default_namespace(obj: dict) -> None:
@@ -254,6 +261,7 @@ PODS = ResourceType(
     fields=POD_FIELDS,
     validate=_validate_pod,
     default=_default_pod,
+    validate_update=podvalidation.validate_pod_update,
 )
 RESOURCEQUOTAS = ResourceType(
     "", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True, validate=_validate_quota

@@ -131,6 +131,7 @@ class Scheduler:
             if (
                 alive
                 and not spec.get("nodeName")
+                and not spec.get("schedulingGates")  # PreEnqueue (SchedulingGates): not queued while gated
                 and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
             ):
                 if key not in self._queue:

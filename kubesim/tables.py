@@ -88,6 +88,10 @@ def _age(obj: dict, now: float) -> str:
 def _pod(obj: dict, now: float) -> list:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     reason = status.get("reason") or status.get("phase") or ""
+    if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions") or []
+    ):
+        reason = "SchedulingGated"
     restarts, ready, running, last_restart = 0, 0, False, None
     for container in reversed(status.get("containerStatuses") or []):
         restarts += container.get("restartCount", 0)
