@@ -84,7 +84,7 @@ class Cluster:
         self.job_controller = JobController(self.api, self.owners, *backoff)
         self.jobset_controller = JobSetController(self.api, self.owners, self.job_controller, *backoff)
         self.trainer = TrainJobController(self.api, self.owners, self.jobset_controller, *backoff)
-        self.scheduler = Scheduler(self.store, cfg.scheduler_scoring)
+        self.scheduler = Scheduler(self.store, cfg.scheduler_scoring, cfg.scheduler_resources, cfg.scheduler_shape)
         self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
         self.work = WorkClock(
             self.store, self.owners, self.kubelet, cfg.default_duration_seconds, cfg.default_checkpoint_seconds
