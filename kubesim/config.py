@@ -52,6 +52,13 @@ from .nodefit import validate_scoring
 DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
 # Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
 DEFAULT_NODES = [{"prefix": "node", "count": 3, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}]
+# A healthy kubelet's node conditions, in the order it posts them.
+NODE_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
 _TOP_KEYS = {
     "speed",
     "clock",
@@ -213,12 +220,8 @@ def node_objects(group: dict) -> list[dict]:
                     "capacity": capacity,
                     "allocatable": allocatable,
                     "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status",
-                        }
+                        {"type": ctype, "status": status, "reason": reason, "message": message}
+                        for ctype, status, reason, message in NODE_CONDITIONS
                     ],
                     "addresses": [
                         {"type": "InternalIP", "address": f"192.0.2.{(len(nodes) + i) % 250 + 1}"},
