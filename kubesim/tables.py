@@ -132,7 +132,8 @@ def _pod(obj: dict, now: float) -> list:
 def _node(obj: dict, now: float) -> list:
     status, labels = obj.get("status") or {}, obj["metadata"].get("labels") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    state = {"True": "Ready", "False": "NotReady"}.get(str((ready or {}).get("status")), "Unknown")
+    # printNode: Ready when True, NotReady for False and Unknown alike; Unknown only without the condition.
+    state = "Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"
     if (obj.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
     roles = sorted(

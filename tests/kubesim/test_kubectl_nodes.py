@@ -93,3 +93,18 @@ def test_cordon_drain_and_uncordon(sim, env, tmp_path):
     assert "node/node-0 uncordoned" in kubectl(env, "uncordon", "node-0").stdout
     sim.settle()
     assert "Taints:             <none>" in kubectl(env, "describe", "node", "node-0").stdout
+
+
+def test_a_failed_node_reads_not_ready_whether_false_or_unknown(sim, env):
+    sim.fail_node("node-0")
+    sim.fail_node("node-1", status="False")
+    sim.settle()
+    header, rows = table(kubectl(env, "get", "nodes").stdout)
+    assert {r[0]: r[1] for r in rows} == {"node-0": "NotReady", "node-1": "NotReady"}
+    described = kubectl(env, "describe", "node", "node-0").stdout
+    assert "node.kubernetes.io/unreachable:NoExecute" in described
+    assert "Kubelet stopped posting node status." in described
+    sim.recover_node("node-0")
+    sim.settle()
+    header, rows = table(kubectl(env, "get", "nodes").stdout)
+    assert {r[0]: r[1] for r in rows}["node-0"] == "Ready"
