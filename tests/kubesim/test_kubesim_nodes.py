@@ -238,3 +238,21 @@ def test_thin_helpers_refuse_nonsense():
                 "missing", "team-a", client.V1Eviction(metadata=client.V1ObjectMeta(name="missing"))
             )
         assert exc.value.status == 404
+
+
+def test_no_kubelet_starts_a_pod_on_a_failed_node_and_a_recovered_one_reports_its_pods_ready(sim, core):
+    ever = [{"operator": "Exists"}]  # tolerates everything: stays bound through the failure
+    core.create_namespaced_pod("team-a", pod("running", "node-1", tolerations=ever))
+    sim.advance(5)
+    sim.fail_node("node-1")
+    core.create_namespaced_pod("team-a", pod("late", "node-1", tolerations=ever))
+    sim.advance(60)
+    late = core.read_namespaced_pod("late", "team-a")
+    assert late.spec.node_name == "node-1" and late.status.phase == "Pending"
+    ready = [c.status for c in core.read_namespaced_pod("running", "team-a").status.conditions if c.type == "Ready"]
+    assert ready == ["False"]
+    sim.recover_node("node-1")
+    sim.advance(5)
+    assert core.read_namespaced_pod("late", "team-a").status.phase == "Running"
+    ready = [c.status for c in core.read_namespaced_pod("running", "team-a").status.conditions if c.type == "Ready"]
+    assert ready == ["True"]
