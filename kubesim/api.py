@@ -97,7 +97,7 @@ class Api:
         if old is not None and rt.validate_update is not None:
             causes = rt.validate_update(old, new)
         if rt.validate_refs is not None and not causes:
-            causes = rt.validate_refs(self.store, new)
+            causes = rt.validate_refs(self.store, old, new)
         if causes:
             raise invalid(rt.group, rt.kind, new["metadata"].get("name") or "", causes)
 

@@ -21,6 +21,7 @@ import copy
 from .clock import rfc3339
 from .jsoncodec import clone
 from .ownerref import controller_reference
+from .podvalidation import validate_scheduling
 from .validation import (
     cause,
     default_pod_spec,
@@ -105,6 +106,8 @@ def validate(job: dict) -> list[dict]:
         return causes + [required("spec.template")]
     pod_spec = template.get("spec")
     causes.extend(validate_pod_spec("spec.template.spec", pod_spec))
+    if isinstance(pod_spec, dict):
+        causes.extend(validate_scheduling("spec.template.spec", pod_spec))
     if isinstance(pod_spec, dict) and pod_spec.get("restartPolicy") not in ("OnFailure", "Never"):
         causes.append(
             not_supported("spec.template.spec.restartPolicy", pod_spec.get("restartPolicy"), ("OnFailure", "Never"))

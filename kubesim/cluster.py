@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from datetime import UTC, datetime
 
+from . import nodeops
 from .admission import Admission, UserInfo
 from .api import Api
 from .clock import Clock, ManualClock, RealClock, rfc3339
@@ -22,6 +23,7 @@ from .jobcontroller import JobController
 from .jobsetcontroller import JobSetController
 from .model import Store
 from .mpioperator import MPIOperator
+from .nodelifecycle import NodeLifecycle
 from .operator import TrainingOperator
 from .ownership import Owners
 from .quota import QuotaTracker
@@ -84,8 +86,9 @@ class Cluster:
         self.job_controller = JobController(self.api, self.owners, *backoff)
         self.jobset_controller = JobSetController(self.api, self.owners, self.job_controller, *backoff)
         self.trainer = TrainJobController(self.api, self.owners, self.jobset_controller, *backoff)
-        self.scheduler = Scheduler(self.store, cfg.scheduler_scoring)
+        self.scheduler = Scheduler(self.store, cfg.scheduler_scoring, cfg.scheduler_resources, cfg.scheduler_shape)
         self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
+        self.node_lifecycle = NodeLifecycle(self.store)
         self.work = WorkClock(
             self.store, self.owners, self.kubelet, cfg.default_duration_seconds, cfg.default_checkpoint_seconds
         )
@@ -104,6 +107,7 @@ class Cluster:
                 self.trainer,
                 self.jobset_controller,
                 self.job_controller,
+                self.node_lifecycle,
                 self.scheduler,
                 self.kubelet,
                 self.work,
@@ -213,6 +217,26 @@ class Cluster:
 
     def drop_watches(self, abrupt: bool = False) -> int:
         return self.store.drop_watches(abrupt)
+
+    # --- nodes ---------------------------------------------------------------------------------
+
+    def fail_node(self, name: str, status: str = "Unknown") -> dict:
+        """The node's Ready condition goes Unknown (its kubelet silent) or False (NotReady)."""
+        if status not in ("Unknown", "False"):
+            raise ValueError("a failed node's Ready status is Unknown or False")
+        return nodeops.set_ready(self.api, name, status)
+
+    def recover_node(self, name: str) -> dict:
+        return nodeops.set_ready(self.api, name, "True")
+
+    def cordon(self, name: str, unschedulable: bool = True) -> dict:
+        return nodeops.set_unschedulable(self.api, name, unschedulable)
+
+    def drain(self, name: str) -> list[str]:
+        return nodeops.drain(self.api, name)
+
+    def delete_node(self, name: str) -> dict:
+        return nodeops.delete_node(self.api, name)
 
     # --- inspection helpers (read-only views) --------------------------------------------------
 

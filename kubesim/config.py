@@ -23,7 +23,10 @@ services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook servic
 admission_config: admission.yaml  # kube-apiserver's --admission-control-config-file: the
                            # client certificates presented to webhooks (relative to this file)
 kubelet: {start_delay_seconds: 1.0}
-scheduler: {scoring: LeastAllocated}  # or MostAllocated (NodeResourcesFit's scoring strategy)
+scheduler:                 # NodeResourcesFit's scoringStrategy (kube-scheduler's checks, nodefit.py)
+  scoring: LeastAllocated  # or MostAllocated, RequestedToCapacityRatio
+  resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]  # the default; weights 1..100
+  shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]  # RequestedToCapacityRatio only
 operator: {backoff_seconds: 1.0, max_backoff_seconds: 30.0}
 workload: {default_duration_seconds: 60.0, default_checkpoint_seconds: 1800.0}
 watch: {history: 20000, bookmark_interval_seconds: 30.0}
@@ -44,11 +47,18 @@ from pathlib import Path
 
 import yaml
 
-from .scheduler import SCORING_STRATEGIES
+from .nodefit import validate_scoring
 
 DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
 # Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
 DEFAULT_NODES = [{"prefix": "node", "count": 3, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}]
+# A healthy kubelet's node conditions, in the order it posts them.
+NODE_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
 _TOP_KEYS = {
     "speed",
     "clock",
@@ -82,6 +92,8 @@ class Config:
     admission_config: str | None = None
     start_delay_seconds: float = 1.0
     scheduler_scoring: str = "LeastAllocated"
+    scheduler_resources: list[dict] = field(default_factory=list)
+    scheduler_shape: list[dict] = field(default_factory=list)
     backoff_seconds: float = 1.0
     max_backoff_seconds: float = 30.0
     default_duration_seconds: float = 60.0
@@ -146,9 +158,8 @@ def from_dict(data: dict | None) -> Config:
     config.start_delay_seconds = float(
         _section(data, "kubelet", {"start_delay_seconds"}).get("start_delay_seconds", 1.0)
     )
-    config.scheduler_scoring = str(_section(data, "scheduler", {"scoring"}).get("scoring", "LeastAllocated"))
-    if config.scheduler_scoring not in SCORING_STRATEGIES:
-        raise ValueError(f"scheduler: scoring must be one of {list(SCORING_STRATEGIES)}")
+    scoring = validate_scoring(_section(data, "scheduler", {"scoring", "resources", "shape"}))
+    config.scheduler_scoring, config.scheduler_resources, config.scheduler_shape = scoring
     operator = _section(data, "operator", {"backoff_seconds", "max_backoff_seconds"})
     config.backoff_seconds = float(operator.get("backoff_seconds", 1.0))
     config.max_backoff_seconds = float(operator.get("max_backoff_seconds", 30.0))
@@ -209,12 +220,8 @@ def node_objects(group: dict) -> list[dict]:
                     "capacity": capacity,
                     "allocatable": allocatable,
                     "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "KubeletReady",
-                            "message": "kubelet is posting ready status",
-                        }
+                        {"type": ctype, "status": status, "reason": reason, "message": message}
+                        for ctype, status, reason, message in NODE_CONDITIONS
                     ],
                     "addresses": [
                         {"type": "InternalIP", "address": f"192.0.2.{(len(nodes) + i) % 250 + 1}"},

@@ -17,8 +17,9 @@ from typing import Protocol
 from .clock import Clock, ManualClock, rfc3339
 from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, FAIL_ANNOTATION
 from .model import Event, Store, evolve, key_of
+from .nodelifecycle import ready_status
 from .ownership import Owners
-from .resources import BY_GROUP_PLURAL, PODS, ResourceType
+from .resources import BY_GROUP_PLURAL, NODES, PODS, ResourceType
 from .scheduler import set_pod_condition
 
 Key = tuple[str, str, str]  # a workload: (plural, namespace, name)
@@ -54,11 +55,17 @@ class Kubelet:
         self._lock = threading.Lock()
         self._heap: list[tuple[float, int, PodKey, str]] = []
         self._seen: set[str] = set()  # uids already scheduled to start
+        self._ready_nodes: set[str] = set()  # nodes (back) in Ready: their pods to look at
         self._seq = 0
         self._ip = 0
         store.hooks.append(self._on_event)
 
     def _on_event(self, rt: ResourceType, event: Event) -> None:
+        if rt is NODES:
+            if event.type != "DELETED" and ready_status(event.obj) == "True":
+                with self._lock:
+                    self._ready_nodes.add(event.obj["metadata"]["name"])
+            return
         if rt is not PODS or event.type == "DELETED":
             if rt is PODS:
                 self._seen.discard(event.obj["metadata"]["uid"])
@@ -84,15 +91,44 @@ class Kubelet:
         with self._lock:
             while self._heap and self._heap[0][0] <= now:
                 due.append(heapq.heappop(self._heap))
+            ready, self._ready_nodes = self._ready_nodes, set()
         for _, _, key, uid in due:
             self._start(key, uid, now)
-        return bool(due)
+        for name in sorted(ready):
+            self._node_back(name, now)
+        return bool(due or ready)
+
+    def _node_back(self, node: str, now: float) -> None:
+        """A node (back) in Ready: its kubelet starts the pods bound there meanwhile and reports
+        its running pods Ready again (the node lifecycle controller had marked them not Ready)."""
+        for pod in self.store.items(PODS):
+            if (pod.get("spec") or {}).get("nodeName") != node:
+                continue
+            status = pod.get("status") or {}
+            if status.get("phase") == "Pending" and pod["metadata"]["uid"] not in self._seen:
+                with self._lock:
+                    self._seen.add(pod["metadata"]["uid"])
+                    self._seq += 1
+                    heapq.heappush(self._heap, (now + self.start_delay, self._seq, key_of(pod), pod["metadata"]["uid"]))
+            elif status.get("phase") == "Running" and any(
+                c.get("type") == "Ready" and c.get("status") == "False" for c in status.get("conditions") or []
+            ):
+                with self.store.lock:
+                    current = self.store.find(PODS, *key_of(pod))
+                    if current is not None and current["metadata"]["uid"] == pod["metadata"]["uid"]:
+                        status = dict(current["status"])
+                        set_pod_condition(status, "Ready", "True", now)
+                        self.store.update(PODS, evolve(current, status=status))
 
     def _start(self, key: PodKey, uid: str, now: float) -> None:
         # Read-modify-write under the store lock: no client write can slip in between.
         with self.store.lock:
             pod = self.store.find(PODS, *key)
             if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Pending":
+                return
+            node = self.store.find(NODES, "", pod["spec"].get("nodeName", ""))
+            if node is None or ready_status(node) != "True":
+                self._seen.discard(uid)  # no kubelet there to start it: again once the node is Ready
                 return
             self._ip += 1
             status = dict(pod["status"])

@@ -84,6 +84,17 @@ def _resource_list(group: str, version: str) -> dict:
         if rt.plural == "pods":
             log = {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]}
             resources.append(log)
+            # kubectl drain looks for this entry (its group and version) before it evicts.
+            eviction = {
+                "name": "pods/eviction",
+                "singularName": "",
+                "namespaced": True,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"],
+            }
+            resources.append(eviction)
         if rt.status_subresource:
             resources.append(
                 {

@@ -11,7 +11,8 @@ completions succeeded (a work queue without completions: once one succeeded and 
 rest ended). ``suspend`` deletes the active pods (condition Suspended) and resuming
 recreates them and resets ``startTime``. SuccessCriteriaMet/FailureTarget precede
 Complete/Failed as in Kubernetes 1.31+. Not modelled: podFailurePolicy, successPolicy,
-backoffLimitPerIndex, activeDeadlineSeconds, TTL, pod tracking finalizers.
+backoffLimitPerIndex, activeDeadlineSeconds, TTL; pod tracking finalizers only as far as
+an unfinished pod that someone else deleted (evicted) counts as failed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class _Tracking:
     failed: set[str] = field(default_factory=set)
     failures_since_success: int = 0
     last_failure: float = 0.0
+    alive: set[str] = field(default_factory=set)  # unfinished pods seen at the last sync
+    deleting: set[str] = field(default_factory=set)  # pods this controller deleted itself
 
 
 def _phase(pod: dict) -> str:
@@ -69,6 +72,15 @@ class JobController(Reconciler):
         status = clone(job.get("status") or {})
         pods = self.owners.children(job, PODS)
         track = self._tracking.setdefault(job["metadata"]["uid"], _Tracking())
+        # Tracking finalizers: an unfinished pod deleted by someone else (an eviction, the taint
+        # manager, PodGC) was terminating and not succeeded, so it counts as failed (isPodFailed).
+        present = {p["metadata"]["uid"] for p in pods}
+        for uid in track.alive - present:
+            if uid not in track.deleting and uid not in track.succeeded and uid not in track.failed:
+                track.failed.add(uid)
+                track.failures_since_success += 1
+                track.last_failure = now
+        track.deleting &= present
         for pod in pods:
             uid, phase = pod["metadata"]["uid"], _phase(pod)
             if phase == "Succeeded" and uid not in track.succeeded:
@@ -91,6 +103,7 @@ class JobController(Reconciler):
         ):
             for pod in active:  # a finished Job's remaining pods count as failed
                 track.failed.add(pod["metadata"]["uid"])
+                track.deleting.add(pod["metadata"]["uid"])
                 self.delete(PODS, pod)
             active = []
             bj.ensure_condition(
@@ -117,6 +130,7 @@ class JobController(Reconciler):
                 bj.ensure_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", now)
             elif bj.ensure_condition(status, "Suspended", "False", "JobResumed", "Job resumed", now):
                 status["startTime"] = rfc3339(now)
+        track.alive = {p["metadata"]["uid"] for p in active} - track.deleting
         self._counters(status, job, active, succeeded, len(track.failed), done_indexes)
         self.write_status(rt, job, status)
         return missing
@@ -137,6 +151,7 @@ class JobController(Reconciler):
             )
             doomed = doomed[: len(active) - want]
             for pod in doomed:
+                track.deleting.add(pod["metadata"]["uid"])
                 self.delete(PODS, pod)
             gone = {p["metadata"]["uid"] for p in doomed}
             return [p for p in active if p["metadata"]["uid"] not in gone], []

@@ -139,6 +139,7 @@ MERGE_KEYS = {
     "volumes": ("name",),
     "volumeMounts": ("mountPath",),
     "imagePullSecrets": ("name",),
+    "schedulingGates": ("name",),
     "conditions": ("type",),
     "ownerReferences": ("uid",),
 }

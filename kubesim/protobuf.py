@@ -146,6 +146,7 @@ POD_SPEC: Spec = {
         ("repeated", {**_strings("key", "operator", "value", "effect"), 5: ("tolerationSeconds", "int")}),
     ),
     24: ("priorityClassName", "string"),
+    38: ("schedulingGates", ("repeated", {1: ("name", "string")})),
 }
 JOB_SPEC: Spec = {
     1: ("parallelism", "int"),
@@ -180,6 +181,18 @@ KINDS: dict[str, Spec] = {
         3: ("globalDefault", "bool"),
         4: ("description", "string"),
         5: ("preemptionPolicy", "string"),
+    },
+    "Eviction": {
+        1: ("metadata", OBJECT_META),
+        2: (
+            "deleteOptions",
+            {
+                1: ("gracePeriodSeconds", "int"),
+                2: ("preconditions", _strings("uid", "resourceVersion")),
+                4: ("propagationPolicy", "string"),
+                5: ("dryRun", ("repeated", "string")),
+            },
+        ),
     },
     "Role": {1: ("metadata", OBJECT_META), 2: ("rules", ("repeated", POLICY_RULE))},
     "ClusterRole": {1: ("metadata", OBJECT_META), 2: ("rules", ("repeated", POLICY_RULE))},

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import batchjob, jobset, mpijob, priorityclass, rbac, service, trainer, trainingop
+from . import batchjob, jobset, mpijob, podvalidation, priorityclass, rbac, service, trainer, trainingop
 from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -43,8 +43,9 @@ class ResourceType:
     default: Callable[[dict], None] | None = None
     # Rules on a change (old, new) -> causes: immutable fields and the like.
     validate_update: Callable[[dict, dict], list[dict]] | None = None
-    # Rules that read other objects (store, new object) -> causes, checked on create and update.
-    validate_refs: Callable[[Any, dict], list[dict]] | None = None
+    # Rules that read other objects (store, old object or None, new object) -> causes, checked
+    # on create and update.
+    validate_refs: Callable[[Any, dict | None, dict], list[dict]] | None = None
     name_pattern: re.Pattern = DNS1123_SUBDOMAIN
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
@@ -73,14 +74,21 @@ def validate_name(rt: ResourceType, name: object) -> list[dict]:
 
 
 def _validate_pod(obj: dict) -> list[dict]:
-    return validate_pod_spec("spec", obj.get("spec"))
+    spec = obj.get("spec")
+    causes = validate_pod_spec("spec", spec)
+    if isinstance(spec, dict) and not causes:
+        causes = podvalidation.validate_scheduling("spec", spec) + podvalidation.validate_pod_create(spec)
+    return causes
 
 
 def _default_pod(obj: dict) -> None:
     spec = obj.setdefault("spec", {})
     default_pod_spec(spec)
+    if isinstance(spec, dict):
+        podvalidation.default_tolerations(spec)
     status = obj.setdefault("status", {})
     status.setdefault("phase", "Pending")
+    podvalidation.gated_condition(obj)
 
 
 def _default_namespace(obj: dict) -> None:
@@ -254,6 +262,7 @@ PODS = ResourceType(
     fields=POD_FIELDS,
     validate=_validate_pod,
     default=_default_pod,
+    validate_update=podvalidation.validate_pod_update,
 )
 RESOURCEQUOTAS = ResourceType(
     "", "v1", "resourcequotas", "ResourceQuota", True, status_subresource=True, validate=_validate_quota
@@ -340,7 +349,7 @@ TRAINJOBS = ResourceType(
     validate=trainer.validate,
     default=trainer.default,
     validate_update=trainer.validate_update,
-    validate_refs=lambda store, obj: _validate_trainjob_runtime(store, obj),
+    validate_refs=lambda store, old, obj: _validate_trainjob_refs(store, old, obj),
 )
 TRAININGRUNTIMES = ResourceType(
     trainer.GROUP,
@@ -362,15 +371,22 @@ CLUSTERTRAININGRUNTIMES = ResourceType(
 )
 
 
-def _validate_trainjob_runtime(store: Any, obj: dict) -> list[dict]:
-    """The TrainJob webhook: the runtime must be supported and exist before the TrainJob."""
+def _validate_trainjob_refs(store: Any, old: dict | None, obj: dict) -> list[dict]:
+    """The TrainJob webhook: the runtime must be supported and exist before the TrainJob;
+    podTemplateOverrides must fit the runtime and change only while suspended (the JobSet
+    plugin's ValidateObjects)."""
     group, kind, name = trainer.runtime_ref(obj)
     if group != trainer.GROUP or kind not in trainer.RUNTIME_KINDS:
         return [cause("spec.runtimeRef", f"Invalid value: unsupported runtime: {kind}.{group}")]
     rt = TRAININGRUNTIMES if kind == "TrainingRuntime" else CLUSTERTRAININGRUNTIMES
     namespace = obj["metadata"].get("namespace", "") if rt.namespaced else ""
-    if store.find(rt, namespace, name) is not None:
-        return []
+    runtime = store.find(rt, namespace, name)
+    if runtime is not None:
+        causes = trainer.validate_overrides(obj, runtime)
+        if old is not None:
+            jobset = store.find(JOBSETS, namespace or obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+            causes += trainer.validate_override_change(old, obj, jobset)
+        return causes
     what = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
     return [
         cause(

@@ -1,10 +1,15 @@
 """The default scheduler, simplified: one pod at a time, in arrival order, not gang-aware.
 
-Filters like kube-scheduler (unschedulable nodes, nodeSelector, required node affinity,
-NoSchedule/NoExecute taints, free allocatable capacity incl. the pod count) and scores
-by NodeResourcesFit's scoring strategy: LeastAllocated (kube-scheduler's default: spread)
-or MostAllocated (bin-packing, what batch clusters configure to keep whole nodes free for
-large pods). A pod that fits nowhere gets PodScheduled=False/Unschedulable with
+A pod with scheduling gates is not queued (the SchedulingGates PreEnqueue plugin) until its
+last gate is removed. Filters as kube-scheduler's plugins, in their order (``nodefit``):
+NodeUnschedulable (unless the pod tolerates node.kubernetes.io/unschedulable),
+TaintToleration (NoSchedule/NoExecute), NodeAffinity (nodeSelector and required node
+affinity), NodeResourcesFit (free allocatable capacity incl. the pod count). Scores by
+NodeResourcesFit's scoring strategy alone: LeastAllocated (kube-scheduler's default:
+spread), MostAllocated (bin-packing) or RequestedToCapacityRatio (a shape of utilization
+-> score), over weighted resources; ties go to the first node by name (kube-scheduler
+picks one of them at random). The other score plugins (BalancedAllocation, preferred
+affinity, topology spread, ...) are not modelled. A pod that fits nowhere gets PodScheduled=False/Unschedulable with
 kube-scheduler's "0/N nodes are available: ..." message and is retried when capacity
 is freed. Because pods are bound one by one as they come, two jobs can each get part of
 their gang -- the node-level half of the deadlock.
@@ -22,12 +27,12 @@ from collections.abc import Mapping
 
 from .clock import rfc3339
 from .model import Event, Store, evolve, key_of
+from .nodefit import SCORING_STRATEGIES, Scorer, filter_reason, nonzero_requests
 from .quota import canonical, is_terminal, pod_requests
 from .resources import NODES, PODS, ResourceType
 
 Key = tuple[str, str]
-# NodeResourcesFit's scoringStrategy.type in a KubeSchedulerConfiguration.
-SCORING_STRATEGIES = ("LeastAllocated", "MostAllocated")
+__all__ = ["SCORING_STRATEGIES", "Scheduler", "set_pod_condition"]
 
 
 def set_pod_condition(status: dict, ctype: str, value: str, now: float, reason: str = "", message: str = "") -> None:
@@ -40,80 +45,33 @@ def set_pod_condition(status: dict, ctype: str, value: str, now: float, reason: 
     status["conditions"] = conditions + [condition]
 
 
-def _tolerates(pod_spec: dict, taint: dict) -> bool:
-    for tol in pod_spec.get("tolerations") or []:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            continue
-        if tol.get("operator") == "Exists":
-            if not tol.get("key") or tol["key"] == taint.get("key"):
-                return True
-        elif tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def _affinity_terms(pod_spec: dict) -> list[dict]:
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    return required.get("nodeSelectorTerms") or []
-
-
-def _affinity_matches(terms: list[dict], labels: dict, name: str = "") -> bool:
-    """`name`: the node's, for matchFields (metadata.name is the one field a node selector
-    term may match, with In or NotIn)."""
-    if not terms:
-        return True
-    fields = {"metadata.name": name}
-
-    def field_ok(expr: dict) -> bool:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        if key not in fields or op not in ("In", "NotIn"):
-            return False
-        return (fields[key] in values) == (op == "In")
-
-    def expr_ok(expr: dict) -> bool:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        value = labels.get(key)
-        if op == "In":
-            return value in values
-        if op == "NotIn":
-            return value not in values
-        if op == "Exists":
-            return key in labels
-        if op == "DoesNotExist":
-            return key not in labels
-        if op in ("Gt", "Lt") and value is not None and value.isdigit() and values:
-            # Only for Gt/Lt: In's values need not be numbers.
-            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-        return False
-
-    return any(
-        all(expr_ok(e) for e in term.get("matchExpressions") or [])
-        and all(field_ok(f) for f in term.get("matchFields") or [])
-        for term in terms
-    )
-
-
 class Scheduler:
     """default-scheduler, one pod at a time in arrival order, not gang-aware; scoring by
-    `scoring` (SCORING_STRATEGIES)."""
+    `scoring` (SCORING_STRATEGIES) over `resources` with `shape` (RequestedToCapacityRatio)."""
 
     name = "scheduler"
 
-    def __init__(self, store: Store, scoring: str = "LeastAllocated"):
+    def __init__(
+        self,
+        store: Store,
+        scoring: str = "LeastAllocated",
+        resources: list[dict] | None = None,
+        shape: list[dict] | None = None,
+    ):
         if scoring not in SCORING_STRATEGIES:
             raise ValueError(f"scoring must be one of {SCORING_STRATEGIES}, got {scoring!r}")
         self.store = store
-        self.most_allocated = scoring == "MostAllocated"
+        self.scorer = Scorer(scoring, resources, shape)
         self._lock = threading.Lock()
         self._queue: dict[Key, None] = {}  # pending unbound pods, insertion-ordered
         self._fresh: set[Key] = set()  # never tried since capacity last grew
         self._capacity_grew = False
         self.allocated: dict[str, Counter] = {}
-        self._charges: dict[Key, tuple[str, dict]] = {}
+        self.nonzero: dict[str, Counter] = {}  # cpu/memory with the defaults for unset requests
+        self._charges: dict[Key, tuple[str, dict, dict]] = {}
         self._eligible_cache: dict[str, tuple[list, Counter]] = {}
         self._pod_requests: dict[str, dict] = {}  # uid -> requests: a pod's never change
+        self._pod_nonzero: dict[str, dict] = {}
         store.hooks.append(self._on_event)
 
     def _on_event(self, rt: ResourceType, event: Event) -> None:
@@ -131,6 +89,7 @@ class Scheduler:
             if (
                 alive
                 and not spec.get("nodeName")
+                and not spec.get("schedulingGates")  # PreEnqueue (SchedulingGates): not queued while gated
                 and spec.get("schedulerName", "default-scheduler") == "default-scheduler"
             ):
                 if key not in self._queue:
@@ -139,9 +98,13 @@ class Scheduler:
             else:
                 self._queue.pop(key, None)
                 self._fresh.discard(key)
-            charge = (spec["nodeName"], self._requests(pod)) if alive and spec.get("nodeName") else None
+            charge = None
+            if alive and spec.get("nodeName"):
+                charge = (spec["nodeName"], self._requests(pod), self._nonzero(pod))
             if event.type == "DELETED":
-                self._pod_requests.pop(pod["metadata"].get("uid", ""), None)
+                uid = pod["metadata"].get("uid", "")
+                self._pod_requests.pop(uid, None)
+                self._pod_nonzero.pop(uid, None)
             old = self._charges.pop(key, None)
             if charge is not None:
                 self._charges[key] = charge
@@ -149,9 +112,11 @@ class Scheduler:
                 return
             if old is not None:
                 self.allocated[old[0]].subtract(old[1])
+                self.nonzero[old[0]].subtract(old[2])
                 self._capacity_grew = True
             if charge is not None:
                 self.allocated.setdefault(charge[0], Counter()).update(charge[1])
+                self.nonzero.setdefault(charge[0], Counter()).update(charge[2])
 
     def _requests(self, pod: dict) -> dict:
         uid = pod["metadata"].get("uid", "")
@@ -161,6 +126,13 @@ class Scheduler:
             requests["pods"] = 1
             self._pod_requests[uid] = requests
         return requests
+
+    def _nonzero(self, pod: dict) -> dict:
+        uid = pod["metadata"].get("uid", "")
+        nonzero = self._pod_nonzero.get(uid)
+        if nonzero is None:
+            nonzero = self._pod_nonzero[uid] = nonzero_requests(pod.get("spec") or {})
+        return nonzero
 
     def next_deadline(self) -> float | None:
         return None
@@ -208,47 +180,32 @@ class Scheduler:
         self.store.update(PODS, updated)
 
     def _eligible(self, spec: dict, nodes: list[dict]) -> tuple[list[tuple[str, dict]], Counter]:
-        """Nodes a pod may go to by selector, affinity and taints (not capacity), with the
-        reasons for the others. Memoized per pod shape until the nodes change: the pods of
-        one replica type all share it."""
+        """Nodes a pod may go to by the filters before NodeResourcesFit, with the reasons
+        for the others. Memoized per pod shape until the nodes change: the pods of one
+        replica type all share it."""
         shape = json.dumps([spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")], sort_keys=True)
         cached = self._eligible_cache.get(shape)
         if cached is not None:
             return cached
-        selector, terms = spec.get("nodeSelector") or {}, _affinity_terms(spec)
         eligible: list[tuple[str, dict]] = []
         reasons: Counter = Counter()
         for node in nodes:
-            node_spec, status = node.get("spec") or {}, node.get("status") or {}
-            labels = node["metadata"].get("labels") or {}
-            if node_spec.get("unschedulable"):
-                reasons["node(s) were unschedulable"] += 1
+            reason = filter_reason(spec, node)
+            if reason is not None:
+                reasons[reason] += 1
                 continue
-            if any(labels.get(k) != v for k, v in selector.items()) or not _affinity_matches(
-                terms, labels, node["metadata"]["name"]
-            ):
-                reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-                continue
-            taint = next(
-                (
-                    t
-                    for t in node_spec.get("taints") or []
-                    if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec, t)
-                ),
-                None,
-            )
-            if taint is not None:
-                reasons[f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"] += 1
-                continue
+            status = node.get("status") or {}
             allocatable = status.get("allocatable") or status.get("capacity") or {}
             eligible.append((node["metadata"]["name"], {r: canonical(r, v) for r, v in allocatable.items()}))
         self._eligible_cache[shape] = (eligible, reasons)
         return eligible, reasons
 
     def _pick(self, pod: dict, nodes: list[dict]) -> tuple[str | None, Counter]:
-        requests = [(r, amount) for r, amount in self._requests(pod).items() if amount > 0]
+        pod_requests_ = self._requests(pod)
+        nonzero = self._nonzero(pod)
+        requests = [(r, amount) for r, amount in pod_requests_.items() if amount > 0]
         eligible, filtered = self._eligible(pod.get("spec") or {}, nodes)
-        best, best_score = None, -1.0
+        best, best_score = None, -1
         short_of: Counter = Counter()
         for name, allocatable in eligible:
             used: Mapping[str, int] = self.allocated.get(name) or {}
@@ -256,14 +213,7 @@ class Scheduler:
             if short:
                 short_of.update(short)
                 continue
-            # LeastAllocated: prefer the node left with the largest free share of cpu and
-            # memory; MostAllocated: the smallest.
-            score = 0.0
-            for r in ("cpu", "memory"):
-                capacity = allocatable.get(r, 0)
-                if capacity > 0:
-                    free = (capacity - used.get(r, 0)) / capacity
-                    score += 1.0 - free if self.most_allocated else free
+            score = self.scorer.score(pod_requests_, nonzero, used, self.nonzero.get(name) or {}, allocatable)
             if score > best_score:
                 best, best_score = name, score
         if best is not None:

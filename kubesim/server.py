@@ -25,6 +25,7 @@ from .apply import parse as parse_apply
 from .cluster import Cluster
 from .discovery import discovery
 from .errors import ApiError, bad_request, internal, method_not_allowed, unauthorized
+from .nodeops import evict
 from .patch import MERGE_TYPES
 from .podlogs import pod_log
 from .protobuf import PROTOBUF, decode_object
@@ -67,7 +68,11 @@ def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None
         return None
     name = rest[1] if len(rest) > 1 else None
     subresource = rest[2] if len(rest) > 2 else ""
-    if len(rest) > 3 or (subresource and subresource != "status" and (subresource, rt.plural) != ("log", "pods")):
+    if len(rest) > 3 or (
+        subresource
+        and subresource != "status"
+        and (subresource, rt.plural) not in (("log", "pods"), ("eviction", "pods"))
+    ):
         return None
     if rt.namespaced and name is not None and namespace is None:
         return None
@@ -177,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
         if route is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         rt, namespace, name, subresource = route
-        verb = self._verb(method, name, query)
+        verb = self._verb(method, name, query, subresource)
         if cluster.authorizer.enabled:
             cluster.authorizer.authorize(user, verb, rt.group, rt.plural, subresource, namespace or "", name or "")
         delay, error = cluster.faults.check(verb, rt.plural)
@@ -192,6 +197,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, pod_log(pod, query), media="text/plain")
         dry_run = query.get("dryRun") == "All"
         api = cluster.api
+        if subresource == "eviction":
+            if verb != "create":
+                raise method_not_allowed()
+            return self._send(201, evict(api, namespace or "", name or "", self._body(), dry_run))
         as_table = wants_table(self.headers.get("Accept") or "")
         if verb == "watch":
             return self._watch(rt, namespace, name, query, query.get("includeObject", "Metadata") if as_table else None)
@@ -304,14 +313,14 @@ class Handler(BaseHTTPRequestHandler):
         return table(rt.group, rt.plural, items, now, meta, query.get("includeObject", "Metadata"))
 
     @staticmethod
-    def _verb(method: str, name: str | None, query: dict) -> str:
+    def _verb(method: str, name: str | None, query: dict, path_subresource: str = "") -> str:
         if method == "GET":
             if query.get("watch") in _TRUE:
                 return "watch"
             return "get" if name else "list"
+        if method == "POST" and (name is None or path_subresource == "eviction"):
+            return "create"
         if name is None:
-            if method == "POST":
-                return "create"
             raise method_not_allowed()
         return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or "unsupported"
 

@@ -88,6 +88,10 @@ def _age(obj: dict, now: float) -> str:
 def _pod(obj: dict, now: float) -> list:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     reason = status.get("reason") or status.get("phase") or ""
+    if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions") or []
+    ):
+        reason = "SchedulingGated"
     restarts, ready, running, last_restart = 0, 0, False, None
     for container in reversed(status.get("containerStatuses") or []):
         restarts += container.get("restartCount", 0)
@@ -128,7 +132,8 @@ def _pod(obj: dict, now: float) -> list:
 def _node(obj: dict, now: float) -> list:
     status, labels = obj.get("status") or {}, obj["metadata"].get("labels") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    state = {"True": "Ready", "False": "NotReady"}.get(str((ready or {}).get("status")), "Unknown")
+    # printNode: Ready when True, NotReady for False and Unknown alike; Unknown only without the condition.
+    state = "Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"
     if (obj.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
     roles = sorted(

@@ -97,6 +97,30 @@ class RunningKubesim:
     def settle(self) -> int:
         return self.cluster.settle()
 
+    # Node events, through the API as a kubelet or kubectl makes them; the controllers react
+    # at the next settle/advance (manual clock) or by themselves (real clock).
+
+    def fail_node(self, name: str, status: str = "Unknown") -> dict:
+        """Ready goes Unknown (kubelet silent: the unreachable taints) or False (not-ready taints)."""
+        return self.cluster.fail_node(name, status)
+
+    def recover_node(self, name: str) -> dict:
+        return self.cluster.recover_node(name)
+
+    def cordon(self, name: str) -> dict:
+        return self.cluster.cordon(name)
+
+    def uncordon(self, name: str) -> dict:
+        return self.cluster.cordon(name, unschedulable=False)
+
+    def drain(self, name: str) -> list[str]:
+        """Cordon, then evict every pod on the node through the Eviction API."""
+        return self.cluster.drain(name)
+
+    def delete_node(self, name: str) -> dict:
+        """The Node object is deleted; PodGC deletes its pods after its 40 s quarantine."""
+        return self.cluster.delete_node(name)
+
     def stop(self) -> None:
         if self._stopped:
             return

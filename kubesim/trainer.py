@@ -18,9 +18,11 @@ created" (checked by the API layer, which has the store).
 from __future__ import annotations
 
 import copy
+import json
 
 from .clock import rfc3339
 from .ownerref import controller_reference
+from .patch import strategic_merge
 from .validation import cause, dns1035_label, immutable, required
 
 GROUP, VERSION = "trainer.kubeflow.org", "v1alpha1"
@@ -134,12 +136,102 @@ def num_nodes(trainjob: dict, runtime: dict) -> int:
     return int(nodes) if nodes is not None else 1
 
 
+def apply_overrides(rjobs: list[dict], overrides: object) -> None:
+    """mergePodTemplateOverrides (v2.1): each override, in order, is a strategic merge patch of
+    its metadata's labels and annotations and its spec onto the pod template of every
+    replicatedJob it targets -- so nodeSelector merges by key, schedulingGates, containers
+    (and their env), volumes and imagePullSecrets by name, while tolerations and the
+    affinity's node selector terms are replaced."""
+    for override in overrides if isinstance(overrides, list) else []:
+        if not isinstance(override, dict):
+            continue
+        targets = {t.get("name") for t in override.get("targetJobs") or [] if isinstance(t, dict)}
+        patch: dict = {}
+        meta = override.get("metadata") or {}
+        labels = {k: meta[k] for k in ("labels", "annotations") if meta.get(k) is not None}
+        if labels:
+            patch["metadata"] = labels
+        if override.get("spec") is not None:
+            patch["spec"] = override["spec"]
+        for rjob in rjobs:
+            if rjob.get("name") in targets:
+                job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+                job_spec["template"] = strategic_merge(job_spec.get("template") or {}, copy.deepcopy(patch))
+
+
+RESERVED_CONTAINERS = ("dataset-initializer", "model-initializer", NODE)
+
+
+def validate_overrides(trainjob: dict, runtime: dict) -> list[dict]:
+    """The JobSet plugin's ValidateObjects for podTemplateOverrides: targets and containers
+    must exist in the runtime; the reserved containers take no env."""
+    overrides = (trainjob.get("spec") or {}).get("podTemplateOverrides") or []
+    template = ((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers: dict[str, set[str]] = {}
+    for rjob in template.get("replicatedJobs") or []:
+        pod = ((((rjob.get("template") or {}).get("spec") or {}).get("template")) or {}).get("spec") or {}
+        names = {c.get("name") for key in ("containers", "initContainers") for c in pod.get(key) or []}
+        containers[rjob.get("name")] = names
+    shown = json.dumps(overrides, separators=(",", ":"))
+    messages: list[str] = []
+    for override in overrides:
+        spec = override.get("spec") or {}
+        for target in override.get("targetJobs") or []:
+            have = containers.get(target.get("name"))
+            if have is None:
+                messages.append("must not have targetJob that doesn't exist in the runtime job template")
+                have = set()
+            for c in spec.get("initContainers") or []:
+                if c.get("name") not in have:
+                    messages.append(
+                        f"must not have initContainer that doesn't exist in the runtime job {target.get('name')}"
+                    )
+            for c in spec.get("containers") or []:
+                if c.get("name") not in have:
+                    messages.append(
+                        f"must not have container that doesn't exist in the runtime job {target.get('name')}"
+                    )
+                elif c.get("env") and c.get("name") in RESERVED_CONTAINERS:
+                    messages.append(
+                        "must not have envs for the dataset-initializer, model-initializer, node containers"
+                    )
+    return [cause("spec.podTemplateOverrides", f"Invalid value: {shown}: {m}") for m in messages]
+
+
+def validate_override_change(old: dict, new: dict, jobset: dict | None) -> list[dict]:
+    """checkPodTemplateOverridesImmutability: overrides change only while the TrainJob is
+    suspended and its JobSet (if any) has no active Jobs."""
+    before = (old.get("spec") or {}).get("podTemplateOverrides")
+    after = (new.get("spec") or {}).get("podTemplateOverrides")
+    if (before or None) == (after or None):
+        return []
+    path = "spec.podTemplateOverrides"
+    if not is_suspended(new):
+        return [
+            cause(
+                path,
+                "Forbidden: PodTemplateOverrides can only be modified when the TrainJob is suspended",
+                "FieldValueForbidden",
+            )
+        ]
+    return [
+        cause(
+            path,
+            f"Forbidden: PodTemplateOverrides cannot be modified when the JobSet's ReplicatedJob {s.get('name')} is still active",
+            "FieldValueForbidden",
+        )
+        for s in ((jobset or {}).get("status") or {}).get("replicatedJobsStatus") or []
+        if s.get("active", 0) > 0
+    ]
+
+
 def build_jobset(trainjob: dict, runtime: dict) -> dict:
     """The JobSet for a TrainJob: the runtime's template with the TrainJob's trainer applied."""
     meta, spec = trainjob["metadata"], trainjob.get("spec") or {}
     template = copy.deepcopy((runtime.get("spec") or {}).get("template") or {})
     js_spec = template.get("spec") or {}
     rjobs = [r for r in js_spec.get("replicatedJobs") or [] if isinstance(r, dict)]
+    apply_overrides(rjobs, spec.get("podTemplateOverrides"))
     node = _trainer_rjob(rjobs)
     trainer = spec.get("trainer") or {}
     if node is not None:

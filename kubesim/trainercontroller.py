@@ -7,8 +7,10 @@ TrainJobResourcesCreationFailed event and is retried with backoff (no JobSet); a
 unsupported runtime kind sets Failed (TrainingRuntimeNotSupported). Conditions: Suspended
 (True while suspended, False "Resumed" after), Complete and Failed copied from the
 JobSet's Completed and Failed; ``jobsStatus`` from its ``replicatedJobsStatus``.
-Not modelled: podTemplateOverrides, initializers' datasets/models, ML policies beyond
-numNodes (torch/mpi environment, launcher-as-node), PodGroups.
+``spec.podTemplateOverrides`` (v2.1) are applied to the JobSet's pod templates, also while
+suspended (the JobSet is built again as long as the TrainJob or the JobSet is suspended).
+Not modelled: initializers' datasets/models, ML policies beyond numNodes (torch/mpi
+environment, launcher-as-node), PodGroups.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class TrainJobController(Reconciler):
     ):
         super().__init__(api, owners, (TRAINJOBS,), (JOBSETS,), backoff_seconds, max_backoff_seconds)
         self.jobsets = jobsets
+        self._refused: dict[str, int | None] = {}  # TrainJob uid -> the generation whose JobSet update was refused
 
     def failed_create_message(self, exc: ApiError, child_rt: ResourceType) -> str:
         return f"TrainJob resources reconciliation failed: {exc.message[:950]}"
@@ -90,13 +93,8 @@ class TrainJobController(Reconciler):
                 self._missing_runtime(key, trainjob, now)
             elif jobset is None:
                 missing = [(JOBSETS, trainer.build_jobset(trainjob, runtime))]
-            elif trainer.is_suspended(trainjob) != js_.is_suspended(jobset):
-                jobset = (
-                    self.replace(
-                        JOBSETS, {**jobset, "spec": {**jobset["spec"], "suspend": trainer.is_suspended(trainjob)}}
-                    )
-                    or jobset
-                )
+            elif trainer.is_suspended(trainjob) or js_.is_suspended(jobset):
+                jobset = self._rebuild(key, trainjob, runtime, jobset, now)
         self._set_suspended(status, trainjob, now)
         if jobset is not None:
             self._mirror(status, jobset, now)
@@ -104,6 +102,38 @@ class TrainJobController(Reconciler):
             del status["conditions"]
         self.write_status(rt, trainjob, status)
         return missing
+
+    def _rebuild(self, key: Key, trainjob: dict, runtime: dict, jobset: dict, now: float) -> dict:
+        """The JobSet plugin's Build: while the TrainJob or its JobSet is suspended the JobSet
+        is applied again from the runtime and the TrainJob (podTemplateOverrides changed
+        meanwhile reach its pod templates; a resume carries them with suspend false). A change
+        the JobSet refuses (only its templates' labels, annotations, nodeSelector, tolerations
+        and schedulingGates may change while suspended) is an event, once per TrainJob spec."""
+        wanted = trainer.build_jobset(trainjob, runtime)
+        js_.default(wanted)
+        spec = {
+            **jobset["spec"],
+            "replicatedJobs": wanted["spec"].get("replicatedJobs"),
+            "suspend": trainer.is_suspended(trainjob),
+        }
+        if spec == jobset["spec"]:
+            return jobset
+        generation = trainjob["metadata"].get("generation")
+        if self._refused.get(trainjob["metadata"]["uid"]) == generation:
+            return jobset
+        try:
+            updated, _ = self.api.replace(
+                JOBSETS,
+                jobset["metadata"]["namespace"],
+                jobset["metadata"]["name"],
+                {**jobset, "spec": spec},
+                internal=True,
+            )
+            return updated
+        except ApiError as exc:
+            self._refused[trainjob["metadata"]["uid"]] = generation
+            self.record_event(key, "Warning", self.failed_create_reason, self.failed_create_message(exc, JOBSETS), now)
+            return jobset
 
     @staticmethod
     def _set_suspended(status: dict, trainjob: dict, now: float) -> None:

@@ -308,7 +308,8 @@ def test_resource_quota_and_node_reads(core):
     assert quota.status.hard["requests.cpu"] == "12" and quota.status.used["requests.cpu"] == "0"
     assert [q.metadata.namespace for q in core.list_resource_quota_for_all_namespaces().items] == ["team-a"]
     node = core.read_node("cpu-node-0")
-    assert node.status.capacity["cpu"] == "8" and node.status.conditions[0].type == "Ready"
+    assert node.status.capacity["cpu"] == "8"
+    assert [c.type for c in node.status.conditions] == ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
 
 
 def test_unknown_resources_are_404(custom):
