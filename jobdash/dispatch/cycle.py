@@ -290,6 +290,7 @@ class Dispatcher:
                 plan,
                 observed.active,
                 observed.active_pods,
+                observed.snapshot.replacements,
                 observed.failed_nodes,
                 mode=config.release_mode,
                 term=term,

@@ -13,7 +13,7 @@ queued again (the plan's evictions).
 """
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -22,7 +22,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from queueing import Plan
 from queueing.placement import GATE, JobPod, assign
-from queueing.replacement import Placement
+from queueing.replacement import Placement, Replacement
 
 from . import holding, transitions
 from .active import ActiveJob
@@ -35,14 +35,16 @@ def replace(
     plan: Plan,
     active: list[ActiveJob],
     pods: Mapping[gw.ObjectKey, list[gw.PodInfo]],
+    lost: Iterable[Replacement],
     failed_nodes: frozenset[str],
     *,
     mode: str,
     term: int | None,
     now: datetime | None = None,
 ) -> dict[int, Placement]:
-    """Write the plan's new placements of gangs that lost nodes and take back those it
-    evicts. Returns the placements now in force that differ from the snapshot's."""
+    """Write the plan's new placements of gangs that lost nodes (`lost`: the snapshot's
+    account of what they lost) and take back those it evicts. Returns the placements now
+    in force that differ from the snapshot's."""
     jobs = {job.id: job for job in active}
     notes = {
         job_id: "its node(s) "
@@ -54,19 +56,40 @@ def replace(
     }
     written = set(transitions.replaced(dict(plan.replacements), notes, term))
     metrics.count_replacements(len(written))
+    slots = {replacement.job_id: replacement.lost for replacement in lost}
     for job_id in written:
-        for pod in pods.get(jobs[job_id].key, ()):
-            where = pod.node_name or pod.selected_node
-            if where in failed_nodes and not pod.deleting:
-                gateway.delete_pod(pod.namespace, pod.name)  # its controller makes it again, gated
+        job = jobs[job_id]
+        for pod in _stranded(job, pods.get(job.key, ()), slots.get(job_id, ()), failed_nodes):
+            gateway.delete_pod(pod.namespace, pod.name)  # its controller makes it again, gated
     for job_id, note in plan.evictions.items():
-        job = jobs.get(job_id)
-        if job is not None and transitions.node_failed(job_id, note=note, term=term, now=now):
+        evicted = jobs.get(job_id)
+        if evicted is not None and transitions.node_failed(job_id, note=note, term=term, now=now):
             try:
-                holding.taken_back(gateway, job.key, mode, term)
+                holding.taken_back(gateway, evicted.key, mode, term)
             except gw.GatewayError as error:
-                log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, job.namespace))
+                log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, evicted.namespace))
     return {job_id: plan.replacements[job_id] for job_id in written}
+
+
+def _stranded(
+    job: ActiveJob, pods: Iterable[gw.PodInfo], lost: Placement, failed_nodes: frozenset[str]
+) -> list[gw.PodInfo]:
+    """The job's pods held by the slots it lost: on a failed node, or sent to a node that
+    has no room for them any more (a pod's node, once chosen, cannot change)."""
+    left: dict[tuple[str, str], int] = {}
+    for role, _, node in lost:
+        left[role.lower(), node] = left.get((role.lower(), node), 0) + 1
+    roles = [ps.role for ps in job.workload.pod_sets]
+    stranded = []
+    for pod in sorted(pods, key=lambda p: p.node_name is not None):  # unbound ones first
+        where = pod.node_name or pod.selected_node
+        if where is None or pod.deleting or pod.terminated:
+            continue
+        key = (kinds.pod_role(job.kind_key, pod, roles).lower(), where)
+        if left.get(key, 0) > 0 and (where in failed_nodes or pod.node_name is None):
+            left[key] -= 1
+            stranded.append(pod)
+    return stranded
 
 
 def pin(

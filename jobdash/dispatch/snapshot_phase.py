@@ -9,7 +9,7 @@ from the API server, so building a snapshot costs no round trips.
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +21,9 @@ from jobdash.jobs import elastic
 from jobdash.jobs.models import Namespace, State
 from jobdash.jobs.presenters import overrun_words
 from queueing import POLICY_NAMES, PodSet
-from queueing.replacement import Placement, Replacement
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
+from . import lost
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
 
@@ -47,46 +47,6 @@ class Observation:
     overruns: dict[str, list[str]]
     # Nodes that failed (not ready, unreachable, gone): our pods there are made again elsewhere.
     failed_nodes: frozenset[str] = frozenset()
-
-
-# The taints the node lifecycle controller puts on a node that stopped reporting.
-FAILED_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
-
-
-def unsound_nodes(nodes: Iterable[NodeInfo]) -> tuple[frozenset[str], frozenset[str]]:
-    """(failed, cordoned) node names: failed ones run nothing any more, cordoned ones take
-    no new pod (what runs there keeps running)."""
-    failed, cordoned = set(), set()
-    for node in nodes:
-        if any(taint.get("key") in FAILED_TAINTS for taint in node.taints):
-            failed.add(node.name)
-        elif node.unschedulable:
-            cordoned.add(node.name)
-    return frozenset(failed), frozenset(cordoned)
-
-
-def lost_pods(
-    job: ActiveJob, pods: Iterable[PodInfo], known: Set[str], failed: Set[str], cordoned: Set[str]
-) -> tuple[Placement, Placement]:
-    """(kept, lost): the job's planned pods whose nodes are sound, and those whose nodes
-    failed or are gone, or are cordoned with no pod of the job bound there yet."""
-    roles = [ps.role for ps in job.workload.pod_sets]
-    bound: dict[tuple[str, str], int] = defaultdict(int)  # (role, node) -> live pods bound there
-    for pod in pods:
-        node = pod.node_name
-        if node is not None and node in cordoned and not pod.deleting and not pod.terminated:
-            bound[kinds.pod_role(job.kind_key, pod, roles).lower(), node] += 1
-    kept, lost = [], []
-    for role, index, node in job.placement:
-        if node not in known or node in failed:
-            lost.append((role, index, node))
-        elif node in cordoned and not bound[role.lower(), node]:
-            lost.append((role, index, node))
-        else:
-            if node in cordoned:
-                bound[role.lower(), node] -= 1
-            kept.append((role, index, node))
-    return tuple(kept), tuple(lost)
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -209,16 +169,10 @@ def build(
     by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
 
     node_infos = gateway.nodes()
-    failed, cordoned = unsound_nodes(node_infos)
-    known = {node.name for node in node_infos}
-    unsound = failed | cordoned
-    in_flight, running, replacements = [], [], []
+    found = lost.lost(active, by_job, node_infos, live_pods)
+    in_flight, running = [], []
     overruns: dict[str, list[str]] = defaultdict(list)
     for job in active:
-        if any(node not in known or node in unsound for _, _, node in job.placement):
-            kept, lost = lost_pods(job, by_job.get(job.key, ()), known, failed, cordoned)
-            if lost:
-                replacements.append(Replacement(job.id, job.namespace, job.workload, kept, lost))
         predicted = job.predicted_duration_s
         if not job.prediction_source:  # (released before predictions were made)
             predicted = learning.predict(job.workload, job.namespace, job.submitted_by_name).median_s
@@ -269,6 +223,6 @@ def build(
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,
         topology_levels=topology_levels,
-        replacements=tuple(replacements),
+        replacements=found.replacements,
     )
-    return Observation(snapshot, rows, active, by_job, dict(overruns), failed)
+    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes)

@@ -1,0 +1,103 @@
+"""Which planned pods of the active jobs lost their node, for the snapshot's replacements
+(queueing/replacement.py places them again).
+
+A planned pod is lost when its node failed (the node lifecycle's not-ready or unreachable
+taint) or is gone; and, while it is not bound there yet, when its node can no longer take
+it: cordoned, or its room taken meanwhile by pods that did not come through jobdash (a
+pod another scheduler client created between our release and our pod's start). Jobs
+released earlier keep their room first.
+"""
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from jobdash.cluster import kinds
+from jobdash.cluster.gateway import NodeInfo, ObjectKey, PodInfo
+from queueing.fit import UNLIMITED
+from queueing.replacement import Placement, Replacement
+from queueing.snapshot import gang_of
+
+from .active import ActiveJob
+
+# The taints the node lifecycle controller puts on a node that stopped reporting.
+FAILED_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+@dataclass(frozen=True)
+class Lost:
+    replacements: tuple[Replacement, ...]
+    failed_nodes: frozenset[str]
+
+
+def failed_nodes(nodes: Iterable[NodeInfo]) -> frozenset[str]:
+    return frozenset(node.name for node in nodes if any(t.get("key") in FAILED_TAINTS for t in node.taints))
+
+
+def lost(
+    active: Iterable[ActiveJob],
+    pods: Mapping[ObjectKey, list[PodInfo]],
+    nodes: list[NodeInfo],
+    live_pods: Iterable[PodInfo],
+) -> Lost:
+    failed = failed_nodes(nodes)
+    by_name = {node.name: node for node in nodes}
+    room: dict[str, dict[str, int]] = {
+        node.name: ({} if node.unschedulable else {"pods": UNLIMITED, **node.allocatable})
+        for node in nodes
+        if node.name not in failed
+    }
+    for pod in live_pods:
+        left = room.get(pod.node_name or "")
+        if left is not None and not pod.terminated:
+            for name, amount in pod.requests.items():
+                left[name] = left.get(name, 0) - amount
+            left["pods"] = left.get("pods", 0) - 1
+    replacements = []
+    for job in sorted(active, key=lambda j: (j.released_at or 0.0, j.id)):
+        if not job.placement:
+            continue
+        kept, gone = _job(job, pods.get(job.key, ()), by_name, failed, room)
+        if gone:
+            replacements.append(Replacement(job.id, job.namespace, job.workload, kept, gone))
+    return Lost(tuple(replacements), failed)
+
+
+def _job(
+    job: ActiveJob,
+    pods: Iterable[PodInfo],
+    nodes: Mapping[str, NodeInfo],
+    failed: frozenset[str],
+    room: dict[str, dict[str, int]],
+) -> tuple[Placement, Placement]:
+    """(kept, lost) of one job's planned pods; the pods it still has to start on a node are
+    charged to that node's `room`."""
+    roles = [ps.role for ps in job.workload.pod_sets]
+    requests = {group.role.lower(): dict(group.requests) for group in gang_of(job.workload)}
+    bound: dict[tuple[str, str], int] = defaultdict(int)  # (role, node) -> its live pods bound there
+    for pod in pods:
+        if pod.node_name and not pod.deleting and not pod.terminated:
+            bound[kinds.pod_role(job.kind_key, pod, roles).lower(), pod.node_name] += 1
+    kept, gone = [], []
+    for role, index, node in job.placement:
+        key = (role.lower(), node)
+        if node not in nodes or node in failed:
+            gone.append((role, index, node))
+        elif bound[key] > 0:
+            bound[key] -= 1  # it runs there: its room was counted with the live pods
+            kept.append((role, index, node))
+        elif _fits(room[node], requests.get(role.lower(), {})):
+            _charge(room[node], requests.get(role.lower(), {}))
+            kept.append((role, index, node))
+        else:
+            gone.append((role, index, node))
+    return tuple(kept), tuple(gone)
+
+
+def _fits(left: Mapping[str, int], requests: Mapping[str, int]) -> bool:
+    return all(left.get(name, 0) >= amount for name, amount in requests.items())
+
+
+def _charge(left: dict[str, int], requests: Mapping[str, int]) -> None:
+    for name, amount in requests.items():
+        left[name] = left.get(name, 0) - amount
