@@ -170,6 +170,7 @@ def build(
 
     node_infos = gateway.nodes()
     found = lost.lost(active, by_job, node_infos, live_pods)
+    lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
     in_flight, running = [], []
     overruns: dict[str, list[str]] = defaultdict(list)
     for job in active:
@@ -183,7 +184,8 @@ def build(
                     id=job.id,
                     namespace=job.namespace,
                     workload=job.workload,
-                    placements=_unbound_placements(job, created),
+                    # (what it lost is placed anew by the plan: not charged where it was)
+                    placements=tuple(p for p in _unbound_placements(job, created) if p not in lost_slots),
                     outstanding=_outstanding(job, created, gateway.job_object(job.key) is not None),
                     released_at=job.released_at or now,
                     expected_duration=predicted,

@@ -108,7 +108,10 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
     borrower.refresh_from_db()
     assert borrower.state == State.QUEUED and borrower.preemptions == 1 and borrower.preempted_by_id == owner.pk
     assert borrower.events.filter(type="Preempted").exists()
-    assert sim.cluster.tfjob("team-a", "big")["spec"]["runPolicy"]["suspend"] is True
+    suspended = sim.cluster.tfjob("team-a", "big")
+    assert suspended["spec"]["runPolicy"]["suspend"] is True
+    # Suspended, its template is as the user wrote it again (no placement gate of jobdash's).
+    assert "schedulingGates" not in suspended["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     sim.settle()  # the training-operator deletes the suspended job's pods
     assert not [p for p in sim.cluster.pods("team-a") if not p["metadata"].get("deletionTimestamp")]
     # The job it made room for starts the next cycle.
@@ -125,6 +128,9 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
     until(dispatcher, sim, gateway, borrower, State.RUNNING)
     resumed = sim.cluster.tfjob("team-a", "big")
     assert resumed["metadata"]["uid"] == uid and resumed["spec"]["runPolicy"]["suspend"] is False
+    # Resumed on its new placement: its pods wait for their planned nodes again.
+    gates = resumed["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulingGates"]
+    assert gates == [{"name": "jobdash.io/placement"}]
     # 60 s of work left (100 - the 40 kept): not done after 50 s, done after 70.
     for _ in range(5):
         step(dispatcher, sim, gateway, 10.0)

@@ -1,0 +1,179 @@
+"""Placement that holds, end to end: PostgreSQL, the real gateway and dispatcher, kubesim's
+scheduler with kube-scheduler's default LeastAllocated scoring. Every pod of every kind
+runs on the node the planner chose, while pods that did not come through jobdash keep
+arriving and take the emptiest nodes; a node that fails under a released gang is replaced
+within a cycle; a required rack is kept, or the job says which level it waits for."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.jobs import services
+from jobdash.jobs.models import Job, JobEvent, State
+from kubesim.testing import running_kubesim, training_runtime_manifest
+from queueing.placement import GATE
+from queueing.topology import REQUIRED_ANNOTATION
+
+from .dispatch_support import JOBDASH, ManualClock, eventually, pods_seen, settings, start_gateway
+from .test_dispatch_kinds import KINDS
+
+pytestmark = pytest.mark.django_db(transaction=True)
+RACK = "topology.jobdash.io/rack"
+LEVELS = (RACK, "kubernetes.io/hostname")
+
+
+def cluster(nodes_per_rack: int = 3, cpu: str = "4") -> dict:
+    return {
+        "nodes": [
+            {
+                "prefix": f"{rack}-node",
+                "count": nodes_per_rack,
+                "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+                "labels": {RACK: rack},
+            }
+            for rack in ("r1", "r2")
+        ],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "48"}}, {"name": "other"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "kubelet": {"start_delay_seconds": 1.0},
+        "objects": [training_runtime_manifest("torch-distributed", cpu="1", memory="1Gi")],
+    }
+
+
+@pytest.fixture
+def sim():
+    with running_kubesim(cluster(), manual_clock=True) as sim:
+        yield sim
+
+
+@pytest.fixture
+def gateway(sim, settings):
+    settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path  # a TrainJob's runtime
+    gateway = start_gateway(sim)
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture
+def dispatcher(gateway):
+    return Dispatcher(gateway, settings(topology_levels=LEVELS), clock=ManualClock())
+
+
+def foreign_pod(sim, number: int, cpu: str = "1") -> None:
+    """A pod nobody asked jobdash about, in a namespace jobdash does not manage."""
+    sim.cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"around-{number}", "namespace": "other"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+        }
+    )
+
+
+def step(dispatcher, sim, seconds: float = 1.0) -> None:
+    dispatcher.clock.advance(seconds)
+    sim.advance(seconds)
+    eventually(lambda: pods_seen(sim, dispatcher.gateway, ("team-a", "other")), timeout=5)
+
+
+def job_pods(sim, job: Job) -> list[dict]:
+    return [
+        pod
+        for pod in sim.cluster.pods("team-a")
+        if job.name in (pod["metadata"].get("labels") or {}).values()
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+
+
+def whole_node(replica_spec: dict) -> None:
+    """Its pods ask for all 4 CPUs of a node."""
+    resources = replica_spec["template"]["spec"]["containers"][0]["resources"]
+    for amounts in resources.values():
+        amounts["cpu"] = "4"
+
+
+def bound_as_planned(sim, job: Job) -> bool:
+    """Every live pod of the job is bound, and to the nodes its placement names, as many on each."""
+    placement = Job.objects.get(pk=job.pk).placement or []
+    pods = job_pods(sim, job)
+    bound = Counter(pod["spec"].get("nodeName") for pod in pods)
+    return len(pods) == len(placement) and bound == Counter(node for _, _, node in placement)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_pod_of_every_kind_runs_on_its_planned_node_among_pods_that_came_around(
+    user, sim, dispatcher, term, kind
+):
+    for number in range(3):
+        foreign_pod(sim, number)  # LeastAllocated spreads them: every node is a little used
+    step(dispatcher, sim)
+    job = services.job_submit(user=user, manifest=json.dumps(KINDS[kind](f"{kind.lower()}-p")), source="api")
+    arriving = iter(range(3, 9))
+    checked = False
+    for _ in range(40):
+        dispatcher.cycle(term)
+        row = Job.objects.get(pk=job.pk)
+        if row.state == State.RUNNING and not checked:
+            assert bound_as_planned(sim, job), (row.placement, [p["spec"].get("nodeName") for p in job_pods(sim, job)])
+            checked = True
+        if row.state in (State.SUCCEEDED, State.FAILED):
+            break
+        number = next(arriving, None)
+        if number is not None:
+            foreign_pod(sim, number)  # while jobdash places, pods keep coming around it
+        step(dispatcher, sim)
+    row = Job.objects.get(pk=job.pk)
+    assert checked and row.state == State.SUCCEEDED, (row.state, row.message)
+    assert not JobEvent.objects.filter(job=job, type="Requeued").exists()  # no start timeout, never taken back
+    # Every pod of the gang was created gated: none started where the scheduler alone would have put it.
+    assert all(GATE not in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in job_pods(sim, job))
+
+
+def test_a_node_that_fails_under_a_released_gang_is_replaced_within_a_cycle(user, sim, dispatcher, term):
+    manifest = KINDS["TFJob"]("lost-node")
+    replicas = manifest["spec"]["tfReplicaSpecs"]["Worker"]
+    replicas["replicas"] = 2
+    whole_node(replicas)
+    job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+    dispatcher.cycle(term)
+    released = Job.objects.get(pk=job.pk)
+    assert released.state == State.RELEASED
+    first = {node for _, _, node in released.placement}
+    failed = sorted(first)[0]
+    sim.fail_node(failed)
+    step(dispatcher, sim)  # the node is seen NotReady
+    dispatcher.cycle(term)  # one cycle: a new plan
+    replaced = Job.objects.get(pk=job.pk)
+    assert failed not in {node for _, _, node in replaced.placement}, replaced.placement
+    assert JobEvent.objects.filter(job=job, type="Replaced", message__contains=failed).exists()
+    for _ in range(10):
+        if Job.objects.get(pk=job.pk).state == State.RUNNING:
+            break
+        step(dispatcher, sim)
+        dispatcher.cycle(term)
+    assert Job.objects.get(pk=job.pk).state == State.RUNNING
+    assert bound_as_planned(sim, job)
+
+
+def test_a_required_rack_is_kept_or_the_job_says_which_level_it_waits_for(user, sim, dispatcher, term):
+    def rack_job(name: str, workers: int) -> Job:
+        manifest = KINDS["TFJob"](name)
+        manifest["metadata"].setdefault("annotations", {})[REQUIRED_ANNOTATION] = RACK
+        spec = manifest["spec"]["tfReplicaSpecs"]["Worker"]
+        spec["replicas"] = workers
+        whole_node(spec)
+        return services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+
+    fits = rack_job("in-one-rack", 3)
+    too_big = rack_job("no-rack-holds-it", 4)
+    dispatcher.cycle(term)
+    placed = Job.objects.get(pk=fits.pk)
+    assert placed.state == State.RELEASED
+    assert len({node.partition("-")[0] for _, _, node in placed.placement}) == 1  # r1-node-* or r2-node-*
+    waiting = Job.objects.get(pk=too_big.pk)
+    assert waiting.state == State.QUEUED and waiting.reason == "NoDomainFits"
+    assert waiting.message.startswith("no rack has room for all 4 pods (4 cpu each) at once; the roomiest has room for")
