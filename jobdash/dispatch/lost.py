@@ -2,10 +2,11 @@
 (queueing/replacement.py places them again).
 
 A planned pod is lost when its node failed (the node lifecycle's not-ready or unreachable
-taint) or is gone; and, while it is not bound there yet, when its node can no longer take
-it: cordoned, or its room taken meanwhile by pods that did not come through jobdash (a
-pod another scheduler client created between our release and our pod's start). Jobs
-released earlier keep their room first.
+taint) or is gone; and, while its job is still starting (Released) and no pod of it has
+been bound there, when its node can no longer take it: cordoned, or its room taken
+meanwhile by pods that did not come through jobdash (created by another client between our
+release and our pod's start). Jobs released earlier keep their room first. A pod that ran
+there and ended holds its place: its job is finishing, not starting.
 """
 
 from collections import defaultdict
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import NodeInfo, ObjectKey, PodInfo
+from jobdash.jobs.models import State
 from queueing.fit import UNLIMITED
 from queueing.replacement import Placement, Replacement
 from queueing.snapshot import gang_of
@@ -74,17 +76,19 @@ def _job(
     charged to that node's `room`."""
     roles = [ps.role for ps in job.workload.pod_sets]
     requests = {group.role.lower(): dict(group.requests) for group in gang_of(job.workload)}
-    bound: dict[tuple[str, str], int] = defaultdict(int)  # (role, node) -> its live pods bound there
+    bound: dict[tuple[str, str], int] = defaultdict(int)  # (role, node) -> its pods bound there
     for pod in pods:
-        if pod.node_name and not pod.deleting and not pod.terminated:
+        if pod.node_name and not pod.deleting:
             bound[kinds.pod_role(job.kind_key, pod, roles).lower(), pod.node_name] += 1
     kept, gone = [], []
     for role, index, node in job.placement:
         key = (role.lower(), node)
         if node not in nodes or node in failed:
             gone.append((role, index, node))
-        elif bound[key] > 0:
-            bound[key] -= 1  # it runs there: its room was counted with the live pods
+        elif bound[key] > 0 or job.state != State.RELEASED:
+            # It runs or ran there (its room counted with the live pods), or the job runs:
+            # only a failure takes a running job's node.
+            bound[key] -= 1
             kept.append((role, index, node))
         elif _fits(room[node], requests.get(role.lower(), {})):
             _charge(room[node], requests.get(role.lower(), {}))
