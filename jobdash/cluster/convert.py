@@ -1,6 +1,5 @@
 """Kubernetes JSON objects -> the gateway's types. Pure functions, no client."""
 
-import copy
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -122,9 +121,10 @@ SERVER_SET_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generatio
 
 def release_body(job_id: int, manifest: Mapping[str, Any], term: int | None = None) -> dict[str, Any]:
     """The object to create for a released job: the stored manifest, labelled as ours, and
-    annotated with the leader term it is created under."""
-    body = copy.deepcopy(dict(manifest))
-    metadata = body.setdefault("metadata", {})
+    annotated with the leader term it is created under. Only its metadata is copied: that
+    is all this changes (a release's manifest is its own copy already)."""
+    body = dict(manifest)
+    metadata = body["metadata"] = dict(body.get("metadata") or {})
     for key in SERVER_SET_METADATA:
         metadata.pop(key, None)
     metadata["labels"] = {**(metadata.get("labels") or {}), JOB_ID_LABEL: str(job_id), MANAGED_LABEL: "true"}

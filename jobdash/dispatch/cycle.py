@@ -219,6 +219,7 @@ class Dispatcher:
             node_fit=config.node_fit,
             preemption_limit=config.preemption_limit,
             topology_levels=config.topology_levels,
+            pin=config.pin,
             now=started.timestamp(),
         )
         result.pending = len(observed.pending)
@@ -244,7 +245,7 @@ class Dispatcher:
                 seen=seen,
                 now=started,
                 pin=config.pin,
-                workloads={row.job.id: row.job.workload for row in observed.pending},
+                workloads=self.cache.workloads_of(admission[0] for admission in admissions),
             )
         except transitions.StaleSnapshot as error:
             log.info("cycle: released nothing, %s", error)
@@ -252,7 +253,7 @@ class Dispatcher:
         lap("release")
         try:
             # 4. preempt: victims are told, and leave after their grace period (preempt.evict)
-            if not result.skipped:
+            if not result.skipped and plan.preemptions:
                 waiting = {row.job.id: (row.job.namespace, row.job.workload.name) for row in observed.pending}
                 result.preempted = preempt.mark(
                     self.gateway,

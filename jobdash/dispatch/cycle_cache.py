@@ -127,6 +127,15 @@ class CycleCache:
         cached = self._jobs.get(job_id)
         return None if cached is None else cached[1].workload
 
+    def workloads_of(self, job_ids: Iterable[int]) -> dict[int, Workload]:
+        """The parsed workloads of these queued jobs that the cache holds."""
+        found = {}
+        for job_id in job_ids:
+            cached = self._jobs.get(job_id)
+            if cached is not None:
+                found[job_id] = cached[1].workload
+        return found
+
     def get(self, row: Mapping[str, Any], workload: Workload | None, *, drop_count: bool) -> PendingJob:
         """`workload`: the row's parsed workload; only read when the row is not fresh().
         `row`: pending_rows' (timestamps as seconds since the epoch)."""

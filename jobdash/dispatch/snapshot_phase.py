@@ -151,9 +151,11 @@ def build(
     node_fit: bool,
     preemption_limit: int | None,
     topology_levels: tuple[str, ...] = (),
+    pin: bool = False,
     now: float | None = None,
 ) -> Observation:
-    """`now`: the cycle's time, in seconds since the epoch (default: the current time)."""
+    """`now`: the cycle's time, in seconds since the epoch (default: the current time);
+    `pin`: pods run where the plan put them (their lost places are then replaced)."""
     now = timezone.now().timestamp() if now is None else now
     namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
     managed = {row["name"]: row for row in namespaces}
@@ -169,7 +171,8 @@ def build(
     by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
 
     node_infos = gateway.nodes()
-    found = lost.lost(active, by_job, node_infos, live_pods)
+    # Pods go where the plan says only when pinned: otherwise no planned node is theirs to lose.
+    found = lost.lost(active, by_job, node_infos, live_pods) if pin else lost.Lost((), frozenset())
     lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
     in_flight, running = [], []
     overruns: dict[str, list[str]] = defaultdict(list)
