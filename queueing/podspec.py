@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from .node_affinity import NodeAffinity, required_node_affinity
 from .quantity import canonical, is_whole, parse_quantity
 from .validation import (
     Problems,
@@ -42,6 +43,7 @@ class PodShape:
     limits: dict[str, int] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
+    node_affinity: NodeAffinity = ()  # required terms only: preferred ones constrain nothing
 
 
 @dataclass
@@ -94,6 +96,7 @@ def pod_shape(
         limits=limits,
         node_selector=label_map(pod_spec, "nodeSelector", path, problems),
         tolerations=_tolerations(pod_spec, path, problems),
+        node_affinity=required_node_affinity(pod_spec, path, problems),
     )
 
 
