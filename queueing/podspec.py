@@ -95,7 +95,7 @@ def pod_shape(
         requests=requests,
         limits=limits,
         node_selector=label_map(pod_spec, "nodeSelector", path, problems),
-        tolerations=_tolerations(pod_spec, path, problems),
+        tolerations=pod_tolerations(pod_spec, path, problems),
         node_affinity=required_node_affinity(pod_spec, path, problems),
     )
 
@@ -316,7 +316,8 @@ def resource_name_problem(name: Any) -> str | None:
     return None
 
 
-def _tolerations(pod_spec: Mapping[Any, Any], path: str, problems: Problems) -> tuple[dict[str, Any], ...]:
+def pod_tolerations(pod_spec: Mapping[Any, Any], path: str, problems: Problems) -> tuple[dict[str, Any], ...]:
+    """``pod_spec.tolerations`` (found at ``path``), the valid ones cleaned of nulls."""
     items = optional_list(pod_spec, "tolerations", path, problems)
     if items is None:
         return ()
