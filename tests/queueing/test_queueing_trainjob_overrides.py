@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from kubesim.trainer import build_jobset
 from queueing import workload_from_manifest
+from queueing.kinds import TRAINJOB
 from queueing.node_affinity import Requirement, Term, required_node_affinity
+from queueing.placement import GATE, hold, restore
 from queueing.validation import Problems
 from tests.examples import examples
 from tests.queueing.kinds_support import Runtimes, errors_of
@@ -289,15 +291,30 @@ def trainjob_and_runtime(draw):
     return manifest, found
 
 
+def built(manifest, runtime):
+    return build_jobset({**manifest, "metadata": {**manifest["metadata"], "uid": "u"}}, runtime)
+
+
 @given(trainjob_and_runtime())
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_each_pod_set_is_placed_as_the_jobset_kubesims_trainer_builds(generated):
     manifest, found = generated
     workload = workload_from_manifest(manifest, Runtimes(found))
-    jobset = build_jobset({**manifest, "metadata": {**manifest["metadata"], "uid": "u"}}, found)
+    jobset = built(manifest, found)
     for item, pod_set in zip(jobset["spec"]["replicatedJobs"], workload.pod_sets, strict=True):
         pod = item["template"]["spec"]["template"]["spec"]
         assert item["name"] == pod_set.role
         assert dict(pod_set.node_selector) == pod.get("nodeSelector", {})
         assert list(pod_set.tolerations) == pod.get("tolerations", [])
         assert pod_set.node_affinity == required_node_affinity(pod, "", Problems())
+
+
+@given(trainjob_and_runtime())
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_kubesims_trainer_gates_every_pod_of_a_held_trainjob_and_none_once_restored(generated):
+    manifest, found = generated
+    workload = workload_from_manifest(manifest, Runtimes(found))
+    held_obj = hold(TRAINJOB, manifest, workload)
+    for item in built(held_obj, found)["spec"]["replicatedJobs"]:
+        assert {"name": GATE} in item["template"]["spec"]["template"]["spec"]["schedulingGates"], item["name"]
+    assert built(restore(TRAINJOB, held_obj), found) == built(manifest, found)
