@@ -76,7 +76,7 @@ class _NodeView(NamedTuple):
 _VIEWS: dict[int, tuple[Node, _NodeView]] = {}
 _VIEWS_LIMIT = 50_000
 _CAPACITIES: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
-_UNCONSTRAINED = ((), ())
+_UNCONSTRAINED = Constraints((), (), ())
 
 
 def _view(node: Node) -> _NodeView:
@@ -119,7 +119,7 @@ def _size(group: PodGroup) -> tuple[int, int, int]:
 
 
 class _Eligible:
-    """Nodes a pod with one (nodeSelector, tolerations) may use, with one sorted
+    """Nodes a pod with one set of Constraints may use, with one sorted
     index per resource: [(free amount, node number), ...] ascending."""
 
     __slots__ = ("nodes", "index")
@@ -380,6 +380,7 @@ class NodePool:
         """A failure if no eligible node could hold one pod of the group even when empty."""
         requests = group.requests
         if not eligible.nodes:
+            # The key names the pod's node constraints, required node affinity among them (reasons.py).
             return NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods)
         capacity = [self.capacity[n] for n in eligible.nodes]
         if any(all(c.get(r, 0) >= a for r, a in requests) for c in capacity):

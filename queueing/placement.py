@@ -11,11 +11,13 @@ kind's templates are, and what a blank one is, is the kind's
 
 ``restore(hold(x)) == x`` for every ``x`` that carries nothing of jobdash's (no ``GATE``)
 and no container ``hold`` fills that is there but empty: a ``schedulingGates`` that is
-``[]`` or null, for a TrainJob also a ``podSpecOverrides`` that is, or an override entry
-that names one job and overrides nothing. Each means what its absence means, and ``hold``
-can only make of it what it makes of its absence (only a marker of jobdash's could say
-which it was, and any place for one reaches the Workload or what the job's controller
-makes), so restore leaves it absent.
+``[]`` or null; for a TrainJob also a ``podTemplateOverrides`` that is, or an override
+entry that names one job and holds nothing else but a ``spec`` that is empty (or holds only
+such a ``schedulingGates``). Each means what its absence means, and ``hold`` can only make
+of it what it makes of its absence (only a marker of jobdash's could say which it was, and
+any place for one reaches the Workload or what the job's controller makes), so restore
+leaves it absent. (A TrainJob's entry without a ``spec`` is not a template: ``hold`` leaves
+it alone, and gives the jobs only such entries name an entry of their own.)
 """
 
 from __future__ import annotations

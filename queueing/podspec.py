@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from .node_affinity import NodeAffinity, required_node_affinity
 from .quantity import canonical, is_whole, parse_quantity
 from .validation import (
     Problems,
@@ -42,6 +43,7 @@ class PodShape:
     limits: dict[str, int] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, Any], ...] = ()
+    node_affinity: NodeAffinity = ()  # required terms only: preferred ones constrain nothing
 
 
 @dataclass
@@ -93,7 +95,8 @@ def pod_shape(
         requests=requests,
         limits=limits,
         node_selector=label_map(pod_spec, "nodeSelector", path, problems),
-        tolerations=_tolerations(pod_spec, path, problems),
+        tolerations=pod_tolerations(pod_spec, path, problems),
+        node_affinity=required_node_affinity(pod_spec, path, problems),
     )
 
 
@@ -313,7 +316,8 @@ def resource_name_problem(name: Any) -> str | None:
     return None
 
 
-def _tolerations(pod_spec: Mapping[Any, Any], path: str, problems: Problems) -> tuple[dict[str, Any], ...]:
+def pod_tolerations(pod_spec: Mapping[Any, Any], path: str, problems: Problems) -> tuple[dict[str, Any], ...]:
+    """``pod_spec.tolerations`` (found at ``path``), the valid ones cleaned of nulls."""
     items = optional_list(pod_spec, "tolerations", path, problems)
     if items is None:
         return ()

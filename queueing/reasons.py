@@ -155,7 +155,10 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
                 "and no schedulable node carries that label"
             )
         if r == "nodeSelector/tolerations":
-            return f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector and tolerations"
+            return (
+                f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector, "
+                "required node affinity and tolerations"
+            )
         return (
             f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
             f"the largest node has {amount(r, d['free'])}"

@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from .node_affinity import NodeAffinity, canonical, matches
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
@@ -67,8 +68,14 @@ def _remember(key: Hashable, value: V) -> V:
     return value
 
 
-# A pod's (nodeSelector, tolerations) as sorted tuples: equal constraints compare and hash equal.
-Constraints = tuple[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, Any], ...], ...]]
+class Constraints(NamedTuple):
+    """Where a pod may run at all, each part in one canonical spelling (sorted tuples), so
+    that equal constraints compare and hash equal and a cycle finds a pod's eligible nodes
+    once per kind of constraint."""
+
+    selector: tuple[tuple[str, str], ...]  # nodeSelector
+    tolerations: tuple[tuple[tuple[str, Any], ...], ...]
+    affinity: NodeAffinity  # the required node affinity's terms (node_affinity.canonical)
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,7 @@ class PodGroup:
     """``count`` identical pods of one role, reduced to what placement needs.
 
     ``requests`` holds only non-zero amounts plus one ``pods`` slot, sorted by
-    name; ``constraints`` is the (nodeSelector, tolerations) pair as sorted
-    tuples, so equal constraints compare and hash equal.
+    name; ``constraints`` its nodeSelector, tolerations and required node affinity.
     """
 
     role: str
@@ -112,11 +118,11 @@ class PodGroup:
 
     @property
     def selector(self) -> dict[str, str]:
-        return dict(self.constraints[0])
+        return dict(self.constraints.selector)
 
     @property
     def tolerations(self) -> tuple[dict[str, Any], ...]:
-        return tuple(dict(t) for t in self.constraints[1])
+        return tuple(dict(t) for t in self.constraints.tolerations)
 
 
 def gang_of(workload: Workload) -> tuple[PodGroup, ...]:
@@ -129,7 +135,8 @@ def gang_of(workload: Workload) -> tuple[PodGroup, ...]:
         requests[PODS] = 1
         selector = tuple(sorted(pod_set.node_selector.items()))
         tolerations = tuple(sorted(tuple(sorted(t.items())) for t in pod_set.tolerations))
-        group = PodGroup(pod_set.role, pod_set.count, tuple(sorted(requests.items())), (selector, tolerations))
+        constraints = Constraints(selector, tolerations, canonical(pod_set.node_affinity))
+        group = PodGroup(pod_set.role, pod_set.count, tuple(sorted(requests.items())), constraints)
         groups.append(_intern(group))
     return _intern(tuple(groups))
 
@@ -391,12 +398,16 @@ class Node:
         object.__setattr__(self, "taints", tuple(self.taints))
 
     def admits(self, constraints: PodGroup | Constraints) -> bool:
-        """Whether a pod with these (nodeSelector, tolerations) may run here at all."""
-        selector, tolerations = constraints.constraints if isinstance(constraints, PodGroup) else constraints
+        """Whether a pod with these constraints may run here at all: kube-scheduler's
+        NodeUnschedulable, NodeAffinity (nodeSelector and required terms) and
+        TaintToleration filters."""
+        selector, tolerations, affinity = constraints.constraints if isinstance(constraints, PodGroup) else constraints
         if self.unschedulable:
             return False
         labels = self.labels
         if any(labels.get(key) != value for key, value in selector):
+            return False
+        if affinity and not matches(affinity, labels, self.name):
             return False
         toleration_maps = [dict(t) for t in tolerations]
         return all(taint.tolerated_by(toleration_maps) for taint in self.taints if taint.blocks)

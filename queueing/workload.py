@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import FieldError, ManifestError
+from .node_affinity import NodeAffinity, terms_from_json, terms_to_json
 from .validation import describe
 
 # ResourceQuota accepts both "cpu" and "requests.cpu" (same meaning) for these;
@@ -30,7 +31,8 @@ def _frozen_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
 @dataclass(frozen=True)
 class PodSet:
     """``count`` identical pods; resources are per pod, in canonical integers
-    (cpu in millicores, memory and storage in bytes, devices as counts)."""
+    (cpu in millicores, memory and storage in bytes, devices as counts).
+    ``node_affinity``: the required node affinity's terms (node_affinity.py), () for none."""
 
     role: str
     count: int
@@ -38,6 +40,7 @@ class PodSet:
     limits: Mapping[str, int] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    node_affinity: NodeAffinity = ()
 
     def __post_init__(self) -> None:
         # Frozen all the way down, so a Workload can be shared without copies.
@@ -45,9 +48,10 @@ class PodSet:
         object.__setattr__(self, "limits", _frozen_map(self.limits))
         object.__setattr__(self, "node_selector", _frozen_map(self.node_selector))
         object.__setattr__(self, "tolerations", tuple(_frozen_map(t) for t in self.tolerations))
+        object.__setattr__(self, "node_affinity", tuple(self.node_affinity))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "role": self.role,
             "count": self.count,
             "requests": dict(self.requests),
@@ -55,6 +59,10 @@ class PodSet:
             "node_selector": dict(self.node_selector),
             "tolerations": [dict(t) for t in self.tolerations],
         }
+        # Written only when there is one: a pod set without reads as every one stored before.
+        if self.node_affinity:
+            found["node_affinity"] = terms_to_json(self.node_affinity)
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PodSet:
@@ -65,6 +73,7 @@ class PodSet:
             limits=data.get("limits", {}),
             node_selector=data.get("node_selector", {}),
             tolerations=tuple(data.get("tolerations", ())),
+            node_affinity=terms_from_json(data.get("node_affinity")),
         )
 
 

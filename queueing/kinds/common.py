@@ -99,6 +99,7 @@ def pod_set(role: str, count: int, shape: PodShape) -> PodSet:
         limits=shape.limits,
         node_selector=shape.node_selector,
         tolerations=shape.tolerations,
+        node_affinity=shape.node_affinity,
     )
 
 

@@ -14,7 +14,7 @@ manifests write "Ps"); PyTorch's, XGBoost's, Paddle's and JAX's webhooks refuse 
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..validation import (
@@ -188,7 +188,7 @@ class ReplicatedJobAdapter(TemplatesInObject):
         elif not low <= worker.count <= high:
             problems.add(replicas_path, f"must be between minReplicas {low} and maxReplicas {high}, got {worker.count}")
         else:
-            gang = PodSet(worker.role, low, worker.requests, worker.limits, worker.node_selector, worker.tolerations)
+            gang = replace(worker, count=low)
             return [gang if p is worker else p for p in pod_sets]
         return pod_sets
 

@@ -15,11 +15,13 @@ trainer settings applied, as Trainer's runtime framework does:
   trainer.image replaces its image;
 - every other replicatedJob (initializers, an MPI launcher) runs as in the runtime.
 
-Its pod templates are in the runtime, not in the TrainJob, so what is changed of them for
-one TrainJob goes into its spec.podSpecOverrides (Trainer v2.0's v1alpha1: entries of
-targetJobs, each a replicatedJob's name, with nodeSelector, tolerations, schedulingGates,
-...): a "pod template" of a TrainJob is the override entry naming a replicatedJob, and a
-role without one gets a blank entry of its own (pod_templates).
+Its pod templates are in the runtime, not in the TrainJob, so what one TrainJob changes of
+them is in its spec.podTemplateOverrides (Trainer v2.1: entries of targetJobs, each a
+replicatedJob's name, with pod template metadata and a spec of nodeSelector, affinity,
+tolerations, schedulingGates, ...; trainjob_overrides.py). The Workload's pod sets have the
+nodeSelector, tolerations and required node affinity the overrides give them. A "pod
+template" of a TrainJob is an override entry naming a replicatedJob, its spec the pod
+spec's fields, and a role without one gets a blank entry of its own (pod_templates).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..workload import (
 )
 from .common import condition_status, count, one_of, workload
 from .jobset import name_problems, replicated_jobs
+from .trainjob_overrides import OVERRIDES, Override, applied, check_targets, read_overrides, targets
 
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 # So that jobdash's RuntimeSource can read them by kind.
@@ -66,7 +69,6 @@ MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multik
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 NODE = "node"
 JOBSET_SPEC = "spec.template.spec"  # where a runtime keeps its JobSet spec
-OVERRIDES = "podSpecOverrides"
 PHASES = {"Failed": "Failed", "Complete": "Succeeded", "Suspended": "Suspended", "Created": "Created"}
 
 
@@ -101,16 +103,18 @@ class TrainJobAdapter:
 
     @property
     def pod_spec_path(self) -> tuple[str, ...]:
-        return ()  # an override entry holds the pod spec's fields itself
+        return ("spec",)  # an override entry's spec holds the pod spec's fields
 
     def pod_templates(
         self, obj: MutableMapping[str, Any], roles: Sequence[str] = ()
     ) -> list[tuple[str, MutableMapping[str, Any]]]:
-        """(replicatedJob, entry) for each job each spec.podSpecOverrides entry names, and a
-        blank entry {targetJobs: [{name: role}]} appended for each of ``roles`` (the
-        Workload's: every replicatedJob of the runtime) that none names. A job the user's
-        entry names has no entry of its own: Trainer 2.0's webhook refuses two entries
-        naming one job."""
+        """(replicatedJob, entry) for each job each spec.podTemplateOverrides entry with a
+        spec names, and a blank entry {targetJobs: [{name: role}], spec: {}} appended for
+        each of ``roles`` (the Workload's: every replicatedJob of the runtime) that none
+        names. An entry without a spec changes no pod spec field, so it is no template:
+        what would be added to it could not be told from the user's own on the way back.
+        A job a user's entry names gets no entry of its own (one gated entry is enough:
+        the trainer merges every entry's schedulingGates by name)."""
         spec = obj.get("spec")
         if not isinstance(spec, MutableMapping):
             return []
@@ -118,8 +122,8 @@ class TrainJobAdapter:
         found = [
             (name, entry)
             for entry in (entries if isinstance(entries, list) else ())
-            if isinstance(entry, MutableMapping)
-            for name in _targets(entry)
+            if isinstance(entry, MutableMapping) and isinstance(entry.get("spec"), MutableMapping)
+            for name in targets(entry)
         ]
         missing = [role for role in dict.fromkeys(roles) if role not in {name for name, _ in found}]
         if missing and entries is None:
@@ -127,15 +131,17 @@ class TrainJobAdapter:
         if not isinstance(entries, list):  # not a list: nothing can be added without losing it
             return found
         for role in missing:
-            blank: MutableMapping[str, Any] = {"targetJobs": [{"name": role}]}
+            blank: MutableMapping[str, Any] = {"targetJobs": [{"name": role}], "spec": {}}
             entries.append(blank)
             found.append((role, blank))
         return found
 
     def drop_blank(self, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
-        """Removes an entry naming one job and nothing else, and the list if it empties."""
-        targets = _targets(template)
-        if len(targets) != 1 or template != {"targetJobs": [{"name": targets[0]}]}:
+        """Removes an entry naming one job and nothing else (its spec empty or absent), and
+        the list if it empties."""
+        named = targets(template)
+        blank = {"targetJobs": [{"name": named[0]}]} if len(named) == 1 else None
+        if blank is None or template not in (blank, {**blank, "spec": {}}):
             return
         spec = obj.get("spec")
         entries = spec.get(OVERRIDES) if isinstance(spec, MutableMapping) else None
@@ -151,9 +157,11 @@ class TrainJobAdapter:
         meta = object_meta(manifest, problems)
         spec = required_mapping(manifest, "spec", "", problems)
         ref, trainer = None, Trainer()
+        overrides: tuple[Override, ...] = ()
         if spec is not None:
             ref = _runtime_ref(spec, problems)
             trainer = _trainer(spec, problems)
+            overrides = read_overrides(spec, problems)
             optional_bool(spec, "suspend", "spec", problems)
             one_of(spec, "managedBy", "spec", problems, MANAGED_BY)
         # The runtime is read only for a TrainJob valid on its own: its errors come first.
@@ -161,7 +169,7 @@ class TrainJobAdapter:
         if ref is None:  # a missing or bad runtimeRef is one of the problems above
             raise ManifestError([FieldError("spec.runtimeRef", "required")])
         runtime = _read_runtime(ref, meta, runtimes)
-        pod_sets = _pod_sets(runtime, ref, trainer, meta, problems)
+        pod_sets = _pod_sets(runtime, ref, trainer, overrides, meta, problems)
         problems.raise_if_any()
         return workload(self.kind, self.api_version, meta, pod_sets)
 
@@ -214,7 +222,12 @@ def _read_runtime(ref: RuntimeRef, meta: ObjectMeta, runtimes: RuntimeSource | N
 
 
 def _pod_sets(
-    runtime: Mapping[str, Any], ref: RuntimeRef, trainer: Trainer, meta: ObjectMeta, problems: Problems
+    runtime: Mapping[str, Any],
+    ref: RuntimeRef,
+    trainer: Trainer,
+    overrides: Sequence[Override],
+    meta: ObjectMeta,
+    problems: Problems,
 ) -> list[PodSet]:
     jobset_spec = read_path(runtime, ("spec", "template", "spec"))
     policy = read_path(runtime, ("spec", "mlPolicy"))
@@ -232,9 +245,13 @@ def _pod_sets(
             if value is not None:
                 problems.add(join("spec.trainer", key), f"{ref.kind} {ref.name!r} has no trainer replicatedJob")
 
+    check_targets(overrides, items, f"{ref.kind} {ref.name!r}", problems)
+
     runtime_problems = Problems()
-    applied = [_applied(item, trainer, i == trainer_at) if i in patched else item for i, item in enumerate(items)]
-    jobs = replicated_jobs({**jobset_spec, "replicatedJobs": applied}, JOBSET_SPEC, runtime_problems)
+    trained = [_applied(item, trainer, i == trainer_at) if i in patched else item for i, item in enumerate(items)]
+    jobs = replicated_jobs(
+        {**jobset_spec, "replicatedJobs": applied(overrides, trained)}, JOBSET_SPEC, runtime_problems
+    )
     for error in runtime_problems.errors:
         problems.errors.append(_blame(error, ref, trainer, items, patched))
     for _, message in name_problems(meta.name_for_checks, jobs):
@@ -250,13 +267,6 @@ def _pod_sets(
 
 def _name_of(item: Any) -> Any:
     return item.get("name") if isinstance(item, Mapping) else None
-
-
-def _targets(entry: Mapping[str, Any]) -> list[str]:
-    """The replicatedJobs an override entry names."""
-    targets = entry.get("targetJobs")
-    names = [_name_of(target) for target in (targets if isinstance(targets, list) else ())]
-    return [name for name in names if isinstance(name, str)]
 
 
 def _trainer_position(items: list[Any]) -> int | None:

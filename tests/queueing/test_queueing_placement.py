@@ -120,68 +120,77 @@ def test_jobset_templates_are_each_replicated_jobs_pod_template():
 def trainjob(overrides=None):
     spec = {"runtimeRef": {"name": "torch-distributed"}}
     if overrides is not None:
-        spec["podSpecOverrides"] = overrides
+        spec["podTemplateOverrides"] = overrides
     return {"apiVersion": TRAINJOB.api_version, "kind": "TrainJob", "metadata": {"name": "t"}, "spec": spec}
 
 
-def test_trainjob_templates_are_its_override_entries_one_per_job_named():
+def test_trainjob_templates_are_its_override_entries_with_a_spec_one_per_job_named():
     entries = [
-        {"targetJobs": [{"name": "node"}, {"name": "launcher"}], "nodeSelector": {"pool": "gpu"}},
-        {"targetJobs": [{"name": "dataset-initializer"}], "tolerations": [{"operator": "Exists"}]},
+        {"targetJobs": [{"name": "node"}, {"name": "launcher"}], "spec": {"nodeSelector": {"pool": "gpu"}}},
+        {"targetJobs": [{"name": "dataset-initializer"}], "metadata": {"labels": {"team": "a"}}},  # no spec
+        {"targetJobs": [{"name": "model-initializer"}], "spec": None},
+        {"targetJobs": [{"name": "dataset-initializer"}], "spec": {"tolerations": [{"operator": "Exists"}]}},
     ]
     obj = trainjob(entries)
-    expected = [("node", entries[0]), ("launcher", entries[0]), ("dataset-initializer", entries[1])]
+    expected = [("node", entries[0]), ("launcher", entries[0]), ("dataset-initializer", entries[3])]
     assert_templates(roles_and_templates(TRAINJOB, obj), expected)
-    assert TRAINJOB.pod_spec_path == ()
-    assert capabilities.template_pod_spec(TRAINJOB, entries[0]) is entries[0]
+    assert TRAINJOB.pod_spec_path == ("spec",)
+    assert capabilities.template_pod_spec(TRAINJOB, entries[0]) is entries[0]["spec"]
 
 
 def test_a_trainjob_role_without_an_entry_gets_a_blank_one_when_asked_for():
-    entries = [{"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "gpu"}}]
+    labels_only = {"targetJobs": [{"name": "model-initializer"}], "metadata": {"labels": {"team": "a"}}}
+    entries = [{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "gpu"}}}, labels_only]
     obj = trainjob(entries)
-    assert len(roles_and_templates(TRAINJOB, obj)) == 1 and len(entries) == 1  # reading adds nothing
+    assert len(roles_and_templates(TRAINJOB, obj)) == 1 and len(entries) == 2  # reading adds nothing
     found = roles_and_templates(TRAINJOB, obj, ["model-initializer", "node", "model-initializer"])
-    assert entries[1] == {"targetJobs": [{"name": "model-initializer"}]} and len(entries) == 2
-    assert_templates(found, [("node", entries[0]), ("model-initializer", entries[1])])
+    # The entry without a spec is left as it is: the job it names gets one of its own.
+    assert entries[1] == labels_only and len(entries) == 3
+    assert entries[2] == {"targetJobs": [{"name": "model-initializer"}], "spec": {}}
+    assert_templates(found, [("node", entries[0]), ("model-initializer", entries[2])])
     assert_templates(roles_and_templates(TRAINJOB, obj, ["node", "model-initializer"]), found)
 
     bare = trainjob()
     found = roles_and_templates(TRAINJOB, bare, ["node"])
-    assert bare["spec"]["podSpecOverrides"] == [{"targetJobs": [{"name": "node"}]}]
-    assert_templates(found, [("node", bare["spec"]["podSpecOverrides"][0])])
+    assert bare["spec"]["podTemplateOverrides"] == [{"targetJobs": [{"name": "node"}], "spec": {}}]
+    assert_templates(found, [("node", bare["spec"]["podTemplateOverrides"][0])])
     # Overrides that are not a list cannot take an entry without losing what they hold.
     junk = trainjob("not a list")
     assert roles_and_templates(TRAINJOB, junk, ["node"]) == [] and junk == trainjob("not a list")
 
 
-def test_a_trainjob_drops_a_blank_entry_and_nothing_else():
-    blank = {"targetJobs": [{"name": "node"}]}
-    kept = [{"targetJobs": [{"name": "a"}, {"name": "b"}]}, {"targetJobs": [{"name": "c"}], "nodeSelector": {"x": "y"}}]
+@pytest.mark.parametrize("blank", [{"targetJobs": [{"name": "node"}]}, {"targetJobs": [{"name": "node"}], "spec": {}}])
+def test_a_trainjob_drops_a_blank_entry_and_nothing_else(blank):
+    kept = [
+        {"targetJobs": [{"name": "a"}, {"name": "b"}], "spec": {}},
+        {"targetJobs": [{"name": "c"}], "spec": {"nodeSelector": {"x": "y"}}},
+        {"targetJobs": [{"name": "d"}], "spec": {}, "metadata": {"labels": {"x": "y"}}},
+    ]
     obj = trainjob([*kept, blank])
     for entry in kept:
         TRAINJOB.drop_blank(obj, entry)
-    TRAINJOB.drop_blank(obj, {"targetJobs": [{"name": "node"}]})  # equal, but not the one in obj
-    assert obj["spec"]["podSpecOverrides"] == [*kept, blank]
-    TRAINJOB.drop_blank(obj, obj["spec"]["podSpecOverrides"][2])
-    assert obj["spec"]["podSpecOverrides"] == kept
-    alone = trainjob([blank])
-    TRAINJOB.drop_blank(alone, alone["spec"]["podSpecOverrides"][0])
+    TRAINJOB.drop_blank(obj, copy.deepcopy(blank))  # equal, but not the one in obj
+    assert obj["spec"]["podTemplateOverrides"] == [*kept, blank]
+    TRAINJOB.drop_blank(obj, obj["spec"]["podTemplateOverrides"][3])
+    assert obj["spec"]["podTemplateOverrides"] == kept
+    alone = trainjob([copy.deepcopy(blank)])
+    TRAINJOB.drop_blank(alone, alone["spec"]["podTemplateOverrides"][0])
     assert alone == trainjob()
 
 
 def test_a_trainjob_is_held_only_with_an_entry_for_each_of_its_jobs():
     # deepspeed-distributed runs two replicatedJobs: node and launcher.
-    manifest = trainjob([{"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "gpu"}}])
+    manifest = trainjob([{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "gpu"}}}])
     manifest["spec"]["runtimeRef"]["name"] = "deepspeed-distributed"
     workload = TRAINJOB.validate_and_build(manifest, trainjob_runtimes())
     assert [p.role for p in workload.pod_sets] == ["node", "launcher"]
     held_obj = hold(TRAINJOB, manifest, workload)
-    assert held_obj["spec"]["podSpecOverrides"] == [
-        {"targetJobs": [{"name": "node"}], "nodeSelector": {"pool": "gpu"}, "schedulingGates": [OURS]},
-        {"targetJobs": [{"name": "launcher"}], "schedulingGates": [OURS]},
+    assert held_obj["spec"]["podTemplateOverrides"] == [
+        {"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"pool": "gpu"}, "schedulingGates": [OURS]}},
+        {"targetJobs": [{"name": "launcher"}], "spec": {"schedulingGates": [OURS]}},
     ]
     assert held(TRAINJOB, held_obj, workload)
-    del held_obj["spec"]["podSpecOverrides"][1]
+    del held_obj["spec"]["podTemplateOverrides"][1]
     assert not held(TRAINJOB, held_obj, workload)
     assert restore(TRAINJOB, held_obj) == manifest
 
@@ -269,7 +278,9 @@ def pod_specs(manifest):
     adapters): the dicts hold must gate, in the adapters' order."""
     kind, spec = manifest["kind"], manifest["spec"]
     if kind == "TrainJob":
-        return list(spec.get("podSpecOverrides") or [])
+        return [
+            entry["spec"] for entry in spec.get("podTemplateOverrides") or [] if isinstance(entry.get("spec"), dict)
+        ]
     if kind == "Job":
         return [spec["template"]["spec"]]
     if kind == "JobSet":
@@ -300,23 +311,27 @@ def user_fields(draw, empty):
 def written(draw, empty=False, manifests=MANIFESTS):
     """(manifest, runtimes, workload): a valid manifest of any kind with the user's own gates,
     nodeSelector, tolerations and affinity here and there (for a TrainJob, override entries
-    naming some of its runtime's jobs, each job at most once as Trainer 2.0 wants it); with
-    ``empty``, also containers there but empty."""
+    naming some of its runtime's jobs, a job in several entries at times as Trainer 2.1
+    allows, some entries with labels and no spec); with ``empty``, also containers there but
+    empty."""
     manifest, runtimes = draw(manifests)
     if manifest["kind"] != "TrainJob":
         for spec in pod_specs(manifest):
             spec.update(user_fields(draw, empty))
     else:
-        names = draw(st.permutations(runtime_jobs(runtimes)))
-        named = names[: draw(st.integers(0, len(names)))]
-        entries, at = [], 0
-        while at < len(named):
-            size = draw(st.integers(1, len(named) - at))
-            fields = user_fields(draw, empty) or ({} if empty else {"nodeSelector": {"example.com/zone": "a"}})
-            entries.append({"targetJobs": [{"name": name} for name in named[at : at + size]], **fields})
-            at += size
+        names = runtime_jobs(runtimes)
+        entries = []
+        for _ in range(draw(st.integers(0, 3))):
+            named = draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True))
+            entry = {"targetJobs": [{"name": name} for name in named]}
+            if draw(st.integers(0, 3)) == 0:
+                entry["metadata"] = {"labels": {"team": "a"}}
+            if "metadata" not in entry or draw(st.booleans()):
+                fields = user_fields(draw, empty) or ({} if empty else {"nodeSelector": {"example.com/zone": "a"}})
+                entry["spec"] = draw(st.sampled_from([fields, None])) if empty and not fields else fields
+            entries.append(entry)
         if entries or (empty and draw(st.booleans())):
-            manifest["spec"]["podSpecOverrides"] = entries or draw(EMPTY)
+            manifest["spec"]["podTemplateOverrides"] = entries or draw(EMPTY)
     workload = adapter_for(manifest["apiVersion"], manifest["kind"]).validate_and_build(manifest, runtimes)
     return manifest, runtimes, workload
 
@@ -367,16 +382,21 @@ def test_a_job_with_one_template_not_gated_is_not_held(generated, data):
     assert hold(adapter, partly, workload) == hold(adapter, manifest, workload)
 
 
+def user_entries(manifest):
+    """How many override entries a TrainJob's user wrote; 0 for other kinds."""
+    return len(manifest["spec"].get("podTemplateOverrides") or []) if manifest["kind"] == "TrainJob" else 0
+
+
 def without_gates(manifest, entries):
     """The manifest with no schedulingGates at all, and (a TrainJob) only its first
     ``entries`` override entries."""
     result = copy.deepcopy(manifest)
     for spec in pod_specs(result):
         spec.pop("schedulingGates", None)
-    if result["kind"] == "TrainJob" and "podSpecOverrides" in result["spec"]:
-        del result["spec"]["podSpecOverrides"][entries:]
-        if not result["spec"]["podSpecOverrides"]:
-            del result["spec"]["podSpecOverrides"]
+    if result["kind"] == "TrainJob" and "podTemplateOverrides" in result["spec"]:
+        del result["spec"]["podTemplateOverrides"][entries:]
+        if not result["spec"]["podTemplateOverrides"]:
+            del result["spec"]["podTemplateOverrides"]
     return result
 
 
@@ -388,23 +408,39 @@ def test_hold_adds_the_gate_and_changes_nothing_of_the_users(generated):
     # A TrainJob's held overrides start with the user's entries, in their order.
     for mine, theirs in zip(pod_specs(held_obj), pod_specs(manifest), strict=False):
         assert mine["schedulingGates"] == [*theirs.get("schedulingGates", []), OURS]
-        for field in ("nodeSelector", "tolerations", "affinity", "targetJobs"):
+        for field in ("nodeSelector", "tolerations", "affinity"):
             assert mine.get(field) == theirs.get(field)
-    users = len(pod_specs(manifest))
+    users = user_entries(manifest)
     assert without_gates(held_obj, users) == without_gates(manifest, users)
 
 
 @given(written(manifests=TRAINJOBS))
 @SETTINGS
-def test_a_held_trainjob_names_every_runtime_job_in_exactly_one_entry(generated):
+def test_a_held_trainjob_gates_every_runtime_job_adding_entries_only_where_none_with_a_spec_names_it(generated):
     manifest, runtimes, workload = generated
-    entries = hold(TRAINJOB, manifest, workload)["spec"]["podSpecOverrides"]
-    named = Counter(target["name"] for entry in entries for target in entry["targetJobs"])
-    assert named == Counter(runtime_jobs(runtimes)) == Counter(p.role for p in workload.pod_sets)
-    made = entries[len(pod_specs(manifest)) :]
-    already = {target["name"] for entry in pod_specs(manifest) for target in entry["targetJobs"]}
-    assert made == [
-        {"targetJobs": [{"name": p.role}], "schedulingGates": [OURS]}
+    entries = hold(TRAINJOB, manifest, workload)["spec"]["podTemplateOverrides"]
+    gated = Counter(
+        target["name"]
+        for entry in entries
+        if OURS in ((entry.get("spec") or {}).get("schedulingGates") or [])
+        for target in entry["targetJobs"]
+    )
+    assert set(gated) == set(runtime_jobs(runtimes)) == {p.role for p in workload.pod_sets}
+    users = user_entries(manifest)
+    assert entries[:users] == [
+        {**e, "spec": {**e["spec"], "schedulingGates": [*e["spec"].get("schedulingGates", []), OURS]}}
+        if isinstance(e.get("spec"), dict)
+        else e
+        for e in (manifest["spec"].get("podTemplateOverrides") or [])
+    ]
+    already = {
+        target["name"]
+        for entry in manifest["spec"].get("podTemplateOverrides") or []
+        if isinstance(entry.get("spec"), dict)
+        for target in entry["targetJobs"]
+    }
+    assert entries[users:] == [
+        {"targetJobs": [{"name": p.role}], "spec": {"schedulingGates": [OURS]}}
         for p in workload.pod_sets
         if p.role not in already
     ]
@@ -425,15 +461,15 @@ def canonical(manifest):
         if "schedulingGates" in spec and not spec["schedulingGates"]:
             del spec["schedulingGates"]
     spec = result["spec"]
-    if result["kind"] == "TrainJob" and "podSpecOverrides" in spec:
+    if result["kind"] == "TrainJob" and "podTemplateOverrides" in spec:
         entries = [
             e
-            for e in spec["podSpecOverrides"] or []
-            if e != {"targetJobs": [{"name": t["name"]} for t in e["targetJobs"][:1]]}
+            for e in spec["podTemplateOverrides"] or []
+            if e != {"targetJobs": [{"name": t["name"]} for t in e["targetJobs"][:1]], "spec": {}}
         ]
-        spec["podSpecOverrides"] = entries
+        spec["podTemplateOverrides"] = entries
         if not entries:
-            del spec["podSpecOverrides"]
+            del spec["podTemplateOverrides"]
     return result
 
 

@@ -8,7 +8,7 @@ import os
 import random
 from collections import Counter, defaultdict
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from queueing import (
@@ -25,6 +25,7 @@ from queueing import (
     Workload,
     plan,
 )
+from queueing.node_affinity import Requirement, Term
 from tests.examples import examples
 
 GI = 2**30
@@ -41,6 +42,7 @@ QUOTA_KEYS = (
     "count/tfjobs.kubeflow.org",
 )
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+NODE_NAMES = ("n0", "n1", "n2", "n3", "n4", "n5")
 # QUEUEING_EXAMPLES=2000 for a long hunt; the default keeps the suite fast.
 SETTINGS = settings(
     max_examples=examples(int(os.environ.get("QUEUEING_EXAMPLES", 120))),
@@ -49,8 +51,35 @@ SETTINGS = settings(
 )
 
 
+# Required node affinity over the generated nodes' labels (pool, and zone and gen on some)
+# and names: every operator, terms ORed, an empty term now and then.
+EXPRESSIONS = st.one_of(
+    st.builds(
+        Requirement,
+        st.just("zone"),
+        st.sampled_from(["In", "NotIn"]),
+        st.sets(st.sampled_from("xyz"), min_size=1).map(tuple),
+    ),
+    st.builds(Requirement, st.sampled_from(["zone", "gen", "pool"]), st.sampled_from(["Exists", "DoesNotExist"])),
+    st.builds(Requirement, st.just("gen"), st.sampled_from(["Gt", "Lt"]), st.integers(0, 5).map(lambda n: (str(n),))),
+    st.builds(Requirement, st.just("pool"), st.just("In"), st.just(("a",))),
+)
+FIELDS = st.builds(
+    Requirement,
+    st.just("metadata.name"),
+    st.sampled_from(["In", "NotIn"]),
+    st.sampled_from(NODE_NAMES).map(lambda n: (n,)),
+)
+TERMS = st.lists(
+    st.builds(Term, st.lists(EXPRESSIONS, max_size=2).map(tuple), st.lists(FIELDS, max_size=1).map(tuple)),
+    min_size=1,
+    max_size=2,
+).map(tuple)
+
+
 @st.composite
-def pod_sets(draw):
+def pod_sets(draw, affinity=False):
+    """``affinity``: every pod set has a required node affinity; else one in four has."""
     sets = []
     for role in draw(st.lists(st.sampled_from(["Chief", "PS", "Worker"]), min_size=1, max_size=2, unique=True)):
         requests = {"cpu": draw(st.integers(0, 4)) * 500, "memory": draw(st.integers(0, 4)) * GI}
@@ -63,21 +92,26 @@ def pod_sets(draw):
             limits["memory"] = requests["memory"]
         selector = draw(st.sampled_from([{}, {}, {"pool": "a"}, {"pool": "b"}]))
         tolerations = (TOLERATION,) if draw(st.booleans()) else ()
-        sets.append(
-            PodSet(role, draw(st.integers(1, 1 if role == "Chief" else 4)), requests, limits, selector, tolerations)
-        )
+        terms = draw(TERMS) if affinity or draw(st.integers(0, 3)) == 0 else ()
+        count = draw(st.integers(1, 1 if role == "Chief" else 4))
+        sets.append(PodSet(role, count, requests, limits, selector, tolerations, terms))
     return tuple(sets)
 
 
 @st.composite
-def workloads(draw):
-    return Workload("TFJob", "kubeflow.org/v1", "j", None, draw(pod_sets()))
+def workloads(draw, affinity=False):
+    return Workload("TFJob", "kubeflow.org/v1", "j", None, draw(pod_sets(affinity)))
 
 
 @st.composite
 def nodes(draw):
     result = []
-    for index in range(draw(st.integers(0, 5))):
+    for index in range(draw(st.integers(0, len(NODE_NAMES)))):
+        labels = {"pool": draw(st.sampled_from("ab"))}
+        if draw(st.booleans()):
+            labels["zone"] = draw(st.sampled_from("xyz"))
+        if draw(st.booleans()):
+            labels["gen"] = draw(st.sampled_from(["1", "3", "5", "10", "4x"]))  # "4x" is no integer
         allocatable = {
             "cpu": draw(st.integers(1, 8)) * 1000,
             "memory": draw(st.integers(1, 16)) * GI,
@@ -88,10 +122,10 @@ def nodes(draw):
         allocated = {name: draw(st.integers(0, amount)) for name, amount in allocatable.items()}
         result.append(
             Node(
-                f"n{index}",
+                NODE_NAMES[index],
                 allocatable,
                 allocated,
-                {"pool": draw(st.sampled_from("ab"))},
+                labels,
                 (Taint("gpu", "true"),) if draw(st.booleans()) else (),
                 unschedulable=draw(st.integers(0, 5)) == 0,
             )
@@ -114,7 +148,8 @@ def quotas(draw):
 
 
 @st.composite
-def snapshots(draw):
+def snapshots(draw, affinity=False):
+    """``affinity``: every pending job's pod sets have a required node affinity."""
     node_list = draw(nodes())
     pending = []
     for job_id in range(1, draw(st.integers(0, 14)) + 1):
@@ -125,7 +160,7 @@ def snapshots(draw):
                 draw(st.sampled_from(NAMESPACES)),
                 draw(st.integers(0, 2)),
                 NOW - draw(st.integers(0, 4)) * 1800.0,
-                draw(workloads()),
+                draw(workloads(affinity)),
                 backoff_until=backoff,
                 expected_duration=draw(st.none() | st.floats(60, 7200)),
             )
@@ -189,10 +224,36 @@ def assert_within_quota(snapshot, result):
                 assert quota.used.get(key, 0) + reserved(snapshot, namespace)[key] + admitted[key] <= hard, key
 
 
+def requirement_holds(requirement, node):
+    """kube-scheduler's reading of one requirement, written out."""
+    if requirement.key == "metadata.name":
+        return (node.name in requirement.values) == (requirement.operator == "In")
+    label = node.labels.get(requirement.key)
+    if requirement.operator in ("In", "NotIn"):
+        return (label in requirement.values) == (requirement.operator == "In")
+    if requirement.operator in ("Exists", "DoesNotExist"):
+        return (label is not None) == (requirement.operator == "Exists")
+    if label is None or not label.isdigit():
+        return False
+    bound = int(requirement.values[0])
+    return int(label) > bound if requirement.operator == "Gt" else int(label) < bound
+
+
+def affinity_admits(pod_set, node):
+    """Some term with at least one requirement whose requirements all hold; no terms: any node."""
+    terms = pod_set.node_affinity
+    return not terms or any(
+        (term.expressions or term.fields) and all(requirement_holds(r, node) for r in term.expressions + term.fields)
+        for term in terms
+    )
+
+
 def fits_some_node(snapshot, pod_set, capacity):
     """Whether one pod of ``pod_set`` fits ``capacity(node)`` on some eligible node."""
     for node in snapshot.nodes:
         if node.unschedulable or any(node.labels.get(k) != v for k, v in pod_set.node_selector.items()):
+            continue
+        if not affinity_admits(pod_set, node):
             continue
         if any(t.effect != "PreferNoSchedule" and not t.tolerated_by(pod_set.tolerations) for t in node.taints):
             continue
@@ -229,6 +290,7 @@ def test_every_admitted_gang_fits_its_placement_and_placements_never_overlap(sna
             node, pod_set = by_name[node_name], pod_sets[role]
             assert not node.unschedulable
             assert all(node.labels.get(k) == v for k, v in pod_set.node_selector.items())
+            assert affinity_admits(pod_set, node)
             assert all(t.tolerated_by(pod_set.tolerations) for t in node.taints)
             charged[node_name].update({k: v for k, v in pod_set.requests.items() if v})
             charged[node_name]["pods"] += 1
@@ -245,6 +307,49 @@ def test_every_admitted_gang_fits_its_placement_and_placements_never_overlap(sna
             if name == "pods" and "pods" not in node.allocatable:
                 continue
             assert node.allocated.get(name, 0) + earlier[name] + amount <= node.allocatable.get(name, 0), name
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(affinity=True), st.sampled_from(POLICY_NAMES))
+def test_an_admitted_gangs_pods_are_only_on_nodes_their_required_affinity_admits(snapshot, policy):
+    """Each pod is pinned to its planned node, so a node its affinity excludes would hold it forever."""
+    result = plan(snapshot, policy)
+    by_name = {node.name: node for node in snapshot.nodes}
+    jobs = {job.id: job for job in snapshot.pending}
+    for admission in result.admissions:
+        pod_sets = {p.role: p for p in jobs[admission.job_id].workload.pod_sets}
+        for role, _, node_name in admission.placement or ():
+            assert affinity_admits(pod_sets[role], by_name[node_name]), (role, node_name)
+    for job_id, status in result.pending.items():
+        if status.reason is Reason.NEVER_FITS_NODES:
+            assert not all(fits_some_node(snapshot, p, lambda n: n.allocatable) for p in jobs[job_id].workload.pod_sets)
+
+
+def test_the_affinity_property_is_not_vacuous():
+    """The worlds it is checked on include gangs placed where their affinity kept them off a
+    node with room for them: the check is not met by chance."""
+
+    def decided_by_affinity(snapshot):
+        result = plan(snapshot, "priority")
+        jobs = {job.id: job for job in snapshot.pending}
+        for admission in result.admissions:
+            for pod_set in jobs[admission.job_id].workload.pod_sets:
+                if any(would_take(pod_set, node) and not affinity_admits(pod_set, node) for node in snapshot.nodes):
+                    return True
+        return False
+
+    def would_take(pod_set, node):
+        """But for its affinity, the empty node would take a pod of the pod set."""
+        room = {"pods": 10**9, **node.allocatable}
+        return (
+            not node.unschedulable
+            and all(node.labels.get(k) == v for k, v in pod_set.node_selector.items())
+            and all(t.effect == "PreferNoSchedule" or t.tolerated_by(pod_set.tolerations) for t in node.taints)
+            and all(room.get(k, 0) >= v for k, v in pod_set.requests.items() if v)
+        )
+
+    quick = settings(max_examples=2000, database=None, phases=[Phase.generate])  # any one will do: no shrinking
+    find(snapshots(affinity=True), decided_by_affinity, settings=quick)
 
 
 @SETTINGS
