@@ -106,15 +106,3 @@ def suspend_patch(kind_key: str, suspended: bool) -> dict[str, Any]:
 def is_suspended(kind_key: str, obj: Mapping[str, Any]) -> bool:
     path = capabilities.suspend_path(BY_KEY[kind_key])
     return path is not None and read_path(obj, path) is True
-
-
-def with_suspended(kind_key: str, obj: dict[str, Any], suspended: bool) -> dict[str, Any]:
-    """`obj` with the kind's suspend flag set (in place; returned for chaining)."""
-    path = capabilities.suspend_path(BY_KEY[kind_key])
-    if path is None:
-        raise ValueError(f"{kind_key} has no suspend flag")
-    here: dict[str, Any] = obj
-    for step in path[:-1]:
-        here = here.setdefault(step, {})
-    here[path[-1]] = suspended
-    return obj

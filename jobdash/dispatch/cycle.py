@@ -10,11 +10,12 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 6. track     - the cluster's news moves the active jobs on: running, finished, start
                timeout (tracker.track); claims stranded without their object are re-sent
                (reconcile.resend_stranded, and the whole reconcile every few cycles)
-7. pin       - gangs that lost nodes get their new placement (or are queued again); every
-               gated pod is sent to its planned node (pinning.py)
+7. replace   - gangs that lost nodes get their new placement, or are queued again (pinning.replace)
 8. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
                phases 5 to 7 failed
-9. publish   - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
+9. pin       - every gated pod of the active jobs, and of this cycle's releases whose pods
+               exist already, is sent to its planned node (pinning.pin)
+10. publish  - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
@@ -285,7 +286,7 @@ class Dispatcher:
             self.track(term, observed.active, observed.active_pods, now=started)
             result.repaired = self.repair(term, started)
             lap("track")
-            # 7. pin: gangs that lost nodes placed anew; gated pods sent to their planned nodes
+            # 7. replace: gangs that lost nodes placed anew, or queued again
             replaced = pinning.replace(
                 self.gateway,
                 plan,
@@ -297,21 +298,20 @@ class Dispatcher:
                 term=term,
                 now=started,
             )
-            if config.pin:
-                result.pinned = pinning.pin(
-                    self.gateway,
-                    observed.active,
-                    observed.active_pods,
-                    release_phase.sending_pool(config.concurrency),
-                    replaced,
-                )
-            lap("pin")
+            lap("replace")
         finally:
             # 8. sent: the objects sent in phase 3 were created meanwhile: their outcomes are recorded
             if sending is not None:
                 result.released = sending.finish()
         lap("sent")
-        # 9. publish: quotas with reservations, nodes and our pods' phases
+        # 9. pin: gated pods sent to their planned nodes, those of this cycle's releases too
+        if config.pin:
+            released = pinning.released(sending, plan, self.cache) if sending is not None else []
+            result.pinned = pinning.pin(
+                self.gateway, [*observed.active, *released], release_phase.sending_pool(config.concurrency), replaced
+            )
+        lap("pin")
+        # 10. publish: quotas with reservations, nodes and our pods' phases
         publish.publish(observed.snapshot, publish.pod_phases(observed.active, observed.active_pods))
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")

@@ -29,20 +29,23 @@ def unsuspended(
     gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, workload: Workload | None, term: int | None
 ) -> gw.JobObject:
     """Let a held (suspended) object run: bound to the job by its label and unsuspended;
-    with `workload`, its templates gated in the same write (Kueue's RunWithPodSetsInfo)."""
+    with `workload`, its templates gated first (Kueue's RunWithPodSetsInfo)."""
     if workload is None:
         gateway.label_job_object(key, job_id, term)
         gateway.set_suspended(key, False, term)
         return gateway.read_job_object(key)
     adapter = kinds.adapter(key[0])
 
-    def run(obj: dict[str, Any]) -> dict[str, Any]:
-        obj = kinds.with_suspended(key[0], placement.hold(adapter, obj, workload), False)
-        labels = obj.setdefault("metadata", {}).setdefault("labels", {})
-        labels[JOB_ID_LABEL] = str(job_id)
+    def gate(obj: dict[str, Any]) -> dict[str, Any]:
+        obj = placement.hold(adapter, obj, workload)
+        obj.setdefault("metadata", {}).setdefault("labels", {})[JOB_ID_LABEL] = str(job_id)
         return obj
 
-    return gateway.update_job_object(key, run, term)
+    # Two writes: a kind's rules may let its templates change only while it stays suspended
+    # (Trainer's webhook for a TrainJob's overrides).
+    gateway.update_job_object(key, gate, term)
+    gateway.set_suspended(key, False, term)
+    return gateway.read_job_object(key)
 
 
 def suspended(gateway: gw.ClusterGateway, key: gw.ObjectKey, term: int | None) -> None:

@@ -20,12 +20,15 @@ from datetime import datetime
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
+from jobdash.jobs.models import State
 from queueing import Plan
 from queueing.placement import GATE, JobPod, assign
 from queueing.replacement import Placement, Replacement
 
 from . import holding, transitions
 from .active import ActiveJob
+from .cycle_cache import CycleCache
+from .release import Sending
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +95,36 @@ def _stranded(
     return stranded
 
 
+def released(sending: Sending, plan: Plan, cache: CycleCache) -> list[ActiveJob]:
+    """This cycle's releases whose objects exist, as the pinning sees active jobs."""
+    placed = {admission.job_id: admission.placement for admission in plan.admissions}
+    workloads = cache.workloads_of(sending.created)
+    return [
+        ActiveJob(
+            job_id,
+            sending.keys[job_id],
+            kinds.display_name(sending.keys[job_id][0]),
+            State.RELEASED,
+            workloads[job_id],
+            placed.get(job_id) or (),
+        )
+        for job_id in sending.created
+        if job_id in workloads and job_id in sending.keys
+    ]
+
+
 def pin(
     gateway: gw.ClusterGateway,
     active: list[ActiveJob],
-    pods: Mapping[gw.ObjectKey, list[gw.PodInfo]],
     pool: ThreadPoolExecutor,
     placements: Mapping[int, Placement] | None = None,
 ) -> dict[str, int]:
     """Send each gated pod of the active jobs to its planned node (`placements`: what this
-    cycle replaced, over the snapshot's). Pods beyond the plan stay gated: they run only
-    once the job is admitted with them."""
+    cycle replaced, over the snapshot's); their pods as the watch cache has them now, so
+    that those made since the snapshot go at once. Pods beyond the plan stay gated: they
+    run only once the job is admitted with them."""
     placements = placements or {}
+    pods = gateway.pods_of_jobs(job.key for job in active if placements.get(job.id, job.placement))
     patches: list[tuple[gw.PodInfo, str]] = []
     beyond = 0
     for job in active:

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -194,8 +194,7 @@ def start_sending(
         pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term, pinned[job_id])
         for job_id in job_ids
     ]
-    namespaces = {job_id: key[1] for job_id, key in keys.items()}
-    return Sending(futures, namespaces, backoff_seconds, term, metered, now)
+    return Sending(futures, keys, backoff_seconds, term, metered, now)
 
 
 @dataclass
@@ -203,11 +202,12 @@ class Sending:
     """Releases on their way to the cluster."""
 
     futures: list[Future]
-    namespaces: dict[int, str]
+    keys: dict[int, gw.ObjectKey]
     backoff_seconds: float
     term: int | None
     metered: bool
     now: datetime | None = None  # the cycle's: a refusal's backoff counts from it
+    created: list[int] = field(default_factory=list)  # the jobs whose objects exist now (after finish)
 
     def finish(self) -> dict[str, int]:
         """Wait for every send; record the outcomes: the created objects' uids in one
@@ -217,6 +217,7 @@ class Sending:
         # The usual outcome, a created object, is recorded for all jobs in one statement.
         uids = {outcome.job_id: outcome.uid for outcome in outcomes if outcome.error is None}
         transitions.created_many(uids)
+        self.created = list(uids)
         if uids:
             counts["created"] = len(uids)
         for outcome in outcomes:
@@ -228,7 +229,7 @@ class Sending:
                 "release of job %s: %s",
                 outcome.job_id,
                 outcome.error,
-                extra=logs.job(outcome.job_id, self.namespaces.get(outcome.job_id)),
+                extra=logs.job(outcome.job_id, (self.keys.get(outcome.job_id) or ("", "", ""))[1]),
             )
         if self.metered:
             metrics.count_releases(counts)
