@@ -312,7 +312,11 @@ class Dispatcher:
             )
         lap("pin")
         # 10. publish: quotas with reservations, nodes and our pods' phases
-        publish.publish(observed.snapshot, publish.pod_phases(observed.active, observed.active_pods))
+        publish.publish(
+            observed.snapshot,
+            publish.pod_phases(observed.active, observed.active_pods),
+            publish.gpus_by_job(observed.active, observed.active_pods),
+        )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
         metrics.observe_cycle(result.phases)

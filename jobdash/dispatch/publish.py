@@ -12,9 +12,17 @@ from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
 
 from .active import ActiveJob
+from .lost import FAILED_TAINTS
+
+GPU = "nvidia.com/gpu"
+PODS_SHOWN = 64  # a job's pods listed one by one on its page; beyond, counted only
 
 
-def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
+def cluster_summary(
+    snapshot: Snapshot, gpus_by_job: Mapping[str, Mapping[str, int]] | None = None
+) -> tuple[dict, list]:
+    """`gpus_by_job`: per node, the GPUs each of our jobs' pods hold there ("namespace/name")."""
+    gpus_by_job = gpus_by_job or {}
     reserved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for job in snapshot.in_flight:
         for key, amount in job.outstanding.items():
@@ -30,10 +38,25 @@ def cluster_summary(snapshot: Snapshot) -> tuple[dict, list]:
             "allocated": dict(n.allocated),
             "labels": dict(n.labels),
             "unschedulable": n.unschedulable,
+            "failed": any(t.key in FAILED_TAINTS for t in n.taints),
+            "jobs": dict(gpus_by_job.get(n.name, {})),
         }
         for n in snapshot.nodes
     ]
     return quotas, nodes
+
+
+def gpus_by_job(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]) -> dict[str, dict[str, int]]:
+    """Per node, the GPUs the live pods of each active job hold there."""
+    found: dict[str, dict[str, int]] = defaultdict(dict)
+    for job in active:
+        label = f"{job.namespace}/{job.name}"
+        for pod in pods.get(job.key, ()):
+            gpus = pod.requests.get(GPU, 0)
+            if pod.node_name and gpus and not pod.terminated:
+                on = found[pod.node_name]
+                on[label] = on.get(label, 0) + gpus
+    return found
 
 
 def pod_phases(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]) -> dict:
@@ -46,17 +69,29 @@ def pod_phases(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[Po
     Terminating."""
     counts: dict[str, dict] = {}
     for job in active:
+        roles = [ps.role for ps in job.workload.pod_sets]
         for pod in pods.get(job.key, ()):
             phase = "Terminating" if pod.deleting else pod.phase
-            entry = counts.setdefault(f"{job.namespace}/{job.name}", {"job": job.id, "replicas": {}})
+            entry = counts.setdefault(f"{job.namespace}/{job.name}", {"job": job.id, "replicas": {}, "pods": []})
             # a kind whose pods carry no role label (a batch Job) has one group: its pods
-            phases = entry["replicas"].setdefault(kinds.pod_role(job.kind_key, pod) or "pods", {})
+            role = kinds.pod_role(job.kind_key, pod) or "pods"
+            phases = entry["replicas"].setdefault(role, {})
             phases[phase] = phases.get(phase, 0) + 1
+            if len(entry["pods"]) < PODS_SHOWN:
+                entry["pods"].append(
+                    {
+                        "name": pod.name,
+                        "role": kinds.pod_role(job.kind_key, pod, roles),
+                        "phase": phase,
+                        "node": pod.node_name or pod.selected_node or "",
+                        "gated": bool(pod.gates),
+                    }
+                )
     return counts
 
 
-def publish(snapshot: Snapshot, pods: dict | None = None) -> None:
-    quotas, nodes = cluster_summary(snapshot)
+def publish(snapshot: Snapshot, pods: dict | None = None, gpus: Mapping[str, Mapping[str, int]] | None = None) -> None:
+    quotas, nodes = cluster_summary(snapshot, gpus)
     fields = {"updated_at": timezone.now(), "quotas": quotas, "nodes": nodes, "pods": pods or {}}
     # Every cycle publishes: one UPDATE, not update_or_create's transaction, locking read and update.
     if not ClusterState.objects.filter(id=1).update(**fields):

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
+from queueing.topology import HOSTNAME
+
 from . import cluster_port
 from .models import ClusterState, Cycle, Fence, Namespace, State
 
@@ -85,15 +87,42 @@ def node_rows(nodes: list[dict]) -> list[dict]:
         for r, key in RESOURCES.items():
             total, used = int(allocatable.get(key, 0)), int(allocated.get(key, 0))
             resources[r] = {"allocatable": total, "allocated": used, "free": max(total - used, 0)}
+        labels = dict(node.get("labels", {}))
         rows.append(
             {
                 "name": node.get("name", ""),
                 "unschedulable": bool(node.get("unschedulable")),
-                "labels": dict(node.get("labels", {})),
+                "failed": bool(node.get("failed")),
+                "labels": labels,
+                # Its domain at each topology level above the host ("block1 / rack2").
+                "domain": " / ".join(labels.get(level, "–") for level in topology_levels() if level != HOSTNAME),
                 "resources": resources,
+                "jobs": dict(node.get("jobs", {})),  # GPUs held there by each of jobdash's jobs
             }
         )
     return rows
+
+
+def topology_levels() -> tuple[str, ...]:
+    """The node labels that name topology levels, the widest first (JOBDASH_TOPOLOGY_LEVELS)."""
+    return tuple(settings.JOBDASH_TOPOLOGY_LEVELS)
+
+
+def domain_rows(rows: list[dict]) -> list[dict]:
+    """Per domain of the level above the host (a rack): its nodes, GPUs free of all, and
+    how many of its nodes are whole and free (room for a whole-node pod)."""
+    domains: dict[str, dict] = {}
+    for row in rows:
+        entry = domains.setdefault(
+            row["domain"], {"domain": row["domain"], "nodes": 0, "gpus": 0, "free": 0, "empty": 0}
+        )
+        gpu = row["resources"]["gpu"]
+        entry["nodes"] += 1
+        entry["gpus"] += gpu["allocatable"]
+        if not row["unschedulable"] and not row["failed"]:
+            entry["free"] += gpu["free"]
+            entry["empty"] += int(gpu["allocatable"] > 0 and gpu["allocated"] == 0)
+    return [domains[name] for name in sorted(domains)]
 
 
 def gpu_fit(rows: list[dict]) -> list[dict]:
@@ -146,6 +175,7 @@ def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
         "nodes": rows,
         "totals": totals,
         "gpu_fit": gpu_fit(rows),
+        "domains": domain_rows(rows),
         "leader": leader(reveal_identity=True),
         "cycles": recent_cycles(cycles),
         "elastic": elastic_overview(),

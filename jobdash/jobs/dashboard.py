@@ -200,7 +200,8 @@ def history(namespace: Namespace, *, hours: int = 6, buckets: int = 24, now: dat
 
 
 def job_pods(job: Job) -> dict:
-    """Pod phase counts per replica type of one job, as the last cycle saw them; reads only
+    """Pod phase counts per replica type of one job ("replicas"), and its first pods one by
+    one ("pods": name, role, phase, node, gated), as the last cycle saw them; reads only
     that job's key of the cluster summary, not the whole of it."""
     key = f"{job.namespace.name}/{job.name}"
     row = ClusterState.objects.filter(id=1).values(entry=KT(f"pods__{key}")).first()
@@ -210,4 +211,4 @@ def job_pods(job: Job) -> dict:
     # KT gives the JSON text of an object (PostgreSQL and SQLite alike).
     entry = json.loads(entry) if isinstance(entry, str) else entry
     # The object of that name may be another job's (an earlier run of the same name).
-    return entry.get("replicas", {}) if entry.get("job") == job.pk else {}
+    return entry if entry.get("job") == job.pk else {}

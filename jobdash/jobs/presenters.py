@@ -233,6 +233,15 @@ def _share(part: int, whole: int) -> float:
     return round(min(100.0, 100.0 * part / whole), 1) if whole else 0.0
 
 
+def gpu_slots(gpu: Mapping[str, int], jobs: Mapping[str, int]) -> list[dict]:
+    """A node's GPUs one by one: held by which of jobdash's jobs (in job order), in use by
+    something else, or free."""
+    slots = [{"state": "used", "job": job} for job, count in sorted(jobs.items()) for _ in range(count)]
+    used = min(gpu["allocated"], gpu["allocatable"])
+    slots = slots[:used] + [{"state": "used", "job": ""}] * max(used - len(slots), 0)
+    return slots + [{"state": "free", "job": ""}] * gpu["free"]
+
+
 def cluster_page(overview: dict) -> dict:
     """The cluster overview with quantities formatted and shares for the bars."""
     nodes = []
@@ -247,9 +256,7 @@ def cluster_page(overview: dict) -> dict:
             }
             for name, r in res.items()
         }
-        gpu = res["gpu"]
-        slots = ["used"] * min(gpu["allocated"], gpu["allocatable"]) + ["free"] * gpu["free"]
-        nodes.append({**node, **cells, "gpu_slots": slots})
+        nodes.append({**node, **cells, "gpu_slots": gpu_slots(res["gpu"], node.get("jobs", {}))})
     totals = {
         name: {
             "used": format_quantity(name, t["allocated"]),
@@ -392,3 +399,34 @@ def preemption_words(
         f"it leaves at {when:%H:%M:%S} UTC"
     )
     return note, preemptor_note
+
+
+def placement_rows(placement: list | None, pods: list[dict]) -> list[dict]:
+    """The job page's placement: per planned pod (role, number, node) the pod that holds it
+    and where it runs, as the last cycle saw them; then any pod beyond the plan. A pod's
+    status: on its planned node, waiting for it (still gated, or sent and not started), or
+    elsewhere (off plan: should not happen)."""
+    if not placement:
+        return []
+    left = list(pods)
+    rows = []
+
+    def take(role: str, node: str | None) -> dict | None:
+        for pod in left:
+            if pod["role"].lower() == role.lower() and (node is None or pod["node"] == node):
+                left.remove(pod)
+                return pod
+        return None
+
+    slots = sorted((role, index, node) for role, index, node in placement)
+    held = {slot: take(slot[0], slot[2]) for slot in slots}  # pods on their planned node first
+    for slot in slots:
+        if held[slot] is None:
+            held[slot] = take(slot[0], "")  # a gated pod has no node yet
+    for (role, index, node), pod in held.items():
+        status = "not made yet"
+        if pod is not None:
+            status = "waiting for its node" if pod["gated"] or pod["phase"] == "Pending" else "on its node"
+        rows.append({"role": role, "index": index, "planned": node, "pod": pod, "status": status})
+    rows.extend({"role": pod["role"], "index": None, "planned": "", "pod": pod, "status": "off plan"} for pod in left)
+    return rows

@@ -124,7 +124,8 @@ def job_detail(request, job_id: int):
         "job": job,
         "now": now,
         "events": events,
-        "pods": presenters.pod_rows(pods, job.workload),
+        "pods": presenters.pod_rows(pods.get("replicas", {}), job.workload),
+        "placement": presenters.placement_rows(job.placement, pods.get("pods", [])),
         "staff": selectors.sees_all_namespaces(request.user),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
@@ -241,4 +242,6 @@ def submit_check(request):
 def cluster(request):
     if not selectors.sees_all_namespaces(request.user):
         raise PermissionDenied("the cluster page is for staff")
-    return render(request, "jobs/cluster.html", {"cluster": cluster_page(cluster_selectors.cluster_overview())})
+    overview = cluster_page(cluster_selectors.cluster_overview())
+    levels = ", ".join(cluster_selectors.topology_levels())
+    return render(request, "jobs/cluster.html", {"cluster": overview, "topology_levels": levels})

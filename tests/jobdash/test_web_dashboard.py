@@ -370,3 +370,24 @@ def test_submit_check_verdict_is_the_planners(browser, alice, example_text, gpus
 
 def test_htmx_is_shipped_as_a_static_file():
     assert finders.find("django_htmx/htmx-2.min.js")
+
+
+def test_cluster_page_shows_racks_the_jobs_on_each_gpu_and_failed_nodes(staff, client, settings):
+    settings.JOBDASH_TOPOLOGY_LEVELS = ("topology.jobdash.io/rack", "kubernetes.io/hostname")
+    racked = [
+        {**NODES[0], "labels": {"topology.jobdash.io/rack": "rack1"}, "jobs": {"team-a/bert": 4}},
+        {**NODES[1], "labels": {"topology.jobdash.io/rack": "rack1"}, "failed": True},
+        {**NODES[2], "labels": {"topology.jobdash.io/rack": "rack2"}},
+    ]
+    publish(nodes=racked)
+    client.force_login(staff)
+    page = client.get("/cluster/").content.decode()
+    assert page.count('title="team-a/bert"') == 4 and "team-a/bert ×4" in page
+    assert "(not ready)" in page and "(cordoned)" in page
+    data = token_client(staff).get("/api/v1/cluster/").json()
+    # rack1: gpu-1 3 free, gpu-2 failed (its 8 not counted); rack2: gpu-3 cordoned
+    assert data["domains"] == [
+        {"domain": "rack1", "nodes": 2, "gpus": 16, "free": 3, "empty": 0},
+        {"domain": "rack2", "nodes": 1, "gpus": 8, "free": 0, "empty": 0},
+    ]
+    assert data["nodes"][0]["jobs"] == {"team-a/bert": 4} and data["nodes"][1]["failed"] is True

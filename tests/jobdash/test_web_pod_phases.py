@@ -6,6 +6,7 @@ from jobdash.cluster.gateway import PodInfo
 from jobdash.dispatch.active import ActiveJob
 from jobdash.dispatch.publish import pod_phases, publish
 from jobdash.jobs.models import ClusterState
+from jobdash.jobs.presenters import gpu_slots, placement_rows
 from queueing import Workload
 from queueing.snapshot import Snapshot
 
@@ -45,18 +46,45 @@ def test_counts_per_job_role_and_phase():
         theirs: [pod("x", "worker")],  # an object of no active job of jobdash's
         (TF, "team-b", "mnist"): [pod("z", "worker", namespace="team-b")],  # same name elsewhere: not ours
     }
-    assert pod_phases([active(mnist, 7)], pods_by_job) == {
-        "team-a/mnist": {
-            "job": 7,
-            "replicas": {"worker": {"Running": 2, "Pending": 1, "Terminating": 1}, "ps": {"Succeeded": 1}},
-        },
+    phases = pod_phases([active(mnist, 7)], pods_by_job)
+    assert set(phases) == {"team-a/mnist"} and phases["team-a/mnist"]["job"] == 7
+    assert phases["team-a/mnist"]["replicas"] == {
+        "worker": {"Running": 2, "Pending": 1, "Terminating": 1},
+        "ps": {"Succeeded": 1},
     }
+    # And one by one, for the job page's placement: where each runs or is sent.
+    listed = {p["name"]: (p["role"], p["phase"], p["node"], p["gated"]) for p in phases["team-a/mnist"]["pods"]}
+    assert listed["w2"] == ("worker", "Pending", "n1", False) and listed["w3"][1] == "Terminating"
 
 
 def test_a_kind_whose_pods_carry_no_role_label_counts_them_together():
     trial = (BATCH, "team-a", "trial-1")
     counts = pod_phases([active(trial, 3, "Job")], {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]})
-    assert counts == {"team-a/trial-1": {"job": 3, "replicas": {"pods": {"Running": 1, "Pending": 1}}}}
+    assert counts["team-a/trial-1"]["replicas"] == {"pods": {"Running": 1, "Pending": 1}}
+    assert [p["name"] for p in counts["team-a/trial-1"]["pods"]] == ["t-abcde", "t-fghij"]
+
+
+def test_the_placement_table_says_where_each_planned_pod_runs():
+    placement = [["Worker", 0, "n1"], ["Worker", 1, "n2"], ["Worker", 2, "n3"]]
+    pods = [
+        {"name": "w0", "role": "worker", "phase": "Running", "node": "n1", "gated": False},
+        {"name": "w1", "role": "worker", "phase": "Pending", "node": "", "gated": True},
+        {"name": "w9", "role": "worker", "phase": "Running", "node": "n7", "gated": False},
+    ]
+    rows = placement_rows(placement, pods)
+    shown = [(r["planned"], (r["pod"] or {}).get("name"), r["status"]) for r in rows]
+    assert shown == [
+        ("n1", "w0", "on its node"),
+        ("n2", "w1", "waiting for its node"),  # gated: no node yet
+        ("n3", None, "not made yet"),
+        ("", "w9", "off plan"),  # runs where no slot is: what should never be
+    ]
+
+
+def test_a_nodes_gpus_are_shown_by_the_job_that_holds_them():
+    slots = gpu_slots({"allocatable": 8, "allocated": 5, "free": 3}, {"team-a/b": 2, "team-a/a": 1})
+    assert [s["job"] for s in slots] == ["team-a/a", "team-a/b", "team-a/b", "", "", "", "", ""]
+    assert [s["state"] for s in slots] == ["used"] * 5 + ["free"] * 3
 
 
 @pytest.mark.django_db

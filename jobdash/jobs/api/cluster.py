@@ -34,8 +34,21 @@ class NodeResourcesSerializer(serializers.Serializer):
 class NodeSerializer(serializers.Serializer):
     name = serializers.CharField()
     unschedulable = serializers.BooleanField()
+    failed = serializers.BooleanField(help_text="not ready or unreachable: its pods are placed again elsewhere")
     labels = serializers.DictField(child=serializers.CharField())
+    domain = serializers.CharField(help_text="its domain at each topology level above the node, widest first")
     resources = NodeResourcesSerializer(help_text=AMOUNTS)
+    jobs = serializers.DictField(
+        child=serializers.IntegerField(), help_text="GPUs held there by each of jobdash's jobs (namespace/name)"
+    )
+
+
+class DomainSerializer(serializers.Serializer):
+    domain = serializers.CharField()
+    nodes = serializers.IntegerField()
+    gpus = serializers.IntegerField(help_text="GPUs of its nodes in all")
+    free = serializers.IntegerField(help_text="GPUs free on its schedulable, ready nodes")
+    empty = serializers.IntegerField(help_text="its nodes with every GPU free (room for a whole-node pod)")
 
 
 class GpuFitSerializer(serializers.Serializer):
@@ -86,6 +99,7 @@ class ClusterSerializer(serializers.Serializer):
     nodes = NodeSerializer(many=True)
     totals = NodeResourcesSerializer(help_text=AMOUNTS)
     gpu_fit = GpuFitSerializer(many=True)
+    domains = DomainSerializer(many=True, help_text="per domain of the topology level above the node (a rack)")
     leader = LeaderSerializer()
     cycles = CycleSerializer(many=True, help_text="the most recent first")
     elastic = ElasticSerializer(help_text="elastic quota: guarantees, borrowing and preemption per namespace")
