@@ -177,3 +177,34 @@ def test_a_required_rack_is_kept_or_the_job_says_which_level_it_waits_for(user, 
     waiting = Job.objects.get(pk=too_big.pk)
     assert waiting.state == State.QUEUED and waiting.reason == "NoDomainFits"
     assert waiting.message.startswith("no rack has room for all 4 pods (4 cpu each) at once; the roomiest has room for")
+
+
+def test_a_running_gang_that_loses_a_node_runs_on_inside_a_new_plan(user, sim, dispatcher, term):
+    """Its controller makes the lost pod again (gated, from the template), and jobdash sends it
+    to the node the new plan names: the job goes on, never queued again."""
+    manifest = KINDS["TFJob"]("runs-on")
+    replicas = manifest["spec"]["tfReplicaSpecs"]["Worker"]
+    replicas["replicas"] = 2
+    whole_node(replicas)
+    manifest["metadata"]["annotations"]["kubesim.io/duration-seconds"] = "60"
+    job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+    for _ in range(10):
+        dispatcher.cycle(term)
+        if Job.objects.get(pk=job.pk).state == State.RUNNING:
+            break
+        step(dispatcher, sim)
+    running = Job.objects.get(pk=job.pk)
+    assert running.state == State.RUNNING and bound_as_planned(sim, job)
+    failed = sorted({node for _, _, node in running.placement})[0]
+    sim.fail_node(failed)
+    step(dispatcher, sim)
+    dispatcher.cycle(term)
+    moved = Job.objects.get(pk=job.pk)
+    assert moved.state == State.RUNNING and failed not in {node for _, _, node in moved.placement}
+    for _ in range(10):
+        step(dispatcher, sim)
+        dispatcher.cycle(term)
+        if bound_as_planned(sim, job):
+            break
+    assert bound_as_planned(sim, job)
+    assert not JobEvent.objects.filter(job=job, type="Requeued").exists()
