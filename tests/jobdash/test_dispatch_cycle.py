@@ -33,7 +33,10 @@ def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
 
     run_until(dispatcher, sim, gateway, job, State.RUNNING)
     dispatcher.cycle(term)  # publishes the pods of the now running job
-    assert ClusterState.objects.get().pods["team-a/mnist"] == {"job": job.pk, "replicas": {"worker": {"Running": 2}}}
+    published = ClusterState.objects.get().pods["team-a/mnist"]
+    assert (published["job"], published["replicas"]) == (job.pk, {"worker": {"Running": 2}})
+    # Each pod runs on the node its placement names.
+    assert sorted(pod["node"] for pod in published["pods"]) == sorted(node for _, _, node in job.placement)
     run_until(dispatcher, sim, gateway, job, State.SUCCEEDED)
     dispatcher.cycle(term)
     assert "team-a/mnist" not in ClusterState.objects.get().pods  # only active jobs' pods are published
