@@ -12,7 +12,19 @@ import pytest
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, State
-from kubesim.testing import running_kubesim, training_runtime_manifest
+from kubesim.testing import (
+    batch_job_manifest,
+    jaxjob_manifest,
+    jobset_manifest,
+    mpijob_manifest,
+    paddlejob_manifest,
+    pytorchjob_manifest,
+    running_kubesim,
+    tfjob_manifest,
+    training_runtime_manifest,
+    trainjob_manifest,
+    xgboostjob_manifest,
+)
 from queueing.placement import GATE
 from queueing.topology import REQUIRED_ANNOTATION
 
@@ -21,6 +33,19 @@ from .test_dispatch_kinds import KINDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RACK = "topology.jobdash.io/rack"
+# Each kind's gang of two GPU pods (2 GPUs each; an MPIJob's launcher, CPU only, besides).
+POD = {"cpu": "1", "memory": "1Gi", "gpu": 2, "duration": 5}
+GPU_KINDS = {
+    "TFJob": lambda name: tfjob_manifest(name, "team-a", workers=2, **POD),
+    "PyTorchJob": lambda name: pytorchjob_manifest(name, "team-a", workers=1, **POD),
+    "XGBoostJob": lambda name: xgboostjob_manifest(name, "team-a", workers=1, **POD),
+    "PaddleJob": lambda name: paddlejob_manifest(name, "team-a", workers=2, **POD),
+    "JAXJob": lambda name: jaxjob_manifest(name, "team-a", workers=2, **POD),
+    "MPIJob": lambda name: mpijob_manifest(name, "team-a", workers=2, launcher_cpu="1", launcher_memory="1Gi", **POD),
+    "Job": lambda name: batch_job_manifest(name, "team-a", parallelism=2, completions=2, **POD),
+    "JobSet": lambda name: jobset_manifest(name, "team-a", workers=2, **POD),
+    "TrainJob": lambda name: trainjob_manifest(name, "team-a", num_nodes=2, **POD),
+}
 LEVELS = (RACK, "kubernetes.io/hostname")
 
 
@@ -30,7 +55,7 @@ def cluster(nodes_per_rack: int = 3, cpu: str = "4") -> dict:
             {
                 "prefix": f"{rack}-node",
                 "count": nodes_per_rack,
-                "capacity": {"cpu": cpu, "memory": "64Gi", "pods": "110"},
+                "capacity": {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "110"},
                 "labels": {RACK: rack},
             }
             for rack in ("r1", "r2")
@@ -61,14 +86,17 @@ def dispatcher(gateway):
     return Dispatcher(gateway, settings(topology_levels=LEVELS), clock=ManualClock())
 
 
-def foreign_pod(sim, number: int, cpu: str = "1") -> None:
-    """A pod nobody asked jobdash about, in a namespace jobdash does not manage."""
+def foreign_pod(sim, number: int) -> None:
+    """A 1-GPU pod nobody asked jobdash about, in a namespace jobdash does not manage."""
+    amounts = {"cpu": "1", "nvidia.com/gpu": "1"}
     sim.cluster.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"around-{number}", "namespace": "other"},
-            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]},
+            "spec": {
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": amounts, "limits": amounts}}]
+            },
         }
     )
 
@@ -104,14 +132,18 @@ def bound_as_planned(sim, job: Job) -> bool:
     return len(pods) == len(placement) and bound == Counter(node for _, _, node in placement)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_registered_kind_is_covered_here():
+    assert set(GPU_KINDS) == set(KINDS)
+
+
+@pytest.mark.parametrize("kind", sorted(GPU_KINDS))
 def test_every_pod_of_every_kind_runs_on_its_planned_node_among_pods_that_came_around(
     user, sim, dispatcher, term, kind
 ):
     for number in range(3):
         foreign_pod(sim, number)  # LeastAllocated spreads them: every node is a little used
     step(dispatcher, sim)
-    job = services.job_submit(user=user, manifest=json.dumps(KINDS[kind](f"{kind.lower()}-p")), source="api")
+    job = services.job_submit(user=user, manifest=json.dumps(GPU_KINDS[kind](f"{kind.lower()}-p")), source="api")
     arriving = iter(range(3, 9))
     checked = False
     for _ in range(40):
