@@ -94,6 +94,7 @@ class KubeGateway:
         self._custom = client.CustomObjectsApi(api)
         self._timeout = request_timeout
         self._retries = retries
+        self._leading: Callable[[], bool] = lambda: True
         self._backoff = backoff
         self._on_event: Callable[[WatchEvent], None] | None = None
         # Finished pods stay listed until deleted: the cycle asks for the few that matter,
@@ -216,10 +217,22 @@ class KubeGateway:
 
     # --- writes ---
 
-    def _call(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    def writes_while(self, leading: Callable[[], bool]) -> None:
+        """From now on every write first asks `leading` (this process's leadership, by its own
+        clock): a process woken from a pause past its lease writes nothing more, whether or
+        not a webhook would refuse it; only a request already on its way when it paused can
+        reach the API server."""
+        self._leading = leading
+
+    def _write(self, fn: Callable[..., Any], *args, **kwargs) -> Any:
+        return self._call(fn, *args, _write=True, **kwargs)
+
+    def _call(self, fn: Callable[..., Any], *args, _write: bool = False, **kwargs) -> Any:
         """One API call; transient failures are retried with exponential backoff."""
         delay = self._backoff
         for attempt in range(self._retries + 1):
+            if _write and not self._leading():
+                raise Fenced("this process's leadership lapsed by its own clock: it writes nothing more")
             try:
                 return fn(*args, _request_timeout=self._timeout, **kwargs)
             except ApiException as error:
@@ -263,7 +276,7 @@ class KubeGateway:
         group, version, plural = kinds.group_version_plural(kind_key)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            created = self._call(self._create_namespaced, group, version, namespace, plural, body)
+            created = self._write(self._create_namespaced, group, version, namespace, plural, body)
             return convert.job_object(kind_key, created)
         except AlreadyExists:
             existing = self.read_job_object((kind_key, namespace, name))
@@ -309,7 +322,7 @@ class KubeGateway:
     def _patch(self, key: ObjectKey, patch: dict[str, Any]) -> dict[str, Any]:
         kind_key, namespace, name = key
         group, version, plural = kinds.group_version_plural(kind_key)
-        return self._call(
+        return self._write(
             self._custom.patch_namespaced_custom_object,
             group,
             version,
@@ -345,7 +358,7 @@ class KubeGateway:
             "lastTimestamp": now,
             "count": 1,
         }
-        self._call(self._core.create_namespaced_event, namespace, body)
+        self._write(self._core.create_namespaced_event, namespace, body)
 
     def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None:
         self._patch(key, {**kinds.suspend_patch(key[0], suspended), **convert.term_patch(term)})
@@ -366,7 +379,7 @@ class KubeGateway:
                 annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
                 annotations[TERM_ANNOTATION] = str(term)
             try:
-                replaced = self._call(
+                replaced = self._write(
                     self._custom.replace_namespaced_custom_object, group, version, namespace, plural, name, body
                 )
             except Conflict:
@@ -383,11 +396,11 @@ class KubeGateway:
         patch = {"spec": {"nodeSelector": {convert.HOSTNAME: node}, "schedulingGates": others or None}}
         # A merge patch: its list replaces the pod's gates (a strategic merge patch would merge
         # them by name and keep ours).
-        self._call(self._send, "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", patch)
+        self._write(self._send, "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", patch)
 
     def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            self._call(self._core.delete_namespaced_pod, name, namespace)
+            self._write(self._core.delete_namespaced_pod, name, namespace)
         except NotFound:
             pass  # already gone is what we wanted
 
@@ -410,7 +423,7 @@ class KubeGateway:
             if term is not None:
                 stamped = self._patch(key, convert.term_patch(term))
                 options["preconditions"] = {"resourceVersion": stamped["metadata"]["resourceVersion"]}
-            self._call(
+            self._write(
                 self._custom.delete_namespaced_custom_object, group, version, namespace, plural, name, body=options
             )
         except NotFound:

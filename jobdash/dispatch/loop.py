@@ -59,6 +59,9 @@ class DispatcherLoop:
 
     def start(self) -> None:
         transitions.bound_paused_transactions()
+        # The term fences writes at the database and at jobdash's webhook; this stops them at
+        # the source, by this process's own clock (also where no webhook is registered).
+        self.dispatcher.gateway.writes_while(self.leader.is_leader)
         metrics.serve()  # JOBDASH_METRICS_PORT (0: off)
         kick.register(self.wake)
         self.leader.start()

@@ -231,3 +231,58 @@ def test_a_dispatcher_process_bounds_its_sessions_idle_in_a_transaction_by_the_t
     finally:
         connection_created.disconnect(dispatch_uid="dispatcher-idle-in-transaction")
     assert seen == ["3s"]
+
+
+def test_a_leader_paused_mid_release_without_a_webhook_sends_at_most_one_create_after_its_lease():
+    """No webhook to refuse a deposed leader's writes: the leader stops them itself. Woken
+    past its lease, it checks its lease by its own clock before each write, so at most the
+    create it had on its way when it was paused reaches the API server."""
+    user = User.objects.create_user("ops")
+    Namespace.objects.create(name="team-a").members.add(user)
+    with running_kubesim(CONFIG) as sim:
+        sim.cluster.faults.add(verbs=["create"], resources=["tfjobs"], latency_ms=400)
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url(),
+            "JOBDASH_LEADER": "postgres",
+            "JOBDASH_LEADER_TTL_SECONDS": str(TTL),
+            "KUBECONFIG": sim.kubeconfig_path,
+            "JOBDASH_CLUSTER": "kubeconfig",
+            "JOBDASH_TICK_SECONDS": "0.2",
+            "JOBDASH_RELEASE_CONCURRENCY": "1",
+            "CELERY_BROKER_URL": "",
+        }
+        jobs = [
+            services.job_submit(user=user, manifest=manifest(f"job-{i}", cpu="1", duration=60), source="api")
+            for i in range(10)
+        ]
+        command = [sys.executable, "manage.py", "run_dispatcher"]
+        dispatchers = [Process(command, env)]
+        try:
+            eventually(lambda: Job.objects.filter(state="Released").count() == len(jobs), 30)
+            eventually(lambda: len(live_tfjobs(sim)) >= 2, 30)
+            old_term = Fence.objects.get(id=1).term
+            old = dispatchers[0]
+            old.popen.send_signal(signal.SIGSTOP)
+            assert len(live_tfjobs(sim)) < len(jobs), "the pause came too late to mean anything"
+            dispatchers.append(Process(command, env))
+            eventually(lambda: Fence.objects.get(id=1).term > old_term, 15)
+            eventually(lambda: len(live_tfjobs(sim)) == len(jobs), 30)
+            cancelled = jobs[-3:]
+            for job in cancelled:
+                services.job_cancel(job_id=job.pk, user=user)
+            names = {job.name for job in cancelled}
+            eventually(lambda: not names & live_tfjobs(sim), 15)
+            woken_at = len(sim.cluster.audit)
+            old.popen.send_signal(signal.SIGCONT)
+            time.sleep(TTL + 3)
+            late = [a for a in sim.cluster.audit[woken_at:] if a["kind"] == "TFJob" and not a["dry_run"]]
+            # The new leader's sweep takes back what a late create might bring back.
+            eventually(lambda: not names & live_tfjobs(sim), 15)
+            alive = live_tfjobs(sim)
+        finally:
+            for d in dispatchers:
+                d.popen.send_signal(signal.SIGCONT)
+                d.kill()
+    assert len(late) <= 1, late
+    assert alive == {job.name for job in jobs[:-3]}
