@@ -84,14 +84,14 @@ def test_fifo_by_hand():
 
 
 def test_a_gang_the_scheduler_strands_is_taken_back_and_requeued():
-    """priority (the default).  @0 j1 (4 GPUs) -> node-0, runs 1-1001.
+    """priority, unpinned (--no-pin: the scheduler alone).  @0 j1 (4 GPUs) -> node-0, runs 1-1001.
     @10 j2 (1 GPU) is planned on node-0 (best fit) and j3 (8 GPUs) on the empty node-1;
     the scheduler is not gang-aware and spreads (LeastAllocated): j2 lands on node-1 and
     j3's pod fits nowhere.  j3 holds 8 GPUs of b's quota, bound nowhere, until the start
     timeout (300 s): @310 it is taken back and requeued, backoff 10 s; @320 no node fits;
     @1002 (j1 ended 1001) it is released again onto node-0 and runs 1003-1053."""
     jobs = [job(1, 0, "a", 4, 1000), job(2, 10, "a", 1, 5000), job(3, 10, "b", 8, 50)]
-    result = replay(jobs, "priority")
+    result = replay(jobs, "priority", pin=False)
     assert outcome(result) == {1: (1, 1001), 2: (11, 5011), 3: (1003, 1053)}
     assert result.stats["timeouts"] == 1 and result.stats["gave_up"] == 0
     third = next(rec for rec in result.jobs if rec.job.id == 3)
@@ -260,14 +260,14 @@ def test_fixed_quotas_give_the_results_they_gave_before(policy):
     """... with the old duration estimator (issue #16: the new one changes what backfill sees)."""
     jobs = synthetic(40, 5)
     vcs = {"a": 2, "b": 2}
-    result = replay(jobs, policy, vcs, estimator="old")
+    result = replay(jobs, policy, vcs, estimator="old", pin=False)  # (the scheduler placed the pods then)
     summary = summarize(result)
     assert (summary["avg_queue_s"], summary["p99_queue_s"], summary["gpu_util_pct"], result.stats["cycles"]) == (
         FIXED_BEFORE[policy]
     )
     if policy == "priority":
         assert [start for start, _ in (outcome(result)[i] for i in range(1, 41))] == PRIORITY_STARTS_BEFORE
-    assert outcome(replay(jobs, policy, vcs, quota="fixed", estimator="old")) == outcome(result)
+    assert outcome(replay(jobs, policy, vcs, quota="fixed", estimator="old", pin=False)) == outcome(result)
     assert summary["quota"] == "fixed" and summary["preemptions"] == 0 and summary["preempted_gpu_hours"] == 0
 
 
@@ -486,19 +486,37 @@ def write_trace(tmp_path, jobs):
 
 
 def test_a_pinned_victim_resumes_on_the_nodes_planned_for_its_new_release():
-    """--pin: the resumed TFJob's Workers are restricted to the nodes of its new placement
+    """Pinned (the default): suspended, the victim's templates are restored (no gate); its
+    next release holds them again, and its new pod is sent to the node planned for it then
     (j2 ran on node-1, which j3 took; it resumes on node-0 once j1 is done)."""
+    from queueing.placement import GATE
+
     jobs = [job(1, 0, "a", 8, 3_000), job(2, 0, "a", 8, 5_000), job(3, 2_000, "b", 8, 10_000)]
-    config = ReplayConfig(policy="priority", quota="elastic", pin=True)
+    config = ReplayConfig(policy="priority", quota="elastic")
     engine = Replay(jobs, TWO_VCS, config, start=T0)
+    templates, selected = [], []
+
+    def template_when_suspended(rt, event):
+        name = event.obj["metadata"]["name"]
+        if rt.plural == "tfjobs" and name == "job-2":
+            spec = event.obj["spec"]
+            suspend = (spec.get("runPolicy") or {}).get("suspend", False)
+            templates.append((suspend, spec["tfReplicaSpecs"]["Worker"]["template"]))
+        elif rt.plural == "pods" and name.startswith("job-2-") and event.type != "DELETED":
+            selected.append((event.obj["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname"))
+
+    engine.cluster.store.hooks.append(template_when_suspended)
     result = engine.run()
     assert outcome(result) == {1: (1, 3_001), 2: (1, 6_203), 3: (2_061, 12_061)}
     victim = next(rec for rec in result.jobs if rec.job.id == 2)
     assert victim.preemptions == 1 and victim.placement == (("Worker", 0, "node-0"),)
-    spec = engine.cluster.tfjob("a", "job-2")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
-    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == ["node-0"]
-
+    assert templates[0][1]["spec"]["schedulingGates"] == [{"name": GATE}]  # created held
+    assert any(suspend and "schedulingGates" not in template["spec"] for suspend, template in templates)  # restored
+    held_again = [i for i, (suspend, template) in enumerate(templates) if suspend and GATE in json.dumps(template)]
+    assert held_again and not templates[-1][0]  # held while still suspended, then unsuspended
+    assert selected[0] is None and "node-1" in selected and selected[-1] == "node-0"
+    assert result.stats["off_plan"] == 0 and result.stats["timeouts"] == 0
+    assert result.stats["ungated"] == 4  # j1, j2, j3, j2 again
 
 # -- start-time ranges (issue #16) -------------------------------------------------------------
 
