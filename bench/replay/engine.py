@@ -165,6 +165,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
             n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in self.cluster.store.items(NODES)
         }
         self.gated_jobs: set[int] = set()  # released jobs with pods held by the placement gate
+        self.foreign_pods: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pods not of a job
         first = self.cluster.store.find(NODES, "", self.node_names[0]) if self.node_names else None
         self.allocatable = {
             name: canonical(name, value)

@@ -518,6 +518,7 @@ def test_a_pinned_victim_resumes_on_the_nodes_planned_for_its_new_release():
     assert result.stats["off_plan"] == 0 and result.stats["timeouts"] == 0
     assert result.stats["ungated"] == 4  # j1, j2, j3, j2 again
 
+
 # -- start-time ranges (issue #16) -------------------------------------------------------------
 
 
@@ -625,3 +626,85 @@ def test_cli_names_the_old_estimator_and_the_report_compares_ranges(tmp_path, ca
     with gzip.open(cache / "2017-10-01_all" / "jobs" / "priority.json.gz", "rt") as handle:
         dumped = json.load(handle)
     assert dumped["eta_samples"] and all(len(sample) == 5 for sample in dumped["eta_samples"])
+
+
+# -- pinned placement (issue #31) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quota", ["fixed", "elastic"])
+def test_the_default_path_binds_every_pod_on_its_planned_node_and_never_times_out(quota):
+    """The dispatcher's release path: every TFJob is created held (each pod gated), each
+    gated pod is sent to a node of its job's placement, and kubesim's scheduler binds it
+    there; so no pod is bound off the plan, no gang is stranded and no start times out,
+    although the scheduler alone (LeastAllocated) strands gangs on this trace."""
+    from queueing.placement import GATE
+
+    jobs = sorted(synthetic(60, 11), key=lambda j: (j.submit, j.id))
+    vcs = {"a": 2, "b": 2}
+    engine = Replay(jobs, vcs, ReplayConfig(policy="priority", quota=quota), start=T0)
+    bindings, created_gated = [], []
+
+    def watch(rt, event):
+        obj = event.obj
+        if rt.plural != "pods" or event.type == "DELETED":
+            return
+        spec, name = obj["spec"], obj["metadata"]["name"]
+        if event.type == "ADDED":
+            created_gated.append(any(gate["name"] == GATE for gate in spec.get("schedulingGates") or ()))
+        elif spec.get("nodeName") and name not in {b[0] for b in bindings}:
+            job_id = int(name.split("-")[1])
+            planned = {node for _, _, node in engine.records[job_id].placement}
+            selected = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+            bindings.append((name, spec["nodeName"], selected, planned))
+
+    engine.cluster.store.hooks.append(watch)
+    result = engine.run()
+    summary = summarize(result)
+    assert summary["finished"] == len(jobs) and summary["deadlocked_gangs"] == 0
+    assert created_gated and all(created_gated)  # every pod was created held
+    assert bindings and all(node == selected and node in planned for _, node, selected, planned in bindings)
+    assert result.stats["off_plan"] == 0 and result.stats["timeouts"] == 0 and summary["gave_up"] == 0
+    assert result.stats["ungated"] == len(created_gated) and result.stats["beyond_plan"] == 0
+    assert summary["gangs_ever_partial"] == 0
+    # The same trace with the scheduler alone: pods land where the plan did not put them.
+    unpinned = replay(jobs, "priority", vcs, quota=quota, pin=False)
+    assert unpinned.stats["ungated"] == 0 and unpinned.stats["off_plan"] == 0  # (not counted unpinned)
+
+
+def test_a_gang_whose_planned_room_is_taken_is_placed_again():
+    """Lost slots (dispatch/lost.py over the replay's watch cache): a released job's planned
+    node whose room another pod took before its pod was bound there is placed again by the
+    plan (Snapshot.replacements), the pod held by the lost slot deleted, and the job starts
+    on its new node without a start timeout."""
+    jobs = [job(1, 0, "a", 8, 100)]
+    engine = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority"), start=T0)
+    real_pin = engine._pin
+    stolen = []
+
+    def pin_after_a_stranger():
+        # Before the first pin, a pod that did not come through jobdash takes the planned node.
+        if not stolen:
+            rec = engine.records[1]
+            node = rec.placement[0][2]
+            stolen.append(node)
+            engine.cluster.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "stranger", "namespace": "b"},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
+                    },
+                }
+            )
+            engine.cluster.settle()
+            return
+        real_pin()
+
+    engine._pin = pin_after_a_stranger
+    result = engine.run()
+    rec = next(rec for rec in result.jobs if rec.job.id == 1)
+    assert result.stats["replaced"] == 1 and result.stats["stranded_pods_deleted"] == 0
+    assert rec.placement[0][2] != stolen[0] and rec.started_at is not None
+    assert result.stats["timeouts"] == 0 and result.stats["off_plan"] == 0
