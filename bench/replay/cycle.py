@@ -138,7 +138,10 @@ class AdmissionCycles:
             replacements=lost,
         )
         planned_at = time.perf_counter()
-        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s if with_eta else 0.0)
+        # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,
+        # plan(forecasts=...)): the forecast plays every queue forward from the running jobs'
+        # ends, and decides nothing.
+        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s, forecasts=with_eta)
         done_at = time.perf_counter()
         stats["snapshot_s"] += planned_at - began
         stats["plan_s"] += done_at - planned_at

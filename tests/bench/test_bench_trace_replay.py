@@ -578,7 +578,7 @@ def test_the_new_estimator_predicts_and_learns_and_gives_likely_ends_only_when_f
     seen = []
 
     def recording(snapshot, policy, **options):
-        seen.append((options.get("eta_horizon_s", 0.0) > 0, [job.likely_end for job in snapshot.running]))
+        seen.append((options.get("forecasts", True), [job.likely_end for job in snapshot.running]))
         return plan(snapshot, policy, **options)
 
     monkeypatch.setattr(cycle, "plan", recording)
