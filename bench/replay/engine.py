@@ -4,7 +4,11 @@ What runs is the real code: every release is a TFJob created in kubesim through 
 (validation, quota admission), kubesim's training-operator creates the pods, its
 scheduler binds them one at a time (not gang-aware, LeastAllocated), its kubelet starts
 them after ``kubelet_delay_s`` and its work clock runs the job for the trace's duration
-once the whole gang runs.  The replay reads the cluster the way the dispatcher's watch
+once the whole gang runs.  By default (``ReplayConfig.pin``, issue #31) a release is the
+dispatcher's: the TFJob's templates are held by the placement gate, so its pods are
+created gated, and each cycle sends every gated pod to its planned node by a pod patch
+(pinning.py); the scheduler then binds it there.  With ``pin=False`` (``--no-pin``) the
+scheduler alone places the pods, as every replay before #31 did.  The replay reads the cluster the way the dispatcher's watch
 cache does, from store events (a hook: an informer without lag), and builds each
 cycle's ``Snapshot`` incrementally from that (see ``jobdash/dispatch/snapshot_phase.py`` for the
 production version); it keeps ``PendingJob`` objects from arrival to release.
