@@ -21,6 +21,7 @@ from .report_format import ORDER
 from .report_placement import (
     PLACEMENT_HEADING,
     placement_cost,
+    placement_plot,
     placement_runs,
     placement_table,
     placement_targets,
@@ -145,5 +146,7 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
         text = _replace(text, "placement", placement_table(later))
         text = _replace(text, "targets-placement", placement_targets(later))
         text = _replace(text, "placement-cost", placement_cost(later))
+        figure = placement_plot(later, out)
+        written += [figure] if figure is not None else []
     path.write_text(text)
     return written

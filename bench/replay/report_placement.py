@@ -9,6 +9,7 @@ which were made with the scheduler placing every pod (but for the node-affinity
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .records import ELASTIC, FIXED
@@ -22,6 +23,8 @@ PLACEMENT_HEADING = """## Placement that holds (issue #31)
 
 <!-- generated:targets-placement -->
 <!-- /generated:targets-placement -->
+
+![pinned placement: utilisation and the queueing tail](trace_replay_placement.png)
 
 Where the time of a replay goes:
 
@@ -135,3 +138,56 @@ def placement_targets(runs: list[dict[str, Any]]) -> str:
             f"| a full x3 replay <= 10 min wall (1,469 s before) | {shown} | {_met(slowest <= TARGET_RUNTIME_S)} |"
         )
     return "\n".join(rows)
+
+
+PLACEMENT_PNG = "trace_replay_placement.png"
+
+
+def placement_plot(runs: list[dict[str, Any]], out: Path) -> Path | None:
+    """The busiest runs since #31 at a glance: GPUs doing work over time (6-hour means; at
+    x5 the cluster is nearly full) and the tail of the queueing delay, per run."""
+    shown = [s for s in runs if s.get("quota") == ELASTIC or s.get("compress", 1) != 1]
+    if not shown:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5.5))
+    for number, s in enumerate(shown):
+        style, color = "--" if s["release"] != "gated" else "-", f"C{number}"
+        hourly = s["util_hourly_pct"]
+        means = [sum(hourly[i : i + 6]) / len(hourly[i : i + 6]) for i in range(0, len(hourly), 6)]
+        left.plot(
+            [(i * 6 + 3) / 24 for i in range(len(means))],
+            means,
+            label=s["label"],
+            linestyle=style,
+            color=color,
+            linewidth=1,
+        )
+        points = [(x, y) for x, y in s.get("queue_tail") or () if y > 0]
+        if points:  # (none: every job started within the kubelet's second)
+            xs, ys = [x for x, _ in points], [y for _, y in points]
+            right.step(xs, ys, where="post", label=s["label"], linestyle=style, color=color)
+    left.set_ylim(0, 100)
+    left.set_xlabel("days since 2017-10-01 (arrivals compressed K times: the window is 61/K days)")
+    left.set_ylabel("GPUs of running gangs (% of 2,816), 6-hour means")
+    left.set_title("utilisation, pinned placement (dashed: the scheduler alone)")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("queueing delay x (s, log scale)")
+    right.set_ylabel("fraction of started jobs waiting longer than x (log scale)")
+    right.set_title("the tail of the queueing delay (a run not shown: no job waited over 1 s)")
+    for seconds in (60, 3600, 86400):
+        right.axvline(seconds, color="grey", linewidth=0.5)
+    right.grid(alpha=0.3, which="both")
+    right.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    path = out / PLACEMENT_PNG
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

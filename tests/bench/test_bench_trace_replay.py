@@ -445,6 +445,15 @@ def test_cli_runs_quota_modes_and_compression_under_labels_of_their_own(tmp_path
     assert report.index("<!-- /generated:targets -->") < report.index("<!-- generated:targets-elastic -->")
     main_table = report[report.index("<!-- generated:results -->") : report.index("<!-- /generated:results -->")]
     assert "| priority | 4 |" in main_table and "elastic" not in main_table and "@x3" not in main_table
+    # Issue #31: every run since is pinned by default, and has a section of its own.
+    placed = report[report.index("<!-- generated:placement -->") : report.index("<!-- /generated:placement -->")]
+    assert "| shared window | priority+elastic | pinned (gated, sent to the planned node) |" in placed
+    assert "| arrivals x3 | fifo@x3 | pinned" in placed
+    assert "<!-- generated:targets-placement -->" in report and (results / "trace_replay_placement.png").exists()
+    trace_replay.main([*common, "--policy", "priority", "--quota", "elastic", "--no-pin"])
+    trace_replay.main([*common, "--report-only", "--results-dir", str(results)])
+    report = (results / "trace_replay.md").read_text()
+    assert "| shared window | priority+no-pin+elastic | scheduler alone |" in report
 
 
 def test_the_report_keeps_main_tables_it_has_no_summaries_for(tmp_path):
