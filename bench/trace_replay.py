@@ -24,6 +24,13 @@ victim's TFJob is suspended and requeued; a job is a victim at most
 ``--compress K`` divides the time between submissions by K (durations unchanged), for
 a busier cluster.  Labels say both: ``priority+elastic``, ``fifo@x3``.
 
+Placement (issue #31): by default the replay releases jobs as the dispatcher does, pinned:
+each TFJob is created with its pod templates held by the placement gate, and every gated
+pod is sent to its planned node by a pod patch (bench/replay/pinning.py); ``--no-pin``
+leaves the pods to kubesim's scheduler alone (LeastAllocated), for comparison (label
+``priority+no-pin``).  The nodes are in racks of 8 and blocks of 4 racks, and the
+snapshot has the dispatcher's topology levels (jobs carry no topology request).
+
 ``--estimator`` (issue #16): ``new`` (the default) estimates durations with queueing's
 DurationPredictor and gives running jobs likely ends for the start-time forecast;
 ``old`` with the median of the VC's last runs of the same GPU count, as before (label
@@ -100,6 +107,11 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["label"] = task["label"]
     summary["options"] = task["options"]
     summary["pin"] = task["pin"]
+    # Issue #31: how released pods find their nodes.  gated: the dispatcher's pinned
+    # placement (templates held, each pod sent to its planned node); scheduler: kubesim's
+    # scheduler alone (LeastAllocated), as every run before #31 but the node-affinity --pin.
+    summary["release"] = "gated" if task["pin"] and task["policy"] != "none" else "scheduler"
+    summary["topology"] = True
     summary["compress"] = factor
     summary["grace_s"] = config.grace_s
     summary["preemption_limit"] = config.preemption_limit
@@ -220,7 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
-        "--pin", action="store_true", help="experiment: restrict each released job's pods to the planned nodes"
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="for comparison: released pods are not held and the cluster's scheduler alone places them "
+        "(default: pinned, as the dispatcher: gated pods sent to their planned nodes)",
     )
     parser.add_argument("--tick", type=float, help="cycle tick in seconds (default: 10 for seed, 2 otherwise)")
     parser.add_argument("--parallel", type=int, default=1, help="replays at once (one process each)")

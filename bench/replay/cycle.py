@@ -21,7 +21,7 @@ from queueing import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, pl
 from queueing.reasons import Reason
 from queueing.workload import PodSet, Workload
 
-from .mapping import QUOTA_KEY, workload_of
+from .mapping import QUOTA_KEY, TOPOLOGY_LEVELS, workload_of
 from .records import COHORT, INF, RELEASED, JobRecord
 
 # Waiting for capacity: the first such job of a namespace is its head (planner._head_waits).
@@ -36,7 +36,7 @@ class AdmissionCycles:
         if self.dirty_nodes:
             for name in self.dirty_nodes:
                 alloc = {key: amount for key, amount in self.node_alloc[name].items() if amount}
-                self.node_objs[name] = Node(name, self.allocatable, alloc, labels={"kubernetes.io/hostname": name})
+                self.node_objs[name] = Node(name, self.allocatable, alloc, labels=self.node_labels[name])
             self.dirty_nodes.clear()
             self.nodes_tuple = tuple(self.node_objs[name] for name in self.node_names)
         return self.nodes_tuple
@@ -72,10 +72,15 @@ class AdmissionCycles:
             found = self._outstanding_cache[key] = {k: v for k, v in demand.items() if v}
         return found
 
-    def _in_flight(self, rec: JobRecord) -> InFlightJob:
-        key = (rec.n_pods, frozenset(rec.bound_index))
+    def _in_flight(self, rec: JobRecord, lost: frozenset = frozenset()) -> InFlightJob:
+        """The released job as the snapshot shows it: its planned pods no node has charged yet
+        (a bound pod takes a slot on its own node, else one by count, as
+        snapshot_phase._unbound_placements), less the slots it lost (placed anew by the plan)."""
+        key = (rec.n_pods, tuple(sorted(rec.bound_nodes.items())), rec.placement)
+        if lost:
+            rec.inflight = None
         if rec.inflight is None or rec.inflight_key != key:
-            placements = tuple(p for p in rec.placement if p[1] not in rec.bound_index)
+            placements = tuple(p for p in self._unbound(rec) if p not in lost)
             rec.inflight = InFlightJob(
                 rec.job.id,
                 rec.job.vc,
@@ -84,8 +89,22 @@ class AdmissionCycles:
                 outstanding=self._outstanding(rec.job.gpus, rec.gang - rec.n_pods),
                 released_at=rec.released_at or 0.0,
             )
-            rec.inflight_key = key
+            rec.inflight_key = None if lost else key
         return rec.inflight
+
+    @staticmethod
+    def _unbound(rec: JobRecord) -> tuple:
+        if not rec.bound_nodes:
+            return rec.placement
+        bound = dict(rec.bound_nodes)
+        unbound = []
+        for slot in rec.placement:
+            if bound.get(slot[2], 0) > 0:
+                bound[slot[2]] -= 1
+            else:
+                unbound.append(slot)
+        elsewhere = sum(bound.values())  # pods bound off the plan take slots by count
+        return tuple(unbound[elsewhere:])
 
     def _cycle(self, now: float) -> None:
         stats = self.stats
@@ -100,10 +119,14 @@ class AdmissionCycles:
             running = tuple(self.running.values())
         else:
             running = ()
+        lost = self._lost()
+        lost_slots = {replacement.job_id: frozenset(replacement.lost) for replacement in lost}
         snapshot = Snapshot(
             now=now,
             pending=tuple(self.pending.values()),
-            in_flight=tuple(self._in_flight(rec) for rec in self.inflight.values()),
+            in_flight=tuple(
+                self._in_flight(rec, lost_slots.get(rec.job.id, frozenset())) for rec in self.inflight.values()
+            ),
             running=running,
             quotas=self._quotas(),
             nodes=self._nodes(),
@@ -111,9 +134,14 @@ class AdmissionCycles:
             history=self.durations.as_map() if with_eta else {},
             # Borrowing without reclaim: no running job is ever a victim.
             preemption_limit=None if not self.elastic else self.config.preemption_limit if self.preempts else 0,
+            topology_levels=TOPOLOGY_LEVELS,
+            replacements=lost,
         )
         planned_at = time.perf_counter()
-        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s if with_eta else 0.0)
+        # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,
+        # plan(forecasts=...)): the forecast plays every queue forward from the running jobs'
+        # ends, and decides nothing.
+        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s, forecasts=with_eta)
         done_at = time.perf_counter()
         stats["snapshot_s"] += planned_at - began
         stats["plan_s"] += done_at - planned_at
@@ -142,6 +170,9 @@ class AdmissionCycles:
                 self._mark_victims(result.preemptions, now)
             self._note_preempting(result)
         self._track(now)
+        if result.replacements or result.evictions:
+            self._replace(result, lost, now)
+        self._pin()  # this cycle's releases too: their pods exist once the cluster settled
         self._heads(result, now)
 
     def _running_likely(self, now: float) -> tuple[RunningJob, ...]:

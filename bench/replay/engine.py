@@ -4,7 +4,11 @@ What runs is the real code: every release is a TFJob created in kubesim through 
 (validation, quota admission), kubesim's training-operator creates the pods, its
 scheduler binds them one at a time (not gang-aware, LeastAllocated), its kubelet starts
 them after ``kubelet_delay_s`` and its work clock runs the job for the trace's duration
-once the whole gang runs.  The replay reads the cluster the way the dispatcher's watch
+once the whole gang runs.  By default (``ReplayConfig.pin``, issue #31) a release is the
+dispatcher's: the TFJob's templates are held by the placement gate, so its pods are
+created gated, and each cycle sends every gated pod to its planned node by a pod patch
+(pinning.py); the scheduler then binds it there.  With ``pin=False`` (``--no-pin``) the
+scheduler alone places the pods, as every replay before #31 did.  The replay reads the cluster the way the dispatcher's watch
 cache does, from store events (a hook: an informer without lag), and builds each
 cycle's ``Snapshot`` incrementally from that (see ``jobdash/dispatch/snapshot_phase.py`` for the
 production version); it keeps ``PendingJob`` objects from arrival to release.
@@ -69,12 +73,12 @@ from .mapping import (
     GPUS_PER_NODE,
     cluster_config,
     job_name,
-    node_affinity,
     pods_of,
     tfjob_manifest,
     workload_of,
 )
 from .oracle import OracleSjfPolicy
+from .pinning import Pinning
 from .preemption import Preemptions
 from .records import (  # noqa: F401 (the replay's data, importable from here as before)
     BORROW,
@@ -105,7 +109,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions):
+class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -161,6 +165,11 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             (n["metadata"]["name"] for n in self.cluster.store.items(NODES)), key=lambda name: name
         )
         self.node_alloc: dict[str, dict[str, int]] = {name: {} for name in self.node_names}
+        self.node_labels: dict[str, dict[str, str]] = {
+            n["metadata"]["name"]: dict(n["metadata"].get("labels") or {}) for n in self.cluster.store.items(NODES)
+        }
+        self.gated_jobs: set[int] = set()  # released jobs with pods held by the placement gate
+        self.foreign_pods: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pods not of a job
         first = self.cluster.store.find(NODES, "", self.node_names[0]) if self.node_names else None
         self.allocatable = {
             name: canonical(name, value)
@@ -228,6 +237,16 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             "borrowing_admitted": 0,
             "likely_end_s": 0.0,
             "calibration_observed": 0,
+            # Pinned placement (issue #31): pods sent to their planned nodes, pods bound to a
+            # node beyond what their job's placement plans there, gated pods beyond the plan,
+            # gangs placed again (lost slots) and taken back for want of room, pods deleted.
+            "ungated": 0,
+            "off_plan": 0,
+            "beyond_plan": 0,
+            "replaced": 0,
+            "evicted": 0,
+            "stranded_pods_deleted": 0,
+            "pin_s": 0.0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
 
@@ -295,36 +314,48 @@ class Replay(WatchCache, AdmissionCycles, Preemptions):
             rec.first_released_at = now
         rec.placement = tuple(placement or ())
         rec.preempted_by = None  # (the dispatcher's claim clears it)
-        nodes = tuple(node for _, _, node in rec.placement) if self.config.pin and rec.placement else None
+        # Held only with a placement to send its pods to (release.py: seed plans none).
+        pin = self.config.pin and self.policy is not None and bool(rec.placement)
         if rec.suspended:  # preempted before: its TFJob is still there, suspended
-            self._set_suspend(rec, False, nodes)
+            if pin:
+                self._hold_object(rec)
+            self._set_suspend(rec, False)
         else:
-            self.cluster.create_tfjob(tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration, nodes))
+            manifest = tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration)
+            self.cluster.create_tfjob(self._held(manifest, rec.job.gpus) if pin else manifest)
         if self.policy is not None:
             self.inflight[rec.job.id] = rec
             heapq.heappush(self.timeouts, (now + self.config.start_timeout_s, rec.job.id, rec.releases))
 
-    def _set_suspend(self, rec: JobRecord, suspend: bool, nodes: tuple[str, ...] | None = None) -> None:
+    def _set_suspend(self, rec: JobRecord, suspend: bool) -> None:
         """Patch the TFJob's runPolicy.suspend, as the dispatcher's gateway does (the operator
         deletes the pods of a suspended job and creates them again once it is resumed);
-        ``nodes`` (--pin): the Workers are restricted to these nodes from now on."""
+        pinned, a suspended job's templates are then restored (holding.suspended)."""
         rec.suspended = suspend
         body: dict[str, Any] = {"spec": {"runPolicy": {"suspend": suspend}}}
-        if nodes:
-            template = {"spec": {"affinity": node_affinity(nodes)}}
-            body["spec"]["tfReplicaSpecs"] = {"Worker": {"template": template}}
         self.cluster.api.patch(TFJOBS, rec.job.vc, job_name(rec.job.id), "application/merge-patch+json", body)
+        if suspend and self.config.pin and self.policy is not None:
+            self._restore_object(rec)
 
-    def _take_back(self, rec: JobRecord, now: float) -> None:
+    def _take_back(self, rec: JobRecord, now: float, count_attempt: bool = True) -> None:
         """The tracker's start timeout: delete the TFJob (its pods go with it), requeue with
-        backoff; a job resumed after a preemption is suspended again instead (unsuspend mode)."""
-        self.stats["timeouts"] += 1
-        if rec.preemptions and rec.attempts + 1 < self.config.max_attempts:
+        backoff; a job resumed after a preemption is suspended again instead (unsuspend mode).
+        ``count_attempt=False``: a gang evicted for want of room for its lost pods
+        (transitions.node_failed), queued again at once without counting an attempt."""
+        if count_attempt:
+            self.stats["timeouts"] += 1
+        if rec.preemptions and (rec.attempts + 1 < self.config.max_attempts or not count_attempt):
             self._set_suspend(rec, True)
         else:
             self.cluster.api.delete(TFJOBS, rec.job.vc, job_name(rec.job.id))
+            rec.suspended = False
         self.inflight.pop(rec.job.id, None)
         rec.inflight = None
+        self.gated_jobs.discard(rec.job.id)
+        if not count_attempt:
+            self._partial(rec, now)
+            self._enqueue(rec, backoff_until=None)
+            return
         rec.attempts += 1
         self._partial(rec, now)
         if rec.attempts >= self.config.max_attempts:

@@ -4,7 +4,12 @@
 - the cluster = every VC's nodes together (352), each 8 GPUs, 96 CPUs, 768 GiB;
 - a job of g GPUs = ceil(g / 8) Worker replicas, each asking min(g, 8) GPUs and
   12 CPUs and 96 GiB per GPU; kubesim runs it ``duration`` seconds once all its pods run
-  (the ``kubesim.io/duration-seconds`` annotation).
+  (the ``kubesim.io/duration-seconds`` annotation);
+- topology (issue #31; the trace has none, so it is made up the way ``make run``'s cluster
+  is, jobdash/embedded/embedded_cluster.yaml): racks of ``RACK_NODES`` nodes in node order
+  (``topology.jobdash.io/rack``), blocks of ``BLOCK_RACKS`` racks
+  (``topology.jobdash.io/block``); the snapshot's levels are ``TOPOLOGY_LEVELS``, the
+  dispatcher's default (JOBDASH_TOPOLOGY_LEVELS). Jobs carry no topology annotation.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ GI = 2**30
 GPU = "nvidia.com/gpu"
 QUOTA_KEY = "requests.nvidia.com/gpu"
 DURATION_ANNOTATION = "kubesim.io/duration-seconds"
+HOSTNAME = "kubernetes.io/hostname"
+RACK = "topology.jobdash.io/rack"
+BLOCK = "topology.jobdash.io/block"
+TOPOLOGY_LEVELS = (BLOCK, RACK, HOSTNAME)
+RACK_NODES = 8
+BLOCK_RACKS = 4
 
 
 def pods_of(gpus: int) -> tuple[int, int]:
@@ -53,19 +64,12 @@ def pod_resources(per_pod_gpus: int) -> dict[str, dict[str, str]]:
     }
 
 
-def tfjob_manifest(
-    job_id: int, namespace: str, gpus: int, duration: float | None, nodes: tuple[str, ...] | None = None
-) -> dict[str, Any]:
-    """The TFJob a user of VC ``namespace`` would submit for this trace row.
-
-    ``nodes`` (an experiment, not what jobdash does today): restrict the Workers to these
-    nodes with a required node affinity on ``kubernetes.io/hostname``."""
+def tfjob_manifest(job_id: int, namespace: str, gpus: int, duration: float | None) -> dict[str, Any]:
+    """The TFJob a user of VC ``namespace`` would submit for this trace row."""
     workers, per_pod = pods_of(gpus)
     pod_spec: dict[str, Any] = {
         "containers": [{"name": "tensorflow", "image": "philly/replay:1", "resources": pod_resources(per_pod)}]
     }
-    if nodes:
-        pod_spec["affinity"] = node_affinity(nodes)
     metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
     if duration is not None:
         metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
@@ -78,23 +82,6 @@ def tfjob_manifest(
                 "Worker": {"replicas": workers, "restartPolicy": "Never", "template": {"spec": pod_spec}}
             }
         },
-    }
-
-
-def node_affinity(nodes: tuple[str, ...]) -> dict[str, Any]:
-    """Pods restricted to these nodes (a required node affinity on ``kubernetes.io/hostname``)."""
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "kubernetes.io/hostname", "operator": "In", "values": sorted(set(nodes))}
-                        ]
-                    }
-                ]
-            }
-        }
     }
 
 
@@ -120,24 +107,22 @@ def cluster_config(
     quota_gpus: dict[str, int] | None = None,
     checkpoint_s: float = 1800.0,
 ) -> dict[str, Any]:
-    """kubesim's config: one node group of sum(VC nodes) nodes, one namespace per VC with its
+    """kubesim's config: sum(VC nodes) nodes in racks and blocks, one namespace per VC with its
     quota (VC nodes x 8 GPUs, or ``quota_gpus[vc]``: elastic quota makes it the whole cluster)."""
     total = sum(vc_nodes.values())
+    capacity = {
+        "cpu": str(CPUS_PER_GPU * GPUS_PER_NODE),
+        "memory": f"{GIB_PER_GPU * GPUS_PER_NODE}Gi",
+        GPU: str(GPUS_PER_NODE),
+        "pods": "110",
+    }
     quota = quota_gpus if quota_gpus is not None else {vc: nodes * GPUS_PER_NODE for vc, nodes in vc_nodes.items()}
     return {
         "clock": "manual",
         "start_time": start_time,
+        # One group per node (named node-0, node-1, ...), each with its rack and block.
         "nodes": [
-            {
-                "prefix": "node",
-                "count": total,
-                "capacity": {
-                    "cpu": str(CPUS_PER_GPU * GPUS_PER_NODE),
-                    "memory": f"{GIB_PER_GPU * GPUS_PER_NODE}Gi",
-                    GPU: str(GPUS_PER_NODE),
-                    "pods": "110",
-                },
-            }
+            {"name": f"node-{i}", "count": 1, "capacity": capacity, "labels": topology_labels(i)} for i in range(total)
         ],
         "namespaces": [{"name": vc, "quota": {QUOTA_KEY: str(quota[vc])}} for vc in sorted(vc_nodes)],
         "kubelet": {"start_delay_seconds": start_delay_s},
@@ -147,3 +132,9 @@ def cluster_config(
         # Nobody watches: keep the per-resource event log short.
         "watch": {"history": 256},
     }
+
+
+def topology_labels(number: int) -> dict[str, str]:
+    """The rack and block labels of the node numbered ``number`` (racks of ``RACK_NODES``)."""
+    rack = number // RACK_NODES
+    return {RACK: f"rack-{rack:02d}", BLOCK: f"block-{rack // BLOCK_RACKS:02d}"}

@@ -33,7 +33,7 @@ class Preemptions:
         """What the snapshot shows of a running job: preemption reads its placements, whether
         it borrows, how often it was preempted and whether it is leaving already."""
         placements = (
-            tuple(sorted(("Worker", index, node) for alive, node, _, index in rec.pods.values() if alive and node))
+            tuple(sorted(("Worker", pod[3], pod[1]) for pod in rec.pods.values() if pod[0] and pod[1]))
             if self.preempts
             else ()
         )

@@ -37,7 +37,7 @@ ESTIMATORS = (OLD_ESTIMATOR, NEW_ESTIMATOR)
 
 def run_label(
     policy: str,
-    pin: bool = False,
+    pin: bool = True,
     options: list[str] | None = None,
     quota: str = FIXED,
     grace: float = 60.0,
@@ -47,8 +47,11 @@ def run_label(
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
-    old duration estimator; the new one is the default and goes unnamed)."""
-    text = f"{policy}{'+pin' if pin else ''}" + (f"[{','.join(options)}]" if options else "")
+    old duration estimator; the new one is the default and goes unnamed),
+    ``priority+no-pin+elastic@x3`` (issue #31: the scheduler alone places the pods; pinned
+    placement, the dispatcher's default, goes unnamed, as ``none`` has no placement)."""
+    unpinned = not pin and policy != NO_QUEUE
+    text = f"{policy}{'+no-pin' if unpinned else ''}" + (f"[{','.join(options)}]" if options else "")
     if quota != FIXED:
         text += f"+{quota}"
         knobs = []
@@ -80,7 +83,9 @@ class ReplayConfig:
     eta_sample: int = 100  # ETAs kept per sampled cycle (spread over the queue)
     history_size: int = 20  # dispatch.snapshot_phase.HISTORY_SIZE
     history_window: int = 2000  # snapshot_phase.history() reads the last 2000 finished jobs
-    pin: bool = False  # experiment: Workers restricted to the planned nodes (node affinity)
+    # Pinned placement (issue #31, the dispatcher's default): templates held by the placement
+    # gate, each gated pod sent to its planned node; False: the cluster's scheduler alone.
+    pin: bool = True
     drain_idle_s: float = 6 * HOUR  # no queue: stop once nothing ran or changed this long after the last arrival
     util_bucket_s: float = HOUR
     quota: str = FIXED  # one of QUOTA_MODES
@@ -117,7 +122,8 @@ class JobRecord:
         "n_alive",
         "n_bound",
         "n_running",
-        "bound_index",
+        "n_gated",
+        "bound_nodes",
         "inflight",
         "inflight_key",
         "partial_node",
@@ -153,9 +159,11 @@ class JobRecord:
         self.started_at: float | None = None
         self.finished_at: float | None = None
         self.placement: tuple = ()
-        self.pods: dict[str, tuple[bool, str | None, bool, int]] = {}  # name -> (alive, node, running, index)
+        # name -> (alive, node it is bound to, running, index, gated, node it is selected for)
+        self.pods: dict[str, tuple[bool, str | None, bool, int, bool, str]] = {}
         self.n_pods = self.n_alive = self.n_bound = self.n_running = 0
-        self.bound_index: set[int] = set()
+        self.n_gated = 0  # alive pods still held by the placement gate
+        self.bound_nodes: dict[str, int] = {}  # node -> this job's alive pods bound there
         self.inflight: InFlightJob | None = None
         self.inflight_key: tuple | None = None
         self.partial_node = self.partial_quota = 0  # GPUs this job holds while its gang is incomplete

@@ -18,6 +18,14 @@ from typing import Any
 from .records import FIXED
 from .report_elastic import ELASTIC_HEADING, elastic_runs, elastic_table, elastic_targets
 from .report_format import ORDER
+from .report_placement import (
+    PLACEMENT_HEADING,
+    placement_cost,
+    placement_plot,
+    placement_runs,
+    placement_table,
+    placement_targets,
+)
 from .report_plots import plots
 from .report_ranges import RANGES_HEADING, bands_table, range_runs, ranges_table, ranges_targets
 from .report_tables import (
@@ -64,13 +72,22 @@ def _insert_after(text: str, after: str, name: str, body: str) -> str:
     return text.replace(anchor, f"{anchor}\n\n{start}\n{body}\n{end}", 1)
 
 
-def _shown_labels(text: str) -> set[str]:
-    """The runs the results table shows now (its first column)."""
-    match = re.search(r"<!-- generated:results -->(.*?)<!-- /generated:results -->", text, re.S)
+def _shown_labels(text: str, name: str = "results", column: int = 1) -> set[str]:
+    """The runs a generated table shows now (the results table: its first column; the
+    elastic and ranges tables: their second), footnote marks taken off."""
+    match = re.search(rf"<!-- generated:{name} -->(.*?)<!-- /generated:{name} -->", text, re.S)
     if not match:
         return set()
     rows = [line for line in match.group(1).splitlines() if line.startswith("| ")]
-    return {row.split("|")[1].strip() for row in rows[1:]}
+    return {re.sub(r" \[\d+\]$", "", row.split("|")[column].strip()) for row in rows[1:]}
+
+
+def _keeps(text: str, name: str, runs: list[dict[str, Any]]) -> bool:
+    """Whether a generated table is kept as it is: it shows a run the summaries lack."""
+    missing = _shown_labels(text, name, 2) - {s["label"] for s in runs}
+    if missing:
+        print(f"# the {name} tables are kept as they are: no summary for {', '.join(sorted(missing))}", file=sys.stderr)
+    return bool(missing)
 
 
 def is_base(summary: dict[str, Any]) -> bool:
@@ -81,9 +98,11 @@ def is_base(summary: dict[str, Any]) -> bool:
 def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     """Rewrite the generated sections.  The main ones (fixed quotas, the trace's own pace)
     are rewritten only if the summaries cover every run they show now, so a report over a
-    partial cache (another machine, a few runs) keeps the numbers it had; the section on
-    elastic quota only if there are summaries for it."""
+    partial cache (another machine, a few runs) keeps the numbers it had; the sections on
+    elastic quota and start ranges likewise, and only if there are summaries for them. The
+    section on pinned placement (issue #31) shows every run made since."""
     summaries = sorted(summaries, key=_rank)
+    later = placement_runs(summaries)
     base = [s for s in summaries if is_base(s)]
     main = [s for s in base if s["label"] == s["policy"]]
     by_label = {s["label"]: s for s in main}
@@ -108,18 +127,26 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     elif missing:
         print(f"# the main tables are kept as they are: no summary for {', '.join(sorted(missing))}", file=sys.stderr)
     runs = elastic_runs(summaries)
-    if any(not is_base(s) for s in runs):
+    if any(not is_base(s) for s in runs) and not _keeps(text, "elastic", runs):
         if "<!-- generated:elastic -->" not in text:
             text = text.rstrip() + "\n\n" + ELASTIC_HEADING
         text = _replace(text, "elastic", elastic_table(runs))
         text = _replace(text, "elastic-vcs", vc_table(runs))
         text = _insert_after(text, "targets", "targets-elastic", elastic_targets(runs))
     ranged = range_runs(summaries)
-    if ranged:
+    if ranged and not _keeps(text, "ranges", ranged):
         if "<!-- generated:ranges -->" not in text:
             text = text.rstrip() + "\n\n" + RANGES_HEADING
         text = _replace(text, "ranges", ranges_table(ranged))
         text = _replace(text, "ranges-bands", bands_table(ranged))
         text = _replace(text, "targets-ranges", ranges_targets(ranged))
+    if later:
+        if "<!-- generated:placement -->" not in text:
+            text = text.rstrip() + "\n\n" + PLACEMENT_HEADING
+        text = _replace(text, "placement", placement_table(later))
+        text = _replace(text, "targets-placement", placement_targets(later))
+        text = _replace(text, "placement-cost", placement_cost(later))
+        figure = placement_plot(later, out)
+        written += [figure] if figure is not None else []
     path.write_text(text)
     return written

@@ -22,6 +22,29 @@ Average queueing (s) by VC:
 """
 
 
+def default_path(s: dict[str, Any]) -> bool:
+    """Whether the run released jobs the dispatcher's way of its time: since issue #31 pinned
+    (``release`` gated); before it, left to the scheduler (``pin`` was the node-affinity
+    experiment)."""
+    return s["release"] == "gated" if "release" in s else not s.get("pin")
+
+
+def plain_label(s: dict[str, Any]) -> str:
+    """The label of the run without variants (policy options, grace or limit not the
+    default). Before issue #31 unpinned runs went unnamed and the node-affinity experiment
+    was ``+pin``; since, pinning is the default and ``+no-pin`` the other."""
+    policy = s["policy"]
+    before = "release" not in s
+    label = run_label(
+        policy,
+        True if before else bool(s.get("pin", True)),
+        quota=s.get("quota", FIXED),
+        factor=s.get("compress", 1),
+        estimator=s.get("estimator", NEW_ESTIMATOR),  # (runs before issue #16 were unnamed)
+    )
+    return label.replace(policy, f"{policy}+pin", 1) if before and s.get("pin") else label
+
+
 def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs the section compares: strict FIFO and the default policy, under each quota
     mode, at each pace; ordered by pace, then policy, then quota mode."""
@@ -30,14 +53,7 @@ def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for s in summaries
         if s["policy"] in ("fifo", DEFAULT)
         # no other variants (policy options, grace or limit not the default); --pin is shown too
-        and s["label"]
-        == run_label(
-            s["policy"],
-            bool(s.get("pin")),
-            quota=s.get("quota", FIXED),
-            factor=s.get("compress", 1),
-            estimator=s.get("estimator", NEW_ESTIMATOR),  # (runs before issue #16 were unnamed)
-        )
+        and s["label"] == plain_label(s)
     ]
 
     def key(s: dict[str, Any]) -> tuple:
@@ -45,7 +61,7 @@ def elastic_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return (
             s.get("compress", 1),
             s["policy"] != "fifo",
-            bool(s.get("pin")),
+            not default_path(s),
             QUOTA_ORDER.index(quota),
             s.get("estimator") != OLD_ESTIMATOR,
             s["label"],
@@ -91,7 +107,7 @@ def elastic_targets(runs: list[dict[str, Any]]) -> str:
     rows = ["| target (issue #15) | measured | met |", "|---|---|---|"]
     for factor in sorted({s.get("compress", 1) for s in runs}):
         here = {
-            (s["policy"], s.get("quota", FIXED)): s for s in runs if s.get("compress", 1) == factor and not s.get("pin")
+            (s["policy"], s.get("quota", FIXED)): s for s in runs if s.get("compress", 1) == factor and default_path(s)
         }
         elastic, fifo = here.get((DEFAULT, ELASTIC)), here.get(("fifo", FIXED))
         where = pace({"compress": factor})
@@ -121,7 +137,7 @@ def elastic_targets(runs: list[dict[str, Any]]) -> str:
         shown = [
             f"{s['label']}: {s['runtime_s']:.0f} s wall, {s.get('stats', {}).get('cpu_s', 0):.0f} s CPU"
             for s in runs
-            if s["policy"] == DEFAULT and s.get("quota") == ELASTIC and not s.get("pin")
+            if s["policy"] == DEFAULT and s.get("quota") == ELASTIC and default_path(s)
         ]
         rows.append(
             f"| a full replay in <= 10 min | {'; '.join(shown)}{'; ' if shown else ''}slowest ({slowest['label']}): "

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import heapq
 
+from kubesim.quota import pod_requests
 from kubesim.resources import PODS, RESOURCEQUOTAS, TFJOBS
 from kubesim.tfjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
+from queueing.placement import GATE
 from queueing.quantity import canonical
 
-from .mapping import GPU, QUOTA_KEY, job_id_of
+from .mapping import GPU, HOSTNAME, QUOTA_KEY, job_id_of
 from .records import DONE, RELEASED, RUNNING, JobRecord
 
 
@@ -47,6 +49,8 @@ class WatchCache:
         job_id = job_id_of(labels.get(JOB_NAME_LABEL, ""))
         rec = self.records.get(job_id) if job_id is not None else None
         if rec is None:
+            if job_id is None:  # not a job's: it takes room all the same
+                self._foreign_pod(event)
             return
         name = meta["name"]
         old = rec.pods.get(name)
@@ -55,8 +59,12 @@ class WatchCache:
         else:
             phase = (obj.get("status") or {}).get("phase")
             alive = phase not in ("Succeeded", "Failed")
-            node = (obj.get("spec") or {}).get("nodeName") if alive else None
-            new = (alive, node, phase == "Running", int(labels.get(REPLICA_INDEX_LABEL, 0)))
+            spec = obj.get("spec") or {}
+            node = spec.get("nodeName") if alive else None
+            gates = spec.get("schedulingGates")
+            gated = alive and bool(gates) and any(gate.get("name") == GATE for gate in gates)
+            selected = (spec.get("nodeSelector") or {}).get(HOSTNAME, "")
+            new = (alive, node, phase == "Running", int(labels.get(REPLICA_INDEX_LABEL, 0)), gated, selected)
         if old == new:
             return
         now = self.clock.now()
@@ -66,9 +74,14 @@ class WatchCache:
             rec.n_pods -= 1
             rec.n_alive -= old[0]
             rec.n_running -= old[2]
+            rec.n_gated -= old[4]
             if old[1] is not None:
                 rec.n_bound -= 1
-                rec.bound_index.discard(old[3])
+                left = rec.bound_nodes[old[1]] - 1
+                if left:
+                    rec.bound_nodes[old[1]] = left
+                else:
+                    del rec.bound_nodes[old[1]]
                 self._charge(old[1], rec.requests, -1)
         if new is None:
             rec.pods.pop(name, None)
@@ -77,13 +90,47 @@ class WatchCache:
             rec.n_pods += 1
             rec.n_alive += new[0]
             rec.n_running += new[2]
+            rec.n_gated += new[4]
             if new[1] is not None:
                 rec.n_bound += 1
-                rec.bound_index.add(new[3])
+                rec.bound_nodes[new[1]] = rec.bound_nodes.get(new[1], 0) + 1
                 self._charge(new[1], rec.requests, 1)
+                if old is None or old[1] != new[1]:
+                    self._bound(rec, new[1])
+        if rec.n_gated:
+            self.gated_jobs.add(rec.job.id)
+        else:
+            self.gated_jobs.discard(rec.job.id)
         self._partial(rec, now)
         if rec.state == RELEASED and rec.n_running >= rec.gang:
             self._started(rec, now)
+
+    def _foreign_pod(self, event) -> None:
+        """A pod that did not come through the replay (none does on the trace; a test makes
+        one): its node's room is charged as the dispatcher's live pods charge it."""
+        obj = event.obj
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        node = spec.get("nodeName") if event.type != "DELETED" and phase not in ("Succeeded", "Failed") else None
+        old = self.foreign_pods.pop(key, None)
+        if old is not None:
+            self._charge(old[0], old[1], -1)
+        if node in self.node_alloc:
+            requests = {**pod_requests(spec, "requests"), "pods": 1}
+            self.foreign_pods[key] = (node, requests)
+            self._charge(node, requests, 1)
+        if old is not None or node is not None:
+            self._changed(self.clock.now())
+
+    def _bound(self, rec: JobRecord, node: str) -> None:
+        """A pod of the job was bound to ``node``: off the plan if the job now has more pods
+        there than its placement plans there (pinning.off_plan, counted as it happens)."""
+        if not self.config.pin or not rec.placement or self.policy is None:
+            return
+        planned = sum(1 for _, _, where in rec.placement if where == node)
+        if rec.bound_nodes[node] > planned:
+            self.stats["off_plan"] += 1
 
     def _charge(self, node: str, requests: dict[str, int], sign: int) -> None:
         alloc = self.node_alloc[node]
@@ -161,6 +208,8 @@ class WatchCache:
         self.running.pop(rec.job.id, None)
         del self.records[rec.job.id]
         rec.pods = {}
+        rec.bound_nodes = {}
+        self.gated_jobs.discard(rec.job.id)
         rec.run_s += now - rec.run_started_at
         self.durations.record(rec.job.vc, rec.job.gpus, rec.run_s)
         if self.predictor is not None:

@@ -84,14 +84,14 @@ def test_fifo_by_hand():
 
 
 def test_a_gang_the_scheduler_strands_is_taken_back_and_requeued():
-    """priority (the default).  @0 j1 (4 GPUs) -> node-0, runs 1-1001.
+    """priority, unpinned (--no-pin: the scheduler alone).  @0 j1 (4 GPUs) -> node-0, runs 1-1001.
     @10 j2 (1 GPU) is planned on node-0 (best fit) and j3 (8 GPUs) on the empty node-1;
     the scheduler is not gang-aware and spreads (LeastAllocated): j2 lands on node-1 and
     j3's pod fits nowhere.  j3 holds 8 GPUs of b's quota, bound nowhere, until the start
     timeout (300 s): @310 it is taken back and requeued, backoff 10 s; @320 no node fits;
     @1002 (j1 ended 1001) it is released again onto node-0 and runs 1003-1053."""
     jobs = [job(1, 0, "a", 4, 1000), job(2, 10, "a", 1, 5000), job(3, 10, "b", 8, 50)]
-    result = replay(jobs, "priority")
+    result = replay(jobs, "priority", pin=False)
     assert outcome(result) == {1: (1, 1001), 2: (11, 5011), 3: (1003, 1053)}
     assert result.stats["timeouts"] == 1 and result.stats["gave_up"] == 0
     third = next(rec for rec in result.jobs if rec.job.id == 3)
@@ -260,14 +260,14 @@ def test_fixed_quotas_give_the_results_they_gave_before(policy):
     """... with the old duration estimator (issue #16: the new one changes what backfill sees)."""
     jobs = synthetic(40, 5)
     vcs = {"a": 2, "b": 2}
-    result = replay(jobs, policy, vcs, estimator="old")
+    result = replay(jobs, policy, vcs, estimator="old", pin=False)  # (the scheduler placed the pods then)
     summary = summarize(result)
     assert (summary["avg_queue_s"], summary["p99_queue_s"], summary["gpu_util_pct"], result.stats["cycles"]) == (
         FIXED_BEFORE[policy]
     )
     if policy == "priority":
         assert [start for start, _ in (outcome(result)[i] for i in range(1, 41))] == PRIORITY_STARTS_BEFORE
-    assert outcome(replay(jobs, policy, vcs, quota="fixed", estimator="old")) == outcome(result)
+    assert outcome(replay(jobs, policy, vcs, quota="fixed", estimator="old", pin=False)) == outcome(result)
     assert summary["quota"] == "fixed" and summary["preemptions"] == 0 and summary["preempted_gpu_hours"] == 0
 
 
@@ -445,6 +445,15 @@ def test_cli_runs_quota_modes_and_compression_under_labels_of_their_own(tmp_path
     assert report.index("<!-- /generated:targets -->") < report.index("<!-- generated:targets-elastic -->")
     main_table = report[report.index("<!-- generated:results -->") : report.index("<!-- /generated:results -->")]
     assert "| priority | 4 |" in main_table and "elastic" not in main_table and "@x3" not in main_table
+    # Issue #31: every run since is pinned by default, and has a section of its own.
+    placed = report[report.index("<!-- generated:placement -->") : report.index("<!-- /generated:placement -->")]
+    assert "| shared window | priority+elastic | pinned (gated, sent to the planned node) |" in placed
+    assert "| arrivals x3 | fifo@x3 | pinned" in placed
+    assert "<!-- generated:targets-placement -->" in report and (results / "trace_replay_placement.png").exists()
+    trace_replay.main([*common, "--policy", "priority", "--quota", "elastic", "--no-pin"])
+    trace_replay.main([*common, "--report-only", "--results-dir", str(results)])
+    report = (results / "trace_replay.md").read_text()
+    assert "| shared window | priority+no-pin+elastic | scheduler alone |" in report
 
 
 def test_the_report_keeps_main_tables_it_has_no_summaries_for(tmp_path):
@@ -486,18 +495,37 @@ def write_trace(tmp_path, jobs):
 
 
 def test_a_pinned_victim_resumes_on_the_nodes_planned_for_its_new_release():
-    """--pin: the resumed TFJob's Workers are restricted to the nodes of its new placement
+    """Pinned (the default): suspended, the victim's templates are restored (no gate); its
+    next release holds them again, and its new pod is sent to the node planned for it then
     (j2 ran on node-1, which j3 took; it resumes on node-0 once j1 is done)."""
+    from queueing.placement import GATE
+
     jobs = [job(1, 0, "a", 8, 3_000), job(2, 0, "a", 8, 5_000), job(3, 2_000, "b", 8, 10_000)]
-    config = ReplayConfig(policy="priority", quota="elastic", pin=True)
+    config = ReplayConfig(policy="priority", quota="elastic")
     engine = Replay(jobs, TWO_VCS, config, start=T0)
+    templates, selected = [], []
+
+    def template_when_suspended(rt, event):
+        name = event.obj["metadata"]["name"]
+        if rt.plural == "tfjobs" and name == "job-2":
+            spec = event.obj["spec"]
+            suspend = (spec.get("runPolicy") or {}).get("suspend", False)
+            templates.append((suspend, spec["tfReplicaSpecs"]["Worker"]["template"]))
+        elif rt.plural == "pods" and name.startswith("job-2-") and event.type != "DELETED":
+            selected.append((event.obj["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname"))
+
+    engine.cluster.store.hooks.append(template_when_suspended)
     result = engine.run()
     assert outcome(result) == {1: (1, 3_001), 2: (1, 6_203), 3: (2_061, 12_061)}
     victim = next(rec for rec in result.jobs if rec.job.id == 2)
     assert victim.preemptions == 1 and victim.placement == (("Worker", 0, "node-0"),)
-    spec = engine.cluster.tfjob("a", "job-2")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
-    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["values"] == ["node-0"]
+    assert templates[0][1]["spec"]["schedulingGates"] == [{"name": GATE}]  # created held
+    assert any(suspend and "schedulingGates" not in template["spec"] for suspend, template in templates)  # restored
+    held_again = [i for i, (suspend, template) in enumerate(templates) if suspend and GATE in json.dumps(template)]
+    assert held_again and not templates[-1][0]  # held while still suspended, then unsuspended
+    assert selected[0] is None and "node-1" in selected and selected[-1] == "node-0"
+    assert result.stats["off_plan"] == 0 and result.stats["timeouts"] == 0
+    assert result.stats["ungated"] == 4  # j1, j2, j3, j2 again
 
 
 # -- start-time ranges (issue #16) -------------------------------------------------------------
@@ -559,7 +587,7 @@ def test_the_new_estimator_predicts_and_learns_and_gives_likely_ends_only_when_f
     seen = []
 
     def recording(snapshot, policy, **options):
-        seen.append((options.get("eta_horizon_s", 0.0) > 0, [job.likely_end for job in snapshot.running]))
+        seen.append((options.get("forecasts", True), [job.likely_end for job in snapshot.running]))
         return plan(snapshot, policy, **options)
 
     monkeypatch.setattr(cycle, "plan", recording)
@@ -607,3 +635,85 @@ def test_cli_names_the_old_estimator_and_the_report_compares_ranges(tmp_path, ca
     with gzip.open(cache / "2017-10-01_all" / "jobs" / "priority.json.gz", "rt") as handle:
         dumped = json.load(handle)
     assert dumped["eta_samples"] and all(len(sample) == 5 for sample in dumped["eta_samples"])
+
+
+# -- pinned placement (issue #31) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quota", ["fixed", "elastic"])
+def test_the_default_path_binds_every_pod_on_its_planned_node_and_never_times_out(quota):
+    """The dispatcher's release path: every TFJob is created held (each pod gated), each
+    gated pod is sent to a node of its job's placement, and kubesim's scheduler binds it
+    there; so no pod is bound off the plan, no gang is stranded and no start times out,
+    although the scheduler alone (LeastAllocated) strands gangs on this trace."""
+    from queueing.placement import GATE
+
+    jobs = sorted(synthetic(60, 11), key=lambda j: (j.submit, j.id))
+    vcs = {"a": 2, "b": 2}
+    engine = Replay(jobs, vcs, ReplayConfig(policy="priority", quota=quota), start=T0)
+    bindings, created_gated = [], []
+
+    def watch(rt, event):
+        obj = event.obj
+        if rt.plural != "pods" or event.type == "DELETED":
+            return
+        spec, name = obj["spec"], obj["metadata"]["name"]
+        if event.type == "ADDED":
+            created_gated.append(any(gate["name"] == GATE for gate in spec.get("schedulingGates") or ()))
+        elif spec.get("nodeName") and name not in {b[0] for b in bindings}:
+            job_id = int(name.split("-")[1])
+            planned = {node for _, _, node in engine.records[job_id].placement}
+            selected = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+            bindings.append((name, spec["nodeName"], selected, planned))
+
+    engine.cluster.store.hooks.append(watch)
+    result = engine.run()
+    summary = summarize(result)
+    assert summary["finished"] == len(jobs) and summary["deadlocked_gangs"] == 0
+    assert created_gated and all(created_gated)  # every pod was created held
+    assert bindings and all(node == selected and node in planned for _, node, selected, planned in bindings)
+    assert result.stats["off_plan"] == 0 and result.stats["timeouts"] == 0 and summary["gave_up"] == 0
+    assert result.stats["ungated"] == len(created_gated) and result.stats["beyond_plan"] == 0
+    assert summary["gangs_ever_partial"] == 0
+    # The same trace with the scheduler alone: pods land where the plan did not put them.
+    unpinned = replay(jobs, "priority", vcs, quota=quota, pin=False)
+    assert unpinned.stats["ungated"] == 0 and unpinned.stats["off_plan"] == 0  # (not counted unpinned)
+
+
+def test_a_gang_whose_planned_room_is_taken_is_placed_again():
+    """Lost slots (dispatch/lost.py over the replay's watch cache): a released job's planned
+    node whose room another pod took before its pod was bound there is placed again by the
+    plan (Snapshot.replacements), the pod held by the lost slot deleted, and the job starts
+    on its new node without a start timeout."""
+    jobs = [job(1, 0, "a", 8, 100)]
+    engine = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority"), start=T0)
+    real_pin = engine._pin
+    stolen = []
+
+    def pin_after_a_stranger():
+        # Before the first pin, a pod that did not come through jobdash takes the planned node.
+        if not stolen:
+            rec = engine.records[1]
+            node = rec.placement[0][2]
+            stolen.append(node)
+            engine.cluster.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "stranger", "namespace": "b"},
+                    "spec": {
+                        "nodeName": node,
+                        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}],
+                    },
+                }
+            )
+            engine.cluster.settle()
+            return
+        real_pin()
+
+    engine._pin = pin_after_a_stranger
+    result = engine.run()
+    rec = next(rec for rec in result.jobs if rec.job.id == 1)
+    assert result.stats["replaced"] == 1 and result.stats["stranded_pods_deleted"] == 0
+    assert rec.placement[0][2] != stolen[0] and rec.started_at is not None
+    assert result.stats["timeouts"] == 0 and result.stats["off_plan"] == 0
