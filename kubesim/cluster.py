@@ -27,7 +27,8 @@ from .nodelifecycle import NodeLifecycle
 from .operator import TrainingOperator
 from .ownership import Owners
 from .quota import QuotaTracker
-from .rbac import Authorizer, default_cluster_roles
+from .rbac import Authorizer
+from .rbac_defaults import Aggregator, default_objects
 from .resources import (
     ALL,
     BY_API_VERSION_KIND,
@@ -79,6 +80,7 @@ class Cluster:
         self.api = Api(self.store, self.quota, self.admission, self.audit)
         self.faults = Faults(cfg.faults)
         self.authorizer = Authorizer(self.store, cfg.rbac, RBAC_TYPES)
+        self.store.hooks.append(Aggregator(self.store, CLUSTERROLES).on_event)
         self.owners = Owners(self.store, (PODS, JOBS, JOBSETS))
         backoff = (cfg.backoff_seconds, cfg.max_backoff_seconds)
         self.operator = TrainingOperator(self.api, self.owners, *backoff)
@@ -158,8 +160,8 @@ class Cluster:
             create(NODES, "", node, internal=True)
         self._node_leases([n["metadata"]["name"] for n in nodes])
         if self.config.rbac:
-            for role in default_cluster_roles():
-                create(CLUSTERROLES, "", role, internal=True)
+            for obj in default_objects():
+                create(RBAC_TYPES[obj["kind"]], "", obj, internal=True)
         for manifest in self.config.objects:
             rt = BY_API_VERSION_KIND.get((manifest.get("apiVersion", ""), manifest.get("kind", "")))
             if rt is None:

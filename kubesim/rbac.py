@@ -5,7 +5,8 @@ the config every API request is authorized by them as kube-apiserver's RBAC auth
 does (rules by verb, API group, resource[/subresource] and resource name; bindings to a
 User, Group or ServiceAccount; ``system:masters`` may do everything); without, every
 authenticated user may do everything (AlwaysAllow), kubesim's historic behaviour. A
-SelfSubjectAccessReview (``kubectl auth can-i``) answers from the same decision.
+SelfSubjectAccessReview (``kubectl auth can-i``) answers from the same decision. The
+default roles and their aggregation are rbac_defaults.py's.
 """
 
 from __future__ import annotations
@@ -20,13 +21,6 @@ if TYPE_CHECKING:
 
 GROUP, VERSION = "rbac.authorization.k8s.io", "v1"
 ALL_ACCESS = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
-# The default ClusterRoles kubesim bootstraps (simplified: every resource, no aggregation).
-DEFAULT_CLUSTER_ROLES = {
-    "cluster-admin": ALL_ACCESS + [{"nonResourceURLs": ["*"], "verbs": ["*"]}],
-    "admin": ALL_ACCESS,
-    "edit": ALL_ACCESS,
-    "view": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}],
-}
 
 
 def validate_role(obj: dict) -> list[dict]:
@@ -59,18 +53,6 @@ def validate_binding_update(old: dict, new: dict) -> list[dict]:
     if old.get("roleRef") != new.get("roleRef"):
         return [cause("roleRef", "Invalid value: cannot change roleRef", "FieldValueInvalid")]
     return []
-
-
-def default_cluster_roles() -> list[dict]:
-    return [
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-            "rules": rules,
-        }
-        for name, rules in DEFAULT_CLUSTER_ROLES.items()
-    ]
 
 
 def _matches(values: list | None, wanted: str) -> bool:

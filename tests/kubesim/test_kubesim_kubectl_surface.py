@@ -40,7 +40,8 @@ BINDING = {
 @pytest.fixture
 def sim():
     config = {"users": USERS, "namespaces": [{"name": "team-a"}, {"name": "team-b"}], "rbac": True}
-    config["objects"] = [BINDING]
+    job_roles = yaml.safe_load_all((REPO / "deploy/base/job-roles.yaml").read_text())
+    config["objects"] = [BINDING, *job_roles]  # the job kinds in `edit`, as jobdash installs them
     with running_kubesim(config, manual_clock=True, tls=True) as running:
         yield running
 

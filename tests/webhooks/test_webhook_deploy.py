@@ -44,7 +44,7 @@ DEPLOYED_KINDS = (
     ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 )
-JOB_VERBS = sorted(["create", "get", "list", "watch", "patch", "delete"])
+JOB_VERBS = sorted(["create", "get", "list", "watch", "patch", "update", "delete"])
 
 
 def tool(name: str) -> str:
@@ -279,9 +279,19 @@ def test_rbac_is_least_privilege():
     role = find(resources, "ClusterRole", "jobdash")
     assert granted(role) == {
         # what the dispatcher does to every managed kind's objects: create (release), watch,
-        # patch (unsuspend, take back, the term stamp) and delete (start timeout, cancel)
+        # patch (unsuspend, take back, the term stamp), update (a release that holds or
+        # restores the pod templates) and delete (start timeout, cancel)
         **{(group, plural): JOB_VERBS for group, _, plural in DEPLOYED_KINDS},
-        **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes", "pods")},
+        **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes")},
+        # placement: a gated pod sent to its node; a pod held on a failed node deleted
+        ("", "pods"): sorted(["get", "list", "watch", "patch", "delete"]),
+        # a preemption victim is told with an Event
+        ("", "events"): ["create", "patch"],
+        # a job's priority is its class's value
+        ("scheduling.k8s.io", "priorityclasses"): ["get", "list"],
+        # the queue as QueuedJob objects
+        ("jobdash.io", "queuedjobs"): JOB_VERBS,
+        ("jobdash.io", "queuedjobs/status"): ["get", "patch", "update"],
         # a TrainJob's pods are its runtime's: read one by name, at submission
         ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
@@ -439,6 +449,35 @@ def test_every_registered_kind_is_deployed():
     assert registered <= routed
     grants = granted(find(base_resources(), "ClusterRole", "jobdash"))
     assert all(grants.get((group, plural)) == JOB_VERBS for group, _, plural in registered)
+
+
+def test_job_roles_aggregate_every_kind_the_default_roles_lack():
+    """deploy/base/job-roles.yaml gives `edit`/`admin` and `view` every registered kind that
+    kube-apiserver's own aggregate-to-edit/-view roles do not already cover."""
+    from kubesim.rbac_defaults import default_objects
+    from queueing.workload import BY_KEY
+
+    defaults = {r["metadata"]["name"]: r for r in default_objects()}
+    resources = base_resources()
+    for role, label, verbs in (
+        ("edit", ("admin", "edit"), ["create", "delete", "deletecollection", "patch", "update"]),
+        ("view", ("view",), ["get", "list", "watch"]),
+    ):
+        built_in: dict[tuple[str, str], list[str]] = {}
+        for rule in defaults[f"system:aggregate-to-{role}"]["rules"]:
+            for resource in rule["resources"]:
+                built_in.setdefault((rule["apiGroups"][0], resource), []).extend(rule["verbs"])
+        ours = find(resources, "ClusterRole", f"jobdash-jobs-{role}")
+        assert {f"rbac.authorization.k8s.io/aggregate-to-{x}" for x in label} <= set(ours["metadata"]["labels"])
+        shipped = granted(ours)
+        for adapter in BY_KEY.values():
+            key = (adapter.api_version.rpartition("/")[0], adapter.plural)
+            if built_in.get(key):
+                assert set(verbs) <= set(built_in[key]) and key not in shipped, key
+            else:
+                assert shipped.get(key) == sorted(verbs), key
+        kinds = {k for k in shipped if "/" not in k[1]}
+        assert kinds == {(a.api_version.rpartition("/")[0], a.plural) for a in BY_KEY.values()} - set(built_in)
 
 
 def test_webhook_admits_only_the_api_servers_client_certificate():
