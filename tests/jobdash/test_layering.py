@@ -93,13 +93,16 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.logs": frozenset({LIBRARIES}),
     # The composition root of `make run`: kubesim, the webhook's TLS listener, the real
     # gateway and the dispatcher loop in one process; the one place that may hold them all.
+    # Its RBAC: deploy/'s YAML files, and the kinds (the member's Role) from the registry.
     "jobdash.embedded": frozenset(
         {
             "kubesim",
             "webhooks",
             "webhooks.listener",
             "jobdash.cluster.kube",
+            "jobdash.cluster.kinds",
             "jobdash.dispatch",
+            "yaml",
             KUBERNETES,
             FRAMEWORKS,
         }

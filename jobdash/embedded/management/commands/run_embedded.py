@@ -26,7 +26,8 @@ class Command(BaseCommand):
             f"kubesim cluster at {stack.server.url}, jobdash's webhook registered with it "
             f"({stack.listener.url}); dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)\n"
             f"  as a demo member: kubectl --kubeconfig {stack.people_kubeconfig} -n team-a "
-            "create --validate=false -f examples/<any>.yaml"
+            "create --validate=false -f examples/<any>.yaml\n"
+            "  (RBAC on: the member edits jobs in team-a only; --context kubernetes-admin is cluster-admin)"
         )
         try:
             call_command("runserver", addrport, use_reloader=False)
