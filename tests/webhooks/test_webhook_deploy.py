@@ -286,12 +286,11 @@ def test_rbac_is_least_privilege():
         # placement: a gated pod sent to its node; a pod held on a failed node deleted
         ("", "pods"): sorted(["get", "list", "watch", "patch", "delete"]),
         # a preemption victim is told with an Event
-        ("", "events"): ["create", "patch"],
+        ("", "events"): ["create"],
         # a job's priority is its class's value
         ("scheduling.k8s.io", "priorityclasses"): ["get", "list"],
-        # the queue as QueuedJob objects
-        ("jobdash.io", "queuedjobs"): JOB_VERBS,
-        ("jobdash.io", "queuedjobs/status"): ["get", "patch", "update"],
+        # the queue as QueuedJob objects (written with merge patches, never replaced)
+        ("jobdash.io", "queuedjobs"): sorted(["create", "get", "list", "watch", "patch", "delete"]),
         # a TrainJob's pods are its runtime's: read one by name, at submission
         ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
