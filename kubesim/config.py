@@ -35,7 +35,8 @@ objects: []                # any further manifests to create at start (webhook c
 tls: false                 # true: serve HTTPS with a self-signed CA (in the kubeconfig), as
                            # `serve --tls` does; kubectl sends its token only over HTTPS
 rbac: false                # true: authorize requests with the RBAC objects (Roles, ClusterRoles
-                           # and their bindings, system:masters may do everything); false: any
+                           # and their bindings; kube-apiserver's default roles, system:masters
+                           # bound to cluster-admin, admin/edit/view aggregated); false: any
                            # authenticated user may do everything
 """
 
