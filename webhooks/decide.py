@@ -194,6 +194,10 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     adapter = request.adapter
     if adapter is None:
         return ALLOW
+    if capabilities.objects_are_pods(adapter):
+        from .pods import decide_pod  # (pods.py builds on this module's Decision)
+
+        return decide_pod(request, adapter)
     if request.is_job_update:
         return _update(request, adapter)
     if request.is_job_delete:
