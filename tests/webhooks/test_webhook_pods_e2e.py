@@ -250,3 +250,35 @@ def test_a_queued_groups_gate_is_jobdashs_and_deleting_a_member_cancels_it(sim, 
     job = pod_job("d")
     assert job.state == State.CANCELLED
     assert JobEvent.objects.filter(job=job, type="Cancelled", message__contains="d-0").exists()
+
+
+def test_without_pinning_release_only_lifts_the_gate(sim, gateway, dispatcher, alice):
+    unpinned = Dispatcher(gateway, settings(pin=False), clock=ManualClock())
+    alice.create_namespaced_pod("team-a", gpu_pod("free", 4))
+    step(unpinned, sim)
+    for _ in range(10):
+        unpinned.cycle(1)
+        if pod_job("free").state == State.RUNNING:
+            break
+        step(unpinned, sim)
+    assert pod_job("free").state == State.RUNNING
+    (running,) = pods(sim, ["free"])
+    assert not gates(running) and not running["spec"].get("nodeSelector")  # the scheduler placed it
+
+
+def test_a_pod_job_that_does_not_start_in_time_ends_instead_of_being_taken_back(sim, gateway, dispatcher, alice):
+    """A plain pod cannot be suspended and nothing would make it again: where another job would
+    be queued again after its start timeout, it fails, its pod deleted (JobNotTakenBack)."""
+    clock = ManualClock()
+    strict = Dispatcher(gateway, settings(start_timeout_s=2.0), clock=clock)
+    alice.create_namespaced_pod("team-a", gpu_pod("late", 4))
+    step(strict, sim)
+    strict.cycle(1)
+    assert pod_job("late").state == State.RELEASED
+    clock.advance(5)  # the kubelet has not started it (kubesim's clock stands still)
+    strict.cycle(1)
+    job = pod_job("late")
+    assert job.state == State.FAILED, (job.state, job.message)
+    assert "never taken back" in job.message
+    assert not JobEvent.objects.filter(job=job, type="Requeued").exists()
+    eventually(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods(sim, ["late"])), timeout=5)
