@@ -246,10 +246,30 @@ def test_a_queued_groups_gate_is_jobdashs_and_deleting_a_member_cancels_it(sim, 
     with pytest.raises(ApiException) as error:
         alice.patch_namespaced_pod("d-0", "team-a", {"spec": {"schedulingGates": None}})
     assert error.value.status == 403 and "only jobdash lifts" in json.loads(error.value.body)["message"]
+    alice.create_namespaced_pod("team-a", gpu_pod("d-1", 2, group="d", count="2"))
     alice.delete_namespaced_pod("d-0", "team-a")
     job = pod_job("d")
     assert job.state == State.CANCELLED
     assert JobEvent.objects.filter(job=job, type="Cancelled", message__contains="d-0").exists()
+    # The group's other pod goes too: the sweep deletes what a cancelled job left in the cluster.
+    step(dispatcher, sim)
+    dispatcher.cycle(1)
+    eventually(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods(sim, ["d-1"])), timeout=5)
+
+
+def test_a_queued_pod_job_cancelled_in_jobdash_loses_its_pods(sim, dispatcher, alice, django_user_model):
+    staff = django_user_model.objects.create_user("ops", is_staff=True, is_superuser=True)
+    for name in ("c-0", "c-1"):
+        alice.create_namespaced_pod("team-a", gpu_pod(name, 2, group="c", count="3"))
+    step(dispatcher, sim)
+    dispatcher.cycle(1)
+    assert pod_job("c").reason == "WaitingForPods"
+    services.job_cancel(job_id=pod_job("c").pk, user=staff)
+    dispatcher.cycle(1)
+    eventually(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods(sim, ["c-0", "c-1"])), timeout=5)
+    # A later pod of that group name starts a new job, not the cancelled one.
+    alice.create_namespaced_pod("team-a", gpu_pod("c-2", 2, group="c", count="3"))
+    assert Job.objects.filter(name="c", state=State.QUEUED).count() == 1
 
 
 def test_without_pinning_release_only_lifts_the_gate(sim, gateway, dispatcher, alice):
