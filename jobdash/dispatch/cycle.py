@@ -32,7 +32,7 @@ from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import cycle_cache, pinning, preempt, publish, snapshot_phase, tracker, transitions
+from . import cycle_cache, pinning, pod_groups, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
@@ -284,6 +284,7 @@ class Dispatcher:
             # 6. track (the jobs active at the snapshot; those released since, from the next
             # cycle on), and repair what an interrupted release left behind
             self.track(term, observed.active, observed.active_pods, now=started)
+            pod_groups.fail_never_created(observed.never_created, term, started)
             result.repaired = self.repair(term, started)
             lap("track")
             # 7. replace: gangs that lost nodes placed anew, or queued again

@@ -6,13 +6,17 @@ Their quota is not the planner's to give: ResourceQuota charged each pod at its 
 gated or not (capabilities.waiting_demand)."""
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
+from jobdash.jobs.models import State
 from queueing import PendingJob
 from queueing.placement import GATE
 from queueing.workload import adapter_key
+
+from . import transitions
 
 
 def waiting_for_pods(gateway: gw.ClusterGateway, pending: Iterable[PendingJob]) -> dict[int, PendingJob]:
@@ -33,6 +37,28 @@ def waiting_for_pods(gateway: gw.ClusterGateway, pending: Iterable[PendingJob]) 
         if created < job.workload.pods:
             held[job_id] = dataclasses.replace(job, pods_created=created)
     return held
+
+
+# A pod job none of whose pods exists this long after the webhook queued it never will: the
+# API server refused its pods after the webhook had said yes (ResourceQuota admission runs
+# after mutating webhooks), or the create was abandoned.
+NEVER_CREATED_S = 60.0
+
+
+def never_created(held: Mapping[int, PendingJob], now: float) -> tuple[int, ...]:
+    """Of the jobs waiting for their pods, those that have none NEVER_CREATED_S after being queued."""
+    return tuple(
+        job_id for job_id, job in held.items() if job.pods_created == 0 and now - job.submitted_at >= NEVER_CREATED_S
+    )
+
+
+def fail_never_created(job_ids: Iterable[int], term: int | None, now: datetime) -> int:
+    """End them, saying why (a job waiting for pods that will not come is no job)."""
+    note = (
+        f"none of its pods exists {NEVER_CREATED_S:.0f}s after jobdash queued it: the API server refused "
+        "their creation after jobdash's webhook (e.g. the namespace's ResourceQuota), or it was abandoned"
+    )
+    return sum(transitions.fail(job_id, note, from_states=(State.QUEUED,), term=term, now=now) for job_id in job_ids)
 
 
 def released(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, pinned: bool) -> gw.JobObject:

@@ -47,6 +47,8 @@ class Observation:
     overruns: dict[str, list[str]]
     # Nodes that failed (not ready, unreachable, gone): our pods there are made again elsewhere.
     failed_nodes: frozenset[str] = frozenset()
+    # Queued jobs of pods none of whose pods was ever created (pod_groups.never_created).
+    never_created: tuple[int, ...] = ()
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -234,4 +236,5 @@ def build(
         topology_levels=topology_levels,
         replacements=found.replacements,
     )
-    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes)
+    never = pod_groups.never_created(held, now)
+    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never)

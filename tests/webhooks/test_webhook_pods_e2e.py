@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
 
 
-def cluster_config(listener, pki) -> dict:
+def cluster_config(listener, pki, quota: dict | None = None) -> dict:
     config = {
         "nodes": [
             {
@@ -37,7 +37,7 @@ def cluster_config(listener, pki) -> dict:
                 "capacity": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "8", "pods": "110"},
             }
         ],
-        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "64"}}, {"name": "team-b"}],
+        "namespaces": [{"name": "team-a", "quota": quota or {"requests.cpu": "64"}}, {"name": "team-b"}],
         "users": [
             {"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]},
             {"token": "alice-token", "username": ALICE, "groups": ["ml-team"]},
@@ -302,3 +302,53 @@ def test_a_pod_job_that_does_not_start_in_time_ends_instead_of_being_taken_back(
     assert "never taken back" in job.message
     assert not JobEvent.objects.filter(job=job, type="Requeued").exists()
     eventually(lambda: all(p["metadata"].get("deletionTimestamp") for p in pods(sim, ["late"])), timeout=5)
+
+
+@pytest.fixture
+def gpu_quota_sim(webhook_listener, webhook_pki, team_a):
+    """team-a's ResourceQuota: 8 GPUs."""
+    config = cluster_config(webhook_listener, webhook_pki, {"requests.nvidia.com/gpu": "8"})
+    with running_kubesim(config, manual_clock=True) as sim:
+        yield sim
+
+
+def test_a_gated_groups_quota_is_charged_once_at_creation_and_nothing_slips_past(gpu_quota_sim):
+    """ResourceQuota charges a pod when it is created, gated or not: the group's 8 GPUs are
+    in the quota's used while it waits, a pod beyond the quota is refused by the API server,
+    and the group itself is admitted although used equals hard (its demand is held already)."""
+    sim = gpu_quota_sim
+    gateway = start_gateway(sim)
+    try:
+        transitions.take_term(1, "test")
+        dispatcher = Dispatcher(gateway, settings(), clock=ManualClock())
+        api = sim.api_client(ALICE)
+        alice = client.CoreV1Api(api)
+        members = [f"q-{i}" for i in range(4)]
+        for name in members:
+            alice.create_namespaced_pod("team-a", gpu_pod(name, 2, group="q", count="4"))
+        (quota,) = [q for q in gateway.quotas() if q.namespace == "team-a"]
+        eventually(
+            lambda: (
+                [q for q in gateway.quotas() if q.namespace == "team-a"][0].used.get("requests.nvidia.com/gpu") == 8
+            ),
+            timeout=5,
+        )
+        status, message = refusal(alice, gpu_pod("extra", 1))
+        assert status == 403 and "exceeded quota" in message
+        step(dispatcher, sim)
+        for _ in range(10):
+            dispatcher.cycle(1)
+            if pod_job("q").state == State.RUNNING:
+                break
+            step(dispatcher, sim)
+        assert pod_job("q").state == State.RUNNING, pod_job("q").message
+        # The webhook had queued "extra" before the API server refused it: with no pod to come,
+        # it ends after a minute rather than waiting for ever.
+        assert pod_job("extra").reason == "WaitingForPods"
+        dispatcher.clock.advance(61)
+        dispatcher.cycle(1)
+        extra = pod_job("extra")
+        assert extra.state == State.FAILED and "refused their creation" in extra.message
+        api.close()
+    finally:
+        gateway.stop()
