@@ -12,8 +12,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch import snapshot_phase, transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.cycle_cache import CycleCache
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, Namespace, State
 from kubesim.testing import batch_job_manifest, running_kubesim
@@ -189,6 +190,14 @@ def test_a_plain_gpu_pod_and_a_pod_group_wait_gated_and_start_together_on_their_
         planned = Counter(node for _, _, node in pod_job(name).placement)
         assert Counter(p["spec"]["nodeName"] for p in pods(sim, names)) == planned, name
     assert all(not gates(p) for p in pods(sim, everyone))
+    # Running, they are no preemption victims: nothing could make their pods again.
+    observed = snapshot_phase.build(
+        dispatcher.gateway, CycleCache(), release_mode="create", node_fit=True, preemption_limit=None
+    )
+    assert {job.id: job.preemptible for job in observed.snapshot.running} == {
+        pod_job("solo").pk: False,
+        pod_job("gang").pk: False,
+    }
 
     for _ in range(20):
         if all(pod_job(name).state == State.SUCCEEDED for name in ("solo", "gang")):
