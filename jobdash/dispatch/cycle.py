@@ -9,7 +9,8 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 5. statuses  - position/reason/message/ETA written back, only rows that changed (statuses.write_statuses)
 6. track     - the cluster's news moves the active jobs on: running, finished, start
                timeout (tracker.track); claims stranded without their object are re-sent
-               (reconcile.resend_stranded, and the whole reconcile every few cycles)
+               (reconcile.resend_stranded, and the whole reconcile every few cycles); a
+               queued job of pods whose pods never came is failed (pod_groups)
 7. replace   - gangs that lost nodes get their new placement, or are queued again (pinning.replace)
 8. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
                phases 5 to 7 failed
