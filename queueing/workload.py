@@ -1,7 +1,7 @@
 """What a job asks of the cluster, independent of the job's kind.
 
 Each supported kind (queueing/kinds/: the Kubeflow v1 family, MPIJob, batch
-Job, JobSet, TrainJob) is one ``JobAdapter`` that validates its manifest and
+Job, JobSet, TrainJob, plain Pods and pod groups) is one ``JobAdapter`` that validates its manifest and
 reduces it to a ``Workload``: groups of identical pods with per-pod resources in canonical
 integers.  The admission logic only ever looks at ``Workload``.
 """
