@@ -26,6 +26,7 @@ from .common import pod_set, workload
 
 GROUP_LABEL = "jobdash.io/pod-group"
 COUNT_ANNOTATION = "jobdash.io/pod-group-total-count"
+MAX_JOB_NAME = 63
 MAX_GROUP = 10_000  # more pods than any node pool holds: a typo, not a gang
 ROLE = "pod"
 COUNT_PATH = join("metadata.annotations", COUNT_ANNOTATION)
@@ -91,6 +92,10 @@ class PodAdapter:
         spec = required_mapping(manifest, "spec", "", problems)
         shape = pod_shape(spec, "spec", problems) if spec is not None else None
         group = group_of(manifest, problems)
+        if group is not None and not group.labelled and len(meta.name_for_checks) > MAX_JOB_NAME:
+            # A single pod's name is its job's, and a job's name is at most a label value long.
+            here = "metadata.name" if meta.name else "metadata.generateName"
+            problems.add(here, f"must be at most {MAX_JOB_NAME} characters for jobdash to queue it as a job")
         problems.raise_if_any()
         assert shape is not None and group is not None
         built = workload(self.kind, self.api_version, meta, [pod_set(ROLE, group.total, shape)])

@@ -54,6 +54,7 @@ def test_a_single_pod_is_a_job_of_one_pod_named_by_the_pod():
 
 
 def test_a_group_is_its_count_of_pods_of_its_members_shape_named_by_the_group():
+    assert POD.validate_and_build(member("m" * 100)).name == "gang"
     workload = POD.validate_and_build(member("gang-0"))
     assert (workload.name, workload.pods, workload.requests[GPU]) == ("gang", 4, 8)
     # Its pods are counted by "pods": no object of its own in the quota.
@@ -71,6 +72,8 @@ def test_a_group_is_its_count_of_pods_of_its_members_shape_named_by_the_group():
         (member("g-0", count="10001"), COUNT_PATH, "whole number"),
         (pod("g-0", annotations={COUNT_ANNOTATION: "2"}), GROUP_PATH, "required with the annotation"),
         (member("g-0", group="Not_A_Name"), f"metadata.labels.{GROUP_LABEL}", ""),
+        # A single pod's name is its job's: no longer than 63 characters (a member's may be).
+        (pod("p" * 64), "metadata.name", "at most 63 characters"),
     ],
 )
 def test_bad_group_labels_and_counts_are_refused_at_their_paths(manifest, path, words):

@@ -88,3 +88,16 @@ def test_a_pod_is_queued_only_through_the_cluster(team_a, django_user_model):
         services.job_submit(user=user, manifest=json.dumps(body), source="api")
     assert error.value.found[0].path == "kind"
     assert "created in the cluster" in error.value.found[0].message
+
+
+def test_bad_input_is_a_4xx_naming_the_field_never_a_500(webhook, team_a):
+    long_name = webhook(gpu_pod("p" * 64), user=ALICE, **POD_REVIEW)
+    assert not long_name["allowed"] and long_name["status"]["code"] == 422
+    assert "metadata.name" in long_name["status"]["message"]
+    # a member's own name may be long: the group names the job
+    member = gpu_pod("m" * 100, labels={GROUP_LABEL: "g"}, annotations={COUNT_ANNOTATION: "2"})
+    assert webhook(member, user=ALICE, **POD_REVIEW)["allowed"]
+    broken = gpu_pod("broken")
+    broken["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
+    refused = webhook(broken, user=ALICE, **POD_REVIEW)
+    assert refused["status"]["code"] == 422 and "spec.containers[0].resources" in refused["status"]["message"]
