@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from . import nodeops
 from .admission import Admission, UserInfo
 from .api import Api
+from .barepods import BarePods
 from .clock import Clock, ManualClock, RealClock, rfc3339
 from .config import Config, from_dict, node_objects
 from .controllers import Controllers, Kubelet, WorkClock
@@ -100,6 +101,7 @@ class Cluster:
         self.work.register(JOBS, self.job_controller)
         self.work.register(JOBSETS, self.jobset_controller)
         self.work.register(TRAINJOBS, self.trainer)
+        self.work.register(PODS, BarePods())
         # Owners before what they own: a TrainJob's JobSet, Jobs and pods appear in one step.
         self.controllers = Controllers(
             clock,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from .validation import NameRule, dns1035_label_problem
-from .workload import JobAdapter, Workload
+from .workload import JobAdapter, JobStatus, Workload
 
 
 @runtime_checkable
@@ -78,6 +78,29 @@ class JobWithPodTemplates(Protocol):
     def drop_blank(self, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None: ...
 
 
+@runtime_checkable
+class JobOfPods(Protocol):
+    """Its object is its pods, made by their user: a plain Pod, or a group of them (Kueue's
+    pod integration). There is no parent object: the pods exist while the job waits, gated
+    at creation by jobdash's webhook, and charged by ResourceQuota from then on (so what the
+    job waits for is its members, nodes and its turn, never quota: ``waiting_demand``).
+    Release lifts their gate; their phases are the job's status (``status_of_pods``, the
+    phases of its pods, None for a pod deleted)."""
+
+    def status_of_pods(self, phases: Sequence[str], total: int) -> JobStatus: ...
+
+
+@runtime_checkable
+class JobNotTakenBack(Protocol):
+    """Once released it cannot be taken back and released again: nothing can suspend it and
+    nothing could make its objects again (a plain Pod's creator does not retry). It is never
+    a preemption victim, and a take-back (start timeout, requeue) ends it as Failed, its
+    objects deleted. ``not_taken_back``: why, for people."""
+
+    @property
+    def not_taken_back(self) -> str: ...
+
+
 _DECLARED: dict[tuple[type, type], bool] = {}
 
 
@@ -137,3 +160,31 @@ def template_pod_spec(adapter: JobAdapter, template: Mapping[str, Any]) -> Mutab
 def drop_blank(adapter: JobAdapter, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
     if declares(adapter, JobWithPodTemplates):
         cast(JobWithPodTemplates, adapter).drop_blank(obj, template)
+
+
+def objects_are_pods(adapter: JobAdapter) -> bool:
+    return declares(adapter, JobOfPods)
+
+
+def status_of_pods(adapter: JobAdapter, phases: Sequence[str], total: int) -> JobStatus:
+    return cast(JobOfPods, adapter).status_of_pods(phases, total)
+
+
+def can_take_back(adapter: JobAdapter) -> bool:
+    """Whether a released job of this kind can be taken back (suspended or deleted) and
+    released again later: every kind but those declaring JobNotTakenBack."""
+    return not declares(adapter, JobNotTakenBack)
+
+
+def not_taken_back(adapter: JobAdapter) -> str:
+    return cast(JobNotTakenBack, adapter).not_taken_back if declares(adapter, JobNotTakenBack) else ""
+
+
+def waiting_demand(adapter: JobAdapter | None, workload: Workload, *, count_object: bool) -> dict[str, int]:
+    """What admitting a waiting job adds to its namespace's quota. A job of pods holds its
+    quota already (ResourceQuota charged each pod at its creation, gated or not, and refused
+    the ones beyond it), so admitting it adds nothing: every key zero, none left out."""
+    demand = workload.quota_demand(count_object=count_object)
+    if adapter is not None and declares(adapter, JobOfPods):
+        return dict.fromkeys(demand, 0)
+    return demand

@@ -305,6 +305,8 @@ class _Planner:
         # 3a. Lifecycle and policy holds that do not depend on capacity.
         if job.backoff_until is not None and job.backoff_until > self.now:
             return Reason.BACKING_OFF, {"until": job.backoff_until, "attempts": job.attempts}
+        if job.pods_created is not None:
+            return Reason.WAITING_FOR_PODS, {"created": job.pods_created, "total": job.workload.pods}
         if namespace.blocked_by is not None:
             return namespace.held_back  # the same for every job behind the head: built once
         if failed is not None:

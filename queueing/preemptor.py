@@ -68,7 +68,7 @@ class Preemptor:
         candidates = spare + victim_order(
             job
             for job in self.state.snapshot.running
-            if job.preempted_for is None and (limit is None or job.preemptions < limit)
+            if job.preempted_for is None and job.preemptible and (limit is None or job.preemptions < limit)
         )
         if self.state.future is None:  # nothing is leaving: the nodes as they are are the future
             self.state.future = self.state.pool

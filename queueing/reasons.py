@@ -33,6 +33,8 @@ class Reason(StrEnum):
     RESERVED_FOR_OLDER_JOB = "ReservedForOlderJob"  # reserved_for, resource
     BLOCKED_BY_QUEUE_HEAD = "BlockedByQueueHead"  # head (strict FIFO)
     BACKING_OFF = "BackingOff"  # until, attempts
+    # A pod group whose user has not created all its pods yet: it cannot start as a gang.
+    WAITING_FOR_PODS = "WaitingForPods"  # created, total
     # Never: waiting would not help; the job must change (or the quota / nodes).
     NEVER_FITS_QUOTA = "NeverFitsQuota"  # resource, needed, hard
     NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role
@@ -163,6 +165,8 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
             f"the largest node has {amount(r, d['free'])}"
         )
+    if reason is Reason.WAITING_FOR_PODS:
+        return f"waiting for its pods: {d['created']} of {d['total']} created; it starts once all exist"
     if reason is Reason.WAITING_FOR_IN_FLIGHT:
         if d.get("in_flight") is None:
             return f"waiting: {namespace} released a job this cycle and starts one at a time"

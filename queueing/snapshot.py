@@ -179,6 +179,8 @@ class PendingJob:
     preempted_by: int | None = None
     # It waited for victims to leave after the previous cycle (its reason was Preempting).
     preempting: bool = False
+    # A group of pods that are not all created yet (their user makes them): how many are.
+    pods_created: int | None = None
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -201,6 +203,7 @@ class PendingJob:
         demand: Mapping[str, int] | None = None,
         preempted_by: int | None = None,
         preempting: bool = False,
+        pods_created: int | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -213,6 +216,7 @@ class PendingJob:
         set_(self, "expected_duration", expected_duration)
         set_(self, "preempted_by", preempted_by)
         set_(self, "preempting", preempting)
+        set_(self, "pods_created", pods_created)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)
@@ -299,6 +303,7 @@ class RunningJob:
     preemptions: int = 0
     preempted_for: int | None = None
     likely_end: float | None = None
+    preemptible: bool = True  # False: its kind cannot be taken back (capabilities.JobNotTakenBack)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)

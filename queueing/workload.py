@@ -1,7 +1,7 @@
 """What a job asks of the cluster, independent of the job's kind.
 
 Each supported kind (queueing/kinds/: the Kubeflow v1 family, MPIJob, batch
-Job, JobSet, TrainJob) is one ``JobAdapter`` that validates its manifest and
+Job, JobSet, TrainJob, plain Pods and pod groups) is one ``JobAdapter`` that validates its manifest and
 reduces it to a ``Workload``: groups of identical pods with per-pod resources in canonical
 integers.  The admission logic only ever looks at ``Workload``.
 """
@@ -139,7 +139,10 @@ class Workload:
                 demand[f"limits.{name}"] = limits[name]
         demand["pods"] = self.pods
         adapter = ADAPTERS.get((self.api_version, self.kind))
-        if count_object and adapter is not None:
+        from .capabilities import objects_are_pods  # (capabilities builds on this module)
+
+        # A job of pods is no object of its own: its pods are counted by "pods".
+        if count_object and adapter is not None and not objects_are_pods(adapter):
             demand[f"count/{resource_key(adapter)}"] = 1
         return demand
 

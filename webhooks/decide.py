@@ -4,6 +4,7 @@
   acted on: CREATE, an UPDATE that clears the suspend flag, DELETE; everything else passes
   untouched. Nothing here names a kind: the adapter of
   the request's kind says where its suspend flag lives, the request says what it is called.
+- A kind whose jobs are their pods (a plain Pod, a pod group) is decided by pods.py.
 - Writes by jobdash's own identities (settings.JOBDASH_OWN_IDENTITIES) are its releases
   and take-backs: they pass under the current leader term (the fence).
 - An object whose controller is itself a managed kind (a JobSet's Jobs, a TrainJob's
@@ -194,6 +195,10 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     adapter = request.adapter
     if adapter is None:
         return ALLOW
+    if capabilities.objects_are_pods(adapter):
+        from .pods import decide_pod  # (pods.py builds on this module's Decision)
+
+        return decide_pod(request, adapter)
     if request.is_job_update:
         return _update(request, adapter)
     if request.is_job_delete:

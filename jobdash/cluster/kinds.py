@@ -11,7 +11,7 @@ import queueing  # noqa: F401  (registers every kind's adapter)
 from queueing import capabilities
 from queueing.workload import BY_KEY, JobAdapter, Workload, adapter_for, read_path, resource_key
 
-from .gateway import ObjectKey, PodInfo
+from .gateway import JOB_ID_LABEL, ObjectKey, PodInfo
 
 
 def adapters() -> list[JobAdapter]:
@@ -20,6 +20,20 @@ def adapters() -> list[JobAdapter]:
 
 def keys() -> list[str]:
     return list(BY_KEY)
+
+
+def object_keys() -> list[str]:
+    """The kinds whose jobs are objects of their own (every kind but those of pods)."""
+    return [key for key, found in BY_KEY.items() if not capabilities.objects_are_pods(found)]
+
+
+def objects_are_pods(kind_key: str) -> bool:
+    """Whether a job of this kind is its pods, with no parent object (a plain Pod, a pod group)."""
+    return capabilities.objects_are_pods(BY_KEY[kind_key])
+
+
+def can_take_back(kind_key: str) -> bool:
+    return capabilities.can_take_back(BY_KEY[kind_key])
 
 
 def adapter(kind_key: str) -> JobAdapter:
@@ -48,6 +62,8 @@ def pod_labels() -> frozenset[str]:
     """The labels the watch cache keeps of a pod: those naming its job and its role."""
     labels = {a.pod_job_label for a in adapters()}
     labels.update(label for a in adapters() if (label := capabilities.role_label(a)))
+    if any(capabilities.objects_are_pods(a) for a in adapters()):
+        labels.add(JOB_ID_LABEL)  # a job of pods is bound to its pods by it
     return frozenset(labels)
 
 
@@ -106,3 +122,7 @@ def suspend_patch(kind_key: str, suspended: bool) -> dict[str, Any]:
 def is_suspended(kind_key: str, obj: Mapping[str, Any]) -> bool:
     path = capabilities.suspend_path(BY_KEY[kind_key])
     return path is not None and read_path(obj, path) is True
+
+
+def not_taken_back(kind_key: str) -> str:
+    return capabilities.not_taken_back(BY_KEY[kind_key])

@@ -13,7 +13,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from . import convert, kinds
+from . import convert, kinds, pod_jobs
 from .gateway import (
     JOB_ID_LABEL,
     STALE_TERM_REASON,
@@ -103,6 +103,9 @@ class KubeGateway:
             f"job:{label}": _job_label_index(label) for label in kinds.job_label_keys()
         }
         pod_indexes["live"] = lambda p: None if p.terminated else True
+        # Jobs whose object is their pods (pod_jobs.py): their live pods by job id.
+        self._pod_kinds = {kinds.adapter(key).pod_job_label: key for key in kinds.keys() if kinds.objects_are_pods(key)}
+        pod_indexes["pod-job"] = self._pod_job_id
         self._informers = {
             "quota": Informer("quota", self._core.list_resource_quota_for_all_namespaces, convert.quota, self._changed),
             "node": Informer("node", self._core.list_node, convert.node, self._changed),
@@ -121,9 +124,18 @@ class KubeGateway:
                 indexes={"job": _live_job_id},
                 journal=("job",),
             )
-            for key in kinds.keys()
+            for key in kinds.object_keys()
         }
         self._informers.update(self._jobs)
+
+    def _pod_job_id(self, pod: PodInfo) -> int | None:
+        if pod.terminated or pod.deleting or not any(label in pod.labels for label in self._pod_kinds):
+            return None
+        return pod_jobs.job_id_of(pod)
+
+    def _pod_job_key(self, pod: PodInfo) -> ObjectKey:
+        label = next(label for label in self._pod_kinds if label in pod.labels)
+        return (self._pod_kinds[label], pod.namespace, pod.labels[label])
 
     @classmethod
     def from_settings(cls, mode: str, kubeconfig: str | None = None, **options) -> "KubeGateway":
@@ -166,7 +178,8 @@ class KubeGateway:
 
     def live_job_ids(self) -> set[int]:
         """The jobdash jobs that have an object in the cluster not being deleted."""
-        return set().union(*(informer.index_values("job") for informer in self._jobs.values()))
+        found = set().union(*(informer.index_values("job") for informer in self._jobs.values()))
+        return found | self._informers["pod"].index_values("pod-job")
 
     def changed_job_ids(self) -> set[int] | None:
         """The jobs whose live object appeared or changed since the last call (one consumer:
@@ -190,6 +203,10 @@ class KubeGateway:
             for job_id, items in informer.indexed("job", wanted).items():
                 if items:
                     found.setdefault(job_id, items[0])
+        for job_id, pods in self._informers["pod"].indexed("pod-job", wanted).items():
+            made = pod_jobs.group_object(self._pod_job_key(pods[0]), pods, job_id) if pods else None
+            if made is not None:
+                found.setdefault(job_id, made)
         return found
 
     def live_pods(self) -> list[PodInfo]:
@@ -209,7 +226,10 @@ class KubeGateway:
         return found
 
     def job_object(self, key: ObjectKey) -> JobObject | None:
-        return self._jobs[key[0]].get(key[1], key[2])
+        informer = self._jobs.get(key[0])
+        if informer is None:  # a job of pods: made from them
+            return pod_jobs.group_object(key, self.pods_of_jobs([key]).get(key, ()))
+        return informer.get(key[1], key[2])
 
     @property
     def informers(self) -> Mapping[str, Informer]:
@@ -246,8 +266,14 @@ class KubeGateway:
         raise AssertionError("unreachable")
 
     def read_job_object(self, key: ObjectKey) -> JobObject:
-        """Straight from the API server, not the cache."""
+        """Straight from the API server, not the cache (a job of pods: from the cache, as its
+        pods were there before it was released)."""
         kind_key, namespace, name = key
+        if kind_key not in self._jobs:
+            found = self.job_object(key)
+            if found is None:
+                raise NotFound(f"no pods of {name} in {namespace}")
+            return found
         group, version, plural = kinds.group_version_plural(kind_key)
         obj = self._call(self._custom.get_namespaced_custom_object, group, version, namespace, plural, name)
         return convert.job_object(kind_key, obj)
@@ -389,11 +415,15 @@ class KubeGateway:
             return convert.job_object(kind_key, replaced)
         raise AssertionError("unreachable")  # (the last attempt returns or raises)
 
-    def ungate_pod(self, pod: PodInfo, gate: str, node: str) -> None:
+    def ungate_pod(self, pod: PodInfo, gate: str, node: str | None) -> None:
         """Send a gated pod to `node`: its nodeSelector names the node's hostname, and `gate`
-        goes (the API server lets a gated pod's scheduling directives only narrow)."""
+        goes (the API server lets a gated pod's scheduling directives only narrow). No
+        node: the gate goes, and the scheduler places the pod."""
         others = [{"name": name} for name in pod.gates if name != gate]
-        patch = {"spec": {"nodeSelector": {convert.HOSTNAME: node}, "schedulingGates": others or None}}
+        spec: dict[str, Any] = {"schedulingGates": others or None}
+        if node is not None:
+            spec["nodeSelector"] = {convert.HOSTNAME: node}
+        patch = {"spec": spec}
         # A merge patch: its list replaces the pod's gates (a strategic merge patch would merge
         # them by name and keep ours).
         self._write(self._send, "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", patch)
@@ -417,6 +447,11 @@ class KubeGateway:
         resourceVersion precondition), so a deposed leader can neither delete directly
         nor delete an object a newer leader has touched since."""
         kind_key, namespace, name = key
+        if kind_key not in self._jobs:
+            made = self.job_object(key)
+            for pod in pod_jobs.pods_of(key, self.pods_of_jobs([key]).get(key, ()), made.job_id) if made else ():
+                self._delete_pod_fenced(pod, term)
+            return
         group, version, plural = kinds.group_version_plural(kind_key)
         try:
             options: dict[str, Any] = {"propagationPolicy": "Background"}
@@ -428,3 +463,15 @@ class KubeGateway:
             )
         except NotFound:
             pass  # already gone is what we wanted
+
+    def _delete_pod_fenced(self, pod: PodInfo, term: int | None) -> None:
+        """One pod of a job of pods, fenced as delete_job_object fences an object."""
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            options: dict[str, Any] = {}
+            if term is not None:
+                stamped = self._write(self._send, "PATCH", path, convert.term_patch(term))
+                options["preconditions"] = {"resourceVersion": stamped["metadata"]["resourceVersion"]}
+            self._write(self._core.delete_namespaced_pod, pod.name, pod.namespace, body=options)
+        except NotFound:
+            pass

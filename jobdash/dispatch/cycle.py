@@ -9,7 +9,8 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 5. statuses  - position/reason/message/ETA written back, only rows that changed (statuses.write_statuses)
 6. track     - the cluster's news moves the active jobs on: running, finished, start
                timeout (tracker.track); claims stranded without their object are re-sent
-               (reconcile.resend_stranded, and the whole reconcile every few cycles)
+               (reconcile.resend_stranded, and the whole reconcile every few cycles); a
+               queued job of pods whose pods never came is failed (pod_groups)
 7. replace   - gangs that lost nodes get their new placement, or are queued again (pinning.replace)
 8. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
                phases 5 to 7 failed
@@ -32,7 +33,7 @@ from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import cycle_cache, pinning, preempt, publish, snapshot_phase, tracker, transitions
+from . import cycle_cache, pinning, pod_groups, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
@@ -284,6 +285,7 @@ class Dispatcher:
             # 6. track (the jobs active at the snapshot; those released since, from the next
             # cycle on), and repair what an interrupted release left behind
             self.track(term, observed.active, observed.active_pods, now=started)
+            pod_groups.fail_never_created(observed.never_created, term, started)
             result.repaired = self.repair(term, started)
             lap("track")
             # 7. replace: gangs that lost nodes placed anew, or queued again

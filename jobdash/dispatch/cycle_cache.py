@@ -20,7 +20,7 @@ from django.db.models import FloatField, Func, QuerySet
 
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, Namespace, State
-from queueing import Reason, Workload
+from queueing import Reason, Workload, capabilities
 from queueing.predictor import Prediction
 from queueing.snapshot import PendingJob
 
@@ -147,7 +147,7 @@ class CycleCache:
         # In unsuspend mode the suspended object already exists and counts in quota used; so
         # does the object of a job preempted by suspending it.
         exists = drop_count or (row["preemptions"] and kinds.can_suspend(row["kind_key"]))
-        demand = workload.quota_demand(count_object=not exists)
+        demand = capabilities.waiting_demand(kinds.adapter(row["kind_key"]), workload, count_object=not exists)
         job = PendingJob(
             id=row["id"],
             namespace=row["namespace__name"],

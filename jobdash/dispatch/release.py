@@ -20,10 +20,11 @@ from typing import Any
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
+from jobdash.cluster import kinds
 from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload
 
-from . import holding, transitions
+from . import holding, pod_groups, transitions
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ def send(
     deposed leader's); `pinned`: its workload, when its pods are to wait for their planned
     nodes (its templates gated). Runs in a worker thread: no database access here."""
     try:
+        if kinds.objects_are_pods(key[0]):  # its pods exist, gated: nothing to create
+            return Outcome(job_id, pod_groups.released(gateway, key, job_id, pinned is not None).uid)
         if mode == "unsuspend":
             try:
                 return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term).uid)

@@ -23,7 +23,7 @@ from jobdash.jobs.presenters import overrun_words
 from queueing import POLICY_NAMES, PodSet
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
-from . import lost
+from . import lost, pod_groups
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
 
@@ -47,6 +47,8 @@ class Observation:
     overruns: dict[str, list[str]]
     # Nodes that failed (not ready, unreachable, gone): our pods there are made again elsewhere.
     failed_nodes: frozenset[str] = frozenset()
+    # Queued jobs of pods none of whose pods was ever created (pod_groups.never_created).
+    never_created: tuple[int, ...] = ()
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -172,7 +174,9 @@ def build(
 
     node_infos = gateway.nodes()
     # Pods go where the plan says only when pinned: otherwise no planned node is theirs to lose.
-    found = lost.lost(active, by_job, node_infos, live_pods) if pin else lost.Lost((), frozenset())
+    # (A job that cannot be taken back has nobody to make its pods again elsewhere: not replaced.)
+    replaceable = [job for job in active if kinds.can_take_back(job.kind_key)]
+    found = lost.lost(replaceable, by_job, node_infos, live_pods) if pin else lost.Lost((), frozenset())
     lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
     in_flight, running = [], []
     overruns: dict[str, list[str]] = defaultdict(list)
@@ -213,13 +217,15 @@ def build(
                     placements=job.placement,
                     preemptions=job.preemptions,
                     preempted_for=job.preempted_for,
+                    preemptible=kinds.can_take_back(job.kind_key),
                 )
             )
 
     learning.retain(job.id for job in running)
+    held = pod_groups.waiting_for_pods(gateway, (row.job for row in rows))
     snapshot = Snapshot(
         now=now,
-        pending=tuple(row.job for row in rows),
+        pending=tuple(held.get(row.job.id, row.job) for row in rows),
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, managed),
@@ -230,4 +236,5 @@ def build(
         topology_levels=topology_levels,
         replacements=found.replacements,
     )
-    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes)
+    never = pod_groups.never_created(held, now)
+    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never)

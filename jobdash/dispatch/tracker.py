@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
-from jobdash.cluster import kinds
+from jobdash.cluster import kinds, pod_jobs
 from jobdash.jobs.models import Job, State
 
 from . import bulk, holding, preempt, transitions
@@ -150,6 +150,9 @@ def _follow(
     term: int | None = None,
 ) -> str:
     job_id, state, what, key = job.id, job.state, job.kind, job.key
+    pods = list(pods)
+    if info is not None and kinds.objects_are_pods(job.kind_key):
+        info = pod_jobs.with_total(info, pods, job.gang)
     if info is None or info.job_id != job_id:
         if not job.object_uid:
             return "creating"  # release in progress, or interrupted: reconcile finishes it
@@ -166,6 +169,8 @@ def _follow(
             (job_id, State.FAILED, f"the {what} failed: {info.message}".rstrip(": "), state == State.RELEASED)
         )
         return "failed"
+    if job.requeue_requested_at is not None and not kinds.can_take_back(job.kind_key):
+        return _end_instead_of_take_back(gateway, job, now, term)
     if job.requeue_requested_at is not None:
         # The job's transition first, under the term (a deposed leader stops here), then
         # the object. A short backoff, as after a start timeout: a deleted object may still
@@ -182,13 +187,14 @@ def _follow(
     if state == State.RUNNING:
         return "running"
     gang = job.gang
-    pods = list(pods)
     if kinds.started(job.kind_key, job.workload, pods):
         moves.start(job, f"all {gang} pods are running")
         return "started"
     waited = now.timestamp() - job.released_at if job.released_at is not None else 0.0
     if waited < config.start_timeout_s:
         return "starting"
+    if not kinds.can_take_back(job.kind_key):
+        return _end_instead_of_take_back(gateway, job, now, term)
     attempts = job.attempts + 1
     running = sum(1 for pod in pods if pod.phase == "Running" and not pod.deleting)
     note = f"only {running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
@@ -207,6 +213,17 @@ def _follow(
     ):
         holding.taken_back(gateway, key, config.release_mode, term)
     return "timed-out"
+
+
+def _end_instead_of_take_back(gateway: gw.ClusterGateway, job: ActiveJob, now: datetime, term: int | None) -> str:
+    """A kind that cannot be taken back and released again (capabilities.JobNotTakenBack: a
+    plain Pod) ends where another would be requeued: Failed, its objects deleted (the job's
+    transition first, under the term)."""
+    why = "a requeue was requested" if job.requeue_requested_at is not None else "it did not start in time"
+    note = f"{why}, but {kinds.not_taken_back(job.kind_key)}: it ends here"
+    if transitions.fail(job.id, note, from_states=(State.RELEASED, State.RUNNING), term=term, now=now):
+        holding.taken_back(gateway, job.key, "create", term)
+    return "ended"
 
 
 def _delete_cancelled(gateway: gw.ClusterGateway, sweep: Sweep, term: int | None = None, *, active: set[int]) -> int:

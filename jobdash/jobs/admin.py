@@ -38,6 +38,7 @@ class NamespaceForm(forms.ModelForm):
             "policy",
             "default_priority_class",
             "max_priority_class",
+            "queue_all_pods",
             "guaranteed",
             "cohort",
             "borrowing_limit",
@@ -85,6 +86,7 @@ class NamespaceAdmin(admin.ModelAdmin):
         "max_priority_class",
         "guaranteed_shown",
         "cohort_shown",
+        "queue_all_pods",
         "member_count",
         "group_count",
         "created_at",
@@ -94,7 +96,10 @@ class NamespaceAdmin(admin.ModelAdmin):
     filter_horizontal = ["members", "groups"]
     fieldsets = [
         (None, {"fields": ["name", "members", "groups"]}),
-        ("Queueing", {"fields": ["weight", "policy", "default_priority_class", "max_priority_class"]}),
+        (
+            "Queueing",
+            {"fields": ["weight", "policy", "default_priority_class", "max_priority_class", "queue_all_pods"]},
+        ),
         (
             "Elastic quota",
             {

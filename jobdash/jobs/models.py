@@ -80,6 +80,13 @@ class Namespace(models.Model):
         blank=True,
         help_text="Most it may borrow beyond its guarantee, per quota key. Empty: up to the ResourceQuota hard.",
     )
+    # Plain Pods (no controller) are queued when they ask for a device (an extended resource);
+    # with this, every one of them is.
+    queue_all_pods = models.BooleanField(
+        default=False,
+        help_text="Queue every plain Pod (one no controller owns) created here, not only those asking for "
+        "GPUs or other devices.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -279,3 +286,19 @@ class ClusterState(models.Model):
 
     def __str__(self) -> str:
         return f"cluster as of {self.updated_at}"
+
+
+class PodGroupMember(models.Model):
+    """A pod the webhook admitted into a pod job's group (queueing/kinds/pod.py): so that a
+    group never takes more members than its count says. The pods themselves are the
+    cluster's; the dispatcher counts them there."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="pod_members")
+    name = models.CharField(max_length=253)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="pod_group_member_once")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -85,6 +85,7 @@ REASON_WORDS = {
     "ReservedForOlderJob": "Capacity held for an older job",
     "BlockedByQueueHead": "Behind the head of the queue",
     "BackingOff": "Retrying after a pause",
+    "WaitingForPods": "Waiting for its pods to be created",
     "NeverFitsQuota": "Never fits the quota",
     "NeverFitsNodes": "Never fits any node",
     "CannotBorrow": "Waiting for capacity to borrow",

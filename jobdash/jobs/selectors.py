@@ -44,6 +44,14 @@ def is_managed_namespace(name: str) -> bool:
     return Namespace.objects.filter(name=name).exists()
 
 
+def pod_queueing(name: str) -> bool | None:
+    """For the webhook's plain Pods: None when jobdash does not manage the namespace, else
+    whether it queues every plain Pod there (Namespace.queue_all_pods), not only those
+    asking for devices."""
+    found = Namespace.objects.filter(name=name).values_list("queue_all_pods", flat=True).first()
+    return None if found is None else bool(found)
+
+
 def namespace_get_visible(user, name: str) -> Namespace:
     namespace = namespaces_visible_to(user).filter(name=name).first()
     if namespace is None:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from . import elastic, hot_queries, lifecycle, selectors
 from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
+from .pod_groups import pod_group_join as pod_group_join
 from .priority import allowed_class, resolve_priority, validate_priority
 from .signals import send_queue_changed
 from .submission import SYSTEM_ACTOR as SYSTEM_ACTOR

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 import queueing
+from queueing import capabilities
 from queueing.names import assign_generated_name
 
 from . import cluster_port, hot_queries, selectors
@@ -135,6 +136,14 @@ def _check(
 
 
 def _new_job(checked: _Checked, *, user, source: str, actor: str) -> Job:
+    adapter = queueing.adapter_for(checked.workload.api_version, checked.workload.kind)
+    if adapter is not None and source != Source.WEBHOOK and capabilities.objects_are_pods(adapter):
+        # Its pods wait in the cluster, gated, made by their user: nothing here could make them.
+        raise InvalidInput.at(
+            "kind",
+            f"a {checked.workload.kind} is queued when it is created in the cluster (kubectl create), "
+            "not submitted here",
+        )
     return Job(
         namespace=checked.ns,
         name=checked.workload.name,

@@ -7,11 +7,12 @@ status reads (the JobAdapter protocol in queueing.workload).
 
 from __future__ import annotations
 
-from . import batchjob, jobset, kubeflow, mpijob, trainjob
+from . import batchjob, jobset, kubeflow, mpijob, pod, trainjob
 from .batchjob import JOB, BatchJobAdapter, job_spec
 from .jobset import JOBSET, JobSetAdapter, replicated_jobs
 from .kubeflow import FAMILY, JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB, ReplicatedJobAdapter
 from .mpijob import MPIJOB, MPIJobAdapter
+from .pod import POD, PodAdapter
 from .trainjob import TRAINJOB, TrainJobAdapter
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "JOBSET",
     "MPIJOB",
     "PADDLEJOB",
+    "POD",
     "PYTORCHJOB",
     "TFJOB",
     "TRAINJOB",
@@ -28,6 +30,7 @@ __all__ = [
     "BatchJobAdapter",
     "JobSetAdapter",
     "MPIJobAdapter",
+    "PodAdapter",
     "ReplicatedJobAdapter",
     "TrainJobAdapter",
     "batchjob",
@@ -35,6 +38,7 @@ __all__ = [
     "jobset",
     "kubeflow",
     "mpijob",
+    "pod",
     "replicated_jobs",
     "trainjob",
 ]

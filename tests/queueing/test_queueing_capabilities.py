@@ -70,8 +70,13 @@ def pod(name: str, phase: str, role: str | None = None) -> PodInfo:
 def test_every_kind_of_the_project_declares_what_it_can_do():
     for adapter in BY_KEY.values():
         assert isinstance(adapter, capabilities.JobWithNameRule), adapter.kind
-        assert isinstance(adapter, capabilities.JobWithSuspendFlag), adapter.kind
         assert not isinstance(adapter, capabilities.JobWithStartRule), adapter.kind
+        # A kind is either an object that can wait suspended, or its pods (waiting gated, never taken back).
+        pods = capabilities.objects_are_pods(adapter)
+        assert isinstance(adapter, capabilities.JobWithSuspendFlag) is not pods, adapter.kind
+        assert capabilities.can_take_back(adapter) is not pods, adapter.kind
+    assert capabilities.objects_are_pods(core.POD) and not capabilities.can_take_back(core.POD)
+    assert "never taken back" in capabilities.not_taken_back(core.POD)
     # A batch Job's pods carry no role label: it has one group.
     assert not isinstance(core.JOB, capabilities.JobWithPodRoles)
     assert isinstance(core.TFJOB, capabilities.JobWithPodRoles)

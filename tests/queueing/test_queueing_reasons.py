@@ -27,6 +27,7 @@ DETAILS = {
     Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
     Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},
     Reason.BACKING_OFF: {"until": 1_000_300.0, "attempts": 2},
+    Reason.WAITING_FOR_PODS: {"created": 2, "total": 4},
     Reason.NEVER_FITS_QUOTA: {"resource": "requests.cpu", "needed": 12_500, "hard": 8_000},
     Reason.NEVER_FITS_NODES: {"resource": "nvidia.com/gpu", "needed": 16, "free": 8, "role": "Worker"},
     Reason.CANNOT_BORROW: {

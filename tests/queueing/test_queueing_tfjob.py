@@ -449,7 +449,7 @@ def test_chief_and_master_are_exclusive():
 
 SUPPORTED = (
     "JAXJob (kubeflow.org/v1), Job (batch/v1), JobSet (jobset.x-k8s.io/v1alpha2), MPIJob (kubeflow.org/v2beta1), "
-    "PaddleJob (kubeflow.org/v1), PyTorchJob (kubeflow.org/v1), TFJob (kubeflow.org/v1), "
+    "PaddleJob (kubeflow.org/v1), Pod (v1), PyTorchJob (kubeflow.org/v1), TFJob (kubeflow.org/v1), "
     "TrainJob (trainer.kubeflow.org/v1alpha1), XGBoostJob (kubeflow.org/v1)"
 )
 

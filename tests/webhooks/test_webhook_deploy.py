@@ -43,8 +43,15 @@ DEPLOYED_KINDS = (
     ("batch", "v1", "jobs"),
     ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ("", "v1", "pods"),  # plain Pods and pod groups: their pods are their objects
 )
 JOB_VERBS = sorted(["create", "get", "list", "watch", "patch", "update", "delete"])
+# A job of pods is made by its user: jobdash ungates (patch) and deletes its pods, never creates one.
+POD_JOB_VERBS = sorted(["get", "list", "watch", "patch", "delete"])
+
+
+def job_verbs(plural: str) -> list[str]:
+    return POD_JOB_VERBS if plural == "pods" else JOB_VERBS
 
 
 def tool(name: str) -> str:
@@ -281,10 +288,8 @@ def test_rbac_is_least_privilege():
         # what the dispatcher does to every managed kind's objects: create (release), watch,
         # patch (unsuspend, take back, the term stamp), update (a release that holds or
         # restores the pod templates) and delete (start timeout, cancel)
-        **{(group, plural): JOB_VERBS for group, _, plural in DEPLOYED_KINDS},
+        **{(group, plural): job_verbs(plural) for group, _, plural in DEPLOYED_KINDS},
         **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes")},
-        # placement: a gated pod sent to its node; a pod held on a failed node deleted
-        ("", "pods"): sorted(["get", "list", "watch", "patch", "delete"]),
         # a preemption victim is told with an Event
         ("", "events"): ["create"],
         # a job's priority is its class's value
@@ -447,7 +452,7 @@ def test_every_registered_kind_is_deployed():
     }
     assert registered <= routed
     grants = granted(find(base_resources(), "ClusterRole", "jobdash"))
-    assert all(grants.get((group, plural)) == JOB_VERBS for group, _, plural in registered)
+    assert all(grants.get((group, plural)) == job_verbs(plural) for group, _, plural in registered)
 
 
 def test_job_roles_aggregate_every_kind_the_default_roles_lack():

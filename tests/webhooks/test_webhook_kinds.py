@@ -15,6 +15,7 @@ import yaml
 from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.dispatch import transitions
 from jobdash.jobs.models import Job, JobEvent, State
+from queueing import capabilities
 from queueing.workload import BY_KEY, JobAdapter, adapter_for, read_path
 
 from .conftest import (
@@ -45,7 +46,10 @@ def _examples() -> dict[tuple[str, str], dict]:
 
 
 EXAMPLE_OF = _examples()
-KINDS = sorted(BY_KEY)  # every registered kind, by its key ("tfjobs.kubeflow.org")
+# Every registered kind whose job is an object of its own, by its key ("tfjobs.kubeflow.org");
+# the kinds whose jobs are their pods (a plain Pod) are gated, not suspended or refused:
+# test_webhook_pods_e2e.py, test_webhook_pods.py.
+KINDS = sorted(key for key, adapter in BY_KEY.items() if not capabilities.objects_are_pods(adapter))
 
 
 def sample(adapter: JobAdapter, name: str, namespace: str = "team-a") -> dict:

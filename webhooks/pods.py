@@ -1,0 +1,248 @@
+"""The webhook's decision for plain Pods and pod groups (queueing/kinds/pod.py), after Kueue's
+pod integration. decide.py hands it every review of a kind whose jobs are their pods.
+
+- CREATE by anyone but jobdash, in a namespace jobdash manages, of a Pod that no controller
+  owns (an ownerReference with controller: true: a ReplicaSet's, a StatefulSet's, a Job's
+  pods pass untouched) and that asks for a device (an extended resource such as
+  nvidia.com/gpu), or carries the pod-group label or count annotation, or is created where
+  Namespace.queue_all_pods is set: it is queued. The pod is created (it exists while it
+  waits, as kubectl shows, SchedulingGated) with the placement gate added, labelled with its
+  group and its job's id. A single pod is a group of one, named by the pod. The first member
+  of a group stores the job; later members join it, each checked against it (the same count,
+  the same shape) and counted (never more than the count).
+- UPDATE by anyone but jobdash that lifts jobdash's gate from a pod: refused, only jobdash's
+  release lifts it (the API server already refuses adding gates after creation).
+- DELETE by anyone but jobdash of a pod of a Queued job: the job is cancelled (its other pods
+  are then deleted by the dispatcher's sweep, as objects of a cancelled job are).
+- Whatever the mode (deny, suspend): the pod must exist to be scheduled at all, and a gate is
+  how a pod waits in the cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from jobdash.cluster.gateway import JOB_ID_LABEL
+from jobdash.jobs import selectors, services
+from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
+from jobdash.jobs.models import Job, Source
+from queueing.errors import ManifestError
+from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL
+from queueing.names import assign_generated_name
+from queueing.placement import GATE
+from queueing.podspec import is_extended_resource
+from queueing.workload import JobAdapter, Workload, resource_key
+
+from .decide import ALLOW, Decision
+from .objects import manifest_text, stored_object
+from .review import AdmissionRequest
+
+log = logging.getLogger(__name__)
+
+
+def decide_pod(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+    if request.is_job_create:
+        return _create(request, adapter)
+    if request.is_job_update:
+        return _update(request)
+    if request.is_job_delete:
+        return _delete(request)
+    return ALLOW
+
+
+def _meta(obj: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
+    metadata = (obj or {}).get("metadata")
+    found = metadata.get(key) if isinstance(metadata, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _has_controller(obj: Mapping[str, Any]) -> bool:
+    metadata = obj.get("metadata")
+    references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    return any(isinstance(r, dict) and r.get("controller") is True for r in references or ())
+
+
+def _asks_devices(obj: Mapping[str, Any]) -> bool:
+    """Any container asks for an extended resource (read raw: before any validation)."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for amounts in (resources or {}).values() if isinstance(resources, dict) else ():
+                if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):
+                    return True
+    return False
+
+
+def _refused(code: int, message: str, reason: str = "Invalid", job_id: int | None = None) -> Decision:
+    return Decision(allowed=False, code=code, reason=reason, message=message, job_id=job_id)
+
+
+def _gates(obj: Mapping[str, Any]) -> list[Any]:
+    spec = obj.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
+    return list(gates) if isinstance(gates, list) else []
+
+
+def _patch(obj: Mapping[str, Any], group: str, job_id: int | None, generated: str) -> list[dict[str, Any]]:
+    """The gate last in spec.schedulingGates, the group and job labels, and the name the
+    webhook generated (each one `add`: onto an existing member it replaces it)."""
+    labels = {**_meta(obj, "labels"), GROUP_LABEL: group}
+    if job_id is not None:
+        labels[JOB_ID_LABEL] = str(job_id)
+    gates = [g for g in _gates(obj) if not (isinstance(g, dict) and g.get("name") == GATE)] + [{"name": GATE}]
+    patch: list[dict[str, Any]] = [
+        {"op": "add", "path": "/metadata/labels", "value": labels},
+        {"op": "add", "path": "/spec/schedulingGates", "value": gates},
+    ]
+    if generated:
+        patch.append({"op": "add", "path": "/metadata/name", "value": generated})
+    return patch
+
+
+def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+    obj = request.object or {}
+    if _has_controller(obj):
+        return ALLOW  # its controller's pods: a ReplicaSet's, a Job's (queued as that Job)
+    found = obj.get("metadata")
+    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    queue_all = selectors.pod_queueing(namespace)
+    if queue_all is None:
+        return ALLOW  # not a namespace jobdash manages
+    labelled = GROUP_LABEL in _meta(obj, "labels") or COUNT_ANNOTATION in _meta(obj, "annotations")
+    if not (labelled or queue_all or _asks_devices(obj)):
+        return ALLOW
+    subject = f"Pod {namespace}/{metadata.get('name') or request.name or metadata.get('generateName', '')}"
+    generated = ""
+    if not (metadata.get("name") or request.name) and metadata.get("generateName"):
+        try:
+            generated = assign_generated_name({"apiVersion": "v1", "kind": "Pod", "metadata": {**metadata, "name": ""}})
+        except ManifestError as error:
+            return _refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
+        request = _renamed(request, generated)
+    stored = stored_object(request)
+    name = stored["metadata"].get("name") or ""
+    subject = f"Pod {namespace}/{name}"
+    try:
+        workload = adapter.validate_and_build(stored)
+    except ManifestError as error:
+        return _refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
+    group = workload.name
+    try:
+        job, created = services.job_submit_or_find(
+            namespace=namespace,
+            name=group,
+            manifest=lambda: manifest_text(stored),
+            source=Source.WEBHOOK,
+            submitted_by_name=request.username or "system:anonymous",
+            dry_run=request.dry_run,
+        )
+    except services.NamespaceNotManaged:
+        return ALLOW
+    except InvalidInput as error:
+        return _refused(413 if error.status == 413 else 422, f"jobdash cannot queue {subject}: {error.message}")
+    except Forbidden as error:
+        return _refused(403, f"jobdash cannot queue {subject}: {error.path}: {error.message}", "Forbidden")
+    except ClusterUnavailable as error:
+        return _refused(503, f"jobdash cannot queue {subject} now: {error.message}", "ServiceUnavailable")
+    if job is not None and not created:
+        mismatch = _mismatch(job, workload, adapter)
+        if mismatch is not None:
+            code, message = mismatch
+            return _refused(code, f"jobdash cannot queue {subject} in pod group {group!r}: {message}", job_id=job.pk)
+    if job is None or request.dry_run:
+        return Decision(
+            allowed=True,
+            patch=_patch(obj, group, None, generated),
+            warnings=[f"jobdash would queue {subject} (pod group {group!r}); dry run: nothing stored"],
+        )
+    try:
+        members = services.pod_group_join(job_id=job.pk, pod=name, total=workload.pods)
+    except InvalidInput as error:
+        return _refused(422, f"jobdash cannot queue {subject}: {error.message}", job_id=job.pk)
+    log.info(
+        "webhook: %s from %s queued in job %s (%d of %d)", subject, request.username, job.pk, members, workload.pods
+    )
+    said = f"{subject} is queued by jobdash as job #{job.pk} (pod group {group!r}: {members} of {workload.pods} pods)"
+    return Decision(
+        allowed=True,
+        patch=_patch(obj, group, job.pk, generated),
+        job_id=job.pk,
+        warnings=[f"{said}; it stays SchedulingGated until jobdash releases the group"],
+    )
+
+
+def _renamed(request: AdmissionRequest, name: str) -> AdmissionRequest:
+    return dataclasses.replace(request, name=name)  # stored_object names the object by it
+
+
+def _mismatch(job: Job, workload: Workload, adapter: JobAdapter) -> tuple[int, str] | None:
+    """Why this pod cannot join the active job of its group's name, or None."""
+    if job.kind_key != resource_key(adapter) or job.source != Source.WEBHOOK:
+        return 409, f"the name is taken by jobdash job #{job.pk} ({job.kind}, {job.state}); choose another"
+    first = Workload.from_json(job.workload)
+    if first.pods != workload.pods:
+        return 422, f"{COUNT_PATH}: is {workload.pods}, but the group's first pod said {first.pods}"
+    mine, theirs = workload.pod_sets[0], first.pod_sets[0]
+    for field, path in (
+        ("requests", "spec.containers[*].resources"),
+        ("limits", "spec.containers[*].resources"),
+        ("node_selector", "spec.nodeSelector"),
+        ("tolerations", "spec.tolerations"),
+        ("node_affinity", "spec.affinity.nodeAffinity"),
+    ):
+        if getattr(mine, field) != getattr(theirs, field):
+            return 422, (
+                f"{path}: differs from the group's first pod ({field.replace('_', ' ')} "
+                f"{_shown(getattr(mine, field))} here, {_shown(getattr(theirs, field))} there); "
+                "the pods of a group share one shape"
+            )
+    return None
+
+
+def _shown(value: Any) -> str:
+    return str(dict(value)) if isinstance(value, Mapping) else str(value)
+
+
+def _update(request: AdmissionRequest) -> Decision:
+    old, new = request.old_object or {}, request.object or {}
+    gated = any(isinstance(g, dict) and g.get("name") == GATE for g in _gates(old))
+    if not gated or any(isinstance(g, dict) and g.get("name") == GATE for g in _gates(new)):
+        return ALLOW
+    job_id = _meta(old, "labels").get(JOB_ID_LABEL, "")
+    return _refused(
+        403,
+        f"Pod {request.namespace}/{request.name} waits in jobdash's queue (job #{job_id or '?'}): only jobdash "
+        f"lifts its scheduling gate {GATE}, when the whole group can start",
+        "Forbidden",
+    )
+
+
+def _delete(request: AdmissionRequest) -> Decision:
+    old = request.old_object
+    if not old:
+        return ALLOW
+    labels = _meta(old, "labels")
+    group, job_id = labels.get(GROUP_LABEL), labels.get(JOB_ID_LABEL, "")
+    if not isinstance(group, str) or not isinstance(job_id, str) or not job_id.isdigit():
+        return ALLOW
+    job = selectors.webhook_job_holding(request.namespace, group)
+    if job is None or job.pk != int(job_id):
+        return ALLOW
+    subject = f"Pod {request.namespace}/{request.name}"
+    deleted_by = request.username or "system:anonymous"
+    if request.dry_run:
+        return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
+    if not services.job_cancel_object_deleted(job_id=job.pk, kind=subject, deleted_by=deleted_by):
+        return ALLOW
+    log.info("webhook: %s deleted by %s: job %s cancelled", subject, deleted_by, job.pk)
+    return Decision(
+        allowed=True,
+        job_id=job.pk,
+        warnings=[f"{subject} was queued in jobdash job #{job.pk}, Queued: the job is cancelled, its other pods go"],
+    )
