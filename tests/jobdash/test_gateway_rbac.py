@@ -15,6 +15,7 @@ from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.embedded.rbac import deploy_objects
 from kubesim.resources import PODS
 from kubesim.testing import running_kubesim, training_runtime_manifest
+from queueing.capabilities import objects_are_pods
 from tests.waiting import eventually
 
 from .dispatch_support import JOBDASH
@@ -100,7 +101,10 @@ def test_deploys_cluster_role_allows_every_gateway_call(sim):
             gateway.update_job_object(key, lambda obj: obj, term=1)
             gateway.announce(key, created.uid, "Preempting", "jobdash needs the room")
             gateway.delete_job_object(key, term=1)
-        assert len(KINDS) == len(kinds.keys())  # every kind went through every write above
+        # every kind whose object jobdash writes went through every write above (a job of
+        # plain pods is its user's pods: jobdash only ungates and deletes them, below)
+        written = [key for key in kinds.keys() if not objects_are_pods(kinds.adapter(key))]
+        assert len(KINDS) == len(written)
 
         gated = {
             "apiVersion": "v1",
