@@ -137,11 +137,14 @@ class CycleCache:
         return found
 
     def get(self, row: Mapping[str, Any], workload: Workload | None, *, drop_count: bool) -> PendingJob:
-        """`workload`: the row's parsed workload; only read when the row is not fresh().
+        """`workload`: the row's parsed workload, read when the row is not fresh(); given, it
+        is used.
         `row`: pending_rows' (timestamps as seconds since the epoch)."""
         version = self._version(row, drop_count)
         cached = self._jobs.get(row["id"])
-        if cached is not None and cached[0] == version:
+        # A workload read again is used: the row changed in a way its version may not show
+        # (an edited queued manifest drops the prediction, which may come back the same).
+        if cached is not None and cached[0] == version and workload is None:
             return cached[1]
         assert workload is not None  # (the caller parses it for every row not fresh)
         # In unsuspend mode the suspended object already exists and counts in quota used; so

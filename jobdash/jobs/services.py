@@ -13,6 +13,9 @@ from . import elastic, hot_queries, lifecycle, selectors
 from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
 from .priority import allowed_class, resolve_priority, validate_priority
+from .queued_edit import EditRuntimes as EditRuntimes
+from .queued_edit import QueuedEdit as QueuedEdit
+from .queued_edit import job_update_queued_manifest as job_update_queued_manifest
 from .signals import send_queue_changed
 from .submission import SYSTEM_ACTOR as SYSTEM_ACTOR
 from .submission import Submission as Submission
