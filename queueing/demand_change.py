@@ -67,6 +67,8 @@ def demand_change(
     only when the two differ. An edit that makes a valid job invalid is a change (its
     demand cannot be read any more); one of a job jobdash cannot read at all is a change
     when anything it compares differs."""
+    if old.get("spec") == new.get("spec") and _read(old) == _read(new):
+        return NO_CHANGE  # the usual update (metadata, a controller's): nothing copied
     before, after = comparable(adapter, old), comparable(adapter, new)
     if before == after:
         return NO_CHANGE
@@ -211,6 +213,12 @@ def _range(found: tuple[int, int, int] | None) -> str:
         return "none"
     low, high, replicas = found
     return f"{low}-{high} ({replicas} replicas)"
+
+
+def _read(obj: Mapping[str, Any]) -> list[Any]:
+    annotations = read_path(obj, ("metadata", "annotations"))
+    found = annotations if isinstance(annotations, Mapping) else {}
+    return [found.get(key) for key in READ_ANNOTATIONS]
 
 
 def _annotation_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
