@@ -115,6 +115,79 @@ def test_an_admitted_objects_edit_is_refused_exactly_when_it_changes_the_demand_
     assert Job.objects.get(pk=job.pk).manifest == job.manifest  # nothing written
 
 
+# --- held objects (suspend mode), every kind, random edits ---
+
+
+AS_SUBMITTED: dict[int, tuple] = {}  # job id -> (manifest, parsed, workload) as submitted
+
+
+class Classes:
+    """The cluster's PriorityClasses, from memory."""
+
+    def get(self, name):
+        from jobdash.cluster.priorities import PriorityClass
+
+        return {"high": PriorityClass("high", 1000), "low": PriorityClass("low", 10)}.get(name)
+
+
+def valid_submission(obj: dict, job: Job) -> bool:
+    """Whether `obj` passes the checks a submission of it would (the kind's and the priority's)."""
+    from jobdash.jobs.exceptions import JobdashError
+    from jobdash.jobs.priority import resolve_priority
+
+    try:
+        parsed, _ = services.manifest_check(yaml.safe_dump(obj))
+        resolve_priority(None, job.namespace, parsed)
+    except JobdashError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("base", BASES, ids=IDS)
+@settings(
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_a_held_objects_edit_reaches_its_queued_job_exactly_when_it_changes_the_demand(
+    webhook, suspend_mode, team_a, monkeypatch, base, data
+):
+    from jobdash.cluster import priorities
+
+    monkeypatch.setattr(priorities, "from_settings", Classes)
+    job = Job.objects.filter(name=base["metadata"]["name"]).first() or submitted(base, state=State.QUEUED)
+    # each example starts from the job as submitted
+    initial = AS_SUBMITTED.setdefault(job.pk, (job.manifest, job.parsed, job.workload))
+    Job.objects.filter(pk=job.pk).update(
+        manifest=initial[0], parsed=initial[1], workload=initial[2], priority=0, priority_class=""
+    )
+    job.refresh_from_db()
+    old = held_object(base)
+    new, done = data.draw(edits(old))
+    response = update(webhook, old, new)
+    stored = Job.objects.get(pk=job.pk)
+    path = capabilities.suspend_path(adapter_of(base))
+    if read_path(new, path) is not True:  # clearing the flag: jobdash unsuspends it, nobody else
+        assert response["allowed"] is False and response["status"]["code"] == 403, done
+        assert stored.manifest == job.manifest
+    elif not expected(old, new):
+        assert response["allowed"] is True and "warnings" not in response, (done, response)
+        assert stored.manifest == job.manifest
+    elif not valid_submission(new, job):
+        assert response["allowed"] is False and response["status"]["code"] == 422, (done, response)
+        assert stored.manifest == job.manifest
+    else:
+        assert response["allowed"] is True and f"jobdash job #{job.pk} now asks" in response["warnings"][0], done
+        workload = adapter_of(base).validate_and_build(new, RUNTIMES)
+        assert stored.workload["pod_sets"] == [p.to_json() for p in workload.pod_sets], done
+        assert read_path(stored.parsed, path) is not True and stored.state == State.QUEUED
+        named = {spec.get("priorityClassName") for spec in pod_specs(new)} - {None}
+        values = {"": 0, "high": 1000, "low": 10}
+        chosen = named.pop() if named else ""
+        assert (stored.priority_class, stored.priority) == (chosen, values[chosen]), done
+
+
 # --- admitted: messages, what passes ---
 
 
