@@ -86,9 +86,9 @@ def _marks_changed(adapter: JobAdapter, old: Mapping[str, Any], new: Mapping[str
     for section, keys in (("labels", OWN_LABELS), ("annotations", OWN_ANNOTATIONS)):
         before = read_path(old, ("metadata", section)) or {}
         after = read_path(new, ("metadata", section)) or {}
-        found += [f"the {section[:-1]} {key}" for key in keys if key in before and before.get(key) != after.get(key)]
+        found += [f"{section[:-1]} {key}" for key in keys if key in before and before.get(key) != after.get(key)]
     if _gated(adapter, old) and not _gated(adapter, new):
-        found.append(f"the scheduling gate {placement.GATE} of its pod templates")
+        found.append(f"scheduling gate {placement.GATE} in its pod templates")
     return found
 
 

@@ -233,12 +233,12 @@ def test_taking_off_jobdashs_label_or_gate_is_refused(webhook, team_a, label):
     unlabelled = copy.deepcopy(old)
     unlabelled["metadata"]["labels"].pop(label)
     message = update(webhook, old, unlabelled)["status"]["message"]
-    assert f"removes or changes jobdash's own the label {label}" in message
+    assert f"removes or changes jobdash's own label {label}" in message
     assert "patch the fields you mean to change instead of replacing the object" in message
     # a replace with the user's own file: no gate, no labels
     replaced = update(webhook, old, pytorch())
     assert replaced["allowed"] is False
-    assert f"the scheduling gate {GATE} of its pod templates" in replaced["status"]["message"]
+    assert f"scheduling gate {GATE} in its pod templates" in replaced["status"]["message"]
 
 
 def test_a_finished_jobs_object_and_an_unbound_object_take_any_edit(webhook, team_a):
