@@ -101,6 +101,16 @@ class JobNotTakenBack(Protocol):
     def not_taken_back(self) -> str: ...
 
 
+@runtime_checkable
+class JobWithElasticRange(Protocol):
+    """Some of its roles run between a minimum and a maximum of pods (an elastic PyTorchJob's
+    Worker): the minimum is the gang, its Workload count; the replicas as written are how
+    many its controller starts. ``elastic_range(obj)``: role -> (minimum, maximum, replicas),
+    with the kind's defaults, for the roles that are elastic in ``obj``; none without it."""
+
+    def elastic_range(self, obj: Mapping[str, Any]) -> Mapping[str, tuple[int, int, int]]: ...
+
+
 _DECLARED: dict[tuple[type, type], bool] = {}
 
 
@@ -155,6 +165,12 @@ def template_pod_spec(adapter: JobAdapter, template: Mapping[str, Any]) -> Mutab
     for step in cast(JobWithPodTemplates, adapter).pod_spec_path:
         found = found.get(step) if isinstance(found, Mapping) else None
     return found if isinstance(found, MutableMapping) else None
+
+
+def elastic_range(adapter: JobAdapter, obj: Mapping[str, Any]) -> Mapping[str, tuple[int, int, int]]:
+    if declares(adapter, JobWithElasticRange):
+        return cast(JobWithElasticRange, adapter).elastic_range(obj)
+    return {}
 
 
 def drop_blank(adapter: JobAdapter, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:

@@ -25,7 +25,9 @@
   the flag cleared: the queue decides when it runs).
 - An UPDATE by anyone but jobdash that clears the suspend flag of an object jobdash holds
   (bound by namespace and name to a Queued job of the webhook, same kind) is refused with
-  the job named: jobdash unsuspends it. Other updates by others pass.
+  the job named: jobdash unsuspends it. One that changes what an admitted job asks of the
+  cluster, or jobdash's own marks on it, is refused; one that changes the demand of a
+  held, queued object updates its queued job (edits.py). Other updates by others pass.
 - A DELETE by anyone but jobdash of an object jobdash holds cancels its Queued job and is
   allowed (a Released or Running job's object passes: the tracker fails the job).
 - dryRun: the same verdict, nothing written, and nothing told about a job already stored
@@ -49,36 +51,15 @@ from queueing.errors import ManifestError
 from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
 
+from . import edits, pods
+from .decision import ALLOW as ALLOW
+from .decision import Decision as Decision
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
 
 log = logging.getLogger(__name__)
 
 MODES = ("deny", "suspend")
-
-
-@dataclass(frozen=True)
-class Decision:
-    allowed: bool
-    message: str = ""
-    code: int | None = None
-    reason: str = ""
-    patch: list[dict] | None = None
-    warnings: list[str] | None = None
-    job_id: int | None = None  # for the log, not the response
-
-    def response_fields(self) -> dict[str, Any]:
-        return {
-            "allowed": self.allowed,
-            "message": self.message,
-            "code": self.code,
-            "reason": self.reason,
-            "patch": self.patch,
-            "warnings": self.warnings,
-        }
-
-
-ALLOW = Decision(allowed=True)
 
 
 def _controlled_by_managed_kind(obj: dict[str, Any]) -> bool:
@@ -196,9 +177,7 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if adapter is None:
         return ALLOW
     if capabilities.objects_are_pods(adapter):
-        from .pods import decide_pod  # (pods.py builds on this module's Decision)
-
-        return decide_pod(request, adapter)
+        return pods.decide_pod(request, adapter)
     if request.is_job_update:
         return _update(request, adapter)
     if request.is_job_delete:
@@ -310,14 +289,17 @@ def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job
 
 
 def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
-    """Someone other than jobdash updates an object: only clearing the suspend flag of an
-    object jobdash holds is refused (jobdash unsuspends it when the quota allows)."""
+    """Someone other than jobdash updates an object: clearing the suspend flag of an object
+    jobdash holds is refused (jobdash unsuspends it when the quota allows); an edit of what
+    its job asks of the cluster is edits.py's."""
     old, new = request.old_object or {}, request.object or {}
+    if _controlled_by_managed_kind(old):
+        return ALLOW  # a managed parent's child: its controller writes it
     if not suspended(old, adapter) or suspended(new, adapter):
-        return ALLOW
+        return edits.edited(request, adapter)
     subject, job = _held(request, old)
     if job is None:
-        return ALLOW
+        return edits.edited(request, adapter)
     if request.dry_run:
         return Decision(
             allowed=False,

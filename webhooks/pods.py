@@ -36,7 +36,7 @@ from queueing.placement import GATE
 from queueing.podspec import is_extended_resource
 from queueing.workload import JobAdapter, Workload, resource_key
 
-from .decide import ALLOW, Decision
+from .decision import ALLOW, Decision
 from .objects import manifest_text, stored_object
 from .review import AdmissionRequest
 

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import FloatField, Func, QuerySet
+from django.db.models import FloatField, Func, QuerySet, TextField
+from django.db.models.functions import MD5, Cast
 
 from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, Namespace, State
@@ -85,7 +86,7 @@ class CycleCache:
     building it is most of a snapshot's per-job cost:
 
     - the PendingJob of each queued job (its parsed workload and pod groups), rebuilt only
-      when the row's priority, attempts or backoff change;
+      when the row's priority, attempts, backoff or workload (its digest) change;
     - the parsed workloads of the active (Released/Running) jobs;
     - what the leader has learned of run times and start estimates (predictions.Learning).
     """
@@ -116,6 +117,7 @@ class CycleCache:
             row["preempted_by_id"],
             preempting,
             row["predicted_duration_s"],
+            row["workload_digest"],
         )
 
     def fresh(self, row: Mapping[str, Any], *, drop_count: bool) -> bool:
@@ -215,6 +217,9 @@ _PENDING_FIELDS = (
     "prediction_source",
 )
 _PENDING_TIMES = ("submitted_at", "backoff_until", "eta", "eta_late", "eta_first_at", "eta_first_late")
+# A queued job's workload changes when its held object is edited (jobs/queued_edit.py): its
+# digest is part of the cached job's version, computed by the database for the rows read.
+_DIGEST = {"workload_digest": MD5(Cast("workload", TextField()))}
 FULL_READ_EVERY_S = 30.0  # the whole queue's versions read again (incremental reads between)
 
 
@@ -246,7 +251,7 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
     and picks up renamed namespaces. A queue of thousands costs what changed, not its length."""
     queued = Job.objects.filter(state=State.QUEUED)
     if connections[queued.db].vendor != "postgresql":
-        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES), None
+        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES, **_DIGEST), None
     now = time.monotonic()
     full = cache.horizon is None or now - cache.full_read_at >= FULL_READ_EVERY_S
     with connections[queued.db].cursor() as cursor:
@@ -263,7 +268,8 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
     fetched: dict[int, dict[str, Any]] = {}
     if changed:
         # Still Queued: a row that left the queue since the light query is not this cycle's.
-        for row in values_with_epochs(queued.filter(bulk.pk_among(changed)), _PENDING_FIELDS, _PENDING_TIMES):
+        changed_rows = queued.filter(bulk.pk_among(changed))
+        for row in values_with_epochs(changed_rows, _PENDING_FIELDS, _PENDING_TIMES, **_DIGEST):
             fetched[row["id"]] = row
     cache.horizon = horizon
     if not full:

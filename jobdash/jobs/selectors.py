@@ -6,7 +6,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet
 
 from .exceptions import NotFound
-from .models import ClusterState, Job, JobEvent, Namespace, Source, State
+from .models import ACTIVE_STATES, ClusterState, Job, JobEvent, Namespace, Source, State
 
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
@@ -90,6 +90,15 @@ def webhook_job_holding(namespace: str, name: str) -> Job | None:
         .filter(namespace__name=namespace, name=name, state=State.QUEUED, source=Source.WEBHOOK)
         .first()
     )
+
+
+def job_bound_to(namespace: str, name: str, job_id: int | None) -> Job | None:
+    """The job a cluster object namespace/name is bound to (with its namespace): the one its
+    jobdash.io/job-id label names (`job_id`), else the active job of that name."""
+    jobs = Job.objects.select_related("namespace").filter(namespace__name=namespace, name=name)
+    if job_id is not None:
+        return jobs.filter(pk=job_id).first()
+    return jobs.filter(state__in=ACTIVE_STATES).first()
 
 
 def job_events(job: Job) -> QuerySet[JobEvent]:

@@ -14,6 +14,9 @@ from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
 from .pod_groups import pod_group_join as pod_group_join
 from .priority import allowed_class, resolve_priority, validate_priority
+from .queued_edit import EditRuntimes as EditRuntimes
+from .queued_edit import QueuedEdit as QueuedEdit
+from .queued_edit import job_update_queued_manifest as job_update_queued_manifest
 from .signals import send_queue_changed
 from .submission import SYSTEM_ACTOR as SYSTEM_ACTOR
 from .submission import Submission as Submission

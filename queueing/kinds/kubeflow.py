@@ -86,6 +86,22 @@ class ReplicatedJobAdapter(TemplatesInObject):
                 found.append((canonical, template))
         return sorted(found, key=lambda pair: self.replica_types.index(pair[0]))
 
+    def elastic_range(self, obj: Mapping[str, Any]) -> Mapping[str, tuple[int, int, int]]:
+        """The Worker's (minReplicas, maxReplicas, replicas) of an elastic job, defaulted as
+        _elastic does; {} for a kind without elasticPolicy or a job without one (or whose
+        numbers are not whole: validate_and_build says so)."""
+        policy = read_path(obj, ("spec", "elasticPolicy"))
+        specs = read_path(obj, ("spec", self.replica_specs_field))
+        if not self.elastic or not isinstance(policy, Mapping) or not isinstance(specs, Mapping):
+            return {}
+        worker = specs.get("Worker")
+        replicas = worker.get("replicas", 1) if isinstance(worker, Mapping) else None
+        minimum, maximum = policy.get("minReplicas"), policy.get("maxReplicas")
+        if not all(value is None or type(value) is int for value in (replicas, minimum, maximum)):
+            return {}
+        replicas = 1 if replicas is None else replicas
+        return {"Worker": (*_elastic_bounds(minimum, maximum, replicas), replicas)}
+
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()
         meta = object_meta(manifest, problems)
@@ -178,8 +194,7 @@ class ReplicatedJobAdapter(TemplatesInObject):
             return pod_sets
         minimum = optional_int(policy, "minReplicas", here, problems)
         maximum = optional_int(policy, "maxReplicas", here, problems)
-        low = minimum if minimum is not None else maximum if maximum is not None else worker.count
-        high = maximum if maximum is not None else low
+        low, high = _elastic_bounds(minimum, maximum, worker.count)
         replicas_path = join(join(join("spec", self.replica_specs_field), written["Worker"]), "replicas")
         if low < 1:
             problems.add(join(here, "minReplicas"), f"must be at least 1, got {low}")
@@ -199,6 +214,12 @@ class ReplicatedJobAdapter(TemplatesInObject):
         if policy not in self.success_policies:
             allowed = " or ".join(repr(p) for p in self.success_policies)
             problems.add("spec.successPolicy", f"must be {allowed}, got {policy!r}")
+
+
+def _elastic_bounds(minimum: int | None, maximum: int | None, replicas: int) -> tuple[int, int]:
+    """The operator's defaulting: each bound defaults to the other, then to the replicas."""
+    low = minimum if minimum is not None else maximum if maximum is not None else replicas
+    return low, maximum if maximum is not None else low
 
 
 def run_policy(spec: Mapping[Any, Any], problems: Problems, managed_by: tuple[str, ...]) -> Mapping[Any, Any] | None:

@@ -81,3 +81,18 @@ def test_pending_rows_rebuild_only_the_jobs_that_changed(alice):
     assert again[a.pk] is not kept[a.pk] and again[a.pk].job.priority == 5
     services.job_cancel(job_id=b.pk, user=alice)
     assert [row.job.id for row in pending_rows(cache, release_mode="create")] == [a.pk]
+
+
+def test_an_edited_queued_manifest_reaches_the_leaders_cached_job(alice):
+    """The edit drops the stored prediction; the leader predicts again, maybe the same, and
+    must build the job from the workload it read again, not keep the one it held."""
+    a = submit(alice, "a")
+    cache = CycleCache()
+    first = {row.job.id: row for row in pending_rows(cache, release_mode="create")}[a.pk]
+    again = cache.learning.predict(first.job.workload, "team-a", "alice").median_s
+    Job.objects.filter(pk=a.pk).update(prediction_source="test", predicted_duration_s=again)
+    kept = {row.job.id: row for row in pending_rows(cache, release_mode="create")}[a.pk]
+    assert kept.job.workload.pods == 1
+    services.job_update_queued_manifest(job_id=a.pk, manifest=manifest("a", workers=3, cpu="1"), edited_by="alice")
+    edited = {row.job.id: row for row in pending_rows(cache, release_mode="create")}[a.pk]
+    assert edited.job.workload.pods == 3 and edited.job.demand["requests.cpu"] == 3000
