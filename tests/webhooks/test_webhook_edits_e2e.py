@@ -79,9 +79,13 @@ KINDS = {
 
 
 def test_every_registered_kind_is_covered_here():
+    from queueing.capabilities import objects_are_pods
     from queueing.workload import BY_KEY
 
-    assert {adapter.kind for adapter in BY_KEY.values()} == set(KINDS)
+    # A job of plain pods is left out: a pod's requests, node selector and affinity cannot be
+    # changed after creation at all, the API server refuses it (kubesim/podvalidation.py).
+    covered = {adapter.kind for adapter in BY_KEY.values() if not objects_are_pods(adapter)}
+    assert covered == set(KINDS)
 
 
 @pytest.fixture
