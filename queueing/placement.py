@@ -115,6 +115,7 @@ class JobPod:
     gated: bool = False  # still held by GATE
     node: str = ""  # the node it is bound to or selected for; "" for neither
     terminating: bool = False
+    ended: bool = False  # Succeeded or Failed: its slot is free for the pod that comes next
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
     not every kind numbers its pods as the planner does, and a pod may run where no slot
     is). Then each gated pod gets a free slot of its role: on the node it is already
     selected for if one is free there, else the one of its own index, else the lowest free
-    one, pods in index order. Terminating pods hold nothing and get nothing. The answer
+    one, pods in index order. Terminating and ended pods hold nothing and get nothing (a
+    batch Job's next wave, a restarted pod, takes the slot an ended one leaves). The answer
     does not depend on the order of either input."""
     free: dict[str, list[tuple[int, str]]] = {}
     for role, index, node in placement:
@@ -141,7 +143,7 @@ def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
     for slots in free.values():
         slots.sort()
     live = sorted(
-        (pod for pod in pods if not pod.terminating),
+        (pod for pod in pods if not pod.terminating and not pod.ended),
         key=lambda p: (p.name, p.role, p.index is None, p.index or 0, p.gated, p.node),
     )
     gated = [pod for pod in live if pod.gated]

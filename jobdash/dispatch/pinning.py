@@ -140,6 +140,7 @@ def pin(
                 gated=GATE in pod.gates,
                 node=pod.node_name or pod.selected_node or "",
                 terminating=pod.deleting,
+                ended=pod.terminated,
             )
             for pod in job_pods
         ]

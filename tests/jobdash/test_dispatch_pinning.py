@@ -240,3 +240,24 @@ def test_a_running_gang_that_loses_a_node_runs_on_inside_a_new_plan(user, sim, d
             break
     assert bound_as_planned(sim, job)
     assert not JobEvent.objects.filter(job=job, type="Requeued").exists()
+
+
+def test_a_batch_job_of_more_completions_than_parallelism_runs_every_wave_on_its_plan(user, sim, dispatcher, term):
+    """Its gang is its parallelism: the pods of the second wave come gated after the first
+    wave ended, and take the slots the ended pods left (held, they would wait for ever)."""
+    manifest = batch_job_manifest("waves", "team-a", parallelism=2, completions=4, **POD)
+    job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+    waves_bound = 0
+    for _ in range(40):
+        dispatcher.cycle(term)
+        row = Job.objects.get(pk=job.pk)
+        if row.state == State.RUNNING and bound_as_planned(sim, job):
+            waves_bound += 1
+        if row.state in (State.SUCCEEDED, State.FAILED):
+            break
+        step(dispatcher, sim)
+    row = Job.objects.get(pk=job.pk)
+    assert row.state == State.SUCCEEDED, (row.state, row.message)
+    made = [p for p in sim.cluster.pods("team-a") if "waves" in (p["metadata"].get("labels") or {}).values()]
+    assert len(made) == 4 and all(p["status"]["phase"] == "Succeeded" for p in made)
+    assert waves_bound >= 2  # each wave was seen running on the planned nodes

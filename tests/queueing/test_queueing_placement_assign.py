@@ -84,6 +84,15 @@ def test_terminating_pods_hold_nothing_and_get_nothing():
     assert result == Assignment({"new": "c"})
 
 
+def test_ended_pods_leave_their_slots_to_the_next_wave():
+    # a batch Job of 4 completions, 2 at a time: its first wave ended on a and b, its second
+    # comes gated and must get those slots (held, they would stay gated for ever)
+    plan = [("Worker", 0, "a"), ("Worker", 1, "b")]
+    ended = [JobPod(f"done-{i}", "worker", None, gated=False, node=n, ended=True) for i, n in enumerate("ab")]
+    result = assign(plan, [*ended, gated("next-0"), gated("next-1")])
+    assert result == Assignment({"next-0": "a", "next-1": "b"})
+
+
 def test_pods_beyond_the_plan_are_named_unassigned():
     pods = [gated("m", 0, role="master"), *[gated(f"w{i}", i) for i in range(6)]]
     result = assign(WORKERS, pods)
