@@ -3,6 +3,7 @@
 import functools
 import json
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,7 @@ from .gateway import (
     STALE_TERM_REASON,
     TERM_ANNOTATION,
     AlreadyExists,
+    ClusterEvent,
     Conflict,
     Fatal,
     Fenced,
@@ -28,12 +30,15 @@ from .gateway import (
     NotFound,
     ObjectKey,
     PodInfo,
+    QueuedEntry,
+    QueuedObject,
     Quota,
     QuotaExceeded,
     Transient,
     WatchEvent,
 )
 from .informer import Informer
+from .kube_queue import QueueObjects
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +129,15 @@ class KubeGateway:
             for key in kinds.keys()
         }
         self._informers.update(self._jobs)
+        # The waiting jobs' QueuedJobs: jobdash's own writes to them wake nobody; a deletion
+        # (someone leaving the queue with kubectl delete) wakes the leader like any change.
+        self._queue = QueueObjects(self._custom, self._core, self._call, self._write, self._send)
+        self._informers["queuedjob"] = Informer(
+            "queuedjob",
+            self._queue.lister,
+            convert.queued_object,
+            lambda kind, type_, ns, name: self._changed(kind, type_, ns, name) if type_ == "DELETED" else None,
+        )
 
     @classmethod
     def from_settings(cls, mode: str, kubeconfig: str | None = None, **options) -> "KubeGateway":
@@ -215,7 +229,26 @@ class KubeGateway:
     def informers(self) -> Mapping[str, Informer]:
         return self._informers
 
+    def queued_objects(self) -> list[QueuedObject] | None:
+        informer = self._informers["queuedjob"]
+        return informer.items() if informer.served and informer.synced.is_set() else None
+
     # --- writes ---
+
+    def create_queued(self, entry: QueuedEntry, term: int | None = None) -> QueuedObject:
+        return self._queue.create(entry, term)
+
+    def update_queued(self, namespace: str, name: str, status: Mapping[str, Any], term: int | None = None) -> None:
+        self._queue.update(namespace, name, status, term)
+
+    def delete_queued(self, namespace: str, name: str, resource_version: str, term: int | None = None) -> None:
+        self._queue.delete(namespace, name, resource_version, term)
+
+    def queued_gone(self, namespace: str, name: str) -> bool:
+        return self._queue.gone(namespace, name)
+
+    def record_event(self, event: ClusterEvent) -> None:
+        self._queue.record_event(event, socket.gethostname())
 
     def writes_while(self, leading: Callable[[], bool]) -> None:
         """From now on every write first asks `leading` (this process's leadership, by its own

@@ -16,6 +16,10 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 9. pin       - every gated pod of the active jobs, and of this cycle's releases whose pods
                exist already, is sent to its planned node (pinning.pin)
 10. publish  - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
+11. mirror   - each Queued job's QueuedJob object made, updated or deleted, a deleted one's
+               job cancelled (mirror.sync; at most `mirror_writes` writes a cycle)
+12. events   - the outbox's state changes sent as Kubernetes Events (cluster_events.send;
+               at most `events_per_cycle` a cycle)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
@@ -29,10 +33,10 @@ from django.conf import settings
 
 import queueing
 from jobdash import logs, metrics
-from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
+from jobdash.cluster.gateway import ClusterGateway, GatewayError, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import cycle_cache, pinning, preempt, publish, snapshot_phase, tracker, transitions
+from . import cluster_events, cycle_cache, mirror, pinning, preempt, publish, snapshot_phase, tracker, transitions
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
@@ -68,6 +72,8 @@ class DispatchSettings:
     preemption_limit: int | None = None  # times a job may be preempted before it is no victim any more
     pin: bool = True  # every pod to the node the planner chose (JOBDASH_PLACEMENT=gates)
     topology_levels: tuple[str, ...] = ()  # node labels, the widest first
+    mirror_writes: int = 200  # QueuedJob creates, updates and deletes a cycle
+    events_per_cycle: int = 200  # Kubernetes Events sent a cycle
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -87,6 +93,8 @@ class DispatchSettings:
             preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
             pin=settings.JOBDASH_PLACEMENT == "gates",
             topology_levels=settings.JOBDASH_TOPOLOGY_LEVELS,
+            mirror_writes=settings.JOBDASH_MIRROR_WRITES_PER_CYCLE,
+            events_per_cycle=settings.JOBDASH_EVENTS_PER_CYCLE,
         )
 
 
@@ -100,6 +108,8 @@ class CycleResult:
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
     preempted: int = 0  # victims told to leave this cycle
     pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
+    mirrored: dict = field(default_factory=dict)  # QueuedJob objects created, updated, ...
+    events: dict = field(default_factory=dict)  # Kubernetes Events sent, ...
 
 
 class Dispatcher:
@@ -319,6 +329,18 @@ class Dispatcher:
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
+        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent
+        pool = release_phase.sending_pool(config.concurrency)
+        try:
+            result.mirrored = mirror.sync(self.gateway, term=term, limit=config.mirror_writes, pool=pool)
+        except GatewayError as error:
+            log.warning("cycle: mirror: %s", error)
+        lap("mirror")
+        try:
+            result.events = cluster_events.send(self.gateway, limit=config.events_per_cycle, pool=pool)
+        except GatewayError as error:
+            log.warning("cycle: events: %s", error)
+        lap("events")
         metrics.observe_cycle(result.phases)
         Cycle.objects.create(
             started_at=started,
