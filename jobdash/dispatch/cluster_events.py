@@ -16,7 +16,7 @@ waits (at most RELEASE_WAIT_S) for the object its release is creating.
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from .mirror import API_VERSION as QUEUED_API_VERSION
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 30.0
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # JobEvent type -> (Event reason, Event type). The outbox holds only these (models.CLUSTER_EVENT_TYPES).
 REASONS: dict[str, tuple[str, str]] = {
@@ -94,12 +95,21 @@ def _ref(api_version: str, kind: str, namespace: str, name: str, uid: str) -> di
     return ref
 
 
+def event_name(about: str, row: Pending) -> str:
+    """As the API server's recorders name Events (the object's name and the time in hex
+    nanoseconds: a namespace's Events list in time order), made of the JobEvent alone (its
+    time, its id in the nanoseconds below the database's microseconds), so that a resend is
+    the same Event."""
+    micros = (row.at - EPOCH) // timedelta(microseconds=1)
+    stamp = micros * 1000 + row.event_id % 1000
+    return f"{about}.{stamp:x}"
+
+
 def event_of(row: Pending, about: dict[str, str]) -> gw.ClusterEvent:
     reason, type_ = REASONS[row.type]
     return gw.ClusterEvent(
         namespace=row.namespace,
-        # Named by the JobEvent: a resend is the same Event.
-        name=f"{about['name']}.jobdash-{row.event_id}",
+        name=event_name(about["name"], row),
         involved=about,
         reason=reason,
         message=row.message,

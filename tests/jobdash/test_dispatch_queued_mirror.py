@@ -176,7 +176,8 @@ def test_every_state_change_is_a_kubernetes_event_once(user, sim, gateway, term)
     dispatcher.cycle(term)
     assert not EventOutbox.objects.exists()
     events = [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["metadata"]["name"].startswith("story.")]
-    events.sort(key=lambda e: int(e["metadata"]["name"].rsplit("-", 1)[1]))
+    assert [e["metadata"]["name"] for e in events] == sorted(e["metadata"]["name"] for e in events)
+    events.sort(key=lambda e: int(e["metadata"]["name"].rsplit(".", 1)[1], 16))
     assert [e["reason"] for e in events] == ["Queued", "Released", "Running", "Succeeded"]
     job.refresh_from_db()
     changes = job.events.filter(type__in=CLUSTER_EVENT_TYPES).order_by("id")
