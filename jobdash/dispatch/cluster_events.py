@@ -58,6 +58,7 @@ class Pending:
     name: str
     api_version: str
     kind: str
+    kind_key: str
     object_uid: str
     state: str
     mirror: str | None
@@ -65,16 +66,16 @@ class Pending:
 
 def pending(limit: int) -> list[Pending]:
     fields = ("id", "event_id", "event__type", "event__message", "event__created_at", "event__job_id")
-    job = ("namespace__name", "name", "api_version", "kind", "object_uid", "state", "queued_mirror__name")
+    job = ("namespace__name", "name", "api_version", "kind", "kind_key", "object_uid", "state", "queued_mirror__name")
     rows = EventOutbox.objects.order_by("id").values_list(*fields, *(f"event__job__{f}" for f in job))[:limit]
     return [Pending(*row) for row in rows]
 
 
 def involved(
-    row: Pending, objects: dict[int, gw.JobObject], mirrors: dict[int, gw.QueuedObject]
+    gateway: gw.ClusterGateway, row: Pending, objects: dict[int, gw.JobObject], mirrors: dict[int, gw.QueuedObject]
 ) -> dict[str, str] | None:
     """What the Event is about; None: not yet (a release whose object is on its way)."""
-    obj = objects.get(row.job_id)
+    obj = objects.get(row.job_id) or _held(gateway, row)
     if obj is not None:
         return _ref(row.api_version, row.kind, row.namespace, obj.name, obj.uid)
     if row.object_uid and row.state in HAS_OBJECT:
@@ -86,6 +87,15 @@ def involved(
     if mirror is not None:
         return _ref(QUEUED_API_VERSION, "QueuedJob", row.namespace, mirror.name, mirror.uid)
     return _ref(QUEUED_API_VERSION, "QueuedJob", row.namespace, row.mirror or row.name, "")
+
+
+def _held(gateway: gw.ClusterGateway, row: Pending) -> gw.JobObject | None:
+    """A Queued job's object held in the cluster (webhook mode suspend): not yet labelled
+    with the job's id, found by its key; one carrying another job's id is not this job's."""
+    if row.state != "Queued":
+        return None
+    obj = gateway.job_object((row.kind_key, row.namespace, row.name))
+    return obj if obj is not None and not obj.deleting and obj.job_id in (None, row.job_id) else None
 
 
 def _ref(api_version: str, kind: str, namespace: str, name: str, uid: str) -> dict[str, str]:
@@ -131,7 +141,7 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
         if row.type not in REASONS:
             done.append(row.id)
             continue
-        about = involved(row, objects, mirrors)
+        about = involved(gateway, row, objects, mirrors)
         if about is None:
             counts["waiting"] += 1
             continue
