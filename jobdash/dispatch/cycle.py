@@ -126,6 +126,7 @@ class Dispatcher:
         self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
+        self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -332,7 +333,12 @@ class Dispatcher:
         # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent
         pool = release_phase.sending_pool(config.concurrency)
         try:
-            result.mirrored = mirror.sync(self.gateway, term=term, limit=config.mirror_writes, pool=pool)
+            moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
+            result.mirrored = mirror.sync(
+                self.gateway, term=term, limit=config.mirror_writes, pool=pool, moves_due=moves_due
+            )
+            if moves_due:
+                self._mirror_moves_at = time.monotonic()
         except GatewayError as error:
             log.warning("cycle: mirror: %s", error)
         lap("mirror")

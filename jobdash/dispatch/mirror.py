@@ -11,7 +11,10 @@ every cycle; the rest waits for the next one):
 3. Queued jobs without an object get one, the front of the queue first (then its row);
    an object found without its row (a leader stopped in between, or a new leader) is
    adopted, never made twice;
-4. objects whose status differs from the job's are patched, the front first.
+4. objects whose status differs from the job's are patched, the front first; beyond the
+   first FRONT jobs, a change of place or start range alone waits for the next round of
+   moves (every MOVES_INTERVAL_S; the objects written longest ago first, as many as the
+   cycle's writes allow), so a busy queue does not rewrite every object each cycle.
 Without the QueuedJob CRD in the cluster the phase does nothing.
 """
 
@@ -36,6 +39,11 @@ from . import transitions
 log = logging.getLogger(__name__)
 QUEUED_STATE = str(State.QUEUED)
 API_VERSION = "jobdash.io/v1alpha1"  # the QueuedJob's
+# One job starting moves every place behind it: places, start ranges and messages that only
+# moved are rewritten every cycle for the first FRONT jobs, beyond them every MOVES_INTERVAL_S.
+FRONT = 25
+MOVES_INTERVAL_S = 10.0
+MOVING = ("position", "likelyStart", "lateBound", "message")  # the message says the free room, the start
 
 
 @dataclass(frozen=True)
@@ -115,11 +123,34 @@ def _sort_out(
     return ours, leftovers, deleting
 
 
-def sync(gateway: gw.ClusterGateway, *, term: int | None, limit: int, pool: ThreadPoolExecutor) -> dict[str, int]:
+def _moved_only(current: Any, wanted: dict[str, Any]) -> bool:
+    """Only its place, start range or the message's details changed (what moves for the
+    whole queue when one job starts), not what it waits for (its reason)."""
+    now = {k: v for k, v in dict(current).items() if k not in MOVING}
+    return now == {k: v for k, v in wanted.items() if v is not None and k not in MOVING}
+
+
+def _written_order(obj: gw.QueuedObject) -> tuple[int, str]:
+    """Objects written longest ago first: a resourceVersion is the store's write counter
+    (etcd's revision), opaque to clients but in practice a growing integer."""
+    version = obj.resource_version
+    return (len(version), version) if version.isdigit() else (0, "")
+
+
+def sync(
+    gateway: gw.ClusterGateway,
+    *,
+    term: int | None,
+    limit: int,
+    pool: ThreadPoolExecutor,
+    moves_due: bool = True,
+) -> dict[str, int]:
+    """`moves_due`: a round of moves, the places and start ranges that only moved beyond
+    the FRONT of the queue (the caller says so every MOVES_INTERVAL_S)."""
     objects = gateway.queued_objects()
     if objects is None:
         return {}
-    counts = dict.fromkeys(("created", "updated", "deleted", "adopted", "cancelled", "deferred"), 0)
+    counts = dict.fromkeys(("created", "updated", "deleted", "adopted", "cancelled", "deferred", "later"), 0)
     waiting = waiting_jobs()
     queued = {job.id: job for job in waiting}
     ours, leftovers, deleting = _sort_out(objects, queued)
@@ -152,14 +183,26 @@ def sync(gateway: gw.ClusterGateway, *, term: int | None, limit: int, pool: Thre
             taken.add((job.namespace, name))
             writes.append(("created", partial(_create, gateway, job, name, term, created)))
 
-    # 4. what changed, the front of the queue first
+    # 4. what changed, the front of the queue first; places that only moved, beyond the
+    # front, in a round of moves, the longest unwritten first
+    moved: list[tuple[Waiting, gw.QueuedObject]] = []
     for job in waiting:
         mine = ours.get(job.id)
-        if mine is not None and _differs(mine.status, job.status):
-            if len(writes) >= limit:
-                counts["deferred"] += 1
-                continue
+        if mine is None or not _differs(mine.status, job.status):
+            continue
+        if (job.position or 0) > FRONT and _moved_only(mine.status, job.status):
+            moved.append((job, mine))
+        elif len(writes) < limit:
             writes.append(("updated", partial(gateway.update_queued, mine.namespace, mine.name, job.status, term)))
+        else:
+            counts["deferred"] += 1
+    if moves_due:
+        moved.sort(key=lambda pair: _written_order(pair[1]))
+        room = max(0, limit - len(writes))
+        for job, mine in moved[:room]:
+            writes.append(("updated", partial(gateway.update_queued, mine.namespace, mine.name, job.status, term)))
+        moved = moved[room:]
+    counts["later"] = len(moved)
 
     futures = [(what, pool.submit(write)) for what, write in writes]
     for what, future in futures:

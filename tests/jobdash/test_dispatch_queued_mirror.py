@@ -189,3 +189,24 @@ def test_every_state_change_is_a_kubernetes_event_once(user, sim, gateway, term)
     assert events[0]["involvedObject"]["kind"] == "QueuedJob"
     assert {e["involvedObject"]["kind"] for e in events[1:]} == {"TFJob"}
     assert {e["involvedObject"]["uid"] for e in events[1:]} == {job.object_uid}
+
+
+def test_places_that_only_moved_beyond_the_front_wait_for_a_round_of_moves(user, sim, gateway, term):
+    submit(user, "runs")
+    waiting = [submit(user, f"w-{i:02d}") for i in range(mirror.FRONT + 4)]
+    dispatcher = Dispatcher(gateway, settings())
+    assert dispatcher.cycle(term).mirrored == {"created": mirror.FRONT + 4}
+    synced(gateway, sim)
+    services.job_cancel(job_id=waiting[0].pk, user=user)  # from the web: every place behind moves up
+    result = dispatcher.cycle(term)
+    assert result.mirrored == {"deleted": 1, "updated": mirror.FRONT, "later": 3}
+    synced(gateway, sim)
+    objects = queued_objects(sim)
+    assert objects["w-01"]["status"]["position"] == 1
+    assert objects["w-28"]["status"]["position"] == mirror.FRONT + 4  # not yet: its old place
+    assert mirror.sync(gateway, term=term, limit=10, pool=sending_pool(2), moves_due=True) == {"updated": 3}
+    assert queued_objects(sim)["w-28"]["status"]["position"] == mirror.FRONT + 3
+    # The cancel from the web process is an Event too, sent by the leader, on the QueuedJob.
+    (cancelled,) = [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["reason"] == "Cancelled"]
+    assert cancelled["involvedObject"]["name"] == "w-00" and cancelled["type"] == "Warning"
+    assert cancelled["message"] == f"cancelled by {user.username}"
