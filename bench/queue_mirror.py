@@ -42,7 +42,9 @@ def main() -> None:
     args = parser.parse_args()
 
     stack.setup_django()
-    from jobdash.cluster.kube import KubeGateway, api_client
+    from django.conf import settings
+
+    from jobdash.cluster.factory import gateway_from_settings
     from jobdash.dispatch import transitions
     from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
     from jobdash.jobs.models import EventOutbox, QueuedMirror
@@ -61,7 +63,8 @@ def main() -> None:
         "kubelet": {"start_delay_seconds": 0.5},
     }
     with running_kubesim(config, manual_clock=True) as sim:
-        gateway = KubeGateway(api_client("kubeconfig", sim.kubeconfig_path))
+        settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
+        gateway = gateway_from_settings()
         gateway.start(timeout=30)
         try:
             manifests = [stack.tfjob_yaml(f"q-{i:04d}", NAMESPACE, "1", 1.0) for i in range(args.jobs)]

@@ -27,6 +27,7 @@ from .mirror import API_VERSION as QUEUED_API_VERSION
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 30.0
+STALE_S = 3600.0
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # JobEvent type -> (Event reason, Event type). The outbox holds only these (models.CLUSTER_EVENT_TYPES).
@@ -132,6 +133,11 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
     rows = pending(limit)
     if not rows:
         return {}
+    if timezone.now() - rows[0].at > timedelta(seconds=STALE_S):
+        # A cluster that refused them for an hour (unreachable): old news, not sent late.
+        dropped = EventOutbox.objects.filter(event__created_at__lt=timezone.now() - timedelta(seconds=STALE_S))
+        log.warning("events: %d older than %.0f s dropped unsent", dropped.delete()[0], STALE_S)
+        rows = pending(limit)
     objects = gateway.job_objects_of({row.job_id for row in rows})
     mirrors = {obj.job_id: obj for obj in gateway.queued_objects() or [] if obj.job_id is not None}
     done: list[int] = []

@@ -210,3 +210,27 @@ def test_places_that_only_moved_beyond_the_front_wait_for_a_round_of_moves(user,
     (cancelled,) = [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["reason"] == "Cancelled"]
     assert cancelled["involvedObject"]["name"] == "w-00" and cancelled["type"] == "Warning"
     assert cancelled["message"] == f"cancelled by {user.username}"
+
+
+def test_the_outbox_loses_nothing_across_leaders_and_a_resend_is_no_duplicate(user, sim, gateway, term):
+    submit(user, "runs")
+    waiting = submit(user, "waits")
+    services.job_cancel(job_id=waiting.pk, user=user)  # no leader has run a cycle yet
+    assert EventOutbox.objects.count() == 3  # two Submitted, one Cancelled: written with them
+    first = Dispatcher(gateway, settings(events_per_cycle=1)).cycle(term)
+    assert first.events == {"sent": 1} and EventOutbox.objects.count() == 3 - 1 + 1  # + the release's
+    # The leader stops; the next one sends the rest.
+    transitions.take_term(2, "another")
+    successor = start_gateway(sim)
+    try:
+        Dispatcher(successor, settings()).cycle(2)
+        assert not EventOutbox.objects.exists()
+        # A leader that stopped between sending and deleting leaves a row: its resend is the same Event.
+        sent = {e["metadata"]["name"] for e in sim.cluster.store.items(EVENTS, "team-a")}
+        EventOutbox.objects.create(event=waiting.events.get(type="Cancelled"))
+        assert Dispatcher(successor, settings()).cycle(2).events == {"sent": 1}
+    finally:
+        successor.stop()
+    assert {e["metadata"]["name"] for e in sim.cluster.store.items(EVENTS, "team-a")} == sent
+    reasons = sorted(e["reason"] for e in sim.cluster.store.items(EVENTS, "team-a"))
+    assert reasons == ["Cancelled", "Queued", "Queued", "Released"]
