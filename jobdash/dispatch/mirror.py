@@ -12,7 +12,7 @@ every cycle; the rest waits for the next one):
    an object found without its row (a leader stopped in between, or a new leader) is
    adopted, never made twice;
 4. objects whose status differs from the job's are patched, the front first; beyond the
-   first FRONT jobs, a change of place or start range alone waits for the next round of
+   first FRONT jobs, a change of place, start range or message alone (not of reason) waits for the next round of
    moves (every MOVES_INTERVAL_S; the objects written longest ago first, as many as the
    cycle's writes allow), so a busy queue does not rewrite every object each cycle.
 Without the QueuedJob CRD in the cluster the phase does nothing.
