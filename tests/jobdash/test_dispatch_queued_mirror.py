@@ -13,7 +13,7 @@ from jobdash.jobs.models import CLUSTER_EVENT_TYPES, EventOutbox, Job, QueuedMir
 from kubesim.resources import EVENTS, QUEUEDJOBS
 from tests.waiting import eventually
 
-from .dispatch_support import manifest, run_until, settings, start_gateway
+from .dispatch_support import create_namesake, manifest, run_until, settings, start_gateway
 
 pytestmark = pytest.mark.django_db
 GROUP, VERSION, PLURAL = "jobdash.io", "v1alpha1", "queuedjobs"
@@ -234,3 +234,15 @@ def test_the_outbox_loses_nothing_across_leaders_and_a_resend_is_no_duplicate(us
     assert {e["metadata"]["name"] for e in sim.cluster.store.items(EVENTS, "team-a")} == sent
     reasons = sorted(e["reason"] for e in sim.cluster.store.items(EVENTS, "team-a"))
     assert reasons == ["Cancelled", "Queued", "Queued", "Released"]
+
+
+def test_a_release_the_cluster_refuses_for_good_is_a_refused_warning(user, sim, gateway, term):
+    create_namesake(sim, "taken")  # a TFJob of that name jobdash did not make
+    job = submit(user, "taken", cpu="1")
+    Dispatcher(gateway, settings()).cycle(term)
+    job.refresh_from_db()
+    assert job.state == State.FAILED and job.events.filter(type="Refused").exists()
+    (refused,) = [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["reason"] == "Refused"]
+    assert refused["type"] == "Warning" and refused["message"] == job.message
+    # not about the namesake, which is not this job's: about the job's QueuedJob
+    assert (refused["involvedObject"]["kind"], refused["involvedObject"]["name"]) == ("QueuedJob", "taken")
