@@ -157,7 +157,7 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
             future.result()
             counts["sent"] += 1
             done.append(row.id)
-        except gw.Transient as error:  # kept for the next cycle
+        except (gw.Transient, gw.Fenced) as error:  # kept for the next cycle, or the next leader
             log.info("event %s of job %s: %s", row.type, row.job_id, error)
         except gw.GatewayError as error:  # refused for good (its namespace is gone, ...): dropped
             log.warning("event %s of job %s dropped: %s", row.type, row.job_id, error)
