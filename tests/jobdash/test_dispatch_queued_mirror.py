@@ -5,7 +5,7 @@ import pytest
 from kubernetes import client
 
 from jobdash.cluster.kube import KubeGateway, api_client
-from jobdash.dispatch import mirror, transitions
+from jobdash.dispatch import cluster_events, mirror, transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.release import sending_pool
 from jobdash.jobs import services
@@ -246,3 +246,14 @@ def test_a_release_the_cluster_refuses_for_good_is_a_refused_warning(user, sim, 
     assert refused["type"] == "Warning" and refused["message"] == job.message
     # not about the namesake, which is not this job's: about the job's QueuedJob
     assert (refused["involvedObject"]["kind"], refused["involvedObject"]["name"]) == ("QueuedJob", "taken")
+
+
+def test_a_leader_whose_lease_lapsed_keeps_its_outbox_for_the_next(user, sim, gateway, term):
+    submit(user, "kept")
+    gateway.writes_while(lambda: False)  # its leadership lapsed, by its own clock
+    assert cluster_events.send(gateway, limit=10, pool=sending_pool(2)) == {}
+    assert mirror.sync(gateway, term=term, limit=10, pool=sending_pool(2)) == {}
+    assert EventOutbox.objects.count() == 1 and not queued_objects(sim)
+    gateway.writes_while(lambda: True)
+    assert cluster_events.send(gateway, limit=10, pool=sending_pool(2)) == {"sent": 1}
+    assert not EventOutbox.objects.exists()
