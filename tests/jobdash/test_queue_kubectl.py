@@ -135,7 +135,7 @@ def until(dispatcher, sim, gateway, job: Job, wanted: str, steps: int = 60, seco
 def test_a_member_sees_the_queue_leaves_it_and_reads_each_jobs_story(world):
     sim, gateway, user, env = world
     alice = ("--context", "alice")
-    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=GRACE_S, pin=False), clock=ManualClock())
+    dispatcher = Dispatcher(gateway, settings(preemption_grace_s=GRACE_S), clock=ManualClock())
     # A job that runs to its end, so that the predictor learns a run time and later waits
     # get a start range.
     story = submit(user, "story", workers=1, cpu="2", duration=5)

@@ -282,7 +282,9 @@ def test_rbac_is_least_privilege():
         # what the dispatcher does to every managed kind's objects: create (release), watch,
         # patch (unsuspend, take back, the term stamp) and delete (start timeout, cancel)
         **{(group, plural): JOB_VERBS for group, _, plural in DEPLOYED_KINDS},
-        **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes", "pods")},
+        **{("", resource): ["get", "list", "watch"] for resource in ("resourcequotas", "nodes")},
+        # pods sent to their planned nodes (ungated), and those held on a failed node deleted
+        ("", "pods"): sorted(["get", "list", "watch", "patch", "delete"]),
         # a TrainJob's pods are its runtime's: read one by name, at submission
         ("trainer.kubeflow.org", "trainingruntimes"): ["get"],
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
