@@ -141,7 +141,8 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
     objects = gateway.job_objects_of({row.job_id for row in rows})
     mirrors = {obj.job_id: obj for obj in gateway.queued_objects() or [] if obj.job_id is not None}
     done: list[int] = []
-    counts = {"sent": 0, "waiting": 0, "dropped": 0}
+    counts = {"sent": 0, "waiting": 0, "kept": 0, "dropped": 0}
+    errors: list[str] = []
     sending = []
     for row in rows:
         if row.type not in REASONS:
@@ -158,10 +159,13 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
             counts["sent"] += 1
             done.append(row.id)
         except (gw.Transient, gw.Fenced) as error:  # kept for the next cycle, or the next leader
-            log.info("event %s of job %s: %s", row.type, row.job_id, error)
+            counts["kept"] += 1
+            errors.append(f"{row.type} of job {row.job_id}: {error}")
         except gw.GatewayError as error:  # refused for good (its namespace is gone, ...): dropped
-            log.warning("event %s of job %s dropped: %s", row.type, row.job_id, error)
             counts["dropped"] += 1
+            errors.append(f"{row.type} of job {row.job_id}: {error}")
             done.append(row.id)
+    if errors:  # one line a cycle, not one an event
+        log.warning("events: %d not sent (%d dropped), the first: %s", len(errors), counts["dropped"], errors[0])
     EventOutbox.objects.filter(id__in=done).delete()
     return {k: v for k, v in counts.items() if v}

@@ -127,6 +127,7 @@ class Dispatcher:
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
         self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
+        self._mirror_paused_until = float("-inf")  # the cluster refused QueuedJob writes: not before
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -333,12 +334,15 @@ class Dispatcher:
         # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent
         pool = release_phase.sending_pool(config.concurrency)
         try:
-            moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
-            result.mirrored = mirror.sync(
-                self.gateway, term=term, limit=config.mirror_writes, pool=pool, moves_due=moves_due
-            )
-            if moves_due:
-                self._mirror_moves_at = time.monotonic()
+            if time.monotonic() >= self._mirror_paused_until:
+                moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
+                result.mirrored = mirror.sync(
+                    self.gateway, term=term, limit=config.mirror_writes, pool=pool, moves_due=moves_due
+                )
+                if moves_due:
+                    self._mirror_moves_at = time.monotonic()
+                if result.mirrored.get("refused"):  # (a role without QueuedJobs): not each cycle
+                    self._mirror_paused_until = time.monotonic() + mirror.REFUSED_PAUSE_S
         except GatewayError as error:
             log.warning("cycle: mirror: %s", error)
         lap("mirror")

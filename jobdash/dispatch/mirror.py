@@ -43,6 +43,7 @@ API_VERSION = "jobdash.io/v1alpha1"  # the QueuedJob's
 # moved are rewritten every cycle for the first FRONT jobs, beyond them every MOVES_INTERVAL_S.
 FRONT = 25
 MOVES_INTERVAL_S = 10.0
+REFUSED_PAUSE_S = 60.0  # a cycle whose writes the cluster refused for good pauses the mirror
 MOVING = ("position", "likelyStart", "lateBound", "message")  # the message says the free room, the start
 
 
@@ -150,7 +151,8 @@ def sync(
     objects = gateway.queued_objects()
     if objects is None:
         return {}
-    counts = dict.fromkeys(("created", "updated", "deleted", "adopted", "cancelled", "deferred", "later"), 0)
+    kinds = ("created", "updated", "deleted", "adopted", "cancelled", "deferred", "later", "failed", "refused")
+    counts = dict.fromkeys(kinds, 0)
     waiting = waiting_jobs()
     queued = {job.id: job for job in waiting}
     ours, leftovers, deleting = _sort_out(objects, queued)
@@ -205,14 +207,21 @@ def sync(
     counts["later"] = len(moved)
 
     futures = [(what, pool.submit(write)) for what, write in writes]
+    errors: list[str] = []
     for what, future in futures:
         try:
             future.result()
             counts[what] += 1
         except gw.AlreadyExists as error:  # the name is another job's: the next cycle picks job-<id>
             log.info("queued object: %s", error)
-        except gw.GatewayError as error:
-            log.warning("queued object %s: %s", what, error)
+        except (gw.Transient, gw.Fenced, gw.Conflict) as error:  # the next cycle (or leader) tries again
+            counts["failed"] += 1
+            errors.append(f"{what}: {error}")
+        except gw.GatewayError as error:  # forbidden, invalid, no such namespace: not by retrying
+            counts["refused"] += 1
+            errors.append(f"{what}: {error}")
+    if errors:  # one line a cycle, not one a job
+        log.warning("queued objects: %d writes failed, the first: %s", len(errors), errors[0])
     rows = [QueuedMirror(job_id=job.id, name=obj.name) for job, obj in created]
     rows += [QueuedMirror(job_id=job.id, name=ours[job.id].name) for job in adopted]
     counts["adopted"] = len(adopted)

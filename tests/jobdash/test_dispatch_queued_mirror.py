@@ -11,9 +11,10 @@ from jobdash.dispatch.release import sending_pool
 from jobdash.jobs import services
 from jobdash.jobs.models import CLUSTER_EVENT_TYPES, EventOutbox, Job, QueuedMirror, State
 from kubesim.resources import EVENTS, QUEUEDJOBS
+from kubesim.testing import running_kubesim
 from tests.waiting import eventually
 
-from .dispatch_support import create_namesake, manifest, run_until, settings, start_gateway
+from .dispatch_support import JOBDASH, cluster_config, create_namesake, manifest, run_until, settings, start_gateway
 
 pytestmark = pytest.mark.django_db
 GROUP, VERSION, PLURAL = "jobdash.io", "v1alpha1", "queuedjobs"
@@ -251,9 +252,45 @@ def test_a_release_the_cluster_refuses_for_good_is_a_refused_warning(user, sim, 
 def test_a_leader_whose_lease_lapsed_keeps_its_outbox_for_the_next(user, sim, gateway, term):
     submit(user, "kept")
     gateway.writes_while(lambda: False)  # its leadership lapsed, by its own clock
-    assert cluster_events.send(gateway, limit=10, pool=sending_pool(2)) == {}
-    assert mirror.sync(gateway, term=term, limit=10, pool=sending_pool(2)) == {}
+    assert cluster_events.send(gateway, limit=10, pool=sending_pool(2)) == {"kept": 1}
+    assert mirror.sync(gateway, term=term, limit=10, pool=sending_pool(2)) == {"failed": 1}
     assert EventOutbox.objects.count() == 1 and not queued_objects(sim)
     gateway.writes_while(lambda: True)
     assert cluster_events.send(gateway, limit=10, pool=sending_pool(2)) == {"sent": 1}
     assert not EventOutbox.objects.exists()
+
+
+def test_a_cluster_that_refuses_queued_jobs_pauses_the_mirror(user, db, term):
+    """An operator who upgraded jobdash but not its ClusterRole: the writes are refused
+    (403), and the mirror does not ask again every cycle; the rest of the cycle goes on."""
+    rbac = "rbac.authorization.k8s.io"
+    groups = ["", "kubeflow.org", "batch", "jobset.x-k8s.io", "trainer.kubeflow.org", "scheduling.k8s.io"]
+    role = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "old-jobdash"},
+        "rules": [
+            {"apiGroups": groups, "resources": ["*"], "verbs": ["*"]},
+            {"apiGroups": ["jobdash.io"], "resources": ["queuedjobs"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+    binding = {
+        "apiVersion": f"{rbac}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "old-jobdash"},
+        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "old-jobdash"},
+        "subjects": [{"kind": "User", "name": JOBDASH, "apiGroup": rbac}],
+    }
+    with running_kubesim(cluster_config(rbac=True, objects=[role, binding]), manual_clock=True) as sim:
+        gateway = start_gateway(sim)
+        try:
+            submit(user, "runs")
+            waiting = submit(user, "waits")
+            dispatcher = Dispatcher(gateway, settings())
+            assert dispatcher.cycle(term).mirrored == {"refused": 1}
+            second = dispatcher.cycle(term)
+            assert second.mirrored == {} and "mirror" in second.phases
+            assert Job.objects.get(pk=waiting.pk).state == State.QUEUED and not queued_objects(sim)
+            assert Job.objects.get(name="runs").state == State.RELEASED
+        finally:
+            gateway.stop()
