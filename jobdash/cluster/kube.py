@@ -129,9 +129,9 @@ class KubeGateway:
             for key in kinds.keys()
         }
         self._informers.update(self._jobs)
-        # The waiting jobs' QueuedJobs: jobdash's own writes to them wake nobody; a deletion
-        # (someone leaving the queue with kubectl delete) wakes the leader like any change.
-        self._queue = QueueObjects(self._custom, self._core, self._call, self._write, self._send)
+        # The waiting jobs' QueuedJobs: jobdash's own creates and updates wake nobody; a
+        # deletion (someone leaving the queue with kubectl delete) wakes the leader.
+        self._queue = QueueObjects(self._custom, self._call, self._write, self._send)
         self._informers["queuedjob"] = Informer(
             "queuedjob",
             self._queue.lister,

@@ -1,5 +1,5 @@
 """The queue as cluster objects, for kube.py: the QueuedJob mirror's writes and jobdash's
-Kubernetes Events. The client's API objects and kube.py's call wrappers (retries, the
+Kubernetes Events. The client's API object and kube.py's call wrappers (retries, the
 leadership check before every write, errors translated) are handed in, so this module
 talks to the cluster only through them."""
 
@@ -46,17 +46,10 @@ def body(entry: QueuedEntry, term: int | None) -> dict[str, Any]:
 
 
 class QueueObjects:
-    def __init__(
-        self,
-        custom: Any,
-        core: Any,
-        call: Callable[..., Any],
-        write: Callable[..., Any],
-        send: Callable[..., Any],
-    ):
-        """`custom`, `core`: the client's CustomObjectsApi and CoreV1Api; `call`, `write`:
-        kube.py's read and write wrappers; `send`: its plain-JSON request (a merge patch)."""
-        self._custom, self._core = custom, core
+    def __init__(self, custom: Any, call: Callable[..., Any], write: Callable[..., Any], send: Callable[..., Any]):
+        """`custom`: the client's CustomObjectsApi; `call`, `write`: kube.py's read and write
+        wrappers; `send`: its plain-JSON request (POST, or PATCH as a merge patch)."""
+        self._custom = custom
         self._call, self._write, self._send = call, write, send
 
     def lister(self, **kwargs: Any) -> Any:
