@@ -17,6 +17,8 @@ QUEUED_LABEL = "jobdash.io/queued"
 TERM_ANNOTATION = "jobdash.io/term"
 # The reason the webhook gives for such a refusal, so the writer knows it was deposed.
 STALE_TERM_REASON = "StaleLeaderTerm"
+# jobdash's own QueuedJob (deploy/base/queuedjobs.yaml): a waiting job's place in the queue.
+QUEUED_GROUP, QUEUED_VERSION, QUEUED_PLURAL, QUEUED_KIND = "jobdash.io", "v1alpha1", "queuedjobs", "QueuedJob"
 # A job's key in the cluster: its kind ("<plural>.<group>", queueing's adapter key),
 # namespace and name. The same name may be used by two kinds.
 ObjectKey = tuple[str, str, str]

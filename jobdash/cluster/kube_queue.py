@@ -10,6 +10,10 @@ from . import convert
 from .gateway import (
     JOB_ID_LABEL,
     MANAGED_LABEL,
+    QUEUED_GROUP,
+    QUEUED_KIND,
+    QUEUED_PLURAL,
+    QUEUED_VERSION,
     TERM_ANNOTATION,
     AlreadyExists,
     ClusterEvent,
@@ -18,7 +22,7 @@ from .gateway import (
     QueuedObject,
 )
 
-GROUP, VERSION, PLURAL, KIND = "jobdash.io", "v1alpha1", "queuedjobs", "QueuedJob"
+GROUP, VERSION, PLURAL, KIND = QUEUED_GROUP, QUEUED_VERSION, QUEUED_PLURAL, QUEUED_KIND
 API_VERSION = f"{GROUP}/{VERSION}"
 REPORTER = "jobdash"
 

@@ -38,7 +38,7 @@ from . import transitions
 
 log = logging.getLogger(__name__)
 QUEUED_STATE = str(State.QUEUED)
-API_VERSION = "jobdash.io/v1alpha1"  # the QueuedJob's
+API_VERSION = f"{gw.QUEUED_GROUP}/{gw.QUEUED_VERSION}"  # the QueuedJob's
 # One job starting moves every place behind it: places, start ranges and messages that only
 # moved are rewritten every cycle for the first FRONT jobs, beyond them every MOVES_INTERVAL_S.
 FRONT = 25

@@ -228,6 +228,7 @@ def test_kustomize_builds_and_the_result_is_valid(overlay):
     assert monitoring == (["ServiceMonitor"] * 2 if overlay.endswith("monitoring") else [])
     for resource in built:
         cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration")
+        cluster_scoped += ("ValidatingWebhookConfiguration",)
         if resource["kind"] not in (*cluster_scoped, "CustomResourceDefinition"):
             assert resource["metadata"]["namespace"] == "jobdash"
     config = find(built, "ConfigMap", "jobdash")["data"]
