@@ -58,6 +58,7 @@ class EmbeddedStack:
             registration.admission_configuration(tls, tls / "apiserver.crt", tls / "apiserver.key")
         )
         config.objects.append(webhook)
+        config.objects.append(registration.queued_deletes_configuration((tls / "webhook.crt").read_bytes()))
         self.cluster = Cluster(config)
         self.server = KubesimServer(self.cluster, "127.0.0.1", 0, tls=(str(api_cert), str(api_key)))
         own = set(settings.JOBDASH_OWN_IDENTITIES)

@@ -4,24 +4,21 @@ QueuedJob, deleting it cancels the job, and its Queued Event is on its own objec
 the cluster holds one (suspend) or on its QueuedJob (deny: the create was refused). With
 the QueuedJob DELETE webhook registered, the cancel names who deleted it."""
 
-import base64
 import time
-from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.jobs.models import Job, State
 from kubesim.resources import EVENTS, QUEUEDJOBS
 from kubesim.testing import running_kubesim
+from webhooks import registration
 
 from .conftest import ALICE, JOBDASH, KATIB, trial_tfjob
 from .test_webhook_e2e import cluster_config, create, dispatcher, gateway, job, katib, refused, sim, team_a  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def queued_names(sim) -> set[str]:
@@ -83,20 +80,13 @@ def test_suspend_mode_a_held_trial_has_its_queued_job_object_too(settings, sim, 
     assert cancelled.state == State.CANCELLED and "deleted from the cluster" in cancelled.message
 
 
-def delete_hook(pki) -> dict:
-    """The shipped QueuedJob DELETE webhook, its caBundle as cert-manager injects it."""
-    documents = [d for d in yaml.safe_load_all((ROOT / "deploy/base/queuedjobs.yaml").read_text()) if d]
-    (hook,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
-    hook["metadata"].pop("annotations")
-    for entry in hook["webhooks"]:
-        entry["clientConfig"]["caBundle"] = base64.b64encode(pki.serving_ca.read_bytes()).decode()
-    return hook
-
-
 @pytest.fixture
 def sim_with_delete_hook(webhook_listener, webhook_pki, team_a):
     config = cluster_config(webhook_listener, webhook_pki)
-    config["objects"] = [*config["objects"], delete_hook(webhook_pki)]
+    config["objects"] = [
+        *config["objects"],
+        registration.queued_deletes_configuration(webhook_pki.serving_ca.read_bytes()),
+    ]
     with running_kubesim(config, manual_clock=True) as sim:
         yield sim
         assert sim.server.errors == []
