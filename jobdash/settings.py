@@ -196,6 +196,10 @@ JOBDASH_LEADER_LOCK_DELAY_SECONDS = env_number("JOBDASH_LEADER_LOCK_DELAY_SECOND
 CONSUL_HTTP_ADDR = os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500")
 JOBDASH_TICK_SECONDS = env_number("JOBDASH_TICK_SECONDS", 2.0, minimum=0.05)
 JOBDASH_STATUS_INTERVAL_SECONDS = env_number("JOBDASH_STATUS_INTERVAL_SECONDS", 3.0, minimum=0.0)
+# The leader's writes of the queue to the cluster a cycle: QueuedJob objects (creates,
+# updates, deletes; positions move every cycle) and Kubernetes Events.
+JOBDASH_MIRROR_WRITES_PER_CYCLE = env_number("JOBDASH_MIRROR_WRITES_PER_CYCLE", 200, minimum=0)
+JOBDASH_EVENTS_PER_CYCLE = env_number("JOBDASH_EVENTS_PER_CYCLE", 200, minimum=0)
 JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
 JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))

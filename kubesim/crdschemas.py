@@ -9,7 +9,7 @@ way controller-gen inlines them. Subtrees kubesim does not model are open object
 
 from __future__ import annotations
 
-from . import jobset, mpijob, trainer, trainingop
+from . import jobset, mpijob, queuedjob, trainer, trainingop
 
 CORE = "#/components/schemas/io.k8s.api.core.v1."
 OBJECT_META = {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
@@ -269,6 +269,31 @@ RUNTIME_SPEC = _obj(
     ["template"],
 )
 
+QUEUEDJOB = _kind(
+    "QueuedJob is a job waiting in jobdash's queue: its place, reason and likely start. Written by jobdash only.",
+    _obj(
+        "The jobdash job this object stands for.",
+        {
+            "jobId": _t("integer", "jobdash's id of the job.", "int64"),
+            "kind": _t("string", "The kind of the job's object (TFJob, Job, JobSet, ...)."),
+            "apiVersion": _t("string", "The apiVersion of the job's object."),
+            "name": _t("string", "The name of the job's object in this namespace."),
+        },
+        ["jobId", "kind", "name"],
+    ),
+    _obj(
+        "Where the job stands in jobdash's queue, as its page says.",
+        {
+            "state": _t("string", "The job's state in jobdash (Queued)."),
+            "position": _t("integer", "Its place in the queue: 1 goes first.", "int32"),
+            "reason": _t("string", "What it waits for (QuotaExceeded, NoNodeFits, ...)."),
+            "message": _t("string", "Why it waits, in words."),
+            "likelyStart": _t("string", "The likely start (calibrated forecast).", "date-time"),
+            "lateBound": _t("string", "The 90 % late bound of the start.", "date-time"),
+        },
+    ),
+)
+
 
 def crd_definition_name(group: str, kind: str) -> str:
     """A custom resource's definition name, as the API server names it (its group reversed)."""
@@ -280,6 +305,7 @@ CRD_SCHEMAS: dict[str, dict] = {
     crd_definition_name(mpijob.GROUP, mpijob.KIND): MPIJOB,
     crd_definition_name(jobset.GROUP, jobset.KIND): JOBSET,
     crd_definition_name(trainer.GROUP, trainer.KIND): TRAINJOB,
+    crd_definition_name(queuedjob.GROUP, queuedjob.KIND): QUEUEDJOB,
     crd_definition_name(trainer.GROUP, "TrainingRuntime"): _kind(
         "TrainingRuntime represents a training runtime.", RUNTIME_SPEC
     ),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from . import queuedjob
 from .resources import ALL, ResourceType
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -23,6 +24,7 @@ SHORT_NAMES: dict[tuple[str, str], list[str]] = {
     ("", "events"): ["ev"],
     ("", "services"): ["svc"],
     ("scheduling.k8s.io", "priorityclasses"): ["pc"],
+    (queuedjob.GROUP, queuedjob.PLURAL): queuedjob.SHORT_NAMES,
 }
 CATEGORIES: dict[tuple[str, str], list[str]] = {
     ("", "pods"): ["all"],
@@ -30,6 +32,7 @@ CATEGORIES: dict[tuple[str, str], list[str]] = {
     ("batch", "jobs"): ["all"],
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ["api-extensions"],
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ["api-extensions"],
+    (queuedjob.GROUP, queuedjob.PLURAL): queuedjob.CATEGORIES,
 }
 # Create-only resources answered without storage: (group, version, plural, kind, namespaced).
 REVIEWS = (

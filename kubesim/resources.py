@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import batchjob, jobset, mpijob, podvalidation, priorityclass, rbac, service, trainer, trainingop
+from . import batchjob, jobset, mpijob, podvalidation, priorityclass, queuedjob, rbac, service, trainer, trainingop
 from .validation import (  # noqa: F401  (some re-exported: kubesim.resources was their home)
     DNS1123_LABEL,
     DNS1123_SUBDOMAIN,
@@ -467,6 +467,16 @@ CLUSTERROLEBINDINGS = ResourceType(
     validate_update=rbac.validate_binding_update,
     name_pattern=PATH_SEGMENT,
 )
+# jobdash's own: a waiting job's place in its queue (no status subresource: only jobdash writes it).
+QUEUEDJOBS = ResourceType(
+    queuedjob.GROUP,
+    queuedjob.VERSION,
+    queuedjob.PLURAL,
+    queuedjob.KIND,
+    True,
+    unconditional_update=False,
+    validate=queuedjob.validate,
+)
 RBAC_TYPES = {rt.kind: rt for rt in (ROLES, CLUSTERROLES, ROLEBINDINGS, CLUSTERROLEBINDINGS)}
 
 ALL = (
@@ -488,6 +498,7 @@ ALL = (
     VALIDATING,
     LEASES,
     *RBAC_TYPES.values(),
+    QUEUEDJOBS,
 )
 # The job kinds: quota counts them (count/<plural>.<group>) and the audit records their creates.
 WORKLOADS = (*TRAINING_TYPES, MPIJOBS, JOBS, JOBSETS, TRAINJOBS)

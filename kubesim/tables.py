@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import service
+from . import queuedjob, service
 from .clock import parse_time
 
 NAME_DOC = "Name must be unique within a namespace."
@@ -296,8 +296,8 @@ def _condition_status(kind: str) -> Callable[[dict], object]:
     return read
 
 
-def _crd_printer(columns: list[tuple[str, str, str, Callable[[dict], object]]]):
-    """A CRD's additionalPrinterColumns: (name, type, description, value reader)."""
+def _crd_printer(columns: list[tuple[str, str, str, Callable[[dict], object]]], priorities: tuple[int, ...] = ()):
+    """A CRD's additionalPrinterColumns: (name, type, description, reader); priorities 0 or 1 (wide)."""
 
     def cells(obj: dict, now: float) -> list:
         row: list = [obj["metadata"]["name"]]
@@ -308,7 +308,10 @@ def _crd_printer(columns: list[tuple[str, str, str, Callable[[dict], object]]]):
             row.append(value)
         return row
 
-    definitions = [NAME] + [_col(name, ctype, description=doc) for name, ctype, doc, _read in columns]
+    priority = list(priorities) + [0] * (len(columns) - len(priorities))
+    definitions = [NAME] + [
+        _col(n, t, priority=p, description=d) for (n, t, d, _r), p in zip(columns, priority, strict=True)
+    ]
     return definitions, cells
 
 
@@ -326,6 +329,8 @@ JOBSET = _crd_printer(
         ("Age", "date", "Time this JobSet was created", _creation),
     ]
 )
+
+
 # A CRD without additionalPrinterColumns: the API server's default (Name, Created At -> Age).
 CRD_DEFAULT = _crd_printer([("Age", "date", AGE_DOC, _creation)])
 
@@ -464,6 +469,10 @@ PRINTERS: dict[tuple[str, str], tuple[list[dict], Callable[[dict, float], list]]
     ("kubeflow.org", "jaxjobs"): STATE_AGE,
     ("trainer.kubeflow.org", "trainjobs"): STATE_AGE,
     ("jobset.x-k8s.io", "jobsets"): JOBSET,
+    (queuedjob.GROUP, queuedjob.PLURAL): _crd_printer(
+        [(n, t, d, queuedjob.reader(path)) for n, t, path, d, _p in queuedjob.PRINTER_COLUMNS],
+        tuple(p for *_rest, p in queuedjob.PRINTER_COLUMNS),
+    ),
 }
 
 

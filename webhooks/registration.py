@@ -10,12 +10,17 @@ from pathlib import Path
 import yaml
 
 MANIFEST = Path(__file__).resolve().parents[1] / "deploy/base/webhook.yaml"
+QUEUEDJOBS_MANIFEST = MANIFEST.with_name("queuedjobs.yaml")
 
 
 def webhook_configuration(ca_pem: bytes | None = None) -> dict:
     """The MutatingWebhookConfiguration, its caBundle the serving certificate's CA (cert-manager's
     injection, done by hand; the annotation that asks for it dropped)."""
     (document,) = [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+    return _with_ca(document, ca_pem)
+
+
+def _with_ca(document: dict, ca_pem: bytes | None) -> dict:
     document = copy.deepcopy(document)
     document["metadata"].pop("annotations", None)
     if ca_pem is not None:
@@ -23,6 +28,14 @@ def webhook_configuration(ca_pem: bytes | None = None) -> dict:
         for hook in document["webhooks"]:
             hook["clientConfig"]["caBundle"] = bundle
     return document
+
+
+def queued_deletes_configuration(ca_pem: bytes | None = None) -> dict:
+    """The ValidatingWebhookConfiguration of QueuedJob deletes (deploy/base/queuedjobs.yaml),
+    registered the same way."""
+    documents = [d for d in yaml.safe_load_all(QUEUEDJOBS_MANIFEST.read_text()) if d]
+    (document,) = [d for d in documents if d["kind"] == "ValidatingWebhookConfiguration"]
+    return _with_ca(document, ca_pem)
 
 
 def service_key(document: dict) -> str:

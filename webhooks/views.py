@@ -17,9 +17,10 @@ from django.http import HttpRequest, HttpResponseNotAllowed, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from jobdash import metrics
+from jobdash.cluster.gateway import QUEUED_PLURAL
 from queueing.workload import BY_KEY
 
-from . import decide, review
+from . import decide, queued_deletes, review
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ def _managed_plurals() -> frozenset[str]:
 
 @csrf_exempt
 def admission(request: HttpRequest, plural: str):
+    if plural == QUEUED_PLURAL:
+        return _queued_delete(request)
     if plural not in _managed_plurals():
         return JsonResponse({"error": f"{plural!r} is not a kind jobdash manages"}, status=404)
     if request.method != "POST":
@@ -62,6 +65,22 @@ def admission(request: HttpRequest, plural: str):
             message=f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
         )
     metrics.observe_review(admission.kind, decision.allowed, time.perf_counter() - started)
+    return JsonResponse(review.response(admission.uid, **decision.response_fields()))
+
+
+def _queued_delete(request: HttpRequest):
+    """A QueuedJob's DELETE: who left the queue (queued_deletes.py); always allowed."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    try:
+        admission = review.parse(request.read(review.MAX_REVIEW_BYTES + 1))
+    except review.Malformed as error:
+        return JsonResponse({"error": f"not an AdmissionReview {review.API_VERSION}: {error}"}, status=400)
+    try:
+        decision = queued_deletes.decide(admission, own_identities=settings.JOBDASH_OWN_IDENTITIES)
+    except Exception:  # the dispatcher cancels it anyway, without the name: never block leaving
+        log.exception("webhook: the DELETE of QueuedJob %s/%s", admission.namespace, admission.name)
+        decision = decide.ALLOW
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
 
 

@@ -12,7 +12,7 @@ from queueing.topology import HOSTNAME
 from queueing.validation import Problems
 
 from . import kinds
-from .gateway import JOB_ID_LABEL, MANAGED_LABEL, TERM_ANNOTATION, JobObject, NodeInfo, PodInfo, Quota
+from .gateway import JOB_ID_LABEL, MANAGED_LABEL, TERM_ANNOTATION, JobObject, NodeInfo, PodInfo, QueuedObject, Quota
 
 _POD_LABELS = kinds.pod_labels()
 
@@ -112,6 +112,20 @@ def job_object(kind_key: str, obj: Mapping[str, Any]) -> JobObject:
         phase=status.phase,
         message=status.message,
         labels=labels,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def queued_object(obj: Mapping[str, Any]) -> QueuedObject:
+    meta = _meta(obj)
+    job_id = (meta.get("labels") or {}).get(JOB_ID_LABEL, "")
+    return QueuedObject(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        job_id=int(job_id) if job_id.isdigit() else None,
+        status=MappingProxyType(dict(obj.get("status") or {})),
+        resource_version=meta.get("resourceVersion", ""),
         deleting=bool(meta.get("deletionTimestamp")),
     )
 

@@ -17,6 +17,8 @@ QUEUED_LABEL = "jobdash.io/queued"
 TERM_ANNOTATION = "jobdash.io/term"
 # The reason the webhook gives for such a refusal, so the writer knows it was deposed.
 STALE_TERM_REASON = "StaleLeaderTerm"
+# jobdash's own QueuedJob (deploy/base/queuedjobs.yaml): a waiting job's place in the queue.
+QUEUED_GROUP, QUEUED_VERSION, QUEUED_PLURAL, QUEUED_KIND = "jobdash.io", "v1alpha1", "queuedjobs", "QueuedJob"
 # A job's key in the cluster: its kind ("<plural>.<group>", queueing's adapter key),
 # namespace and name. The same name may be used by two kinds.
 ObjectKey = tuple[str, str, str]
@@ -117,6 +119,45 @@ class JobObject:
 
 
 @dataclass(frozen=True)
+class QueuedObject:
+    """A QueuedJob (jobdash.io/v1alpha1) in the cluster: a waiting job's mirror."""
+
+    namespace: str
+    name: str
+    uid: str
+    job_id: int | None  # from the jobdash.io/job-id label
+    status: Mapping[str, Any]
+    resource_version: str
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class QueuedEntry:
+    """What a waiting job's QueuedJob says: spec (the job) and status (its place)."""
+
+    job_id: int
+    namespace: str
+    name: str  # the QueuedJob's own name
+    job_api_version: str
+    job_kind: str
+    job_name: str  # the name of the job's object
+    status: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """A core/v1 Event jobdash reports (reportingComponent jobdash)."""
+
+    namespace: str
+    name: str  # the Event's own name: the same for a retry, so a resend is no duplicate
+    involved: Mapping[str, str]  # apiVersion, kind, name, namespace[, uid]
+    reason: str
+    message: str
+    type: str  # Normal | Warning
+    at: str  # RFC 3339: first and last seen
+
+
+@dataclass(frozen=True)
 class WatchEvent:
     kind: str  # an adapter key for job objects, or "pod" | "quota" | "node"
     type: str  # ADDED | MODIFIED | DELETED | RELISTED
@@ -163,6 +204,17 @@ class ClusterGateway(Protocol):
     # a gated pod sent to `node` (its nodeSelector; None: wherever the scheduler puts it), `gate` removed
     def ungate_pod(self, pod: PodInfo, gate: str, node: str | None) -> None: ...
     def delete_pod(self, namespace: str, name: str) -> None: ...
+
+    # the waiting jobs' QueuedJob objects (watch cache); None while the cluster does not serve them
+    def queued_objects(self) -> list[QueuedObject] | None: ...
+    def create_queued(self, entry: QueuedEntry, term: int | None = None) -> QueuedObject: ...
+    def update_queued(self, namespace: str, name: str, status: Mapping[str, Any], term: int | None = None) -> None: ...
+    # deleted only if still at `resource_version` (a precondition); gone already is no error
+    def delete_queued(self, namespace: str, name: str, resource_version: str, term: int | None = None) -> None: ...
+    # straight from the API server: whether the object is gone (not the cache's lag)
+    def queued_gone(self, namespace: str, name: str) -> bool: ...
+    # a Kubernetes Event; one of that name existing already is no error (a resend)
+    def record_event(self, event: ClusterEvent) -> None: ...
 
     # from now on every write first asks `leading` (the process's leadership by its own clock)
     def writes_while(self, leading: Callable[[], bool]) -> None: ...

@@ -3,6 +3,7 @@
 import functools
 import json
 import logging
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -10,67 +11,33 @@ from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from . import convert, kinds, pod_jobs
 from .gateway import (
     JOB_ID_LABEL,
-    STALE_TERM_REASON,
     TERM_ANNOTATION,
     AlreadyExists,
+    ClusterEvent,
     Conflict,
-    Fatal,
     Fenced,
-    GatewayError,
     JobObject,
     NodeInfo,
     NotFound,
     ObjectKey,
     PodInfo,
+    QueuedEntry,
+    QueuedObject,
     Quota,
-    QuotaExceeded,
     Transient,
     WatchEvent,
 )
 from .informer import Informer
+from .kube_client import api_client, translate
+from .kube_queue import QueueObjects
 
 log = logging.getLogger(__name__)
-
-TRANSIENT_STATUSES = {0, 408, 429, 500, 502, 503, 504}
-
-
-def api_client(mode: str, kubeconfig: str | None = None) -> client.ApiClient:
-    """mode: `kubeconfig` (or `sim`: kubesim writes a kubeconfig) or `incluster`."""
-    configuration = client.Configuration()
-    if mode == "incluster":
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    # Watches hold connections for minutes; releases run concurrently beside them.
-    configuration.connection_pool_maxsize = 32
-    configuration.retries = False  # retries are ours, with backoff, in `_call`
-    return client.ApiClient(configuration)
-
-
-def translate(error: ApiException) -> GatewayError:
-    status = error.status or 0
-    try:
-        body = json.loads(error.body) if error.body else {}
-    except (TypeError, ValueError):
-        body = {}
-    message = body.get("message") or error.reason or str(error)
-    if status in TRANSIENT_STATUSES:
-        return Transient(f"{status}: {message}")
-    if status == 404:
-        return NotFound(message)
-    if status == 409:
-        return AlreadyExists(message) if body.get("reason") == "AlreadyExists" else Conflict(message)
-    if status == 403 and body.get("reason") == STALE_TERM_REASON:
-        return Fenced(message)
-    if status == 403 and "exceeded quota" in message:
-        return QuotaExceeded(message)
-    return Fatal(f"{status}: {message}")
 
 
 def _live_job_id(item: JobObject) -> int | None:
@@ -127,6 +94,15 @@ class KubeGateway:
             for key in kinds.object_keys()
         }
         self._informers.update(self._jobs)
+        # The waiting jobs' QueuedJobs: jobdash's own creates and updates wake nobody; a
+        # deletion (someone leaving the queue with kubectl delete) wakes the leader.
+        self._queue = QueueObjects(self._custom, self._call, self._write, self._send)
+        self._informers["queuedjob"] = Informer(
+            "queuedjob",
+            self._queue.lister,
+            convert.queued_object,
+            lambda kind, type_, ns, name: self._changed(kind, type_, ns, name) if type_ == "DELETED" else None,
+        )
 
     def _pod_job_id(self, pod: PodInfo) -> int | None:
         if pod.terminated or pod.deleting or not any(label in pod.labels for label in self._pod_kinds):
@@ -235,7 +211,26 @@ class KubeGateway:
     def informers(self) -> Mapping[str, Informer]:
         return self._informers
 
+    def queued_objects(self) -> list[QueuedObject] | None:
+        informer = self._informers["queuedjob"]
+        return informer.items() if informer.served and informer.synced.is_set() else None
+
     # --- writes ---
+
+    def create_queued(self, entry: QueuedEntry, term: int | None = None) -> QueuedObject:
+        return self._queue.create(entry, term)
+
+    def update_queued(self, namespace: str, name: str, status: Mapping[str, Any], term: int | None = None) -> None:
+        self._queue.update(namespace, name, status, term)
+
+    def delete_queued(self, namespace: str, name: str, resource_version: str, term: int | None = None) -> None:
+        self._queue.delete(namespace, name, resource_version, term)
+
+    def queued_gone(self, namespace: str, name: str) -> bool:
+        return self._queue.gone(namespace, name)
+
+    def record_event(self, event: ClusterEvent) -> None:
+        self._queue.record_event(event, socket.gethostname())
 
     def writes_while(self, leading: Callable[[], bool]) -> None:
         """From now on every write first asks `leading` (this process's leadership, by its own

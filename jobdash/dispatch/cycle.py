@@ -17,6 +17,10 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 9. pin       - every gated pod of the active jobs, and of this cycle's releases whose pods
                exist already, is sent to its planned node (pinning.pin)
 10. publish  - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
+11. mirror   - each Queued job's QueuedJob object made, updated or deleted, a deleted one's
+               job cancelled (mirror.sync; at most `mirror_writes` writes a cycle)
+12. events   - the outbox's state changes sent as Kubernetes Events (cluster_events.send;
+               at most `events_per_cycle` a cycle)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
@@ -30,10 +34,21 @@ from django.conf import settings
 
 import queueing
 from jobdash import logs, metrics
-from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
+from jobdash.cluster.gateway import ClusterGateway, GatewayError, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import cycle_cache, pinning, pod_groups, preempt, publish, snapshot_phase, tracker, transitions
+from . import (
+    cluster_events,
+    cycle_cache,
+    mirror,
+    pinning,
+    pod_groups,
+    preempt,
+    publish,
+    snapshot_phase,
+    tracker,
+    transitions,
+)
 from . import reconcile as reconcile_pass
 from . import release as release_phase
 from .active import ActiveJob
@@ -69,6 +84,8 @@ class DispatchSettings:
     preemption_limit: int | None = None  # times a job may be preempted before it is no victim any more
     pin: bool = True  # every pod to the node the planner chose (JOBDASH_PLACEMENT=gates)
     topology_levels: tuple[str, ...] = ()  # node labels, the widest first
+    mirror_writes: int = 200  # QueuedJob creates, updates and deletes a cycle
+    events_per_cycle: int = 200  # Kubernetes Events sent a cycle
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -88,6 +105,8 @@ class DispatchSettings:
             preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
             pin=settings.JOBDASH_PLACEMENT == "gates",
             topology_levels=settings.JOBDASH_TOPOLOGY_LEVELS,
+            mirror_writes=settings.JOBDASH_MIRROR_WRITES_PER_CYCLE,
+            events_per_cycle=settings.JOBDASH_EVENTS_PER_CYCLE,
         )
 
 
@@ -101,6 +120,8 @@ class CycleResult:
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
     preempted: int = 0  # victims told to leave this cycle
     pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
+    mirrored: dict = field(default_factory=dict)  # QueuedJob objects created, updated, ...
+    events: dict = field(default_factory=dict)  # Kubernetes Events sent, ...
 
 
 class Dispatcher:
@@ -117,6 +138,8 @@ class Dispatcher:
         self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
         self._cycles = 0
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
+        self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
+        self._mirror_paused_until = float("-inf")  # the cluster refused QueuedJob writes: not before
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -321,6 +344,26 @@ class Dispatcher:
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
+        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent
+        pool = release_phase.sending_pool(config.concurrency)
+        try:
+            if time.monotonic() >= self._mirror_paused_until:
+                moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
+                result.mirrored = mirror.sync(
+                    self.gateway, term=term, limit=config.mirror_writes, pool=pool, moves_due=moves_due
+                )
+                if moves_due:
+                    self._mirror_moves_at = time.monotonic()
+                if result.mirrored.get("refused"):  # (a role without QueuedJobs): not each cycle
+                    self._mirror_paused_until = time.monotonic() + mirror.REFUSED_PAUSE_S
+        except GatewayError as error:
+            log.warning("cycle: mirror: %s", error)
+        lap("mirror")
+        try:
+            result.events = cluster_events.send(self.gateway, limit=config.events_per_cycle, pool=pool)
+        except GatewayError as error:
+            log.warning("cycle: events: %s", error)
+        lap("events")
         metrics.observe_cycle(result.phases)
         Cycle.objects.create(
             started_at=started,

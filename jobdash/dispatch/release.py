@@ -87,7 +87,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None,
         )
         return "requeued"
     message = f"the cluster refused the job's object: {error}"
-    transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term, now=now)
+    transitions.fail(outcome.job_id, message, from_states=(State.RELEASED,), term=term, now=now, event="Refused")
     return "failed"
 
 

@@ -285,13 +285,15 @@ def fail(
     from_states=(State.QUEUED, State.RELEASED, State.RUNNING),
     term: int | None = None,
     now: datetime | None = None,
+    event: str = "Failed",
 ) -> bool:
+    """`event`: Refused when the cluster refused the job's object for good."""
     return _fenced_compare_and_set(
         job_id,
         term,
         from_states=from_states,
         to_state=State.FAILED,
-        event="Failed",
+        event=event,
         note=note,
         actor=DISPATCHER,
         now=now,

@@ -65,6 +65,7 @@ class EmbeddedStack:
         # Created with the cluster, as a fresh cluster's installer would: every start is a
         # new cluster, so there is nothing to reconcile with.
         config.objects += rbac.cluster_objects(rbac.MEMBERS)
+        config.objects.append(registration.queued_deletes_configuration((tls / "webhook.crt").read_bytes()))
         self.cluster = Cluster(config)
         self.server = KubesimServer(self.cluster, "127.0.0.1", 0, tls=(str(api_cert), str(api_key)))
         own = set(settings.JOBDASH_OWN_IDENTITIES)

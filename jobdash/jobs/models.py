@@ -302,3 +302,44 @@ class PodGroupMember(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class QueuedMirror(models.Model):
+    """A Queued job's QueuedJob object that the dispatcher created in the cluster (written by
+    the leader only). A row whose job is still Queued but whose object is gone means someone
+    deleted the object: the job is cancelled. The object is made before its row and the row
+    removed before its object, so a crash in between never reads as such a deletion."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, primary_key=True, related_name="queued_mirror")
+    name = models.CharField(max_length=253)  # the object's name, in the job's namespace
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"QueuedJob {self.name} of job {self.job_id}"
+
+
+# The JobEvent types told to the cluster as Kubernetes Events; a database trigger (migration
+# 0016) puts each such JobEvent in the EventOutbox in the JobEvent's own transaction.
+CLUSTER_EVENT_TYPES = (
+    "Submitted",
+    "Requeued",
+    "Released",
+    "Running",
+    "Preempted",
+    "Succeeded",
+    "Failed",
+    "Cancelled",
+    "Refused",
+)
+
+
+class EventOutbox(models.Model):
+    """JobEvents not yet sent to the cluster as Kubernetes Events. Filled by a trigger, so
+    every path that writes a JobEvent (a web process's cancel too) leaves one without
+    talking to the cluster; the leader sends them each cycle and deletes what it sent, so a
+    leader change loses nothing."""
+
+    event = models.OneToOneField(JobEvent, on_delete=models.CASCADE, related_name="outbox")
+
+    def __str__(self) -> str:
+        return f"to send: event {self.event_id}"

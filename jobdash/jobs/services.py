@@ -78,6 +78,19 @@ def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> boo
     return cancelled
 
 
+def job_cancel_queued_object_deleted(*, job_id: int, namespace: str, name: str, deleted_by: str = "") -> bool:
+    """The job's QueuedJob was deleted by someone else than jobdash (`kubectl delete
+    queuedjob`): leaving the queue in the cluster leaves it here too. `deleted_by`: the
+    cluster identity, when the webhook saw the DELETE (the dispatcher only sees it gone).
+    Returns whether it was cancelled (False when it left Queued meanwhile)."""
+    by = f"by {deleted_by}" if deleted_by else "from the cluster"
+    note = f"its QueuedJob {namespace}/{name} was deleted {by}: it left the queue"
+    cancelled = _cancel(job_id, note, deleted_by or "cluster", from_states=(State.QUEUED,))
+    if cancelled:
+        transaction.on_commit(send_queue_changed)
+    return cancelled
+
+
 def _cancel(job_id: int, note: str, actor: str, *, from_states) -> bool:
     return compare_and_set(
         job_id,

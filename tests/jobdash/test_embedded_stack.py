@@ -42,3 +42,28 @@ def test_a_job_a_member_creates_on_the_embedded_cluster_is_queued_and_runs(tmp_p
         eventually(lambda: Job.objects.get(pk=job.pk).state == State.SUCCEEDED, 30)
         created = [a for a in stack.cluster.audit if a["name"] == "from-kubectl" and a["outcome"] == "Created"]
         assert [a["user"] for a in created] == ["system:serviceaccount:jobdash:jobdash"]
+
+
+def test_a_member_sees_a_waiting_job_as_a_queued_job_and_leaves_the_queue_by_deleting_it(tmp_path):
+    for name in ("team-a", "team-b"):
+        Namespace.objects.create(name=name)
+    with EmbeddedStack(tmp_path, EMBEDDED, tick_seconds=0.2) as stack:
+        member = client.CustomObjectsApi(config.new_client_from_config(str(stack.people_kubeconfig)))
+        with pytest.raises(ApiException):  # queued by the webhook; 10,000 CPUs: it waits for good
+            member.create_namespaced_custom_object(
+                "kubeflow.org", "v1", "team-a", "tfjobs", tfjob_manifest("huge", "team-a", cpu="10000")
+            )
+        job = Job.objects.get(name="huge")
+
+        def mirrored():
+            listed = member.list_namespaced_custom_object("jobdash.io", "v1alpha1", "team-a", "queuedjobs")
+            return [o for o in listed["items"] if o["metadata"]["name"] == "huge" and "reason" in o["status"]]
+
+        (queued,) = eventually(mirrored, 10)
+        assert queued["spec"]["jobId"] == job.pk and queued["status"]["reason"].startswith("NeverFits")
+        member.delete_namespaced_custom_object("jobdash.io", "v1alpha1", "team-a", "queuedjobs", "huge")
+        job.refresh_from_db()
+        assert (job.state, job.message) == (
+            State.CANCELLED,
+            "its QueuedJob team-a/huge was deleted by demo: it left the queue",
+        )

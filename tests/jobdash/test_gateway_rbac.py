@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client
 
 from jobdash.cluster import kinds
+from jobdash.cluster.gateway import ClusterEvent, QueuedEntry
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.embedded.rbac import deploy_objects
 from kubesim.resources import PODS
@@ -39,6 +40,7 @@ CACHE_ONLY = {
     "job_objects_of",
     "live_job_ids",
     "changed_job_ids",
+    "queued_objects",
 }
 CALLED = {
     "read_job_object",
@@ -52,6 +54,11 @@ CALLED = {
     "delete_job_object",
     "ungate_pod",
     "delete_pod",
+    "create_queued",
+    "update_queued",
+    "queued_gone",
+    "record_event",
+    "delete_queued",
 }
 
 
@@ -121,6 +128,24 @@ def test_deploys_cluster_role_allows_every_gateway_call(sim):
         gateway.ungate_pod(pod, GATE, gateway.nodes()[0].name)
         assert not sim.cluster.store.get(PODS, "team-a", "gated")["spec"].get("schedulingGates")
         gateway.delete_pod("team-a", "gated")
+
+        # the queue as QueuedJob objects, and the Events that tell a job's story
+        entry = QueuedEntry(99, "team-a", "qj-rbac", "kubeflow.org/v1", "TFJob", "qj-rbac", {"state": "Queued"})
+        made = gateway.create_queued(entry, term=1)
+        gateway.update_queued("team-a", "qj-rbac", {"state": "Queued", "position": 2}, term=1)
+        assert not gateway.queued_gone("team-a", "qj-rbac")
+        involved = {"apiVersion": "jobdash.io/v1alpha1", "kind": "QueuedJob", "name": "qj-rbac", "namespace": "team-a"}
+        gateway.record_event(
+            ClusterEvent("team-a", "qj-rbac.1", involved, "Queued", "waits", "Normal", "2026-11-27T07:00:00Z")
+        )
+
+        def updated():
+            return next((o for o in gateway.queued_objects() or () if o.status.get("position") == 2), None)
+
+        eventually(lambda: updated() is not None, 10, "the QueuedJob's update never reached the watch")
+        assert made.name == "qj-rbac"
+        gateway.delete_queued("team-a", "qj-rbac", updated().resource_version, term=1)
+        assert gateway.queued_gone("team-a", "qj-rbac")
     finally:
         gateway.stop()
 

@@ -75,6 +75,7 @@ def test_health_version_and_discovery(conn):
         "scheduling.k8s.io",
         "rbac.authorization.k8s.io",
         "authorization.k8s.io",
+        "jobdash.io",
     }
     # Two versions in one group (the training-operator's v1, the MPI operator's v2beta1): GA preferred.
     assert [v["version"] for v in groups["kubeflow.org"]["versions"]] == ["v1", "v2beta1"]

@@ -234,7 +234,9 @@ def test_kustomize_builds_and_the_result_is_valid(overlay):
     monitoring = [r["kind"] for r in built if r["apiVersion"] == MONITORING]
     assert monitoring == (["ServiceMonitor"] * 2 if overlay.endswith("monitoring") else [])
     for resource in built:
-        if resource["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"):
+        cluster_scoped = ("Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration")
+        cluster_scoped += ("ValidatingWebhookConfiguration",)
+        if resource["kind"] not in (*cluster_scoped, "CustomResourceDefinition"):
             assert resource["metadata"]["namespace"] == "jobdash"
     config = find(built, "ConfigMap", "jobdash")["data"]
     modes = (config["JOBDASH_WEBHOOK_MODE"], config["JOBDASH_RELEASE_MODE"])
@@ -301,6 +303,13 @@ def test_rbac_is_least_privilege():
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
         # only to create a trial's job whose ownerReference blocks the Trial's deletion
         ("kubeflow.org", "trials/finalizers"): ["update"],
+    }
+    # people: see the queue with view, leave it (delete, which cancels) with edit; never write it
+    assert granted(find(resources, "ClusterRole", "jobdash-queuedjobs-view")) == {
+        ("jobdash.io", "queuedjobs"): ["get", "list", "watch"]
+    }
+    assert granted(find(resources, "ClusterRole", "jobdash-queuedjobs-edit")) == {
+        ("jobdash.io", "queuedjobs"): ["delete", "get", "list", "watch"]
     }
     binding = find(resources, "ClusterRoleBinding", "jobdash")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
