@@ -63,7 +63,11 @@ LAYERS: dict[str, frozenset[str]] = {
     # behind it, chosen by factory.py from the settings.
     "jobdash.cluster": frozenset({"queueing", "jobdash.cluster.kube", FRAMEWORKS, LIBRARIES}),
     # The only module that talks to a cluster: the official client behind the gateway.
-    "jobdash.cluster.kube": frozenset({"jobdash.cluster", "jobdash.cluster.informer", KUBERNETES, LIBRARIES}),
+    "jobdash.cluster.kube": frozenset(
+        {"jobdash.cluster", "jobdash.cluster.informer", "jobdash.cluster.kube_client", KUBERNETES, LIBRARIES}
+    ),
+    # kube.py's client set-up and its errors in the gateway's terms
+    "jobdash.cluster.kube_client": frozenset({"jobdash.cluster.gateway", KUBERNETES, LIBRARIES}),
     # kube.py's watch cache: it reads the raw watch stream of the list calls kube.py hands
     # it, with the client's line reader and its ApiException.
     "jobdash.cluster.informer": frozenset({KUBERNETES, LIBRARIES}),
@@ -160,7 +164,15 @@ ONLY: dict[str, set[str]] = {
     "kubesim.cluster": {"jobdash.embedded", "bench"},
     "webhooks.listener": {"jobdash.embedded"},
     # the client: kube.py (with its watch cache) in jobdash; kubesim and bench drive it
-    KUBERNETES: {"jobdash.cluster.kube", "jobdash.cluster.informer", "jobdash.embedded", "kubesim", "bench"},
+    KUBERNETES: {
+        "jobdash.cluster.kube",
+        "jobdash.cluster.kube_client",
+        "jobdash.cluster.informer",
+        "jobdash.embedded",
+        "kubesim",
+        "bench",
+    },
+    "jobdash.cluster.kube_client": {"jobdash.cluster.kube"},
     "jobdash.cluster.kube": {"jobdash.cluster", "jobdash.embedded"},
     # of jobs/, only the port reaches the cluster and the election
     "jobdash.cluster.runtimes": {"jobdash.jobs.cluster_port", "jobdash.cluster.kube", "jobdash.dispatch", "bench"},
