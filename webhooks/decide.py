@@ -54,6 +54,7 @@ from queueing.workload import JobAdapter, adapter_for
 from . import edits, pods
 from .decision import ALLOW as ALLOW
 from .decision import Decision as Decision
+from .decision import service_refusal
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
 
@@ -229,29 +230,8 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
         )
     except services.NamespaceNotManaged:
         return ALLOW
-    except InvalidInput as error:
-        return Decision(
-            allowed=False,
-            code=413 if error.status == 413 else 422,
-            reason="Invalid",
-            message=f"jobdash cannot queue {subject}: {error.message}",
-        )
-    except Forbidden as error:
-        # A priority class above the namespace's limit: the same rule as for a member.
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"jobdash cannot queue {subject}: {error.path}: {error.message}",
-        )
-    except ClusterUnavailable as error:
-        # What the job refers to (a TrainJob's runtime) could not be read: the creator retries.
-        return Decision(
-            allowed=False,
-            code=503,
-            reason="ServiceUnavailable",
-            message=f"jobdash cannot queue {subject} now: {error.path}: {error.message}",
-        )
+    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
+        return service_refusal(error, f"jobdash cannot queue {subject}")
     if created:
         log.info(
             "webhook: %s from %s queued as job %s (%s mode%s)",

@@ -1,9 +1,11 @@
-"""What the webhook answers to one AdmissionRequest (decide.py and edits.py make them)."""
+"""What the webhook answers to one AdmissionRequest (decide.py, edits.py and pods.py make them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,22 @@ class Decision:
 
 
 ALLOW = Decision(allowed=True)
+
+
+def refused(code: int, message: str, reason: str = "Invalid", job_id: int | None = None) -> Decision:
+    return Decision(allowed=False, code=code, reason=reason, message=message, job_id=job_id)
+
+
+def service_refusal(
+    error: InvalidInput | Forbidden | ClusterUnavailable, cannot: str, job_id: int | None = None
+) -> Decision:
+    """A service's refusal of what the request would store, as the webhook's answer; `cannot`
+    says what jobdash cannot do ("jobdash cannot queue TFJob team-a/x"). A field at fault is
+    422 (413: too large); a field above what the namespace allows, 403 (the same rule as for
+    a member); what the job refers to unreadable now (a TrainJob's runtime), 503: the
+    creator retries."""
+    if isinstance(error, InvalidInput):
+        return refused(413 if error.status == 413 else 422, f"{cannot}: {error.message}", job_id=job_id)
+    if isinstance(error, Forbidden):
+        return refused(403, f"{cannot}: {error.path}: {error.message}", "Forbidden", job_id)
+    return refused(503, f"{cannot} now: {error.path}: {error.message}", "ServiceUnavailable", job_id)

@@ -38,7 +38,7 @@ from queueing import capabilities, placement
 from queueing.demand_change import DemandChange, demand_change
 from queueing.workload import JobAdapter, read_path
 
-from .decision import ALLOW, Decision
+from .decision import ALLOW, Decision, service_refusal
 from .objects import manifest_text, stored_object, suspended, unsuspended
 from .review import AdmissionRequest
 
@@ -157,30 +157,9 @@ def _update_queued(
         edit = services.job_update_queued_manifest(
             job_id=job.pk, manifest=manifest, edited_by=who, note=str(change), dry_run=request.dry_run
         )
-    except InvalidInput as error:
-        return Decision(
-            allowed=False,
-            code=422,
-            reason="Invalid",
-            message=f"{subject} is held by jobdash job #{job.pk}, Queued, and jobdash cannot queue it as edited: "
-            f"{error.message}",
-            job_id=job.pk,
-        )
-    except Forbidden as error:
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"{subject} is held by jobdash job #{job.pk}: {error.path}: {error.message}",
-            job_id=job.pk,
-        )
-    except ClusterUnavailable as error:
-        return Decision(
-            allowed=False,
-            code=503,
-            reason="ServiceUnavailable",
-            message=f"jobdash cannot check the edit of {subject} now: {error.path}: {error.message}",
-            job_id=job.pk,
+    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
+        return service_refusal(
+            error, f"jobdash cannot queue {subject} as edited (held by jobdash job #{job.pk})", job.pk
         )
     except Conflict:
         # It left the queue since it was read: released meanwhile, so admitted.

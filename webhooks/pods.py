@@ -36,7 +36,7 @@ from queueing.placement import GATE
 from queueing.podspec import is_extended_resource
 from queueing.workload import JobAdapter, Workload, resource_key
 
-from .decision import ALLOW, Decision
+from .decision import ALLOW, Decision, refused, service_refusal
 from .objects import manifest_text, stored_object
 from .review import AdmissionRequest
 
@@ -76,10 +76,6 @@ def _asks_devices(obj: Mapping[str, Any]) -> bool:
                 if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):
                     return True
     return False
-
-
-def _refused(code: int, message: str, reason: str = "Invalid", job_id: int | None = None) -> Decision:
-    return Decision(allowed=False, code=code, reason=reason, message=message, job_id=job_id)
 
 
 def _gates(obj: Mapping[str, Any]) -> list[Any]:
@@ -123,7 +119,7 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         try:
             generated = assign_generated_name({"apiVersion": "v1", "kind": "Pod", "metadata": {**metadata, "name": ""}})
         except ManifestError as error:
-            return _refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
+            return refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
         request = _renamed(request, generated)
     stored = stored_object(request)
     name = stored["metadata"].get("name") or ""
@@ -131,7 +127,7 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     try:
         workload = adapter.validate_and_build(stored)
     except ManifestError as error:
-        return _refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
+        return refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
     group = workload.name
     try:
         job, created = services.job_submit_or_find(
@@ -144,17 +140,13 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         )
     except services.NamespaceNotManaged:
         return ALLOW
-    except InvalidInput as error:
-        return _refused(413 if error.status == 413 else 422, f"jobdash cannot queue {subject}: {error.message}")
-    except Forbidden as error:
-        return _refused(403, f"jobdash cannot queue {subject}: {error.path}: {error.message}", "Forbidden")
-    except ClusterUnavailable as error:
-        return _refused(503, f"jobdash cannot queue {subject} now: {error.message}", "ServiceUnavailable")
+    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
+        return service_refusal(error, f"jobdash cannot queue {subject}")
     if job is not None and not created:
         mismatch = _mismatch(job, workload, adapter)
         if mismatch is not None:
             code, message = mismatch
-            return _refused(code, f"jobdash cannot queue {subject} in pod group {group!r}: {message}", job_id=job.pk)
+            return refused(code, f"jobdash cannot queue {subject} in pod group {group!r}: {message}", job_id=job.pk)
     if job is None or request.dry_run:
         return Decision(
             allowed=True,
@@ -164,7 +156,7 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     try:
         members = services.pod_group_join(job_id=job.pk, pod=name, total=workload.pods)
     except InvalidInput as error:
-        return _refused(422, f"jobdash cannot queue {subject}: {error.message}", job_id=job.pk)
+        return refused(422, f"jobdash cannot queue {subject}: {error.message}", job_id=job.pk)
     log.info(
         "webhook: %s from %s queued in job %s (%d of %d)", subject, request.username, job.pk, members, workload.pods
     )
@@ -215,7 +207,7 @@ def _update(request: AdmissionRequest) -> Decision:
     if not gated or any(isinstance(g, dict) and g.get("name") == GATE for g in _gates(new)):
         return ALLOW
     job_id = _meta(old, "labels").get(JOB_ID_LABEL, "")
-    return _refused(
+    return refused(
         403,
         f"Pod {request.namespace}/{request.name} waits in jobdash's queue (job #{job_id or '?'}): only jobdash "
         f"lifts its scheduling gate {GATE}, when the whole group can start",
