@@ -5,6 +5,7 @@ from django.conf import settings as django_settings
 from hypothesis import settings
 
 from tests.examples import PROFILE
+from tests.jobdash.dispatch_support import start_gateway
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -43,3 +44,12 @@ settings.load_profile(PROFILE)
 # Test users' passwords hashed once, cheaply: PBKDF2's million rounds cost most of the set-up
 # of every test that creates a user with a password (login, admin, API tokens).
 django_settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def gateway(sim):
+    """jobdash's real gateway to the module's kubesim (its `sim` fixture), its watches
+    started; stopped after the test."""
+    gateway = start_gateway(sim)
+    yield gateway
+    gateway.stop()

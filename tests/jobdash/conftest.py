@@ -9,7 +9,7 @@ from jobdash.jobs.models import Namespace
 from kubesim.testing import running_kubesim
 from tests.consul_server import ConsulTestServer
 
-from .dispatch_support import cluster_config, start_gateway
+from .dispatch_support import cluster_config
 
 
 @pytest.fixture
@@ -93,13 +93,6 @@ def user(db):
 def sim():
     with running_kubesim(cluster_config(), manual_clock=True) as sim:
         yield sim
-
-
-@pytest.fixture
-def gateway(sim):
-    gateway = start_gateway(sim)
-    yield gateway
-    gateway.stop()
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from kubesim.testing import (
     xgboostjob_manifest,
 )
 from queueing.workload import adapter_for
-from tests.jobdash.dispatch_support import ManualClock, eventually, pods_seen, settings, start_gateway
+from tests.jobdash.dispatch_support import ManualClock, eventually, pods_seen, settings
 from tests.pki import with_webhook
 
 from .conftest import ALICE, JOBDASH
@@ -107,13 +107,6 @@ def sim(webhook_listener, webhook_pki, settings):
         settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
         yield sim
         assert sim.server.errors == []
-
-
-@pytest.fixture
-def gateway(sim):
-    gateway = start_gateway(sim)
-    yield gateway
-    gateway.stop()
 
 
 @pytest.fixture

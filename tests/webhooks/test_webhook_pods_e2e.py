@@ -63,13 +63,6 @@ def sim(webhook_listener, webhook_pki, team_a):
 
 
 @pytest.fixture
-def gateway(sim):
-    gateway = start_gateway(sim)
-    yield gateway
-    gateway.stop()
-
-
-@pytest.fixture
 def dispatcher(gateway):
     transitions.take_term(1, "test")
     return Dispatcher(gateway, settings(), clock=ManualClock())
