@@ -87,6 +87,10 @@ def involved(
     mirror = mirrors.get(row.job_id)
     if mirror is not None:
         return _ref(QUEUED_API_VERSION, "QueuedJob", row.namespace, mirror.name, mirror.uid)
+    if row.state == "Queued" and timezone.now() - row.at < timedelta(seconds=RELEASE_WAIT_S):
+        # Its QueuedJob is being made, or on its way through the watch: an Event without the
+        # object's uid is one `kubectl describe` does not show.
+        return None
     return _ref(QUEUED_API_VERSION, "QueuedJob", row.namespace, row.mirror or row.name, "")
 
 

@@ -178,7 +178,7 @@ def test_a_leader_paused_mid_release_creates_nothing_twice_when_it_wakes(
                     assert cursor.fetchone()[0] >= 1
             assert created_before_pause < len(jobs), "the pause came too late to mean anything"
             dispatchers.append(Process(command, env))
-            eventually(lambda: Fence.objects.get(id=1).term > old_term, 15)
+            eventually(lambda: Fence.objects.get(id=1).term > old_term, 30)  # a new process, under load
             # The new leader re-sends the stranded claims; then the user cancels three jobs.
             eventually(lambda: len(live_tfjobs(sim)) == len(jobs), 30)
             cancelled = jobs[-3:]
@@ -266,7 +266,7 @@ def test_a_leader_paused_mid_release_without_a_webhook_sends_at_most_one_create_
             old.popen.send_signal(signal.SIGSTOP)
             assert len(live_tfjobs(sim)) < len(jobs), "the pause came too late to mean anything"
             dispatchers.append(Process(command, env))
-            eventually(lambda: Fence.objects.get(id=1).term > old_term, 15)
+            eventually(lambda: Fence.objects.get(id=1).term > old_term, 30)  # a new process, under load
             eventually(lambda: len(live_tfjobs(sim)) == len(jobs), 30)
             cancelled = jobs[-3:]
             for job in cancelled:

@@ -168,9 +168,17 @@ def test_a_member_sees_the_queue_leaves_it_and_reads_each_jobs_story(world):
     wide = kubectl(env, *alice, "get", "qj", "waits", "-n", "team-a", "-o", "wide").stdout
     assert waits.message in wide
     assert "later" in kubectl(env, *alice, "get", "jobdash", "-n", "team-a").stdout  # the category
-    described = kubectl(env, *alice, "describe", "qj", "later", "-n", "team-a").stdout
-    events_part = described.split("Events:", 1)[1]
-    assert "Position:" in described and re.search(r"Normal\s+Queued\s+\S+\s+jobdash", events_part), described
+
+    def described() -> str:
+        step(dispatcher, sim, gateway)  # the Event goes once the QueuedJob is in the watch
+        return kubectl(env, *alice, "describe", "qj", "later", "-n", "team-a").stdout
+
+    said = ""
+    for _ in range(10):
+        said = described()
+        if re.search(r"Normal\s+Queued\s+\S+\s+jobdash", said.split("Events:", 1)[1]):
+            break
+    assert "Position:" in said and re.search(r"Normal\s+Queued\s+\S+\s+jobdash", said.split("Events:", 1)[1]), said
 
     # Not in team-b, and nobody but jobdash writes them.
     forbidden = kubectl(env, *alice, "get", "qj", "-n", "team-b", check=False)
