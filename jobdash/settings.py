@@ -200,6 +200,10 @@ JOBDASH_STATUS_INTERVAL_SECONDS = env_number("JOBDASH_STATUS_INTERVAL_SECONDS", 
 # updates, deletes; positions move every cycle) and Kubernetes Events.
 JOBDASH_MIRROR_WRITES_PER_CYCLE = env_number("JOBDASH_MIRROR_WRITES_PER_CYCLE", 200, minimum=0)
 JOBDASH_EVENTS_PER_CYCLE = env_number("JOBDASH_EVENTS_PER_CYCLE", 200, minimum=0)
+# Both together on average (a token bucket, as client-go's QPS and burst): the queue in the
+# cluster may lag behind a burst of submissions, admission never waits for it.
+JOBDASH_PUBLISH_QPS = env_number("JOBDASH_PUBLISH_QPS", 50.0, minimum=0.1)
+JOBDASH_PUBLISH_BURST = env_number("JOBDASH_PUBLISH_BURST", 100, minimum=1)
 JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
 JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))

@@ -173,3 +173,8 @@ def send(gateway: gw.ClusterGateway, *, limit: int, pool: ThreadPoolExecutor) ->
         log.warning("events: %d not sent (%d dropped), the first: %s", len(errors), counts["dropped"], errors[0])
     EventOutbox.objects.filter(id__in=done).delete()
     return {k: v for k, v in counts.items() if v}
+
+
+def writes(counts: dict[str, int]) -> int:
+    """The requests a send's counts stand for (what the write budget is charged)."""
+    return counts.get("sent", 0) + counts.get("dropped", 0)

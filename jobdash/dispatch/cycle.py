@@ -56,6 +56,7 @@ from .clock import Clock, WallClock
 from .collector import CollectorPause
 from .statuses import write_statuses
 from .table_stats import TableStatistics
+from .write_budget import WriteBudget
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -86,6 +87,8 @@ class DispatchSettings:
     topology_levels: tuple[str, ...] = ()  # node labels, the widest first
     mirror_writes: int = 200  # QueuedJob creates, updates and deletes a cycle
     events_per_cycle: int = 200  # Kubernetes Events sent a cycle
+    publish_qps: float = 50.0  # ... and both together, a second on average (write_budget)
+    publish_burst: int = 100
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -107,6 +110,8 @@ class DispatchSettings:
             topology_levels=settings.JOBDASH_TOPOLOGY_LEVELS,
             mirror_writes=settings.JOBDASH_MIRROR_WRITES_PER_CYCLE,
             events_per_cycle=settings.JOBDASH_EVENTS_PER_CYCLE,
+            publish_qps=settings.JOBDASH_PUBLISH_QPS,
+            publish_burst=settings.JOBDASH_PUBLISH_BURST,
         )
 
 
@@ -140,6 +145,7 @@ class Dispatcher:
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
         self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
         self._mirror_paused_until = float("-inf")  # the cluster refused QueuedJob writes: not before
+        self.publishing = WriteBudget(self.config.publish_qps, self.config.publish_burst)
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -344,14 +350,18 @@ class Dispatcher:
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
-        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent
+        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent. Both only
+        # with half the budget's burst in hand: a cycle a second or so under a burst of
+        # submissions, not a full read of the queue every cycle for a few writes.
         pool = release_phase.sending_pool(config.concurrency)
+        budget = self.publishing
+        batch = budget.refill(started) >= max(1, budget.burst // 2)
         try:
-            if time.monotonic() >= self._mirror_paused_until:
+            if batch and time.monotonic() >= self._mirror_paused_until:
                 moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
-                result.mirrored = mirror.sync(
-                    self.gateway, term=term, limit=config.mirror_writes, pool=pool, moves_due=moves_due
-                )
+                limit = min(config.mirror_writes, int(budget.tokens))
+                result.mirrored = mirror.sync(self.gateway, term=term, limit=limit, pool=pool, moves_due=moves_due)
+                budget.spend(mirror.writes(result.mirrored))
                 if moves_due:
                     self._mirror_moves_at = time.monotonic()
                 if result.mirrored.get("refused"):  # (a role without QueuedJobs): not each cycle
@@ -360,7 +370,10 @@ class Dispatcher:
             log.warning("cycle: mirror: %s", error)
         lap("mirror")
         try:
-            result.events = cluster_events.send(self.gateway, limit=config.events_per_cycle, pool=pool)
+            limit = min(config.events_per_cycle, int(budget.tokens))
+            if batch and limit:
+                result.events = cluster_events.send(self.gateway, limit=limit, pool=pool)
+                budget.spend(cluster_events.writes(result.events))
         except GatewayError as error:
             log.warning("cycle: events: %s", error)
         lap("events")

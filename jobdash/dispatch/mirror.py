@@ -248,3 +248,8 @@ def _cancel(job: Waiting, term: int | None) -> int:
     if cancelled:
         log.info("job %s cancelled: its QueuedJob was deleted", job.id, extra=logs.job(job.id, job.namespace))
     return int(cancelled)
+
+
+def writes(counts: dict[str, int]) -> int:
+    """The requests a sync's counts stand for (what the write budget is charged)."""
+    return sum(counts.get(what, 0) for what in ("created", "updated", "deleted", "failed", "refused", "cancelled"))

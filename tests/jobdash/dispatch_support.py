@@ -37,6 +37,9 @@ def settings(**overrides) -> DispatchSettings:
         max_attempts=3,
         backoff_s=0.0,
         concurrency=8,
+        # the queue in the cluster kept up to date every cycle (the budget's own tests lower it)
+        publish_qps=10_000.0,
+        publish_burst=10_000,
     )
     values.update(overrides)
     return DispatchSettings(**values)
