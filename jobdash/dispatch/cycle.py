@@ -56,7 +56,7 @@ from .clock import Clock, WallClock
 from .collector import CollectorPause
 from .statuses import write_statuses
 from .table_stats import TableStatistics
-from .write_budget import WriteBudget
+from .write_budget import PUBLISH_SHARE, WriteBudget
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -89,6 +89,7 @@ class DispatchSettings:
     events_per_cycle: int = 200  # Kubernetes Events sent a cycle
     publish_qps: float = 50.0  # ... and both together, a second on average (write_budget)
     publish_burst: int = 100
+    publish_share: float = PUBLISH_SHARE  # of the leader's time, at most, for both
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -146,6 +147,7 @@ class Dispatcher:
         self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
         self._mirror_paused_until = float("-inf")  # the cluster refused QueuedJob writes: not before
         self.publishing = WriteBudget(self.config.publish_qps, self.config.publish_burst)
+        self._publish_not_before = float("-inf")  # monotonic: the mirror's and events' next turn
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -355,7 +357,8 @@ class Dispatcher:
         # submissions, not a full read of the queue every cycle for a few writes.
         pool = release_phase.sending_pool(config.concurrency)
         budget = self.publishing
-        batch = budget.refill(started) >= max(1, budget.burst // 2)
+        publishing_from = time.monotonic()
+        batch = budget.refill(started) >= max(1, budget.burst // 2) and publishing_from >= self._publish_not_before
         try:
             if batch and time.monotonic() >= self._mirror_paused_until:
                 moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
@@ -377,6 +380,9 @@ class Dispatcher:
         except GatewayError as error:
             log.warning("cycle: events: %s", error)
         lap("events")
+        if batch:  # a long queue's read and compare: at most publish_share of the leader's time
+            spent = time.monotonic() - publishing_from
+            self._publish_not_before = time.monotonic() + spent * (1 / config.publish_share - 1)
         metrics.observe_cycle(result.phases)
         Cycle.objects.create(
             started_at=started,

@@ -7,6 +7,10 @@ of submissions, never the other way round."""
 from dataclasses import dataclass, field
 from datetime import datetime
 
+# ... and the share of the leader's time they may take: reading and comparing a queue of
+# thousands each cycle would slow admission down as much as the writes.
+PUBLISH_SHARE = 0.1
+
 
 @dataclass
 class WriteBudget:

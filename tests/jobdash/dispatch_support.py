@@ -40,6 +40,7 @@ def settings(**overrides) -> DispatchSettings:
         # the queue in the cluster kept up to date every cycle (the budget's own tests lower it)
         publish_qps=10_000.0,
         publish_burst=10_000,
+        publish_share=1.0,
     )
     values.update(overrides)
     return DispatchSettings(**values)

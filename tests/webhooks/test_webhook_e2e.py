@@ -13,11 +13,11 @@ from kubernetes.client.exceptions import ApiException
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.dispatch import transitions
-from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
+from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.resources import BY_API_VERSION_KIND
 from kubesim.testing import running_kubesim
-from tests.jobdash.dispatch_support import tf
+from tests.jobdash.dispatch_support import settings, tf
 from tests.pki import with_webhook
 
 from .conftest import ALICE, JOBDASH, KATIB, TRIAL_OWNER, katib_trial_job, trial_tfjob
@@ -73,18 +73,7 @@ def katib(sim):
 
 def dispatcher(gateway, release_mode: str) -> Dispatcher:
     transitions.take_term(1, "test")
-    return Dispatcher(
-        gateway,
-        DispatchSettings(
-            policy="priority",
-            release_mode=release_mode,
-            node_fit=True,
-            start_timeout_s=300.0,
-            max_attempts=3,
-            backoff_s=0.0,
-            concurrency=4,
-        ),
-    )
+    return Dispatcher(gateway, settings(release_mode=release_mode, concurrency=4))
 
 
 def create(api, body: dict, **kwargs) -> dict:
