@@ -26,6 +26,7 @@ __all__ = ["Client", "Job", "JobdashError", "FieldError", "FINISHED", "WaitTimeo
 
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 _ORDER = ("Queued", "Released", "Running")
+PAGE_SIZE = 500  # the server's largest: fewer requests for a long list
 
 
 @dataclass(frozen=True)
@@ -164,9 +165,18 @@ class Client:
     def events(self, job_id: int) -> list[dict]:
         return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
 
-    def jobs(self, namespace: str | None = None, state: str | None = None, kind: str | None = None) -> list[Job]:
-        params = {k: v for k, v in (("namespace", namespace), ("state", state), ("kind", kind)) if v}
-        return [Job.from_json(j) for j in self._pages("jobs/", params)]
+    def jobs(
+        self,
+        namespace: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        name_contains: str | None = None,
+    ) -> list[Job]:
+        """Every job you may see that matches: `name` exactly, `name_contains` a part of it in any case."""
+        given = {"namespace": namespace, "state": state, "kind": kind, "name": name, "name_contains": name_contains}
+        params = {k: v for k, v in given.items() if v}
+        return [Job.from_json(j) for j in self._pages("jobs/", {**params, "page_size": PAGE_SIZE})]
 
     def queue(self, namespace: str) -> list[Job]:
         """Pending jobs of a namespace in admission order."""

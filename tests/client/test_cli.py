@@ -86,6 +86,9 @@ def test_submit_list_describe_cancel(jobdash, tmp_path):
     )
     assert first["AGE"].endswith("s")
     assert jobdash("list", "-n", "team-b", check=0).stdout.strip() == "No jobs."
+    assert [row["NAME"] for row in columns(jobdash("list", "--name", "first", check=0).stdout)] == ["first"]
+    by_part = columns(jobdash("list", "--name-contains", "IRS", check=0).stdout)
+    assert [row["NAME"] for row in by_part] == ["first"]
 
     described = jobdash("describe", ids["first"], check=0).stdout
     assert "Name:" in described and "team-a/first" in described

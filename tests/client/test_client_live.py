@@ -35,6 +35,8 @@ def test_submit_a_path_text_or_dict(client):
 
     from_dict = client.submit(yaml.safe_load(manifest("from-dict")), namespace="team-a")
     assert {j.name for j in client.jobs(namespace="team-a")} == {"mnist-cpu", "from-text", "from-dict"}
+    assert [j.name for j in client.jobs(name="from-text")] == ["from-text"]
+    assert {j.name for j in client.jobs(name_contains="FROM-")} == {"from-text", "from-dict"}
     assert client.get(from_text.id).raw["manifest"] == manifest("from-text")
     assert from_dict.namespace == "team-a"
     assert [e["type"] for e in client.events(from_path.id)] == ["Submitted"]
