@@ -8,7 +8,7 @@ from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job, Namespace
-from jobdash_client import Client, JobdashError, WaitTimeout
+from jobdash_client import Client, JobdashError, Unreachable, WaitTimeout
 from kubesim.testing import running_kubesim
 from tests.client.support import give_a_late_estimate
 from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
@@ -107,12 +107,36 @@ def test_wait_follows_a_job_until_it_finishes(client):
             lines = []
             running = client.wait(job.id, until="Running", timeout=20, poll=0.1, progress=lines.append)
             assert running.state in ("Running", "Succeeded")
-            done = client.wait(job.id, timeout=20, poll=0.1, progress=lines.append)
+            done = client.wait(job.id, until="Succeeded", timeout=20, poll=0.1, progress=lines.append)
             assert done.state == "Succeeded"
             assert any("Running" in line for line in lines) and lines[-1].endswith("Succeeded")
         finally:
             loop.stop()
             gateway.stop()
+
+
+def test_wait_for_a_final_state_returns_the_job_however_it_ended(client):
+    job = client.submit(manifest("given-up"))
+    client.cancel(job.id)
+    ended = client.wait(job.id, until="Succeeded", timeout=5, poll=0.1, progress=lambda line: None)
+    assert ended.state == "Cancelled"  # it will never succeed: the caller checks the state
+    with pytest.raises(ValueError, match="until must be one of Released, Running, Succeeded"):
+        client.wait(job.id, until="Done")
+
+
+def test_a_server_that_does_not_answer_is_one_jobdash_error(client, live_server):
+    down = Client("http://127.0.0.1:1", "token", timeout=5)
+    with pytest.raises(Unreachable) as refused:
+        down.jobs()
+    assert isinstance(refused.value, JobdashError) and refused.value.status == 0
+    assert str(refused.value) == "cannot reach http://127.0.0.1:1: connection refused (is jobdash running there?)"
+    # TLS asked of a server that speaks plain HTTP: one sentence, no urllib3 chain.
+    plain = live_server.url.replace("http://", "https://")
+    with pytest.raises(Unreachable) as mismatch:
+        Client(plain, "token", timeout=5).get(1)
+    assert (
+        str(mismatch.value) == f"cannot reach {plain}: it does not speak TLS there (is the URL http://, not https://?)"
+    )
 
 
 def test_wait_times_out_with_the_job_attached(client):
