@@ -137,6 +137,19 @@ def test_a_server_that_does_not_answer_is_one_jobdash_error(client, live_server)
     assert (
         str(mismatch.value) == f"cannot reach {plain}: it does not speak TLS there (is the URL http://, not https://?)"
     )
+    # An HTTPS server (kubesim's, self-signed) asked with https:// and with http://.
+    with running_kubesim({"tls": True, "namespaces": [{"name": "team-a"}]}) as tls:
+        with pytest.raises(Unreachable) as untrusted:
+            Client(tls.url, "token", timeout=5).get(1)
+        assert str(untrusted.value) == (
+            f"cannot reach {tls.url}: its TLS certificate is not trusted here (self-signed, or another host's name?)"
+        )
+        plainly = tls.url.replace("https://", "http://")
+        with pytest.raises(Unreachable) as asked_plainly:
+            Client(plainly, "token", timeout=5).get(1)
+        assert str(asked_plainly.value) == (
+            f"cannot reach {plainly}: it closed the connection without answering (an https:// server asked with http://?)"
+        )
 
 
 def test_wait_times_out_with_the_job_attached(client):
