@@ -263,7 +263,7 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "jobdash.jobs.api.pagination.Pages",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "jobdash.jobs.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "jobdash.jobs.api.schema.JobdashAutoSchema",

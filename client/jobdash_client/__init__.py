@@ -22,10 +22,12 @@ from typing import Any, Union
 import requests
 import yaml
 
-__all__ = ["Client", "Job", "JobdashError", "FieldError", "FINISHED", "WaitTimeout"]
+__all__ = ["Client", "Job", "JobdashError", "FieldError", "FINISHED", "Unreachable", "WaitTimeout"]
 
 FINISHED = ("Succeeded", "Failed", "Cancelled")
+UNTIL = ("Released", "Running", *FINISHED, "finished")
 _ORDER = ("Queued", "Released", "Running")
+PAGE_SIZE = 500  # the server's largest: fewer requests for a long list
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class FieldError:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path or '(document)'}: {self.message}"
+        # No path: the problem is the request's or the whole manifest's, and its message says so.
+        return f"{self.path}: {self.message}" if self.path else self.message
 
 
 class JobdashError(Exception):
@@ -44,6 +47,17 @@ class JobdashError(Exception):
         self.status = status
         self.errors = errors
         super().__init__(f"HTTP {status}: " + "; ".join(str(e) for e in errors))
+
+
+class Unreachable(JobdashError):
+    """No answer from the server at all (refused, unknown host, TLS, timeout): `status` is 0."""
+
+    def __init__(self, server: str, problem: str):
+        self.server = server
+        self.problem = problem
+        self.status = 0
+        self.errors = [FieldError("", problem)]
+        Exception.__init__(self, f"cannot reach {server}: {problem}")
 
 
 class WaitTimeout(TimeoutError):
@@ -116,7 +130,8 @@ ManifestLike = Union[str, Path, Mapping[str, Any]]  # noqa: UP007
 
 class Client:
     def __init__(self, url: str, token: str, *, timeout: float = 30.0, session: requests.Session | None = None):
-        self.url = url.rstrip("/") + "/api/v1/"
+        self.server = url.rstrip("/")
+        self.url = self.server + "/api/v1/"
         self.timeout = timeout
         self.session = session or requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
@@ -164,9 +179,18 @@ class Client:
     def events(self, job_id: int) -> list[dict]:
         return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
 
-    def jobs(self, namespace: str | None = None, state: str | None = None, kind: str | None = None) -> list[Job]:
-        params = {k: v for k, v in (("namespace", namespace), ("state", state), ("kind", kind)) if v}
-        return [Job.from_json(j) for j in self._pages("jobs/", params)]
+    def jobs(
+        self,
+        namespace: str | None = None,
+        state: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        name_contains: str | None = None,
+    ) -> list[Job]:
+        """Every job you may see that matches: `name` exactly, `name_contains` a part of it in any case."""
+        given = {"namespace": namespace, "state": state, "kind": kind, "name": name, "name_contains": name_contains}
+        params = {k: v for k, v in given.items() if v}
+        return [Job.from_json(j) for j in self._pages("jobs/", {**params, "page_size": PAGE_SIZE})]
 
     def queue(self, namespace: str) -> list[Job]:
         """Pending jobs of a namespace in admission order."""
@@ -184,9 +208,10 @@ class Client:
         poll: float = 2.0,
         progress: Callable[[str], None] | None = None,
     ) -> Job:
-        """Block until the job is Running (or further), or `finished`; prints each change."""
-        if until not in ("Running", "Released", "finished"):
-            raise ValueError("until must be 'Released', 'Running' or 'finished'")
+        """Block until the job is `until` (Released, Running: or further), or finished; prints
+        each change. A job that ends is returned whatever `until` was: check its state."""
+        if until not in UNTIL:
+            raise ValueError(f"until must be one of {', '.join(UNTIL)}, not {until!r}")
         say = progress if progress is not None else (lambda line: print(line, file=sys.stderr))
         deadline = None if timeout is None else time.monotonic() + timeout
         last = None
@@ -205,7 +230,15 @@ class Client:
     # --- plumbing ---
 
     def _request(self, method: str, path: str, **kwargs) -> Any:
-        response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
+        return self._call(method, self.url + path, **kwargs)
+
+    def _call(self, method: str, url: str, **kwargs) -> Any:
+        try:
+            response = self.session.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.Timeout:
+            raise Unreachable(self.server, f"no answer within {self.timeout:g}s") from None
+        except requests.ConnectionError as error:
+            raise Unreachable(self.server, _connection_problem(error)) from None
         if response.status_code >= 400:
             raise JobdashError(response.status_code, _errors(response))
         return response.json()
@@ -216,18 +249,33 @@ class Client:
             yield from page["results"]
             if not page.get("next"):
                 return
-            response = self.session.get(page["next"], timeout=self.timeout)
-            if response.status_code >= 400:
-                raise JobdashError(response.status_code, _errors(response))
-            page = response.json()
+            page = self._call("GET", page["next"])
 
 
 def _reached(job: Job, until: str) -> bool:
     if job.finished:
         return True  # nothing more will happen
-    if until == "finished":
+    if until == "finished" or until in FINISHED:
         return False
     return _ORDER.index(job.state) >= _ORDER.index(until)
+
+
+def _connection_problem(error: requests.ConnectionError) -> str:
+    """One plain sentence for why no answer came, instead of urllib3's chain of wrappers."""
+    text = str(error)
+    if isinstance(error, requests.exceptions.SSLError):
+        if "CERTIFICATE_VERIFY_FAILED" in text:
+            return "its TLS certificate is not trusted here (self-signed, or another host's name?)"
+        if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text or "unknown protocol" in text:
+            return "it does not speak TLS there (is the URL http://, not https://?)"
+        return "the TLS handshake failed (is the URL's scheme and host right?)"
+    if "Connection refused" in text:
+        return "connection refused (is jobdash running there?)"
+    if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+        return "unknown host"
+    if "RemoteDisconnected" in text or "Connection aborted" in text:
+        return "it closed the connection without answering (an https:// server asked with http://?)"
+    return text.splitlines()[0][:200]
 
 
 def _start_range(likely: str, late: str | None) -> str:

@@ -16,12 +16,12 @@ from typing import Any
 import requests
 import yaml
 
-from . import FINISHED, Client, FieldError, Job, JobdashError, WaitTimeout
+from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
 STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
-WAIT_FOR = ("Released", "Running", "Succeeded", "Failed", "Cancelled", "finished")
+WAIT_FOR = UNTIL
 # wait's exit codes: reached, ended in another final state, timed out; and any error.
 REACHED, OTHER_END, TIMED_OUT, WAIT_ERROR = 0, 1, 2, 3
 
@@ -35,16 +35,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     error_code = WAIT_ERROR if args.command == "wait" else 1
     try:
         return int(args.run(args))
-    except (Failure, ConfigError) as error:
+    except BrokenPipeError:
+        return _reader_gone()
+    except (Failure, ConfigError, Unreachable) as error:
         _say(str(error))
     except JobdashError as error:
         _say(_refused(error, getattr(args, "subject", "")))
     except requests.exceptions.JSONDecodeError as error:  # a 2xx answer that is not JSON
         _say(f"{_server(args)} did not answer as jobdash's API does ({error}); is the server URL right?")
-    except requests.ConnectionError as error:
-        _say(f"cannot connect to {_server(args)}: {_connection_problem(error)}")
-    except requests.Timeout:
-        _say(f"{_server(args)} did not answer in time")
     except requests.RequestException as error:
         _say(f"request to {_server(args)} failed: {error}")
     except KeyboardInterrupt:
@@ -115,7 +113,9 @@ def _located(problem: FieldError | None, labels: list[str]) -> tuple[str, str]:
 
 
 def list_jobs(args: argparse.Namespace) -> int:
-    jobs = _client(args).jobs(namespace=args.namespace, state=args.state, kind=args.kind)
+    jobs = _client(args).jobs(
+        namespace=args.namespace, state=args.state, kind=args.kind, name=args.name, name_contains=args.name_contains
+    )
     _show(args, out.to_data(jobs), lambda: out.job_rows(jobs) if jobs else "No jobs.")
     return 0
 
@@ -151,7 +151,7 @@ def cancel(args: argparse.Namespace) -> int:
 
 def wait(args: argparse.Namespace) -> int:
     args.subject = f"job {args.id}"
-    until = args.state if args.state in ("Released", "Running") else "finished"
+    until = args.state
     progress = (lambda line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         job = _client(args).wait(args.id, until, timeout=args.timeout, poll=args.poll, progress=progress)
@@ -177,11 +177,12 @@ def watch(args: argparse.Namespace) -> int:
                 shown = out.dump(out.to_data(jobs), args.output) if args.output else None
                 if shown is None:
                     shown = out.queue_rows(jobs, namespaces=not args.namespace)
-                    shown = f"{out.banner(what, args.interval)}\n\n{shown}"
+                    shown = f"{out.banner(what, None if args.once else args.interval)}\n\n{shown}"
             except (requests.RequestException, JobdashError) as error:
                 if first:
                     raise
-                shown = f"{out.banner(what, args.interval)}\n\nerror: {_refused(error, '') if isinstance(error, JobdashError) else error}"
+                problem = error if isinstance(error, (Unreachable, requests.RequestException)) else _refused(error, "")
+                shown = f"{out.banner(what, args.interval)}\n\nerror: {problem}"
             first = False
             if args.output == "yaml" and not args.once:
                 shown = "---\n" + shown
@@ -266,13 +267,13 @@ def _refused(error: JobdashError, subject: str) -> str:
     return f"{about}refused (HTTP {error.status}){': ' + detail if detail else ''}"
 
 
-def _connection_problem(error: requests.ConnectionError) -> str:
-    text = str(error)
-    if "Connection refused" in text:
-        return "connection refused (is jobdash running there?)"
-    if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-        return "unknown host"
-    return text.splitlines()[0][:200]
+def _reader_gone() -> int:
+    """`jobdash ... | head`: the reader left, which is no error of ours. Later writes (the
+    interpreter's last flush) go nowhere instead of raising again; 141 is what a command
+    killed by SIGPIPE exits with."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 def _say(message: str) -> None:
@@ -337,6 +338,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("-n", "--namespace")
     sub.add_argument("--state", type=lambda t: _state(t, STATES), metavar="|".join(STATES))
     sub.add_argument("--kind", help="e.g. TFJob, PyTorchJob")
+    sub.add_argument("--name", help="the job's name, exactly")
+    sub.add_argument("--name-contains", metavar="PART", help="a part of the name, any case")
 
     sub = command("queue", queue, "a namespace's waiting jobs in admission order, with their start ranges", output)
     sub.add_argument("namespace", metavar="NS")

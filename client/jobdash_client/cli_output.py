@@ -184,8 +184,10 @@ def _run_time(job: Job) -> str:
     return shown + (f" (from {job.prediction_source} history)" if job.prediction_source else "")
 
 
-def banner(what: str, interval: float) -> str:
-    return f"Every {interval:g}s: {what}   {_now():%Y-%m-%d %H:%M:%S} UTC"
+def banner(what: str, interval: float | None) -> str:
+    """What is shown and when; "Every 5s" only when it will be shown again (None: once)."""
+    every = f"Every {interval:g}s: " if interval is not None else ""
+    return f"{every}{what}   {_now():%Y-%m-%d %H:%M:%S} UTC"
 
 
 def to_data(jobs: Job | Iterable[Job]) -> Any:

@@ -14,6 +14,7 @@ ClusterRole and no more (rbac.py).
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -81,6 +82,13 @@ class EmbeddedStack:
         self.gateway.start(on_event=self.loop.on_cluster_event, timeout=30)
         self.loop.start()
         return self
+
+    def member_command(self, manifest: str = "examples/<any>.yaml") -> str:
+        """What `make run` tells a person to type to create a job as the demo member. kubectl's
+        own validation stays on: kubesim serves the OpenAPI schemas it checks against."""
+        return shlex.join(
+            ["kubectl", "--kubeconfig", str(self.people_kubeconfig), "-n", "team-a", "create", "-f", manifest]
+        )
 
     def stop(self) -> None:
         self.loop.stop()

@@ -43,7 +43,8 @@ class JobdashError(Exception):
 
 class InvalidInput(JobdashError):
     def __init__(self, problems: list[FieldProblem], *, too_large: bool = False):
-        super().__init__("; ".join(f"{p.path or '(document)'}: {p.message}" for p in problems))
+        # A problem of the whole manifest or request has no path: its message alone says it.
+        super().__init__("; ".join(f"{p.path}: {p.message}" if p.path else p.message for p in problems))
         self.found = problems
         self.status = 413 if too_large else 400
 

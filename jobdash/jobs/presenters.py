@@ -274,11 +274,22 @@ def cluster_page(overview: dict) -> dict:
 
 
 def clock(moment: datetime | None, now: datetime) -> str:
-    """A time of day, with the date when it is not today's: "14:20", "Nov 25 09:05"."""
+    """A time of day, with the date when it is not today's: "14:20", "2026-11-25 09:05" (the
+    pages' one way of writing a time, see `moment`)."""
     if moment is None:
         return ""
     local, today = timezone.localtime(moment), timezone.localtime(now)
-    return local.strftime("%H:%M" if local.date() == today.date() else "%b %d %H:%M")
+    return local.strftime("%H:%M" if local.date() == today.date() else "%Y-%m-%d %H:%M")
+
+
+MOMENT_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def moment(value: datetime | None) -> str:
+    """A point in time as every page writes it, 24-hour and in the site's zone (UTC):
+    "2026-11-25 09:05:12". Django's default ("Nov. 25, 2026, 9:05 a.m.") next to the
+    pages' 24-hour clocks read as two formats on one page."""
+    return "" if value is None else timezone.localtime(value).strftime(MOMENT_FORMAT)
 
 
 def start_range(likely: datetime | None, late: datetime | None, now: datetime) -> dict | None:

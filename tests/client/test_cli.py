@@ -33,13 +33,14 @@ def jobdash(server, tmp_path):
     """Run `jobdash ARGS` with JOBDASH_URL / JOBDASH_TOKEN set (env= replaces them), no config file."""
     url, token = server
 
-    def run(*args, env=None, input=None, check=None):
+    def run(*args, env=None, input=None, check=None, stdout=None):
         clean = {k: v for k, v in os.environ.items() if not k.startswith("JOBDASH_")}
         given = {"JOBDASH_URL": url, "JOBDASH_TOKEN": token} if env is None else env
         clean.update({"HOME": str(tmp_path), "JOBDASH_CONFIG": str(tmp_path / "config.yaml"), **given})
         clean["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CLIENT), clean.get("PYTHONPATH")]))
         command = [sys.executable, "-m", "jobdash_client.cli", *map(str, args)]
-        done = subprocess.run(command, env=clean, input=input, capture_output=True, text=True, timeout=60)
+        streams = {"capture_output": True} if stdout is None else {"stdout": stdout, "stderr": subprocess.PIPE}
+        done = subprocess.run(command, env=clean, input=input, text=True, timeout=60, **streams)
         assert "Traceback" not in done.stderr, done.stderr
         if check is not None:
             assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
@@ -86,6 +87,9 @@ def test_submit_list_describe_cancel(jobdash, tmp_path):
     )
     assert first["AGE"].endswith("s")
     assert jobdash("list", "-n", "team-b", check=0).stdout.strip() == "No jobs."
+    assert [row["NAME"] for row in columns(jobdash("list", "--name", "first", check=0).stdout)] == ["first"]
+    by_part = columns(jobdash("list", "--name-contains", "IRS", check=0).stdout)
+    assert [row["NAME"] for row in by_part] == ["first"]
 
     described = jobdash("describe", ids["first"], check=0).stdout
     assert "Name:" in described and "team-a/first" in described
@@ -219,7 +223,7 @@ def test_watch_once(jobdash):
         jobdash("submit", "-", input=manifest(name, namespace=namespace), check=0)
     one = jobdash("watch", "team-a", "--once", check=0).stdout
     banner, blank, *table = one.splitlines()
-    assert banner.startswith("Every 5s: queue team-a") and blank == ""
+    assert banner.startswith("queue team-a   ") and banner.endswith(" UTC") and blank == ""  # not "Every 5s"
     assert [row["NAME"] for row in columns("\n".join(table))] == ["a-1", "a-2"]
     every = columns("\n".join(jobdash("watch", "--once", "-i", "2", check=0).stdout.splitlines()[2:]))
     assert [(row["NAMESPACE"], row["NAME"]) for row in every] == [
@@ -229,6 +233,32 @@ def test_watch_once(jobdash):
     ]
     as_json = json.loads(jobdash("watch", "team-b", "--once", "-o", "json", check=0).stdout)
     assert [j["name"] for j in as_json] == ["b-1"]
+
+
+def test_a_closed_pipe_ends_the_command_quietly(jobdash):
+    done = jobdash("submit", "-", input=manifest("piped"), check=0)
+    job_id = columns(done.stdout)[0]["ID"]
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already gone: every write is EPIPE
+    try:
+        piped = jobdash("describe", job_id, "-o", "json", stdout=write)
+    finally:
+        os.close(write)
+    assert (piped.returncode, piped.stderr) == (141, "")
+
+
+def test_an_ssl_mismatch_is_one_plain_sentence(jobdash, server):
+    url, token = server
+    tls = url.replace("http://", "https://")  # the live server speaks plain HTTP
+    done = jobdash("list", env={"JOBDASH_URL": tls, "JOBDASH_TOKEN": token})
+    assert (done.returncode, done.stderr) == (
+        1,
+        f"jobdash: cannot reach {tls}: it does not speak TLS there (is the URL http://, not https://?)\n",
+    )
+    waited = jobdash(
+        "wait", "1", "--for", "Succeeded", env={"JOBDASH_URL": "http://127.0.0.1:1", "JOBDASH_TOKEN": token}
+    )
+    assert waited.returncode == 3 and waited.stderr.startswith("jobdash: cannot reach http://127.0.0.1:1: ")
 
 
 def test_config_precedence_flag_env_file(jobdash, server, tmp_path):
@@ -256,12 +286,12 @@ def test_config_precedence_flag_env_file(jobdash, server, tmp_path):
     jobdash("list", "--token", token, env={"JOBDASH_TOKEN": "wrong"}, check=0)  # after the command too
     far = jobdash("list", env={"JOBDASH_URL": refused})
     assert far.returncode == 1
-    assert far.stderr.strip() == f"jobdash: cannot connect to {refused}: connection refused (is jobdash running there?)"
+    assert far.stderr.strip() == f"jobdash: cannot reach {refused}: connection refused (is jobdash running there?)"
     jobdash("list", "--server", url, env={"JOBDASH_URL": refused}, check=0)
     other = tmp_path / "elsewhere.yaml"
     other.write_text(yaml.safe_dump({"server": refused, "token": token}))
     moved = jobdash("list", env={"JOBDASH_CONFIG": str(other)})
-    assert "cannot connect to http://127.0.0.1:1" in moved.stderr
+    assert "cannot reach http://127.0.0.1:1" in moved.stderr
 
 
 def test_errors_are_one_line(jobdash, tmp_path):
@@ -308,7 +338,7 @@ def test_several_manifests_go_in_one_request(jobdash, tmp_path, settings):
     refused = jobdash("submit", tmp_path / "third.yaml", tmp_path / "mixed.yaml")
     assert refused.returncode == 1
     assert refused.stderr.splitlines()[0] == (
-        f"jobdash: {tmp_path / 'mixed.yaml'} (document 2): refused (HTTP 403): (document): "
+        f"jobdash: {tmp_path / 'mixed.yaml'} (document 2): refused (HTTP 403): "
         "you are not a member of namespace 'secret'"
     )
     # The server's cap on jobs per request is one refusal for the whole request.

@@ -8,7 +8,7 @@ from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job, Namespace
-from jobdash_client import Client, JobdashError, WaitTimeout
+from jobdash_client import Client, JobdashError, Unreachable, WaitTimeout
 from kubesim.testing import running_kubesim
 from tests.client.support import give_a_late_estimate
 from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
@@ -35,6 +35,8 @@ def test_submit_a_path_text_or_dict(client):
 
     from_dict = client.submit(yaml.safe_load(manifest("from-dict")), namespace="team-a")
     assert {j.name for j in client.jobs(namespace="team-a")} == {"mnist-cpu", "from-text", "from-dict"}
+    assert [j.name for j in client.jobs(name="from-text")] == ["from-text"]
+    assert {j.name for j in client.jobs(name_contains="FROM-")} == {"from-text", "from-dict"}
     assert client.get(from_text.id).raw["manifest"] == manifest("from-text")
     assert from_dict.namespace == "team-a"
     assert [e["type"] for e in client.events(from_path.id)] == ["Submitted"]
@@ -105,12 +107,49 @@ def test_wait_follows_a_job_until_it_finishes(client):
             lines = []
             running = client.wait(job.id, until="Running", timeout=20, poll=0.1, progress=lines.append)
             assert running.state in ("Running", "Succeeded")
-            done = client.wait(job.id, timeout=20, poll=0.1, progress=lines.append)
+            done = client.wait(job.id, until="Succeeded", timeout=20, poll=0.1, progress=lines.append)
             assert done.state == "Succeeded"
             assert any("Running" in line for line in lines) and lines[-1].endswith("Succeeded")
         finally:
             loop.stop()
             gateway.stop()
+
+
+def test_wait_for_a_final_state_returns_the_job_however_it_ended(client):
+    job = client.submit(manifest("given-up"))
+    client.cancel(job.id)
+    ended = client.wait(job.id, until="Succeeded", timeout=5, poll=0.1, progress=lambda line: None)
+    assert ended.state == "Cancelled"  # it will never succeed: the caller checks the state
+    with pytest.raises(ValueError, match="until must be one of Released, Running, Succeeded"):
+        client.wait(job.id, until="Done")
+
+
+def test_a_server_that_does_not_answer_is_one_jobdash_error(client, live_server):
+    down = Client("http://127.0.0.1:1", "token", timeout=5)
+    with pytest.raises(Unreachable) as refused:
+        down.jobs()
+    assert isinstance(refused.value, JobdashError) and refused.value.status == 0
+    assert str(refused.value) == "cannot reach http://127.0.0.1:1: connection refused (is jobdash running there?)"
+    # TLS asked of a server that speaks plain HTTP: one sentence, no urllib3 chain.
+    plain = live_server.url.replace("http://", "https://")
+    with pytest.raises(Unreachable) as mismatch:
+        Client(plain, "token", timeout=5).get(1)
+    assert (
+        str(mismatch.value) == f"cannot reach {plain}: it does not speak TLS there (is the URL http://, not https://?)"
+    )
+    # An HTTPS server (kubesim's, self-signed) asked with https:// and with http://.
+    with running_kubesim({"tls": True, "namespaces": [{"name": "team-a"}]}) as tls:
+        with pytest.raises(Unreachable) as untrusted:
+            Client(tls.url, "token", timeout=5).get(1)
+        assert str(untrusted.value) == (
+            f"cannot reach {tls.url}: its TLS certificate is not trusted here (self-signed, or another host's name?)"
+        )
+        plainly = tls.url.replace("https://", "http://")
+        with pytest.raises(Unreachable) as asked_plainly:
+            Client(plainly, "token", timeout=5).get(1)
+        assert str(asked_plainly.value) == (
+            f"cannot reach {plainly}: it closed the connection without answering (an https:// server asked with http://?)"
+        )
 
 
 def test_wait_times_out_with_the_job_attached(client):

@@ -346,7 +346,7 @@ def test_namespaces_show_quota_hard_used_reserved_as_quantities(api):
     assert quota["reserved"] == {"requests.cpu": "2"}
 
 
-@pytest.mark.parametrize("query", ["name=x", "stat=Queued", "namespace=team-a&sort=name"])
+@pytest.mark.parametrize("query", ["nmae=x", "stat=Queued", "namespace=team-a&sort=name"])
 def test_an_unknown_list_parameter_is_a_400_naming_it(api, query):
     response = api.get(f"/api/v1/jobs/?{query}")
     assert response.status_code == 400
@@ -354,3 +354,27 @@ def test_an_unknown_list_parameter_is_a_400_naming_it(api, query):
     assert {e["path"] for e in response.json()["errors"]} == unknown
     assert api.get("/api/v1/namespaces/?q=1").status_code == 400
     assert api.get("/api/v1/jobs/?namespace=team-a&state=Queued&kind=TFJob&page=1").status_code == 200
+    assert api.get("/api/v1/jobs/?name=x&name_contains=x&page_size=5").status_code == 200
+
+
+def test_jobs_by_name_exactly_or_by_part_as_the_dashboard_filters(api, example_text):
+    for name in ("mnist-a", "mnist-ab", "resnet"):
+        assert post_yaml(api, with_name(example_text("mnist-cpu"), name)).status_code == 201
+    names = lambda query: sorted(j["name"] for j in api.get(f"/api/v1/jobs/?{query}").json()["results"])  # noqa: E731
+    assert names("name=mnist-a") == ["mnist-a"]
+    assert names("name=mnist") == []
+    assert names("name_contains=MNIST") == ["mnist-a", "mnist-ab"]
+    assert names("name_contains=mnist&namespace=team-b") == []
+
+
+def test_page_size_is_the_clients_within_a_bound(api, example_text):
+    for i in range(3):
+        assert post_yaml(api, with_name(example_text("mnist-cpu"), f"p-{i}")).status_code == 201
+    page = api.get("/api/v1/jobs/?page_size=2").json()
+    assert (page["count"], len(page["results"])) == (3, 2) and "page_size=2" in page["next"]
+    assert len(api.get("/api/v1/jobs/?page_size=500").json()["results"]) == 3
+    for bad in ("0", "501", "ten", "-1", ""):
+        response = api.get(f"/api/v1/jobs/?page_size={bad}")
+        assert response.status_code == 400, bad
+        assert [e["path"] for e in response.json()["errors"]] == ["page_size"]
+    assert api.get("/api/v1/namespaces/?page_size=1").json()["results"]

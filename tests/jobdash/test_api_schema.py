@@ -67,6 +67,8 @@ def test_the_schema_covers_the_contract():
         "/api/v1/status/",
     ):
         assert path in paths, path
+    listed = {p["name"]: p for p in paths["/api/v1/jobs/"]["get"]["parameters"]}
+    assert {"name", "name_contains", "namespace", "state", "kind", "page", "page_size"} <= set(listed)
     job = _schema()["components"]["schemas"]["JobDetail"]["properties"]
     assert {"position", "reason", "message", "eta", "events", "demand", "manifest"} <= set(job)
 

@@ -23,6 +23,7 @@ from kubesim.resources import PODS
 from kubesim.testing import (
     batch_job_manifest,
     jobset_manifest,
+    mpijob_manifest,
     running_kubesim,
     tfjob_manifest,
     training_runtime_manifest,
@@ -409,6 +410,37 @@ def test_jobset_and_trainjob_columns(sim, env, tmp_path):
     assert {row[0] for row in rows} == {"llm", "set"}
     header, rows = table(kubectl(env, "get", "clustertrainingruntimes").stdout)
     assert header == ["NAME", "AGE"] and rows[0][0] == "torch-distributed"
+
+
+def test_mpijob_and_trainjob_columns_are_those_of_the_real_crds(sim, env, tmp_path):
+    """What the real CRDs print, through a job's life. mpi-operator's v2beta1 MPIJob CRD
+    declares no additionalPrinterColumns: NAME and AGE, no STATE (its state is in its
+    conditions: -o custom-columns reads it). Trainer's TrainJob prints the last condition's
+    type, and the controller sets only Suspended (False "Resumed" once resumed), Complete
+    and Failed: blank while it runs, never suspended; Suspended while suspended and after."""
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, training_runtime_manifest("torch-distributed")))
+    for name, suspend in (("fresh", None), ("held", True)):
+        job = trainjob_manifest(name, "team-b", num_nodes=1, cpu="1", duration=20, suspend=suspend)
+        kubectl(env, "apply", "-f", manifest_file(tmp_path, job))
+    kubectl(env, "apply", "-f", manifest_file(tmp_path, mpijob_manifest("mpi", "team-b", cpu="1", duration=20)))
+    sim.advance(5)
+
+    def states() -> dict[str, str]:
+        header, rows = table(kubectl(env, "get", "trainjobs", "fresh", "held", "-n", "team-b").stdout)
+        assert header == ["NAME", "STATE", "AGE"]
+        return {row[0]: row[1] if len(row) == 3 else "" for row in rows}
+
+    assert states() == {"fresh": "", "held": "Suspended"}
+    kubectl(env, "patch", "trainjob", "held", "-n", "team-b", "--type=merge", "-p", '{"spec":{"suspend":false}}')
+    sim.advance(5)
+    assert states() == {"fresh": "", "held": "Suspended"}  # the real Trainer's resumed job, too
+    header, rows = table(kubectl(env, "get", "mpijobs", "-n", "team-b").stdout)
+    assert header == ["NAME", "AGE"] and rows[0][0] == "mpi"
+    state = "custom-columns=NAME:.metadata.name,STATE:.status.conditions[-1:].type"
+    assert table(kubectl(env, "get", "mpijobs", "-n", "team-b", "-o", state).stdout)[1] == [["mpi", "Running"]]
+    sim.advance(30)
+    assert states() == {"fresh": "Complete", "held": "Complete"}
+    assert table(kubectl(env, "get", "mpijobs", "-n", "team-b", "-o", state).stdout)[1] == [["mpi", "Succeeded"]]
 
 
 def test_services_and_cluster_info(sim, env, tmp_path):

@@ -36,6 +36,9 @@ from .serializers import (
 
 
 class JobFilter(django_filters.FilterSet):
+    name = django_filters.CharFilter(help_text="the job's name, exactly")
+    # The dashboard's name filter: part of the name, any case.
+    name_contains = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
     namespace = django_filters.CharFilter(field_name="namespace__name")
     state = django_filters.ChoiceFilter(choices=State.choices)
     # The kinds registered when the filter is built: queueing registers every adapter on import.
@@ -71,9 +74,9 @@ JOB_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The job
 
 class KnownParameters:
     """A list endpoint refuses query parameters it does not know (400 naming them): a
-    misspelt filter (?name=x, ?stat=Queued) must not quietly return every job."""
+    misspelt filter (?nmae=x, ?stat=Queued) must not quietly return every job."""
 
-    list_parameters: tuple[str, ...] = ("page", "format")
+    list_parameters: tuple[str, ...] = ("page", "page_size", "format")
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
@@ -94,7 +97,7 @@ class KnownParameters:
 class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     filterset_class = JobFilter
-    list_parameters = ("page", "format", *JobFilter.base_filters)
+    list_parameters = ("page", "page_size", "format", *JobFilter.base_filters)
     parser_classes = [LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser]
     # Digits only, and few enough to fit a bigint: anything else is a 404, not a 500.
     lookup_value_regex = r"\d{1,18}"

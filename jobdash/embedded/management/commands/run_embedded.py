@@ -25,8 +25,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"kubesim cluster at {stack.server.url}, jobdash's webhook registered with it "
             f"({stack.listener.url}); dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)\n"
-            f"  as a demo member: kubectl --kubeconfig {stack.people_kubeconfig} -n team-a "
-            "create --validate=false -f examples/<any>.yaml\n"
+            f"  as a demo member: {stack.member_command()}\n"
             "  (RBAC on: the member edits jobs in team-a only; --context kubernetes-admin is cluster-admin)"
         )
         try:
