@@ -34,6 +34,8 @@ def alice_edits_team_a() -> dict:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
     }
+
+
 # Methods served from the watch cache (or that only start and stop it): no request of theirs
 # needs a permission beyond the list and watch that start() makes.
 CACHE_ONLY = {
