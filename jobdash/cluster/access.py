@@ -81,8 +81,11 @@ class RbacRoles:
             self._generation += 1
 
     def stop(self) -> None:
-        if self._gateway is not None:
-            self._gateway.stop()
+        """Stop the watch and forget every answer; the next question starts both again."""
+        gateway, self._gateway = self._gateway, None
+        if gateway is not None:
+            gateway.stop()
+        self.forget()
 
     def _ask(self, user: str, groups: list[str], namespace: str) -> Granted:
         try:

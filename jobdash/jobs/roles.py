@@ -143,3 +143,8 @@ def require_on_job(user, job: Job, doing: str) -> Grant:
         return require(user, job.namespace, EDIT, doing)
     whose = job.submitted_by_name or "someone else"
     return require(user, job.namespace, ADMIN, f"{doing} (submitted by {whose}, not you)")
+
+
+def may_act_on(user, job: Job) -> bool:
+    """Whether require_on_job would let `user` act on `job` (the pages show their buttons by it)."""
+    return grant(user, job.namespace).allows(EDIT if owns(user, job) else ADMIN)
