@@ -87,6 +87,9 @@ def _resolve_namespace(
     ns, member = found
     if check_membership and ns is not None:
         member = roles.may_submit(user, ns, member)
+        granted = roles.grant(user, ns) if not member else None
+        if granted is not None and granted.allows(roles.VIEW):  # who sees the namespace learns why
+            raise NotMember(f"submitting needs the edit role in namespace {name!r}; yours is {granted}")
     # Non-members learn nothing about which namespaces exist.
     if check_membership and (ns is None or not member):
         raise NotMember(f"you are not a member of namespace {name!r}")
