@@ -231,3 +231,15 @@ def test_a_member_edits_only_their_own_jobs_and_the_source_is_named(settings, si
     assert api_client(carol).post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == expected
     assert Job.objects.get(pk=carols.pk).state == State.QUEUED
     access.from_settings().stop()
+
+
+@pytest.mark.django_db
+def test_the_console_says_what_its_members_grant(people, settings):
+    client = Client()
+    client.force_login(people["staff"])
+    team_a = Namespace.objects.get(name="team-a")
+    page = client.get(f"/admin/jobs/namespace/{team_a.pk}/change/").content.decode()
+    assert "the members above grant nothing (JOBDASH_ROLES_FROM=rbac)" in page
+    settings.JOBDASH_ROLES_FROM = "membership"
+    page = client.get(f"/admin/jobs/namespace/{team_a.pk}/change/").content.decode()
+    assert "the members above (and the groups&#x27; users) edit" in page
