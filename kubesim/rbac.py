@@ -131,11 +131,16 @@ class Authorizer:
 
     @staticmethod
     def _reason(binding: dict, user: UserInfo) -> str:
+        """kube-apiserver's words: `RBAC: allowed by RoleBinding "name/namespace" of
+        ClusterRole "edit" to Group "vision"`, naming the subject that matched."""
         ref = binding.get("roleRef") or {}
-        where = f'{binding["kind"]} "{binding["metadata"]["name"]}"'
-        if binding["metadata"].get("namespace"):
-            where += f' in namespace "{binding["metadata"]["namespace"]}"'
-        return f'RBAC: allowed by {where} of {ref.get("kind")} "{ref.get("name")}" to User "{user.username}"'
+        namespace = binding["metadata"].get("namespace") or ""
+        name = binding["metadata"]["name"] + (f"/{namespace}" if namespace else "")
+        subject = next(s for s in binding.get("subjects") or [] if _subject_matches(s, user, namespace))
+        who = subject.get("name", "")
+        if subject.get("kind") == "ServiceAccount":
+            who += "/" + (subject.get("namespace") or namespace)
+        return f'RBAC: allowed by {binding["kind"]} "{name}" of {ref.get("kind")} "{ref.get("name")}" to {subject.get("kind")} "{who}"'
 
     def authorize(self, user: UserInfo, verb: str, group: str, plural: str, sub: str, namespace: str, name: str):
         """Raise 403 Forbidden like kube-apiserver when RBAC does not allow the request."""

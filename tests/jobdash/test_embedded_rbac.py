@@ -131,7 +131,10 @@ def test_make_runs_roles_come_from_its_rbac(stack, settings):
     demo = User.objects.create_user("demo")
     try:
         granted = roles.grant(demo, Namespace.objects.get(name="team-a"))
-        assert granted.role == "edit" and 'RoleBinding "demo-jobdash-member"' in granted.source, granted
+        assert (
+            granted.role == "edit"
+            and 'RoleBinding "demo-jobdash-member/team-a" of Role "jobdash-member"' in granted.source
+        ), granted
         assert roles.grant(demo, Namespace.objects.get(name="team-b")).role == ""
     finally:
         role_cache.from_settings().stop()

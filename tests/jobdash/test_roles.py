@@ -153,7 +153,7 @@ def test_a_refusal_names_the_role_it_needs_and_what_granted_the_one_there_is(peo
     assert refused.status_code == 403
     message = refused.json()["errors"][0]["message"]
     assert "needs the admin role in namespace 'team-a'" in message and "submitted by nsadmin" in message
-    assert 'RoleBinding "editor-edit"' in message and 'ClusterRole "edit"' in message
+    assert 'RoleBinding "editor-edit/team-a" of ClusterRole "edit" to User "editor"' in message
     assert Job.objects.get(pk=other.pk).state == State.QUEUED
     manifest = with_name(example_text("mnist-cpu"), "viewed")
     viewer = api_client(people["viewer"]).post("/api/v1/jobs/", manifest, content_type="application/yaml")
@@ -187,7 +187,7 @@ def test_each_role_may_do_what_its_row_says_through_the_pages(people, who, examp
         page = client.get("/ns/team-a/").content.decode()
         role = roles.grant(user, Namespace.objects.get(name="team-a"))
         assert f"Your role here: <strong>{role.role}</strong>" in page
-        assert ("staff" if who == "staff" else f"RoleBinding &quot;{user.username}-{role.role}&quot;") in page
+        assert ("staff" if who == "staff" else f"RoleBinding &quot;{user.username}-{role.role}/team-a&quot;") in page
 
 
 @pytest.mark.django_db
