@@ -56,6 +56,7 @@ class RbacRoles:
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
+        self._starting = threading.Lock()
         self._answers: dict[tuple[str, tuple[str, ...], str], tuple[float, Granted]] = {}
         # Bumped by every binding change: an answer asked before it is not stored after it.
         self._generation = 0
@@ -82,7 +83,8 @@ class RbacRoles:
 
     def stop(self) -> None:
         """Stop the watch and forget every answer; the next question starts both again."""
-        gateway, self._gateway = self._gateway, None
+        with self._starting:
+            gateway, self._gateway = self._gateway, None
         if gateway is not None:
             gateway.stop()
         self.forget()
@@ -100,18 +102,20 @@ class RbacRoles:
         return Granted("", "")
 
     def _cluster(self) -> ClusterGateway:
-        if self._gateway is None:
-            try:
-                gateway = self._make_gateway()
-            except Exception as error:  # no kubeconfig, an unreadable one: the cluster cannot be asked
-                raise GatewayError(f"no cluster client: {error}") from error
-            self._gateway = gateway
-            try:
-                gateway.watch_bindings(self.forget, timeout=WATCH_SYNC_SECONDS)
-            except GatewayError as error:
-                # Answers still expire after the TTL; the watch keeps trying in the background.
-                log.warning("roles: the binding watch is not running yet (%s)", error)
-        return self._gateway
+        # One gateway and one watch per process, however many request threads ask first.
+        with self._starting:
+            if self._gateway is None:
+                try:
+                    gateway = self._make_gateway()
+                except Exception as error:  # no kubeconfig, an unreadable one: the cluster cannot be asked
+                    raise GatewayError(f"no cluster client: {error}") from error
+                try:
+                    gateway.watch_bindings(self.forget, timeout=WATCH_SYNC_SECONDS)
+                except GatewayError as error:
+                    # Answers still expire after the TTL; the watch keeps trying in the background.
+                    log.warning("roles: the binding watch is not running yet (%s)", error)
+                self._gateway = gateway
+            return self._gateway
 
 
 _current: tuple[tuple, RbacRoles] | None = None

@@ -14,7 +14,7 @@ from jobdash.cluster import access
 from jobdash.embedded.rbac import deploy_objects
 from jobdash.jobs import roles, services
 from jobdash.jobs.models import Job, Namespace, Source, State
-from kubesim.resources import ROLEBINDINGS
+from kubesim.resources import ROLEBINDINGS, ROLES
 from kubesim.testing import running_kubesim
 from tests.waiting import eventually
 
@@ -243,3 +243,25 @@ def test_the_console_says_what_its_members_grant(people, settings):
     settings.JOBDASH_ROLES_FROM = "membership"
     page = client.get(f"/admin/jobs/namespace/{team_a.pk}/change/").content.decode()
     assert "the members above (and the groups&#x27; users) edit" in page
+
+
+@pytest.mark.django_db
+def test_a_roles_rules_changing_counts_once_the_answer_expires(sim, people, settings):
+    """No watch covers a Role's rules: JOBDASH_ROLES_CACHE_SECONDS bounds how long an answer
+    outlives them."""
+    settings.JOBDASH_ROLES_CACHE_SECONDS = 0.5
+    outsider, team_a = people["outsider"], Namespace.objects.get(name="team-a")
+    role = {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": "custom", "namespace": "team-a"}}
+    sim.cluster.api.create(ROLES, "team-a", {**role, "rules": []})
+    bound = binding("outsider", "custom")
+    bound["roleRef"]["kind"] = "Role"
+    sim.cluster.api.create(ROLEBINDINGS, "team-a", bound)
+    try:
+        eventually(lambda: roles.grant(outsider, team_a).role == "", 5)
+        rules = [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]}]
+        sim.cluster.api.replace(ROLES, "team-a", "custom", {**role, "rules": rules})
+        eventually(lambda: roles.grant(outsider, team_a).role == "view", 5, "the Role's new rule never counted")
+    finally:
+        sim.cluster.api.delete(ROLEBINDINGS, "team-a", "outsider-custom")
+        sim.cluster.api.delete(ROLES, "team-a", "custom")
+        access.from_settings().stop()
