@@ -29,7 +29,7 @@ from .gateway import ClusterGateway, GatewayError
 log = logging.getLogger(__name__)
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-WATCH_SYNC_SECONDS = 5.0
+UNREADABLE_PAUSE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class RbacRoles:
         self._answers: dict[tuple[str, tuple[str, ...], str], tuple[float, Granted]] = {}
         # Bumped by every binding change: an answer asked before it is not stored after it.
         self._generation = 0
+        self._down: tuple[float, Granted] | None = None  # until when, and the failure to repeat
 
     def role(self, user: str, groups: Sequence[str], namespace: str) -> Granted:
         key = (user, tuple(sorted(groups)), namespace)
@@ -69,7 +70,15 @@ class RbacRoles:
             if hit is not None and hit[0] > now:
                 return hit[1]
             generation = self._generation
+            down = self._down
+        if down is not None and down[0] > now:
+            # The cluster failed a moment ago: a page of many namespaces does not wait out
+            # every one's retries.
+            return down[1]
         granted = self._ask(user, list(key[1]), namespace)
+        if granted.unreadable:
+            with self._lock:
+                self._down = (now + UNREADABLE_PAUSE_SECONDS, granted)
         if not granted.unreadable:
             with self._lock:
                 if generation == self._generation:
@@ -80,6 +89,7 @@ class RbacRoles:
         with self._lock:
             self._answers.clear()
             self._generation += 1
+            self._down = None
 
     def stop(self) -> None:
         """Stop the watch and forget every answer; the next question starts both again."""
@@ -109,11 +119,9 @@ class RbacRoles:
                     gateway = self._make_gateway()
                 except Exception as error:  # no kubeconfig, an unreadable one: the cluster cannot be asked
                     raise GatewayError(f"no cluster client: {error}") from error
-                try:
-                    gateway.watch_bindings(self.forget, timeout=WATCH_SYNC_SECONDS)
-                except GatewayError as error:
-                    # Answers still expire after the TTL; the watch keeps trying in the background.
-                    log.warning("roles: the binding watch is not running yet (%s)", error)
+                # Not waited for: its first list drops whatever was answered before it.
+                # Until it runs (refused, the cluster down) answers still expire after the TTL.
+                gateway.watch_bindings(self.forget)
                 self._gateway = gateway
             return self._gateway
 

@@ -144,15 +144,11 @@ class KubeGateway:
         body = kube_access.review_body(user, groups, verb, group, resource, namespace)
         return kube_access.answer(self._call(self._send, "POST", kube_access.REVIEWS, body))
 
-    def watch_bindings(self, on_change: Callable[[], None], timeout: float = 30.0) -> None:
+    def watch_bindings(self, on_change: Callable[[], None]) -> None:
         watches = kube_access.binding_informers(self._api, on_change)
         self._binding_watches += watches
         for informer in watches:
             informer.start()
-        deadline = time.monotonic() + timeout
-        for informer in watches:
-            if not informer.wait_synced(deadline - time.monotonic()):
-                raise Transient(f"the {informer.kind} watch did not sync within {timeout:.0f}s")
 
     def _changed(self, kind: str, type_: str, namespace: str, name: str) -> None:
         if self._on_event is not None:

@@ -4,6 +4,8 @@ jobdash's identity (deploy's ClusterRole), JOBDASH_ROLES_FROM=rbac and no admin-
 membership at all. Each person's role in team-a is a RoleBinding to the default ClusterRole
 of that name; the outsider has none; staff are staff."""
 
+import time
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -265,3 +267,24 @@ def test_a_roles_rules_changing_counts_once_the_answer_expires(sim, people, sett
         sim.cluster.api.delete(ROLEBINDINGS, "team-a", "outsider-custom")
         sim.cluster.api.delete(ROLES, "team-a", "custom")
         access.from_settings().stop()
+
+
+@pytest.mark.django_db
+def test_a_cluster_that_cannot_be_asked_grants_nothing_and_says_so_quickly(people, settings, tmp_path):
+    closed = tmp_path / "closed.kubeconfig"
+    closed.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    settings.KUBECONFIG = str(closed)
+    for i in range(10):
+        Namespace.objects.create(name=f"more-{i}")
+    editor = people["editor"]
+    started = time.monotonic()
+    listed = api_client(editor).get("/api/v1/namespaces/")
+    assert listed.status_code == 200 and listed.json()["results"] == []
+    assert time.monotonic() - started < 5  # one failed review, then the pause: not twelve
+    granted = roles.grant(editor, Namespace.objects.get(name="team-a"))
+    assert granted.role == "" and "the cluster could not be asked" in granted.source
+    access.from_settings().stop()
