@@ -21,7 +21,7 @@ run: install
 	@mkdir -p var
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py embedded_setup
-	KUBECONFIG=var/jobdash.kubeconfig $(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
+	KUBECONFIG=var/jobdash.kubeconfig JOBDASH_ROLES_FROM=$${JOBDASH_ROLES_FROM:-rbac} $(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
 
 # Lint and types first (seconds), then the whole suite against a real PostgreSQL and Redis
 # started (and removed) by the harness.

@@ -189,6 +189,10 @@ JOBDASH_EXAMPLES_DIR = BASE_DIR / "examples"
 # --- the cluster and the dispatcher (docs/operations.md) ---
 JOBDASH_CLUSTER = env_choice("JOBDASH_CLUSTER", "sim", ("sim", "kubeconfig", "incluster"))
 KUBECONFIG = os.environ.get("KUBECONFIG") or str(VAR_DIR / "kubeconfig")
+# Who may view, edit or administer a namespace's jobs (jobdash/jobs/roles.py): the cluster's
+# RBAC (SubjectAccessReviews), the admin console's membership (members edit), or both.
+JOBDASH_ROLES_FROM = env_choice("JOBDASH_ROLES_FROM", "membership", ("rbac", "membership", "both"))
+JOBDASH_ROLES_CACHE_SECONDS = env_number("JOBDASH_ROLES_CACHE_SECONDS", 5.0, minimum=0.0)
 JOBDASH_LEADER = env_choice("JOBDASH_LEADER", "none", ("consul", "postgres", "none"))
 JOBDASH_LEADER_KEY = os.environ.get("JOBDASH_LEADER_KEY", "jobdash/leader")
 JOBDASH_LEADER_TTL_SECONDS = env_number("JOBDASH_LEADER_TTL_SECONDS", 10.0, minimum=1.0)

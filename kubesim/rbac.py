@@ -1,12 +1,15 @@
-"""RBAC (rbac.authorization.k8s.io/v1) and SelfSubjectAccessReview (authorization.k8s.io/v1).
+"""RBAC (rbac.authorization.k8s.io/v1), SelfSubjectAccessReview and SubjectAccessReview
+(authorization.k8s.io/v1).
 
 Roles, ClusterRoles and their bindings are stored like any object. With ``rbac: true`` in
 the config every API request is authorized by them as kube-apiserver's RBAC authorizer
 does (rules by verb, API group, resource[/subresource] and resource name; bindings to a
 User, Group or ServiceAccount; ``system:masters`` may do everything); without, every
 authenticated user may do everything (AlwaysAllow), kubesim's historic behaviour. A
-SelfSubjectAccessReview (``kubectl auth can-i``) answers from the same decision. The
-default roles and their aggregation are rbac_defaults.py's.
+SelfSubjectAccessReview (``kubectl auth can-i``) answers from the same decision; a
+SubjectAccessReview asks it for the spec's user and groups, and only a caller allowed to
+``create`` subjectaccessreviews may ask (a service such as jobdash deciding for its users).
+The default roles and their aggregation are rbac_defaults.py's.
 """
 
 from __future__ import annotations
@@ -128,11 +131,16 @@ class Authorizer:
 
     @staticmethod
     def _reason(binding: dict, user: UserInfo) -> str:
+        """kube-apiserver's words: `RBAC: allowed by RoleBinding "name/namespace" of
+        ClusterRole "edit" to Group "vision"`, naming the subject that matched."""
         ref = binding.get("roleRef") or {}
-        where = f'{binding["kind"]} "{binding["metadata"]["name"]}"'
-        if binding["metadata"].get("namespace"):
-            where += f' in namespace "{binding["metadata"]["namespace"]}"'
-        return f'RBAC: allowed by {where} of {ref.get("kind")} "{ref.get("name")}" to User "{user.username}"'
+        namespace = binding["metadata"].get("namespace") or ""
+        name = binding["metadata"]["name"] + (f"/{namespace}" if namespace else "")
+        subject = next(s for s in binding.get("subjects") or [] if _subject_matches(s, user, namespace))
+        who = subject.get("name", "")
+        if subject.get("kind") == "ServiceAccount":
+            who += "/" + (subject.get("namespace") or namespace)
+        return f'RBAC: allowed by {binding["kind"]} "{name}" of {ref.get("kind")} "{ref.get("name")}" to {subject.get("kind")} "{who}"'
 
     def authorize(self, user: UserInfo, verb: str, group: str, plural: str, sub: str, namespace: str, name: str):
         """Raise 403 Forbidden like kube-apiserver when RBAC does not allow the request."""
@@ -153,17 +161,41 @@ class Authorizer:
             {"name": name, "group": group, "kind": plural} if name else {"group": group, "kind": plural},
         )
 
-    def review(self, user: UserInfo, body: object) -> dict:
+    def subject_review(self, caller: UserInfo, body: object) -> dict:
+        """A SubjectAccessReview: the spec's attributes decided for spec.user and spec.groups,
+        asked by `caller`, who must itself be allowed to create subjectaccessreviews."""
+        self.authorize(caller, "create", "authorization.k8s.io", "subjectaccessreviews", "", "", "")
+        kind = "SubjectAccessReview"
+        if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
+            raise ApiError(400, "BadRequest", f"the body of the request must be a {kind}")
+        spec = body["spec"]
+        groups = spec.get("groups") or []
+        if not spec.get("user") and not groups:
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{kind}.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or '
+                "group must be specified",
+            )
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ApiError(422, "Invalid", f'{kind}.authorization.k8s.io "" is invalid: spec.groups: must be strings')
+        # Here, not at the top: admission imports resources, which imports this module.
+        from .admission import UserInfo as Subject
+
+        subject = Subject(username=str(spec.get("user") or ""), groups=tuple(groups))
+        return self.review(subject, body, kind=kind)
+
+    def review(self, user: UserInfo, body: object, kind: str = "SelfSubjectAccessReview") -> dict:
         """A SelfSubjectAccessReview: the spec's attributes decided for the caller."""
         if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
-            raise ApiError(400, "BadRequest", "the body of the request must be a SelfSubjectAccessReview")
+            raise ApiError(400, "BadRequest", f"the body of the request must be a {kind}")
         spec = body["spec"]
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         if bool(resource) == bool(non_resource):
             raise ApiError(
                 422,
                 "Invalid",
-                'SelfSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: '
+                f'{kind}.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: '
                 '"null": exactly one of nonResourceAttributes or resourceAttributes must be specified',
             )
         if resource:
@@ -175,9 +207,9 @@ class Authorizer:
             public = attrs["path"] in ("/version", "/healthz", "/readyz", "/livez")
             if self.enabled and (public or attrs["path"].startswith(("/api", "/openapi"))):
                 # system:discovery and system:public-info-viewer: every authenticated user.
-                return self._answer(body, True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"')
+                return self._answer(body, True, 'RBAC: allowed by ClusterRoleBinding "system:discovery"', kind)
         allowed, reason = self.decide(user, attrs)
-        return self._answer(body, allowed, reason)
+        return self._answer(body, allowed, reason, kind)
 
     def rules(self, user: UserInfo, body: object) -> dict:
         """A SelfSubjectRulesReview (``kubectl auth can-i --list``): the rules that apply to the
@@ -218,12 +250,12 @@ class Authorizer:
         }
 
     @staticmethod
-    def _answer(body: dict, allowed: bool, reason: str) -> dict:
+    def _answer(body: dict, allowed: bool, reason: str, kind: str) -> dict:
         status: dict = {"allowed": allowed}
         if reason:
             status["reason"] = reason
         return {
-            "kind": "SelfSubjectAccessReview",
+            "kind": kind,
             "apiVersion": "authorization.k8s.io/v1",
             "metadata": {"creationTimestamp": None},
             "spec": body["spec"],

@@ -176,6 +176,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._openapi(path)
         if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             return self._send(201, cluster.authorizer.review(user, self._body()))
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+            return self._send(201, cluster.authorizer.subject_review(user, self._body()))
         if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews":
             return self._send(201, cluster.authorizer.rules(user, self._body()))
         route = _route(path)

@@ -5,7 +5,7 @@ Amounts are canonical integers (cpu in millicores, memory in bytes, counts), as 
 `queueing`.
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -158,6 +158,15 @@ class ClusterEvent:
 
 
 @dataclass(frozen=True)
+class Access:
+    """The cluster authorizer's answer to a SubjectAccessReview; `reason` names what allowed
+    it (RBAC: the binding and its role), when it says."""
+
+    allowed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class WatchEvent:
     kind: str  # an adapter key for job objects, or "pod" | "quota" | "node"
     type: str  # ADDED | MODIFIED | DELETED | RELISTED
@@ -215,6 +224,16 @@ class ClusterGateway(Protocol):
     def queued_gone(self, namespace: str, name: str) -> bool: ...
     # a Kubernetes Event; one of that name existing already is no error (a resend)
     def record_event(self, event: ClusterEvent) -> None: ...
+
+    # whether a user of jobdash's (their Kubernetes username and groups) may `verb`
+    # `resource` (of API `group`) in `namespace`: a SubjectAccessReview, straight from the API server
+    def review_access(
+        self, user: str, groups: Sequence[str], verb: str, group: str, resource: str, namespace: str
+    ) -> Access: ...
+    # `on_change` on every RoleBinding and ClusterRoleBinding change from now until stop(),
+    # their first list included (so what was decided before the watch ran is dropped too);
+    # returns at once, the watches run (and reconnect) in the background
+    def watch_bindings(self, on_change: Callable[[], None]) -> None: ...
 
     # from now on every write first asks `leading` (the process's leadership by its own clock)
     def writes_while(self, leading: Callable[[], bool]) -> None: ...

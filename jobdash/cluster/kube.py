@@ -6,7 +6,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,10 +14,11 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from . import convert, kinds, pod_jobs
+from . import convert, kinds, kube_access, pod_jobs
 from .gateway import (
     JOB_ID_LABEL,
     TERM_ANNOTATION,
+    Access,
     AlreadyExists,
     ClusterEvent,
     Conflict,
@@ -64,6 +65,7 @@ class KubeGateway:
         self._leading: Callable[[], bool] = lambda: True
         self._backoff = backoff
         self._on_event: Callable[[WatchEvent], None] | None = None
+        self._binding_watches: list[Informer] = []
         # Finished pods stay listed until deleted: the cycle asks for the few that matter,
         # by the label each kind's controller puts on its pods (kinds.pods_key).
         pod_indexes: dict[str, Callable[[Any], Any]] = {
@@ -133,8 +135,20 @@ class KubeGateway:
                 raise Transient(f"the {informer.kind} cache did not sync within {timeout:.0f}s")
 
     def stop(self) -> None:
-        for informer in self._informers.values():
+        for informer in [*self._informers.values(), *self._binding_watches]:
             informer.stop()
+
+    def review_access(
+        self, user: str, groups: Sequence[str], verb: str, group: str, resource: str, namespace: str
+    ) -> Access:
+        body = kube_access.review_body(user, groups, verb, group, resource, namespace)
+        return kube_access.answer(self._call(self._send, "POST", kube_access.REVIEWS, body))
+
+    def watch_bindings(self, on_change: Callable[[], None]) -> None:
+        watches = kube_access.binding_informers(self._api, on_change)
+        self._binding_watches += watches
+        for informer in watches:
+            informer.start()
 
     def _changed(self, kind: str, type_: str, namespace: str, name: str) -> None:
         if self._on_event is not None:

@@ -95,7 +95,7 @@ class NamespaceAdmin(admin.ModelAdmin):
     search_fields = ["name", "cohort"]
     filter_horizontal = ["members", "groups"]
     fieldsets = [
-        (None, {"fields": ["name", "members", "groups"]}),
+        (None, {"fields": ["name", "members", "groups", "roles_from"]}),
         (
             "Queueing",
             {"fields": ["weight", "policy", "default_priority_class", "max_priority_class", "queue_all_pods"]},
@@ -118,6 +118,19 @@ class NamespaceAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(member_count=Count("members", distinct=True), group_count=Count("groups", distinct=True))
         )
+
+    readonly_fields = ["roles_from"]
+
+    @admin.display(description="roles come from")
+    def roles_from(self, _namespace) -> str:
+        """What the members above grant (jobs/roles.py), so the console does not promise more."""
+        mode = settings.JOBDASH_ROLES_FROM
+        said = {
+            "rbac": "the cluster's RBAC only: RoleBindings to view, edit or admin here; the members above grant nothing",
+            "membership": "this console: the members above (and the groups' users) edit; staff administer",
+            "both": "the cluster's RBAC and this console: the members above edit, a RoleBinding may grant more",
+        }
+        return f"{said[mode]} (JOBDASH_ROLES_FROM={mode})"
 
     @admin.display(description="policy", ordering="policy")
     def policy_shown(self, namespace) -> str:

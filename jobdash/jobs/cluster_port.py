@@ -4,6 +4,8 @@ the web side asks of the running system beyond its database.
 - A submission reads what a job refers to (a TrainJob's runtime) and the PriorityClasses
   it involves from the cluster, through the gateway, and only then: the web otherwise
   never talks to the cluster. A source is built per request and reads each object once.
+- A user's role in a namespace, when the cluster's RBAC decides it (jobs/roles.py): a
+  SubjectAccessReview through the gateway, cached per process (cluster/access.py).
 - The status reads ask the election backend who holds the leadership, so that a leader
   whose lock is gone is not reported as leading.
 
@@ -11,7 +13,8 @@ Everything else in jobs/ reads the database. tests/jobdash/test_layering.py allo
 jobdash.cluster and jobdash.leader in jobs/ from this module alone.
 """
 
-from jobdash.cluster import priorities, runtimes
+from jobdash.cluster import access, priorities, runtimes
+from jobdash.cluster.access import Granted
 from jobdash.cluster.priorities import GatewayPriorities as PrioritySource
 from jobdash.cluster.priorities import PriorityClass, PriorityClassUnreadable
 from jobdash.cluster.runtimes import RuntimeUnreadable
@@ -19,12 +22,14 @@ from queueing.workload import RuntimeSource
 
 __all__ = [
     "ElectionUnreadable",
+    "Granted",
     "PriorityClass",
     "PriorityClassUnreadable",
     "PrioritySource",
     "RuntimeUnreadable",
     "leader_term",
     "priority_source",
+    "rbac_role",
     "runtime_source",
 ]
 
@@ -43,6 +48,11 @@ def priority_source() -> PrioritySource:
     """The cluster's PriorityClasses, each read once by this source (PriorityClassUnreadable
     when the cluster cannot be asked)."""
     return priorities.from_settings()
+
+
+def rbac_role(user: str, groups: list[str], namespace: str) -> Granted:
+    """What the cluster's RBAC lets the Kubernetes user `user` (in `groups`) do in `namespace`."""
+    return access.from_settings().role(user, groups, namespace)
 
 
 def leader_term() -> int | None:

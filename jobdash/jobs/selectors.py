@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from django.db import connection, transaction
 from django.db.models import Count, F, Q, QuerySet
 
+from . import roles
 from .exceptions import NotFound
 from .models import ACTIVE_STATES, ClusterState, Job, JobEvent, Namespace, Source, State
 
@@ -21,14 +22,19 @@ def namespaces_visible_to(user) -> QuerySet[Namespace]:
         return Namespace.objects.none()
     if sees_all_namespaces(user):
         return Namespace.objects.all()
-    member_of = Q(members=user) | Q(groups__in=user.groups.all())
+    # Who views a namespace is roles.py's: the admin console's members, the cluster's RBAC, or both.
+    viewer = Q(pk__in=[])
+    if roles.from_membership():
+        viewer |= Q(members=user) | Q(groups__in=user.groups.all())
+    if roles.from_rbac():
+        viewer |= Q(name__in=roles.rbac_viewable(user))
     # A subquery, not .distinct(): callers annotate and paginate it.
-    return Namespace.objects.filter(pk__in=Namespace.objects.filter(member_of).values("pk"))
+    return Namespace.objects.filter(pk__in=Namespace.objects.filter(viewer).values("pk"))
 
 
 def is_member(user, namespace: Namespace) -> bool:
-    """Membership of one namespace, asked on every submission: two primary-key probes of
-    the join tables rather than the OR over both joins namespaces_visible_to() needs."""
+    """The admin console's membership of one namespace (roles.py decides what it grants):
+    two primary-key probes of the join tables rather than the OR over both joins."""
     if not user.is_authenticated or not user.is_active:
         return False
     if sees_all_namespaces(user):

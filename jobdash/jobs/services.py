@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from . import elastic, hot_queries, lifecycle, selectors
+from . import elastic, hot_queries, lifecycle, roles, selectors
 from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
 from .pod_groups import pod_group_join as pod_group_join
@@ -57,7 +57,9 @@ def compare_and_set(
 
 
 def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
+    """One's own job with the edit role, anyone's with admin (roles.py)."""
     job = selectors.job_get_visible(user, job_id)
+    roles.require_on_job(user, job, f"cancelling job {job.pk}")
     actor = actor_name(user)
     note = f"cancelled by {actor}" + (f": {reason}" if reason else "")
     cancelled = _cancel(job.pk, note, actor, from_states=ACTIVE_STATES)
@@ -122,11 +124,12 @@ def job_set_priority(*, job_id: int, user, priority) -> Job:
 
 
 def job_set_priority_class(*, job_id: int, user, priority_class) -> Job:
-    """A Queued job's class, and with it its priority: members within their namespace's
-    limit, staff any class."""
+    """A Queued job's class, and with it its priority: its submitter (edit) or the
+    namespace's admin within the namespace's limit, staff any class (roles.py)."""
     if not isinstance(priority_class, str) or not priority_class:
         raise InvalidInput.at("priority_class", "required: the name of a priority class")
     job = selectors.job_get_visible(user, job_id)
+    roles.require_on_job(user, job, f"changing job {job.pk}'s priority class")
     chosen = allowed_class(user, job.namespace, "priority_class", priority_class)
     actor = actor_name(user)
     with transaction.atomic():

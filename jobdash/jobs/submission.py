@@ -15,7 +15,7 @@ import queueing
 from queueing import capabilities
 from queueing.names import assign_generated_name
 
-from . import cluster_port, hot_queries, selectors
+from . import cluster_port, hot_queries, roles, selectors
 from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, JobdashError, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
 from .priority import priority_sources, resolve_priority, validate_priority
@@ -85,6 +85,11 @@ def _resolve_namespace(
         if looked_up is not None:
             looked_up[name] = found
     ns, member = found
+    if check_membership and ns is not None:
+        member = roles.may_submit(user, ns, member)
+        granted = roles.grant(user, ns) if not member else None
+        if granted is not None and granted.allows(roles.VIEW):  # who sees the namespace learns why
+            raise NotMember(f"submitting needs the edit role in namespace {name!r}; yours is {granted}")
     # Non-members learn nothing about which namespaces exist.
     if check_membership and (ns is None or not member):
         raise NotMember(f"you are not a member of namespace {name!r}")

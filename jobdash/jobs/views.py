@@ -20,10 +20,11 @@ from . import (
     presenters,
     preview,
     priority,
+    roles,
     selectors,
     services,
 )
-from .exceptions import InvalidInput, JobdashError, NotFound
+from .exceptions import InvalidInput, JobdashError, NotFound, NotMember
 from .forms import PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source, State
 from .presenters import cluster_page
@@ -96,6 +97,7 @@ def namespace_jobs(request, name: str):
     }
     if shown.history is None:
         return render(request, "jobs/_namespace_live.html", context)
+    context["role"] = roles.grant(request.user, namespace)
     context["chart"] = charts.queue_chart(shown.history)
     context["estimate_record"] = presenters.estimate_record_words(shown.estimates or estimates.EstimateRecord())
     return render(request, "jobs/namespace.html", context)
@@ -127,6 +129,7 @@ def job_detail(request, job_id: int):
         "pods": presenters.pod_rows(pods.get("replicas", {}), job.workload),
         "placement": presenters.placement_rows(job.placement, pods.get("pods", [])),
         "staff": selectors.sees_all_namespaces(request.user),
+        "may_cancel": roles.may_act_on(request.user, job),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
     }
@@ -191,6 +194,10 @@ def job_requeue(request, job_id: int):
 @require_http_methods(["GET", "POST"])
 def job_cancel(request, job_id: int):
     job = _visible_job(request.user, job_id)
+    try:
+        roles.require_on_job(request.user, job, f"cancelling job {job.pk}")
+    except NotMember as refused:
+        raise PermissionDenied(refused.message) from None
     form = ReasonForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         try:

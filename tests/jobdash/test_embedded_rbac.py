@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
 from kubernetes import client, config
 
+from jobdash.cluster import access as role_cache
 from jobdash.cluster import kinds
 from jobdash.embedded.stack import EmbeddedStack
+from jobdash.jobs import roles
 from jobdash.jobs.models import Job, Namespace, State
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.waiting import eventually
@@ -117,3 +120,21 @@ def test_a_create_in_team_a_is_queued_and_released_and_in_team_b_forbidden(env, 
     assert not Job.objects.filter(namespace__name="team-b").exists()
     quota = kubectl(env, "delete", "resourcequota", "quota", "-n", "team-a", check=False)
     assert quota.returncode == 1 and "Forbidden" in quota.stderr
+
+
+def test_make_runs_roles_come_from_its_rbac(stack, settings):
+    """`make run` takes roles from the cluster (JOBDASH_ROLES_FROM=rbac), asked as jobdash's
+    identity with deploy's ClusterRole: the demo member edits in team-a, by its RoleBinding."""
+    assert "JOBDASH_ROLES_FROM=$${JOBDASH_ROLES_FROM:-rbac}" in (REPO / "Makefile").read_text()
+    settings.JOBDASH_ROLES_FROM, settings.JOBDASH_CLUSTER = "rbac", "kubeconfig"
+    settings.KUBECONFIG = str(stack.jobdash_kubeconfig)
+    demo = User.objects.create_user("demo")
+    try:
+        granted = roles.grant(demo, Namespace.objects.get(name="team-a"))
+        assert (
+            granted.role == "edit"
+            and 'RoleBinding "demo-jobdash-member/team-a" of Role "jobdash-member"' in granted.source
+        ), granted
+        assert roles.grant(demo, Namespace.objects.get(name="team-b")).role == ""
+    finally:
+        role_cache.from_settings().stop()

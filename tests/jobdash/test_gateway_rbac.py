@@ -14,7 +14,7 @@ from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterEvent, QueuedEntry
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.embedded.rbac import deploy_objects
-from kubesim.resources import PODS
+from kubesim.resources import PODS, ROLEBINDINGS
 from kubesim.testing import running_kubesim, training_runtime_manifest
 from queueing.capabilities import objects_are_pods
 from tests.waiting import eventually
@@ -23,6 +23,19 @@ from .dispatch_support import JOBDASH
 from .test_dispatch_kinds import KINDS
 
 GATE = "jobdash.io/placement"
+RBAC_BINDINGS = ROLEBINDINGS
+
+
+def alice_edits_team_a() -> dict:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "alice-edit", "namespace": "team-a"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+    }
+
+
 # Methods served from the watch cache (or that only start and stop it): no request of theirs
 # needs a permission beyond the list and watch that start() makes.
 CACHE_ONLY = {
@@ -59,6 +72,8 @@ CALLED = {
     "queued_gone",
     "record_event",
     "delete_queued",
+    "review_access",
+    "watch_bindings",
 }
 
 
@@ -146,6 +161,19 @@ def test_deploys_cluster_role_allows_every_gateway_call(sim):
         assert made.name == "qj-rbac"
         gateway.delete_queued("team-a", "qj-rbac", updated().resource_version, term=1)
         assert gateway.queued_gone("team-a", "qj-rbac")
+
+        # roles (jobdash/jobs/roles.py): a SubjectAccessReview for a user, the bindings' watch
+        changes = []
+        gateway.watch_bindings(lambda: changes.append(1))
+        eventually(lambda: len(changes) == 2, 10, "the bindings were never listed")  # each list counts
+        denied = gateway.review_access("alice", [], "create", "batch", "jobs", "team-a")
+        assert not denied.allowed
+        allowed = gateway.review_access("root", ["system:masters"], "create", "batch", "jobs", "team-a")
+        assert allowed.allowed
+        seen = len(changes)
+        sim.cluster.api.create(RBAC_BINDINGS, "team-a", alice_edits_team_a())
+        eventually(lambda: len(changes) > seen, 10, "the RoleBinding never reached the watch")
+        assert gateway.review_access("alice", [], "create", "batch", "jobs", "team-a").allowed
     finally:
         gateway.stop()
 

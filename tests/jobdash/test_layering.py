@@ -54,7 +54,13 @@ LAYERS: dict[str, frozenset[str]] = {
     # cluster (a TrainJob's runtime, PriorityClasses) and who holds the election; the
     # core's RuntimeSource is the type it hands back.
     "jobdash.jobs.cluster_port": frozenset(
-        {"jobdash.cluster.runtimes", "jobdash.cluster.priorities", "jobdash.leader", "queueing"}
+        {
+            "jobdash.cluster.runtimes",
+            "jobdash.cluster.priorities",
+            "jobdash.cluster.access",
+            "jobdash.leader",
+            "queueing",
+        }
     ),
     # The REST API: a thin layer over jobs/' services and selectors (and the core's kind
     # registry for its schema); the same door to the cluster as the pages, through them.
@@ -64,8 +70,17 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.cluster": frozenset({"queueing", "jobdash.cluster.kube", FRAMEWORKS, LIBRARIES}),
     # The only module that talks to a cluster: the official client behind the gateway.
     "jobdash.cluster.kube": frozenset(
-        {"jobdash.cluster", "jobdash.cluster.informer", "jobdash.cluster.kube_client", KUBERNETES, LIBRARIES}
+        {
+            "jobdash.cluster",
+            "jobdash.cluster.informer",
+            "jobdash.cluster.kube_client",
+            "jobdash.cluster.kube_access",
+            KUBERNETES,
+            LIBRARIES,
+        }
     ),
+    # kube.py's SubjectAccessReviews and the watch of the bindings (on the informer)
+    "jobdash.cluster.kube_access": frozenset({"jobdash.cluster.gateway", "jobdash.cluster.informer", KUBERNETES}),
     # kube.py's client set-up and its errors in the gateway's terms
     "jobdash.cluster.kube_client": frozenset({"jobdash.cluster.gateway", KUBERNETES, LIBRARIES}),
     # kube.py's watch cache: it reads the raw watch stream of the list calls kube.py hands
@@ -167,12 +182,14 @@ ONLY: dict[str, set[str]] = {
     KUBERNETES: {
         "jobdash.cluster.kube",
         "jobdash.cluster.kube_client",
+        "jobdash.cluster.kube_access",
         "jobdash.cluster.informer",
         "jobdash.embedded",
         "kubesim",
         "bench",
     },
     "jobdash.cluster.kube_client": {"jobdash.cluster.kube"},
+    "jobdash.cluster.kube_access": {"jobdash.cluster.kube"},
     "jobdash.cluster.kube": {"jobdash.cluster", "jobdash.embedded"},
     # of jobs/, only the port reaches the cluster and the election
     "jobdash.cluster.runtimes": {"jobdash.jobs.cluster_port", "jobdash.cluster.kube", "jobdash.dispatch", "bench"},

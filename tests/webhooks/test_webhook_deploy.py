@@ -283,6 +283,16 @@ def granted(role: dict) -> dict[tuple[str, str], list[str]]:
     return grants
 
 
+# Users' roles from the cluster's RBAC (jobdash/jobs/roles.py): a SubjectAccessReview per user
+# and namespace, dropped when a binding changes. The web asks (as jobdash-reader; `make run`'s
+# web as jobdash, and the gateway's RBAC test makes every gateway call under jobdash's role).
+ROLE_QUESTIONS = {
+    ("authorization.k8s.io", "subjectaccessreviews"): ["create"],
+    ("rbac.authorization.k8s.io", "rolebindings"): ["list", "watch"],
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): ["list", "watch"],
+}
+
+
 def test_rbac_is_least_privilege():
     resources = base_resources()
     role = find(resources, "ClusterRole", "jobdash")
@@ -303,6 +313,7 @@ def test_rbac_is_least_privilege():
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
         # only to create a trial's job whose ownerReference blocks the Trial's deletion
         ("kubeflow.org", "trials/finalizers"): ["update"],
+        **ROLE_QUESTIONS,
     }
     # people: see the queue with view, leave it (delete, which cancels) with edit; never write it
     assert granted(find(resources, "ClusterRole", "jobdash-queuedjobs-view")) == {
@@ -315,7 +326,7 @@ def test_rbac_is_least_privilege():
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "jobdash", "namespace": "jobdash"}]
     assert not [r for r in resources if r["kind"] in ("Role", "RoleBinding")]
     # only the worker writes; the web and the webhook carry a token that reads runtimes and
-    # priority classes alone
+    # priority classes, and asks users' roles, alone
     mounts = {
         d["metadata"]["name"]: (
             d["spec"]["template"]["spec"]["serviceAccountName"],
@@ -337,6 +348,7 @@ def test_rbac_is_least_privilege():
         ("trainer.kubeflow.org", "clustertrainingruntimes"): ["get"],
         # a job's priority is its PriorityClass's value; the submit page lists them
         ("scheduling.k8s.io", "priorityclasses"): ["get", "list"],
+        **ROLE_QUESTIONS,
     }
     assert find(resources, "ClusterRoleBinding", "jobdash-reader")["subjects"] == [
         {"kind": "ServiceAccount", "name": "jobdash-reader", "namespace": "jobdash"}
