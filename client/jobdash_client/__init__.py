@@ -164,8 +164,13 @@ class Client:
     def events(self, job_id: int) -> list[dict]:
         return list(self._request("GET", f"jobs/{job_id}/").get("events", []))
 
-    def jobs(self, namespace: str | None = None, state: str | None = None, kind: str | None = None) -> list[Job]:
+    def jobs(
+        self, namespace: str | None = None, state: str | None = None, kind: str | None = None, mine: bool = False
+    ) -> list[Job]:
+        """`mine`: only the caller's own jobs (also those created with kubectl as the same person)."""
         params = {k: v for k, v in (("namespace", namespace), ("state", state), ("kind", kind)) if v}
+        if mine:
+            params["mine"] = "true"
         return [Job.from_json(j) for j in self._pages("jobs/", params)]
 
     def queue(self, namespace: str) -> list[Job]:

@@ -115,7 +115,7 @@ def _located(problem: FieldError | None, labels: list[str]) -> tuple[str, str]:
 
 
 def list_jobs(args: argparse.Namespace) -> int:
-    jobs = _client(args).jobs(namespace=args.namespace, state=args.state, kind=args.kind)
+    jobs = _client(args).jobs(namespace=args.namespace, state=args.state, kind=args.kind, mine=args.mine)
     _show(args, out.to_data(jobs), lambda: out.job_rows(jobs) if jobs else "No jobs.")
     return 0
 
@@ -337,6 +337,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("-n", "--namespace")
     sub.add_argument("--state", type=lambda t: _state(t, STATES), metavar="|".join(STATES))
     sub.add_argument("--kind", help="e.g. TFJob, PyTorchJob")
+    sub.add_argument("--mine", action="store_true", help="only my jobs (those I created with kubectl too)")
 
     sub = command("queue", queue, "a namespace's waiting jobs in admission order, with their start ranges", output)
     sub.add_argument("namespace", metavar="NS")
