@@ -1,5 +1,6 @@
 """One settings module, configured from the environment (see docs/operations.md)."""
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -201,6 +202,11 @@ if JOBDASH_OIDC_ISSUER and not JOBDASH_OIDC_CLIENT_ID:
 # Kubeflow's authenticating proxy: on when the proxies' addresses are listed (IPs or CIDRs,
 # comma-separated). Its header from any other address is refused (403).
 JOBDASH_PROXY_TRUSTED = [a.strip() for a in os.environ.get("JOBDASH_PROXY_TRUSTED", "").split(",") if a.strip()]
+for _entry in JOBDASH_PROXY_TRUSTED:
+    try:
+        ipaddress.ip_network(_entry, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"JOBDASH_PROXY_TRUSTED: {_error}") from None
 JOBDASH_PROXY_USER_HEADER = os.environ.get("JOBDASH_PROXY_USER_HEADER", "") or "kubeflow-userid"
 JOBDASH_PROXY_GROUPS_HEADER = os.environ.get("JOBDASH_PROXY_GROUPS_HEADER", "") or "kubeflow-groups"
 JOBDASH_PROXY_USERID_PREFIX = os.environ.get("JOBDASH_PROXY_USERID_PREFIX", "")
