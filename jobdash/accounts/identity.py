@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from django.db import IntegrityError, transaction
 
 from .models import PlatformIdentity
@@ -113,15 +114,17 @@ def user_for(identity: Identity) -> Any:
     does link to one (it only makes the user the owner of the job they created: `make run`'s
     demo member is the same person in kubectl and in the UI)."""
     User = get_user_model()
-    try:
-        with transaction.atomic():
-            user, created = User.objects.get_or_create(username=identity.username)
-    except IntegrityError:  # created by a concurrent first sight
-        user, created = User.objects.get(username=identity.username), False
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    elif identity.source != "admission" and user.has_usable_password():
+    # A plain read first: on the webhook's path the user almost always exists, and a
+    # savepoint around every lookup would cost two more round trips.
+    user, created = User.objects.filter(username=identity.username).first(), False
+    if user is None:
+        try:
+            with transaction.atomic():
+                user = User.objects.create(username=identity.username, password=make_password(None))
+                created = True
+        except IntegrityError:  # made by a concurrent first sight
+            user = User.objects.get(username=identity.username)
+    if not created and identity.source != "admission" and user.has_usable_password():
         raise Refused(f"{identity.username!r} is a local jobdash account; sign in with its password")
     if not user.is_active:
         raise Refused(f"{identity.username!r} is deactivated")

@@ -137,3 +137,9 @@ def test_a_configured_header_name_and_a_refused_name(proxied):
     assert client.get("/", HTTP_X_FORWARDED_USER="erin").status_code == 200
     # a name in the system: space signs no one in
     assert Client(REMOTE_ADDR=PROXY).get("/", HTTP_X_FORWARDED_USER="system:admin").status_code == 302
+
+
+def test_owning_a_new_job_costs_two_reads_once_the_user_is_known(team_a, django_assert_num_queries):
+    identity.admission_owner("carol", ["ml"])
+    with django_assert_num_queries(2):  # the user, their recorded identity; nothing written
+        assert identity.admission_owner("carol", ["ml"]).username == "carol"
