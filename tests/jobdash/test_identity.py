@@ -143,3 +143,13 @@ def test_owning_a_new_job_costs_two_reads_once_the_user_is_known(team_a, django_
     identity.admission_owner("carol", ["ml"])
     with django_assert_num_queries(2):  # the user, their recorded identity; nothing written
         assert identity.admission_owner("carol", ["ml"]).username == "carol"
+
+
+def test_mine_is_a_yes_or_no(team_a):
+    carol = identity.admission_owner("carol", [])
+    client = Client()
+    client.force_login(carol)
+    refused = client.get("/api/v1/jobs/?mine=maybe")
+    assert refused.status_code == 400
+    assert "mine" in {e["path"] for e in refused.json()["errors"]}
+    assert client.get("/api/v1/jobs/?mine=false").status_code == 200
