@@ -7,10 +7,12 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: install run test lint bench clean
 
-$(INSTALLED): pyproject.toml client/pyproject.toml
+$(INSTALLED): pyproject.toml client/pyproject.toml tests/oidc_provider/package-lock.json
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench]' -e ./client
+	# the OpenID Connect provider of the sign-in tests (panva's oidc-provider; Node >= 20)
+	npm ci --prefix tests/oidc_provider --no-audit --no-fund --silent
 	@touch $@
 
 install: $(INSTALLED)

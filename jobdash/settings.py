@@ -1,5 +1,6 @@
 """One settings module, configured from the environment (see docs/operations.md)."""
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -89,6 +90,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # the authenticating proxy's header, from its addresses only (jobdash/accounts/proxy.py)
+    "jobdash.accounts.proxy.ProxyUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -179,6 +182,38 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# Sign-in by the platform (jobdash/accounts/identity.py; docs/operations.md "Sign-in"). OIDC:
+# on when an issuer is set (its discovery document names the endpoints and keys). Usernames
+# and groups are mapped as kube-apiserver's --oidc-* flags map the same token.
+JOBDASH_OIDC_ISSUER = os.environ.get("JOBDASH_OIDC_ISSUER", "").strip().rstrip("/")
+JOBDASH_OIDC_CLIENT_ID = os.environ.get("JOBDASH_OIDC_CLIENT_ID", "")
+JOBDASH_OIDC_CLIENT_SECRET = os.environ.get("JOBDASH_OIDC_CLIENT_SECRET", "")
+JOBDASH_OIDC_SCOPES = os.environ.get("JOBDASH_OIDC_SCOPES", "openid email profile groups")
+JOBDASH_OIDC_PROVIDER_NAME = os.environ.get("JOBDASH_OIDC_PROVIDER_NAME", "") or "OIDC"
+JOBDASH_OIDC_USERNAME_CLAIM = os.environ.get("JOBDASH_OIDC_USERNAME_CLAIM", "") or "sub"
+JOBDASH_OIDC_USERNAME_PREFIX = os.environ.get("JOBDASH_OIDC_USERNAME_PREFIX", "")
+JOBDASH_OIDC_GROUPS_CLAIM = os.environ.get("JOBDASH_OIDC_GROUPS_CLAIM", "") or "groups"
+JOBDASH_OIDC_GROUPS_PREFIX = os.environ.get("JOBDASH_OIDC_GROUPS_PREFIX", "")
+# Clock skew allowed on the ID token's exp/iat, in seconds.
+JOBDASH_OIDC_LEEWAY_SECONDS = env_number("JOBDASH_OIDC_LEEWAY_SECONDS", 60, minimum=0)
+if JOBDASH_OIDC_ISSUER and not JOBDASH_OIDC_CLIENT_ID:
+    raise ImproperlyConfigured("JOBDASH_OIDC_ISSUER is set: set JOBDASH_OIDC_CLIENT_ID too")
+# Kubeflow's authenticating proxy: on when the proxies' addresses are listed (IPs or CIDRs,
+# comma-separated). Its header from any other address is refused (403).
+JOBDASH_PROXY_TRUSTED = [a.strip() for a in os.environ.get("JOBDASH_PROXY_TRUSTED", "").split(",") if a.strip()]
+for _entry in JOBDASH_PROXY_TRUSTED:
+    try:
+        ipaddress.ip_network(_entry, strict=False)
+    except ValueError as _error:
+        raise ImproperlyConfigured(f"JOBDASH_PROXY_TRUSTED: {_error}") from None
+JOBDASH_PROXY_USER_HEADER = os.environ.get("JOBDASH_PROXY_USER_HEADER", "") or "kubeflow-userid"
+JOBDASH_PROXY_GROUPS_HEADER = os.environ.get("JOBDASH_PROXY_GROUPS_HEADER", "") or "kubeflow-groups"
+JOBDASH_PROXY_USERID_PREFIX = os.environ.get("JOBDASH_PROXY_USERID_PREFIX", "")
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "jobdash.accounts.proxy.ProxyUserBackend",
+]
 
 # Untrusted manifests: limit before parsing (queueing.safe_yaml enforces the same number).
 JOBDASH_MAX_MANIFEST_BYTES = env_number("JOBDASH_MAX_MANIFEST_BYTES", 256 * 1024, minimum=1024)

@@ -4,7 +4,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from jobdash.accounts.views import api_token
+from jobdash.accounts.oidc import oidc_callback, oidc_login
+from jobdash.accounts.views import api_token, login_page
 from jobdash.health import healthz
 from jobdash.metrics.exposition import metrics_view
 
@@ -14,7 +15,9 @@ from jobdash.metrics.exposition import metrics_view
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobdash.jobs.api.urls")),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", login_page, name="login"),
+    path("login/oidc/", oidc_login, name="oidc-login"),
+    path("login/oidc/callback/", oidc_callback, name="oidc-callback"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/token/", api_token, name="api-token"),
     path("healthz", healthz, name="healthz"),

@@ -226,6 +226,7 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             manifest=lambda: manifest_text(unsuspended(stored_object(request), adapter)),
             source=Source.WEBHOOK,
             submitted_by_name=request.username or "system:anonymous",
+            submitted_by_groups=request.groups,
             dry_run=request.dry_run,
         )
     except services.NamespaceNotManaged:

@@ -136,6 +136,7 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
             manifest=lambda: manifest_text(stored),
             source=Source.WEBHOOK,
             submitted_by_name=request.username or "system:anonymous",
+            submitted_by_groups=request.groups,
             dry_run=request.dry_run,
         )
     except services.NamespaceNotManaged:

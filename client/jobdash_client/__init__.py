@@ -186,10 +186,14 @@ class Client:
         kind: str | None = None,
         name: str | None = None,
         name_contains: str | None = None,
+        mine: bool = False,
     ) -> list[Job]:
-        """Every job you may see that matches: `name` exactly, `name_contains` a part of it in any case."""
+        """Every job you may see that matches: `name` exactly, `name_contains` a part of it in any
+        case; `mine`: only the caller's own jobs (also those created with kubectl as the same person)."""
         given = {"namespace": namespace, "state": state, "kind": kind, "name": name, "name_contains": name_contains}
         params = {k: v for k, v in given.items() if v}
+        if mine:
+            params["mine"] = "true"
         return [Job.from_json(j) for j in self._pages("jobs/", {**params, "page_size": PAGE_SIZE})]
 
     def queue(self, namespace: str) -> list[Job]:

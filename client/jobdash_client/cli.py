@@ -114,7 +114,12 @@ def _located(problem: FieldError | None, labels: list[str]) -> tuple[str, str]:
 
 def list_jobs(args: argparse.Namespace) -> int:
     jobs = _client(args).jobs(
-        namespace=args.namespace, state=args.state, kind=args.kind, name=args.name, name_contains=args.name_contains
+        namespace=args.namespace,
+        state=args.state,
+        kind=args.kind,
+        name=args.name,
+        name_contains=args.name_contains,
+        mine=args.mine,
     )
     _show(args, out.to_data(jobs), lambda: out.job_rows(jobs) if jobs else "No jobs.")
     return 0
@@ -340,6 +345,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--kind", help="e.g. TFJob, PyTorchJob")
     sub.add_argument("--name", help="the job's name, exactly")
     sub.add_argument("--name-contains", metavar="PART", help="a part of the name, any case")
+    sub.add_argument("--mine", action="store_true", help="only my jobs (those I created with kubectl too)")
 
     sub = command("queue", queue, "a namespace's waiting jobs in admission order, with their start ranges", output)
     sub.add_argument("namespace", metavar="NS")

@@ -1,4 +1,6 @@
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_cache_control
@@ -32,3 +34,16 @@ def api_token(request):
     # Neither the browser nor a proxy keeps a page that held a key.
     patch_cache_control(response, no_store=True, private=True)
     return response
+
+
+class LoginPage(auth_views.LoginView):
+    """Local accounts stay (`make run`, the break-glass admin); the platform's sign-in is
+    offered first when it is configured."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["oidc_provider"] = settings.JOBDASH_OIDC_PROVIDER_NAME if settings.JOBDASH_OIDC_ISSUER else ""
+        return context
+
+
+login_page = LoginPage.as_view()

@@ -3,7 +3,7 @@
 from contextlib import contextmanager
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Case, Count, F, Q, QuerySet, When
 
 from . import roles
 from .exceptions import NotFound
@@ -66,7 +66,26 @@ def namespace_get_visible(user, name: str) -> Namespace:
 
 
 def jobs_visible_to(user) -> QuerySet[Job]:
-    return Job.objects.filter(namespace__in=namespaces_visible_to(user)).select_related("namespace")
+    """The jobs of the namespaces the user sees, and the user's own wherever they are: the
+    cluster let them create it there (kubectl, through the webhook), so it is theirs to see
+    and cancel."""
+    if not user.is_authenticated or not user.is_active:
+        return Job.objects.none()
+    return Job.objects.filter(Q(namespace__in=namespaces_visible_to(user)) | Q(submitted_by=user)).select_related(
+        "namespace"
+    )
+
+
+def jobs_of(user, limit: int = 20) -> QuerySet[Job]:
+    """The user's own jobs ("my jobs"), active first, then the newest."""
+    if not user.is_authenticated:
+        return Job.objects.none()
+    active_first = Case(When(state__in=ACTIVE_STATES, then=0), default=1)
+    return (
+        Job.objects.filter(submitted_by=user)
+        .select_related("namespace")
+        .order_by(active_first, "-submitted_at")[:limit]
+    )
 
 
 def job_get_visible(user, job_id: int) -> Job:

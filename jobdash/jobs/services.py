@@ -3,11 +3,14 @@
 Submissions (one job or many) are in jobs.submission and re-exported here: callers find
 every write in this module."""
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+from jobdash.accounts import identity
 
 from . import elastic, hot_queries, lifecycle, roles, selectors
 from .exceptions import Conflict, InvalidInput, NotMember
@@ -297,6 +300,7 @@ def job_submit_or_find(
     manifest,
     source: str,
     submitted_by_name: str,
+    submitted_by_groups: Sequence[str] = (),
     priority=0,
     dry_run: bool = False,
 ) -> tuple[Job | None, bool]:
@@ -330,6 +334,8 @@ def job_submit_or_find(
         return None, True
     try:
         with transaction.atomic():
+            # The cluster identity is a jobdash user (made on first sight): the same person
+            # in kubectl, the UI, the API and the CLI.
             job = job_submit(
                 user=None,
                 manifest=text,
@@ -337,6 +343,7 @@ def job_submit_or_find(
                 priority=priority,
                 namespace=namespace,
                 submitted_by_name=submitted_by_name,
+                owner=identity.admission_owner(submitted_by_name, submitted_by_groups),
             )
             if job.name != name:
                 # The key retries look up by must be the job's own name: roll the insert back.

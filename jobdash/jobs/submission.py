@@ -140,7 +140,7 @@ def _check(
     return _Checked(manifest, parsed, workload, ns, priority, priority_class)
 
 
-def _new_job(checked: _Checked, *, user, source: str, actor: str) -> Job:
+def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) -> Job:
     adapter = queueing.adapter_for(checked.workload.api_version, checked.workload.kind)
     if adapter is not None and source != Source.WEBHOOK and capabilities.objects_are_pods(adapter):
         # Its pods wait in the cluster, gated, made by their user: nothing here could make them.
@@ -162,7 +162,7 @@ def _new_job(checked: _Checked, *, user, source: str, actor: str) -> Job:
         priority_class=checked.priority_class,
         state=State.QUEUED,
         source=source,
-        submitted_by=user if user is not None and user.is_authenticated else None,
+        submitted_by=user if user is not None and user.is_authenticated else owner,
         submitted_by_name=actor,
     )
 
@@ -189,17 +189,19 @@ def job_submit(
     priority_class: str = "",
     namespace: str | None = None,
     submitted_by_name: str = "",
+    owner=None,
 ) -> Job:
     """Validate a manifest and store it as a Queued job, exactly as written.
 
     `user` is None for submissions from cluster identities (the admission webhook); then
-    `submitted_by_name` names the submitter and membership is not checked.
+    `submitted_by_name` names the submitter and membership is not checked; `owner` is the
+    jobdash user of that cluster identity (accounts.identity), whose job it is.
     """
     if source not in Source.values:
         raise ValueError(f"unknown source {source!r}")
     checked = _check(user, Submission(manifest, priority, priority_class, namespace))
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
-    job = _new_job(checked, user=user, source=source, actor=actor)
+    job = _new_job(checked, user=user, source=source, actor=actor, owner=owner)
     note = _submitted_note(checked, source)
     try:
         if connection.vendor == "postgresql":

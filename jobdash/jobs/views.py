@@ -42,7 +42,11 @@ def _visible_job(user, job_id: int):
 
 @login_required
 def home(request):
-    return render(request, "jobs/home.html", {"namespaces": selectors.namespace_summaries(request.user)})
+    return render(
+        request,
+        "jobs/home.html",
+        {"namespaces": selectors.namespace_summaries(request.user), "my_jobs": selectors.jobs_of(request.user)},
+    )
 
 
 def _decorate(jobs, now) -> None:

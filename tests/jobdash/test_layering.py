@@ -49,7 +49,11 @@ LAYERS: dict[str, frozenset[str]] = {
     # Models, services, selectors and the pages: the database and the core. The cluster
     # and the election only through cluster_port; never the dispatcher (it writes, jobs/
     # reads what it recorded), never the API built on top of it.
-    "jobdash.jobs": frozenset({"queueing", "jobdash.jobs.cluster_port", FRAMEWORKS, LIBRARIES}),
+    # A job created with kubectl belongs to the person: accounts.identity maps the admission
+    # request's userInfo to the user.
+    "jobdash.jobs": frozenset(
+        {"queueing", "jobdash.jobs.cluster_port", "jobdash.accounts.identity", FRAMEWORKS, LIBRARIES}
+    ),
     # The one door from jobs/ to the running system: what a submission asks of the
     # cluster (a TrainJob's runtime, PriorityClasses) and who holds the election; the
     # core's RuntimeSource is the type it hands back.
@@ -102,8 +106,9 @@ LAYERS: dict[str, frozenset[str]] = {
     ),
     # The election: its backends, reporting who leads to metrics and logs.
     "jobdash.leader": frozenset({"jobdash.metrics", "jobdash.logs", FRAMEWORKS, LIBRARIES}),
-    # The API token page: Django's and DRF's users and tokens, nothing of the queue.
-    "jobdash.accounts": frozenset({FRAMEWORKS}),
+    # Who a person is (identity.py) and how they sign in (OIDC through authlib, the
+    # authenticating proxy's header), the API token page: users and tokens, nothing of the queue.
+    "jobdash.accounts": frozenset({FRAMEWORKS, LIBRARIES}),
     # The families and their exposition; the database collector reads the job table.
     "jobdash.metrics": frozenset({"jobdash.jobs.models", FRAMEWORKS, LIBRARIES}),
     # /healthz, for both listeners: the database, nothing else.

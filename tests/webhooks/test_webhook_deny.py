@@ -34,7 +34,9 @@ def test_a_katib_tfjob_is_queued_with_its_metadata(webhook, team_a):
     assert response["status"]["code"] == 403
     message = response["status"]["message"]
     assert f"jobdash job #{job.pk}" in message and "position 1 in team-a's queue" in message
-    assert (job.state, job.source, job.submitted_by, job.submitted_by_name) == (State.QUEUED, "webhook", None, KATIB)
+    assert (job.state, job.source, job.submitted_by_name) == (State.QUEUED, "webhook", KATIB)
+    # the service account is the job's owner: one user for the cluster identity (accounts.identity)
+    assert job.submitted_by is not None and job.submitted_by.username == KATIB
     assert (job.namespace.name, job.name, job.kind) == ("team-a", "trial-1", "TFJob")
     meta = job.parsed["metadata"]
     assert meta["ownerReferences"] == [dict(TRIAL_OWNER, name="trial-1")]

