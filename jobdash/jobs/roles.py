@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from jobdash.accounts import identity
+
 from . import cluster_port
 from .exceptions import NotMember
 from .models import Job, Namespace
@@ -54,8 +56,12 @@ def from_membership() -> bool:
 def kubernetes_identity(user) -> tuple[str, list[str]]:
     """The user's Kubernetes username and groups, as the cluster's RBAC knows them. Sign-in
     makes people users whose username is their Kubernetes username; their groups are the
-    sign-in's (OIDC) groups when it keeps them (`kubernetes_groups`), else none."""
-    groups = getattr(user, "kubernetes_groups", None) or []
+    groups its sign-in last named (accounts.identity: OIDC, the proxy, an admission request),
+    read once per request's user object; a local account has none."""
+    groups = getattr(user, "_kubernetes_groups", None)
+    if groups is None:
+        groups = identity.groups_of(user) if user.pk else ()
+        user._kubernetes_groups = groups
     return user.get_username(), [str(group) for group in groups]
 
 

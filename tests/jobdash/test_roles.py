@@ -37,8 +37,10 @@ ACTIONS = (
 )
 OWNED = ("own", "other", "own-p", "other-p")
 # status per action; the same table for the pages below where a page offers the action
+# (an outsider still sees a job of its own, one made with kubectl say, and acts on it only
+# with the edit role)
 API = {
-    "outsider": (404, 404, 403, 404, 404, 404, 404, 302),
+    "outsider": (404, 200, 403, 403, 404, 403, 404, 302),
     "viewer": (200, 200, 403, 403, 403, 403, 403, 302),
     "editor": (200, 200, 201, 200, 403, 200, 403, 302),
     "nsadmin": (200, 200, 201, 200, 200, 200, 200, 302),
@@ -47,7 +49,7 @@ API = {
 # the pages: a queued job is a redirect to it (302), a refused submission the form again
 # (200); the priority form is staff's (numeric), so reprioritising is the API's
 PAGES = {
-    "outsider": (404, 404, 200, 404, 404, None, None, 302),
+    "outsider": (404, 200, 200, 403, 404, None, None, 302),
     "viewer": (200, 200, 200, 403, 403, None, None, 302),
     "editor": (200, 200, 302, 302, 403, None, None, 302),
     "nsadmin": (200, 200, 302, 302, 302, None, None, 302),

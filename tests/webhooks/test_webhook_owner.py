@@ -16,6 +16,8 @@ from django.test import Client
 
 from jobdash.accounts import services as account_services
 from jobdash.accounts.models import PlatformIdentity
+from jobdash.cluster import access
+from jobdash.embedded.rbac import deploy_objects
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim, tfjob_manifest
 from tests.pki import with_webhook
@@ -29,10 +31,21 @@ DEMO = "demo"
 
 
 @pytest.fixture
-def cluster(webhook_listener, webhook_pki, tmp_path):
+def cluster(webhook_listener, webhook_pki, tmp_path, settings):
+    """A cluster with RBAC, where demo may edit jobs in team-a (a RoleBinding to the default
+    `edit`, as a Kubeflow Profile's contributor); jobdash takes its roles from there."""
     Namespace.objects.create(name="team-a")
+    edit = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "demo-edit", "namespace": "team-a"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DEMO}],
+    }
     config = {
         "tls": True,  # (kubectl sends its token over HTTPS only)
+        "rbac": True,
+        "objects": [*deploy_objects(), edit],
         "nodes": [{"prefix": "node", "count": 1, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
         "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "4"}}],
         "users": [
@@ -41,8 +54,13 @@ def cluster(webhook_listener, webhook_pki, tmp_path):
         ],
     }
     with running_kubesim(with_webhook(config, webhook_listener.url, webhook_pki), manual_clock=True) as sim:
+        settings.JOBDASH_ROLES_FROM = "rbac"
+        settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
         home = tmp_path / "home"
-        yield {**os.environ, "KUBECONFIG": sim.kubeconfig_path, "HOME": str(home), "KUBECACHEDIR": str(home)}
+        try:
+            yield {**os.environ, "KUBECONFIG": sim.kubeconfig_path, "HOME": str(home), "KUBECACHEDIR": str(home)}
+        finally:
+            access.from_settings().stop()
 
 
 def jobdash_cli(url: str, token: str, *args: str) -> subprocess.CompletedProcess:
