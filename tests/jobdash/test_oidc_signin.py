@@ -5,14 +5,8 @@ provider's forms; jobdash runs on the live server. What is tested is the authori
 flow with PKCE end to end, the claims kept, and that a wrong state, a forged token and an
 expired token sign no one in."""
 
-import json
 import re
-import shutil
-import socket
-import subprocess
 import time
-from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -24,114 +18,19 @@ from joserfc.jwk import RSAKey
 
 from jobdash.accounts import identity, oidc
 
+from .oidc_support import CLIENT_ID, configure, running_provider, to_callback
+
 pytestmark = pytest.mark.django_db(transaction=True)
-PROVIDER = Path(__file__).resolve().parents[1] / "oidc_provider"
-NODE = shutil.which("node")
-CLIENT_ID, SECRET = "jobdash", "jobdash-test-secret"
 USERS = {"alice": {"email": "alice@example.com", "groups": ["ml-team", "kubeflow-users"]}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def provider(live_server, tmp_path, settings):
     """The provider, registered with jobdash's live server as its client; yields its issuer
     URL and the key it signs ID tokens with (the test's own, to mint expired ones)."""
-    assert NODE is not None, "node is needed for the OIDC tests"
-    assert (PROVIDER / "node_modules" / "oidc-provider").is_dir(), "run `make install` (npm ci in tests/oidc_provider)"
-    key = RSAKey.generate_key(2048, parameters={"kid": "test-key", "use": "sig", "alg": "RS256"})
-    issuer = f"http://127.0.0.1:{free_port()}"
-    config = {
-        "issuer": issuer,
-        "signing_key": key.as_dict(private=True),
-        "users": USERS,
-        "clients": [
-            {
-                "client_id": CLIENT_ID,
-                "client_secret": SECRET,
-                "redirect_uris": [f"{live_server.url}/login/oidc/callback/"],
-                "grant_types": ["authorization_code"],
-                "response_types": ["code"],
-            }
-        ],
-    }
-    path = tmp_path / "provider.json"
-    path.write_text(json.dumps(config))
-    log = tmp_path / "provider.log"
-    with log.open("w") as out:
-        process = subprocess.Popen(
-            [NODE, str(PROVIDER / "provider.mjs"), str(path)],
-            cwd=PROVIDER,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while "listening" not in log.read_text():
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        settings.JOBDASH_OIDC_ISSUER = issuer
-        settings.JOBDASH_OIDC_CLIENT_ID = CLIENT_ID
-        settings.JOBDASH_OIDC_CLIENT_SECRET = SECRET
-        settings.JOBDASH_OIDC_SCOPES = "openid email groups"
-        settings.JOBDASH_OIDC_PROVIDER_NAME = "Dex"
-        settings.JOBDASH_OIDC_USERNAME_CLAIM = "email"
-        settings.JOBDASH_OIDC_USERNAME_PREFIX = "oidc:"
-        settings.JOBDASH_OIDC_LEEWAY_SECONDS = 0
+    with running_provider(live_server.url, tmp_path, USERS) as (issuer, key):
+        configure(settings, issuer)
         yield issuer, key
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-class Forms(HTMLParser):
-    """The forms of a page: action, method and the inputs' names and values."""
-
-    def __init__(self):
-        super().__init__()
-        self.forms: list[dict] = []
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "form":
-            self.forms.append({"action": a.get("action", ""), "method": a.get("method", "get"), "fields": {}})
-        elif tag == "input" and self.forms and a.get("name"):
-            self.forms[-1]["fields"][a["name"]] = a.get("value") or ""
-
-
-def only_form(response: requests.Response) -> dict:
-    parser = Forms()
-    parser.feed(response.text)
-    assert len(parser.forms) == 1, response.text
-    return parser.forms[0]
-
-
-def to_callback(browser: requests.Session, live_url: str, login: str = "alice") -> str:
-    """Start the sign-in at jobdash and go through the provider's login and consent pages;
-    returns the URL the provider sends the browser back to (jobdash's callback), unvisited."""
-    start = browser.get(f"{live_url}/login/oidc/?next=/account/token/", allow_redirects=False)
-    assert start.status_code == 302, start.text
-    authorize = parse_qs(urlsplit(start.headers["Location"]).query)
-    assert authorize["code_challenge_method"] == ["S256"] and authorize["code_challenge"][0]
-    assert authorize["client_id"] == [CLIENT_ID] and "state" in authorize and "nonce" in authorize
-    response = browser.get(start.headers["Location"])
-    for _ in range(4):  # login, then consent
-        form = only_form(response)
-        fields = {**form["fields"], "login": login, "password": "any"} if "login" in response.text else form["fields"]
-        response = browser.post(
-            requests.compat.urljoin(response.url, form["action"]), data=fields, allow_redirects=False
-        )
-        while response.is_redirect:
-            location = requests.compat.urljoin(response.url, response.headers["Location"])
-            if location.startswith(live_url):
-                return location
-            response = browser.get(location, allow_redirects=False)
-    raise AssertionError("the provider never sent the browser back")
 
 
 def test_sign_in_with_the_provider_end_to_end(provider, live_server):
