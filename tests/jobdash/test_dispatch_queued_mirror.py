@@ -169,7 +169,12 @@ def test_every_state_change_is_a_kubernetes_event_once(user, sim, gateway, term)
     submit(user, "before", duration=2)
     job = submit(user, "story", duration=3)  # waits for "before": 4 + 4 CPUs of 6
     dispatcher = Dispatcher(gateway, settings())
-    dispatcher.cycle(term)
+
+    def told() -> list[dict]:
+        dispatcher.cycle(term)  # the Queued Event waits for its QueuedJob to reach the watch
+        return [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["metadata"]["name"].startswith("story.")]
+
+    eventually(told, 5, "the Queued Event was never sent")
     (queued,) = [e for e in sim.cluster.store.items(EVENTS, "team-a") if e["metadata"]["name"].startswith("story.")]
     assert queued["involvedObject"]["kind"] == "QueuedJob" and queued["involvedObject"]["name"] == "story"
     assert queued["involvedObject"]["uid"] == queued_objects(sim)["story"]["metadata"]["uid"]
