@@ -14,13 +14,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import requests
-import yaml
 from django.contrib.auth.models import User
 
 from jobdash.accounts import services as account_services
@@ -29,7 +27,7 @@ from jobdash.embedded.rbac import deploy_objects
 from jobdash.jobs.models import Job, Namespace, Source, State
 from kubesim.testing import running_kubesim, tfjob_manifest
 from tests.pki import with_webhook
-from tests.webhooks.test_webhook_owner import jobdash_cli
+from tests.webhooks.test_webhook_owner import jobdash_cli, kubectl_create
 
 from .conftest import with_name
 from .dispatch_support import JOBDASH
@@ -151,16 +149,8 @@ def test_one_person_in_the_ui_kubectl_and_the_cli_and_their_teammates_roles(worl
     assert (from_ui.submitted_by_id, from_ui.source, from_ui.state) == (alice.pk, Source.WEB, State.QUEUED)
 
     # ... and creates another with kubectl, as the same Kubernetes user
-    manifest = tmp_path / "from-kubectl.yaml"
-    manifest.write_text(yaml.safe_dump(tfjob_manifest("from-kubectl", "team-a", workers=1, cpu="1", memory="1Gi")))
-    done = subprocess.run(
-        [KUBECTL, "--context", ALICE, "create", "-f", str(manifest)],
-        env=world,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "queued by jobdash" in done.stderr or done.returncode == 0, done.stderr
+    body = tfjob_manifest("from-kubectl", "team-a", workers=1, cpu="1", memory="1Gi")
+    done = kubectl_create(world, ALICE, body, tmp_path)
     from_kubectl = Job.objects.get(name="from-kubectl")
     assert (from_kubectl.submitted_by_id, from_kubectl.submitted_by_name) == (alice.pk, ALICE), done.stderr
     assert from_kubectl.state == State.QUEUED

