@@ -7,11 +7,16 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: install run test lint bench clean
 
-$(INSTALLED): pyproject.toml client/pyproject.toml tests/oidc_provider/package-lock.json
+$(INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench]' -e ./client
-	# the OpenID Connect provider of the sign-in tests (panva's oidc-provider; Node >= 20)
+	@touch $@
+
+# The OpenID Connect provider of the sign-in tests (panva's oidc-provider; Node >= 20): the
+# tests' alone, so `make run` needs no Node.
+OIDC_PROVIDER := tests/oidc_provider/node_modules/.installed
+$(OIDC_PROVIDER): tests/oidc_provider/package-lock.json
 	npm ci --prefix tests/oidc_provider --no-audit --no-fund --silent
 	@touch $@
 
@@ -32,8 +37,8 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint $(OIDC_PROVIDER)
 	$(BIN)/python tests/harness.py -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .hypothesis
+	rm -rf $(VENV) var .pytest_cache .hypothesis tests/oidc_provider/node_modules
