@@ -137,3 +137,18 @@ def test_admitted_pods_fit_their_cards_and_refused_pods_fit_no_card(snapshot):
         asked = dict(job.gang[0].requests)[MEM]
         if status.reason in (Reason.NO_NODE_FITS, Reason.NEVER_FITS_NODES) and job.gang[0].count == 1:
             assert asked > roomiest, "a single pod refused fits no card"
+
+
+def test_a_hami_pod_takes_one_share_on_each_of_as_many_cards_as_it_asks_vgpus():
+    # Three 16,276 cards with 10,000 / 4,000 / 3,000 MiB free: two vGPUs of 3,500 MiB go
+    # to cards 1 and 0 (the tightest that hold one each), not card 2.
+    cards = SharedCards(
+        (CARD,) * 3, (CardPod(CARD - 10_000, 0), CardPod(CARD - 4_000, 1), CardPod(CARD - 3_000, 2)), "hami"
+    )
+    allocatable = {"cpu": 64_000, "nvidia.com/gpu": 30, "nvidia.com/gpumem": 3 * CARD}
+    allocated = {"nvidia.com/gpu": 3, "nvidia.com/gpumem": 3 * CARD - 17_000}
+    node = Node("n1", allocatable, allocated, cards=cards)
+    requests = {"cpu": 1000, "nvidia.com/gpu": 2, "nvidia.com/gpumem": 3_500}
+    pod_set = PodSet("Worker", 1, requests, {})
+    job = PendingJob(1, "team-a", 0, NOW, Workload("TFJob", "kubeflow.org/v1", "j", None, (pod_set,)))
+    assert plan(world([job], [node])).cards == {1: (("Worker", 0, (0, 1)),)}
