@@ -162,11 +162,13 @@ class CardPool:
             return None
         asked = dict(requests)
         best: tuple[int, int, int] | None = None  # (free, node, card)
-        largest, resource, needed, others_fit, plain = 0, "", 0, False, False
+        largest, resource, needed, others_fit = 0, "", 0, False
+        plain = []  # eligible nodes that do not share cards
         for number in eligible:
             demand = self._demand(number, requests)
             if not isinstance(demand, tuple):
-                plain = plain or demand is None
+                if demand is None:
+                    plain.append(number)
                 continue
             found = self.models[number]
             resource, needed = found.memory, demand[0]
@@ -177,7 +179,8 @@ class CardPool:
             for card, amount in enumerate(self.free[number]):
                 if best is None or (amount, -number, -card) > (best[0], -best[1], -best[2]):
                     best = (amount, number, card)
-        if best is None or plain:
+        # A node that does not share cards but has the memory free: its other resources are short.
+        if best is None or any(free[number].get(resource, 0) >= needed for number in plain):
             return None
         if largest < needed:
             return "never", resource, needed, largest, (names[best[1]], best[2])

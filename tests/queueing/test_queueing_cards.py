@@ -59,6 +59,7 @@ def test_pods_of_one_gang_are_charged_card_by_card():
 
 def test_the_reason_names_the_card_with_the_most_free_memory():
     nodes = [shared_node("node-1", [CARD - 2_000, CARD - 2_069]), shared_node("node-2", [CARD - 4_069] * 2)]
+    nodes.append(Node("cpu-1", {"cpu": 64_000, "pods": 110}))  # no GPUs: not why it waits
     result = plan(world([shared_job(1, 8_138)], nodes))
     status = result.pending[1]
     assert status.reason is Reason.NO_NODE_FITS
