@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import NamedTuple
 
+from .cards import CardPool
 from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
 # A node that reports no pod limit is not limited by it.
@@ -48,6 +49,7 @@ class NodeFailure:
     scope: str = "node"
     reserved_by: int | None = None
     level: str = ""  # a topology level's node label
+    card: tuple[str, int] | None = None  # (node, GPU) with the most free, when no one card holds a pod
 
 
 def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
@@ -189,6 +191,7 @@ class NodePool:
         # object so its id cannot be reused while the entry lives.
         self._failed: dict[int, tuple[object, NodeFailure]] = {}
         self.reservations: list[tuple[int, int, tuple[tuple[str, int], ...]]] = []  # (job id, node, requests)
+        self.cards = CardPool(self.nodes)
         self.stats = {"place_calls": 0, "memo_hits": 0, "cluster_rejects": 0, "pods_placed": 0}
 
     def _own(self, number: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -248,7 +251,7 @@ class NodePool:
         for name, amount in requests:
             if free.get(name, 0) < amount:
                 return False
-        return True
+        return self.cards.fits(number, requests) if self.cards.shared else True
 
     def _find(self, eligible: _Eligible, requests: tuple[tuple[str, int], ...], primary: str) -> int | None:
         """The node for one pod under the pool's strategy, or None."""
@@ -354,10 +357,12 @@ class NodePool:
             for _ in range(group.count):
                 number = self._find(eligible, group.requests, primary)
                 if number is None:
+                    self.cards.rollback(len(placed))
                     for undo_group, undo_node in reversed(placed):
                         self._charge(undo_node, gang[undo_group].requests, -1)
                     return self._diagnose(group, eligible, len(placed), sum(g.count for g in gang))
                 self._charge(number, group.requests)
+                self.cards.take(number, group.requests)
                 placed.append((group_number, number))
         self.stats["pods_placed"] += len(placed)
         return placed
@@ -394,6 +399,8 @@ class NodePool:
         never = self._never(group, eligible, pods)
         if never is not None:
             return never
+        if (card := self.cards.failure(requests, eligible.nodes, self.free, self.names)) is not None:
+            return NodeFailure(*card[:4], group.role, pods, placed, card=card[4])
         for job_id, number, charged in self.reservations:
             if number in eligible.nodes and all(
                 self.free[number].get(r, 0) + dict(charged).get(r, 0) >= a for r, a in requests
@@ -436,6 +443,7 @@ class NodePool:
         placed = self.place(gang, totals)
         if isinstance(placed, NodeFailure) or not commit:
             if not isinstance(placed, NodeFailure):
+                self.cards.rollback(len(placed))
                 for group_number, number in reversed(placed):
                     self._charge(number, gang[group_number].requests, -1)
                 self.stats["pods_placed"] -= len(placed)

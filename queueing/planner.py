@@ -224,6 +224,7 @@ class _Planner:
             tuple(state.preemptions),
             replaced.placements,
             replaced.evicted,
+            state.pool.cards.placements,
         )
 
     # -- 2. order ------------------------------------------------------------------------
@@ -393,6 +394,7 @@ class _Planner:
                 counters[group_number] = index + 1
                 pods.append((job.gang[group_number].role, index, names[node]))
             placement = tuple(sorted(pods))
+            self.state.pool.cards.record(job.id, job.gang, placed)
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)

@@ -72,6 +72,8 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
         detail = {"resource": failure.resource, "needed": failure.needed, "free": failure.free, "role": failure.role}
         if failure.level:
             detail["level"] = failure.level
+        if failure.card:
+            detail["gpu"] = True
         return Reason.NEVER_FITS_NODES, detail
     if failure.kind == "topology":
         return Reason.NO_DOMAIN_FITS, {
@@ -83,6 +85,10 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
         }
     if failure.kind == "reserved":
         return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
+    if failure.card:  # the node's total would do; no one card does (cards.py)
+        node, gpu = failure.card
+        detail = {"resource": failure.resource, "needed": failure.needed, "free": failure.free, "node": node}
+        return Reason.NO_NODE_FITS, {**detail, "gpu": gpu, "role": failure.role, "pods": failure.pods}
     return Reason.NO_NODE_FITS, {
         "resource": failure.resource,
         "needed": failure.needed,
@@ -134,6 +140,11 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
         )
     if reason is Reason.NO_NODE_FITS:
         r = d["resource"]
+        if "gpu" in d:
+            return (
+                f"no single GPU has {d['needed']:,} MiB free: the most is {d['free']:,} MiB "
+                f"on {d['node']}'s GPU {d['gpu']}"
+            )
         if d.get("scope") == "cluster":
             return (
                 f"cluster full: needs {amount(r, d['needed'])} {r} in total, {amount(r, d['free'])} free on all nodes"
@@ -156,6 +167,8 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
                 f"never fits: it requires one {level_name(d['level'])} ({d['level']}), "
                 "and no schedulable node carries that label"
             )
+        if d.get("gpu"):
+            return f"never fits: a {d['role']} pod needs {d['needed']:,} MiB on one GPU, the largest GPU has {d['free']:,} MiB"
         if r == "nodeSelector/tolerations":
             return (
                 f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector, "

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from .cards import SharedCards
 from .node_affinity import NodeAffinity, canonical, matches
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
@@ -395,6 +396,8 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    # GPUs shared by memory (cards.py), checked card by card; None: whole cards or none.
+    cards: SharedCards | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocatable", _frozen(self.allocatable))
