@@ -52,9 +52,7 @@ from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
 
 from . import edits, pods
-from .decision import ALLOW as ALLOW
-from .decision import Decision as Decision
-from .decision import service_refusal
+from .decision import ALLOW, Decision, service_refusal
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
 

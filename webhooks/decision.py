@@ -40,9 +40,9 @@ def service_refusal(
     error: InvalidInput | Forbidden | ClusterUnavailable, cannot: str, job_id: int | None = None
 ) -> Decision:
     """A service's refusal of what the request would store, as the webhook's answer; `cannot`
-    says what jobdash cannot do ("jobdash cannot queue TFJob team-a/x"). A field at fault is
+    says what jobdash cannot do ("jobdash cannot queue <Kind> team-a/x"). A field at fault is
     422 (413: too large); a field above what the namespace allows, 403 (the same rule as for
-    a member); what the job refers to unreadable now (a TrainJob's runtime), 503: the
+    a member); what the job refers to unreadable now (a runtime the job names), 503: the
     creator retries."""
     if isinstance(error, InvalidInput):
         return refused(413 if error.status == 413 else 422, f"{cannot}: {error.message}", job_id=job_id)

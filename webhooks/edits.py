@@ -3,8 +3,8 @@
 jobdash admitted a job for what it asked when it was released: its pod sets, each pod's
 requests and limits, where its pods may run, its priority class, its topology
 (queueing.demand_change). An edit of that after admission would run a job jobdash never
-admitted (a PyTorchJob patched from 4 to 40 workers runs 41 pods on a quota charged for
-5; a TFJob edited from 1 to 5 workers while it waits runs a partial gang), so, as Kueue
+admitted (a job patched from 4 to 40 workers runs 41 pods on a quota charged for 5; a
+job whose gang grows while it waits suspended runs a partial gang), so, as Kueue
 stops a job whose pod sets no longer match its Workload:
 
 - admitted (the old object carries jobdash's jobdash.io/job-id label, set at release, and

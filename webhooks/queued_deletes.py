@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from jobdash.cluster.gateway import JOB_ID_LABEL
 from jobdash.jobs import services
 
-from .decide import ALLOW, Decision
+from .decision import ALLOW, Decision
 from .review import AdmissionRequest
 
 

@@ -21,6 +21,7 @@ from jobdash.cluster.gateway import QUEUED_PLURAL
 from queueing.workload import BY_KEY
 
 from . import decide, queued_deletes, review
+from .decision import ALLOW, Decision
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def admission(request: HttpRequest, plural: str):
         )
     except Exception as error:
         log.exception("webhook: deciding %s %s/%s failed", admission.uid, admission.namespace, admission.name)
-        decision = decide.Decision(
+        decision = Decision(
             allowed=False,
             code=500,
             reason="InternalError",
@@ -80,7 +81,7 @@ def _queued_delete(request: HttpRequest):
         decision = queued_deletes.decide(admission, own_identities=settings.JOBDASH_OWN_IDENTITIES)
     except Exception:  # the dispatcher cancels it anyway, without the name: never block leaving
         log.exception("webhook: the DELETE of QueuedJob %s/%s", admission.namespace, admission.name)
-        decision = decide.ALLOW
+        decision = ALLOW
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
 
 

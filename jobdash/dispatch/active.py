@@ -18,7 +18,7 @@ Placement = tuple[tuple[str, int, str], ...]
 class ActiveJob:
     id: int
     key: ObjectKey  # (kind key, namespace, name): its object in the cluster
-    kind: str  # as users write it ("TFJob"): metrics' label, messages
+    kind: str  # as users write it (the manifest's kind): metrics' label, messages
     state: str  # Released | Running
     workload: Workload
     placement: Placement = ()  # (role, index, node) the planner chose for each pod; () with node fit off
