@@ -114,12 +114,6 @@ def rbac_viewable(user) -> list[str]:
     return [name for name in names if rbac(user, name).allows(VIEW)]
 
 
-def grants(user) -> list[tuple[Namespace, Grant]]:
-    """Every managed namespace where `user` has a role, with it (the roles page)."""
-    found = [(namespace, grant(user, namespace)) for namespace in Namespace.objects.order_by("name")]
-    return [(namespace, granted) for namespace, granted in found if granted.role]
-
-
 def may_submit(user, namespace: Namespace, member: bool) -> bool:
     """Submission's check: `member`, the membership its hot query already read."""
     if from_membership() and member:
