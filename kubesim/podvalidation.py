@@ -276,10 +276,6 @@ def gated_condition(pod: dict) -> None:
     ]
 
 
-def is_gated(pod: dict) -> bool:
-    return bool((pod.get("spec") or {}).get("schedulingGates"))
-
-
 # --- update: ValidatePodUpdate's spec rules -------------------------------------------------------
 
 
