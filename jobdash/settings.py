@@ -1,6 +1,7 @@
 """One settings module, configured from the environment (see docs/operations.md)."""
 
 import ipaddress
+import json
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -251,6 +252,31 @@ JOBDASH_WEBHOOK_MODE = env_choice("JOBDASH_WEBHOOK_MODE", "deny", ("deny", "susp
 # templates carry a scheduling gate; the dispatcher sends each pod to its node and lifts it);
 # `none` leaves the pods to the cluster's scheduler (clusters without scheduling gates).
 JOBDASH_PLACEMENT = env_choice("JOBDASH_PLACEMENT", "gates", ("gates", "none"))
+
+
+def _device_models(value: str) -> list[dict]:
+    """JOBDASH_DEVICE_MODELS: a JSON list of further GPU-sharing models (queueing/devices.py's
+    fields), registered when the dispatch app is ready; checked here, so a typo stops start-up."""
+    if not value.strip():
+        return []
+    from queueing.devices import DeviceModel
+
+    try:
+        rows = json.loads(value)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"JOBDASH_DEVICE_MODELS: not JSON ({error})") from None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        raise ImproperlyConfigured("JOBDASH_DEVICE_MODELS: must be a JSON list of objects")
+    for number, row in enumerate(rows):
+        try:
+            DeviceModel.from_json(row)
+        except (TypeError, ValueError) as error:
+            raise ImproperlyConfigured(f"JOBDASH_DEVICE_MODELS[{number}]: {error}") from None
+    return rows
+
+
+JOBDASH_DEVICE_MODELS = _device_models(os.environ.get("JOBDASH_DEVICE_MODELS", ""))
+
 # The node labels that name topology levels, the widest first (a job may require or prefer
 # that its gang run in one domain of a level: jobdash.io/required-topology).
 JOBDASH_TOPOLOGY_LEVELS = tuple(

@@ -106,7 +106,7 @@ class CardPool:
         asked = dict(requests)
         if found.whole is not None and asked.get(found.whole, 0) > 0:
             return False  # a node shares by memory or allocates whole cards, never both
-        return found.demand(asked)
+        return found.demand(asked, whole_card=max(self.capacity[number], default=0))
 
     def fits(self, number: int, requests: Requests) -> bool:
         demand = self._demand(number, requests)
@@ -139,18 +139,24 @@ class CardPool:
 
     def record(self, job_id: int, gang: tuple[PodGroup, ...], placed: Sequence[tuple[int, int]]) -> None:
         """Remember the cards of a gang just placed (``placed`` as NodePool.place returns it)."""
-        if not self.shared or not placed:
-            return
-        taken = self.journal[-len(placed) :]
         counters: dict[int, int] = {}
-        pods = []
-        for (group_number, _), (_, _, chosen) in zip(placed, taken, strict=True):
+        numbered = []
+        for group_number, _ in placed:
             index = counters.get(group_number, 0)
             counters[group_number] = index + 1
-            if chosen:
-                pods.append((gang[group_number].role, index, chosen))
-        if pods:
-            self.placements[job_id] = tuple(sorted(pods))
+            numbered.append((gang[group_number].role, index))
+        self.record_pods(job_id, numbered)
+
+    def record_pods(self, job_id: int, pods: Sequence[tuple[str, int]]) -> None:
+        """Remember the cards of the last ``len(pods)`` pods placed, (role, index) each."""
+        if not self.shared or not pods:
+            return
+        taken = self.journal[-len(pods) :]
+        chosen = tuple(
+            sorted((role, index, cards) for (role, index), (_, _, cards) in zip(pods, taken, strict=True) if cards)
+        )
+        if chosen:
+            self.placements[job_id] = chosen
 
     def failure(
         self, requests: Requests, eligible: Iterable[int], free: Sequence[Mapping[str, int]], names: Sequence[str]

@@ -39,8 +39,9 @@ class Plan:
     # and why each other one is to be taken back and queued again (replacement.py).
     replacements: Mapping[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
     evictions: Mapping[int, str] = field(default_factory=dict)
-    # Admitted pods on GPUs shared by memory: job id -> (role, index, cards) per such pod
+    # Pods placed on GPUs shared by memory: job id -> (role, index, cards) per such pod
     # (cards.py); apart from ``placement`` so that consumers of placements are unchanged.
+    # Of a replaced gang, only the pods placed anew.
     cards: Mapping[int, tuple[tuple[str, int, tuple[int, ...]], ...]] = field(default_factory=dict)
 
     @property

@@ -114,6 +114,7 @@ class JobPod:
     index: int | None = None  # its number within its role, where its labels say one
     gated: bool = False  # still held by GATE
     node: str = ""  # the node it is bound to or selected for; "" for neither
+    cards: tuple[str, ...] = ()  # the shared GPU cards it names (its slot's, once pinned)
     terminating: bool = False
     ended: bool = False  # Succeeded or Failed: its slot is free for the pod that comes next
 
@@ -122,12 +123,17 @@ class JobPod:
 class Assignment:
     nodes: Mapping[str, str] = field(default_factory=dict)  # gated pod's name -> its node
     unassigned: tuple[str, ...] = ()  # gated pods beyond the plan: no slot of their role left
+    # gated pod's name -> its slot's index (what it is pinned by; not compared: the nodes say the decision)
+    indexes: Mapping[str, int] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", MappingProxyType(dict(self.nodes)))
+        object.__setattr__(self, "indexes", MappingProxyType(dict(self.indexes)))
 
 
-def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
+def assign(
+    placement: Iterable[Slot], pods: Iterable[JobPod], cards: Mapping[tuple[str, int], tuple[str, ...]] | None = None
+) -> Assignment:
     """Which gated pod runs on which node of ``placement`` (the planner's: one slot per
     pod). Live pods past the gate hold slots already: each uses up one of its role, on its
     own node where one is free (of its own index first), else any of its role (by count:
@@ -136,10 +142,12 @@ def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
     selected for if one is free there, else the one of its own index, else the lowest free
     one, pods in index order. Terminating and ended pods hold nothing and get nothing (a
     batch Job's next wave, a restarted pod, takes the slot an ended one leaves). The answer
-    does not depend on the order of either input."""
-    free: dict[str, list[tuple[int, str]]] = {}
+    does not depend on the order of either input. ``cards``: the shared GPU cards of slots
+    (by lower-case role and index, named as pods name them); a pod that names cards holds
+    only a slot of those cards on its node, so a card is never handed out twice."""
+    free: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
     for role, index, node in placement:
-        free.setdefault(role.lower(), []).append((index, node))
+        free.setdefault(role.lower(), []).append((index, node, (cards or {}).get((role.lower(), index), ())))
     for slots in free.values():
         slots.sort()
     live = sorted(
@@ -159,23 +167,27 @@ def assign(placement: Iterable[Slot], pods: Iterable[JobPod]) -> Assignment:
     holding = _sweep(holding, free, by_node=True, avoid=wanted)
     _sweep(holding, free, avoid=wanted)  # one that still finds none runs beyond the plan: it holds nothing
 
-    nodes: dict[str, str] = {}
+    nodes: dict[str, tuple[int, str]] = {}
     waiting = _sweep(gated, free, by_index=True, by_node=True, into=nodes)
     waiting = _sweep(waiting, free, by_node=True, into=nodes)
     waiting = _sweep(waiting, free, by_index=True, into=nodes)
     waiting.sort(key=lambda p: (p.index is None, p.index or 0, p.name))  # the kind's numbering, where it has one
     unassigned = _sweep(waiting, free, into=nodes)
-    return Assignment(nodes, tuple(sorted(pod.name for pod in unassigned)))
+    return Assignment(
+        {name: node for name, (_, node) in nodes.items()},
+        tuple(sorted(pod.name for pod in unassigned)),
+        {name: index for name, (index, _) in nodes.items()},
+    )
 
 
 def _sweep(
     pods: Sequence[JobPod],
-    free: Mapping[str, list[tuple[int, str]]],
+    free: Mapping[str, list[tuple[int, str, tuple[str, ...]]]],
     *,
     by_index: bool = False,
     by_node: bool = False,
     avoid: Mapping[str, set[int]] | None = None,
-    into: dict[str, str] | None = None,
+    into: dict[str, tuple[int, str]] | None = None,
 ) -> list[JobPod]:
     """One pass: each pod in turn takes a free slot of its role (of its own index, on its
     own node, where asked; a pod without an index or a node then takes none), the lowest
@@ -186,15 +198,17 @@ def _sweep(
         slots = free.get(pod.role.lower(), [])
         fits = [
             i
-            for i, (index, node) in enumerate(slots)
-            if (not by_index or index == pod.index) and (not by_node or node == pod.node)
+            for i, (index, node, cards) in enumerate(slots)
+            if (not by_index or index == pod.index)
+            and (not by_node or node == pod.node)
+            and (not pod.cards or cards == pod.cards or not cards)
         ]
         if (by_index and pod.index is None) or (by_node and not pod.node) or not fits:
             missed.append(pod)
             continue
         kept_for_others = (avoid or {}).get(pod.role.lower(), set())
         chosen = next((i for i in fits if slots[i][0] not in kept_for_others), fits[0])
-        _, node = slots.pop(chosen)
+        index, node, _ = slots.pop(chosen)
         if into is not None:
-            into[pod.name] = node
+            into[pod.name] = (index, node)
     return missed

@@ -58,6 +58,7 @@ def replace(pool: NodePool, replacements: Sequence[Replacement]) -> Replaced:
         for group_number, node_number in placed:
             role = gang[group_number].role
             moved.append((role, numbers[role].pop(0), pool.names[node_number]))
+        pool.cards.record_pods(replacement.job_id, [(role, index) for role, index, _ in moved])
         placements[replacement.job_id] = tuple(sorted((*replacement.keep, *moved)))
     return Replaced(placements, evicted)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from .devices import derived_totals
 from .errors import FieldError, ManifestError
 from .node_affinity import NodeAffinity, terms_from_json, terms_to_json
 from .validation import describe
@@ -138,6 +139,10 @@ class Workload:
             if name in limits:
                 demand[f"limits.{name}"] = limits[name]
         demand["pods"] = self.pods
+        # Derived totals (devices.py: HAMi's memory x vGPUs), which no API server counts.
+        for pod_set in self.pod_sets:
+            for name, amount in derived_totals(pod_set.requests).items():
+                demand[f"requests.{name}"] = demand.get(f"requests.{name}", 0) + amount * pod_set.count
         adapter = ADAPTERS.get((self.api_version, self.kind))
         from .capabilities import objects_are_pods  # (capabilities builds on this module)
 

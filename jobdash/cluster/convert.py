@@ -11,7 +11,7 @@ from queueing.quantity import canonical
 from queueing.topology import HOSTNAME
 from queueing.validation import Problems
 
-from . import kinds
+from . import devices, kinds
 from .gateway import JOB_ID_LABEL, MANAGED_LABEL, TERM_ANNOTATION, JobObject, NodeInfo, PodInfo, QueuedObject, Quota
 
 _POD_LABELS = kinds.pod_labels()
@@ -45,12 +45,17 @@ def quota(obj: Mapping[str, Any]) -> Quota:
 def node(obj: Mapping[str, Any]) -> NodeInfo:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
+    allocatable = amounts(status.get("allocatable") or status.get("capacity"))
+    annotations = devices.annotations_of(obj)
+    # HAMi's memory and cores are in no allocatable: its cards' totals stand in for them.
+    allocatable.update(devices.hami_totals(annotations))
     return NodeInfo(
         name=_meta(obj)["name"],
-        allocatable=amounts(status.get("allocatable") or status.get("capacity")),
+        allocatable=allocatable,
         labels=dict(_meta(obj).get("labels") or {}),
         taints=tuple(spec.get("taints") or ()),
         unschedulable=bool(spec.get("unschedulable")),
+        cards=devices.node_cards(allocatable, annotations),
     )
 
 
@@ -94,6 +99,7 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
         deleting=bool(meta.get("deletionTimestamp")),
         gates=tuple(gate.get("name", "") for gate in gates) if gates else (),
         selected_node=(spec.get("nodeSelector") or {}).get(HOSTNAME),
+        cards=devices.pod_cards(meta.get("annotations") or {}),
     )
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .devices import NodeCards
+
 JOB_ID_LABEL = "jobdash.io/job-id"
 MANAGED_LABEL = "jobdash.io/managed"
 QUEUED_LABEL = "jobdash.io/queued"
@@ -77,6 +79,7 @@ class NodeInfo:
     labels: Mapping[str, str]
     taints: tuple[Mapping[str, Any], ...]
     unschedulable: bool
+    cards: NodeCards | None = None  # its GPUs shared by memory (devices.py), if it shares them
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class PodInfo:
     deleting: bool = False
     gates: tuple[str, ...] = ()  # its scheduling gates: nothing schedules it while it has one
     selected_node: str | None = None  # the node its nodeSelector names (kubernetes.io/hostname)
+    cards: tuple[str, ...] = ()  # the shared cards it was given or pinned to, by their node's names
 
     @property
     def terminated(self) -> bool:
@@ -211,7 +215,9 @@ class ClusterGateway(Protocol):
         self, key: ObjectKey, change: Callable[[dict[str, Any]], dict[str, Any]], term: int | None = None
     ) -> JobObject: ...
     # a gated pod sent to `node` (its nodeSelector; None: wherever the scheduler puts it), `gate` removed
-    def ungate_pod(self, pod: PodInfo, gate: str, node: str | None) -> None: ...
+    def ungate_pod(
+        self, pod: PodInfo, gate: str, node: str | None, annotations: Mapping[str, str] | None = None
+    ) -> None: ...
     def delete_pod(self, namespace: str, name: str) -> None: ...
 
     # the waiting jobs' QueuedJob objects (watch cache); None while the cluster does not serve them

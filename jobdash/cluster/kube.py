@@ -424,15 +424,20 @@ class KubeGateway:
             return convert.job_object(kind_key, replaced)
         raise AssertionError("unreachable")  # (the last attempt returns or raises)
 
-    def ungate_pod(self, pod: PodInfo, gate: str, node: str | None) -> None:
+    def ungate_pod(
+        self, pod: PodInfo, gate: str, node: str | None, annotations: Mapping[str, str] | None = None
+    ) -> None:
         """Send a gated pod to `node`: its nodeSelector names the node's hostname, and `gate`
         goes (the API server lets a gated pod's scheduling directives only narrow). No
-        node: the gate goes, and the scheduler places the pod."""
+        node: the gate goes, and the scheduler places the pod. `annotations`: written in the
+        same patch (the shared GPU cards it is pinned to, cluster/devices.py)."""
         others = [{"name": name} for name in pod.gates if name != gate]
         spec: dict[str, Any] = {"schedulingGates": others or None}
         if node is not None:
             spec["nodeSelector"] = {convert.HOSTNAME: node}
-        patch = {"spec": spec}
+        patch: dict[str, Any] = {"spec": spec}
+        if annotations:
+            patch["metadata"] = {"annotations": dict(annotations)}
         # A merge patch: its list replaces the pod's gates (a strategic merge patch would merge
         # them by name and keep ours).
         self._write(self._send, "PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}", patch)

@@ -4,10 +4,12 @@ rebuilds a job's cluster key, gang or times from a row of its own."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jobdash.cluster.gateway import ObjectKey
 from jobdash.jobs.models import Job, State
 from queueing import Workload
+from queueing.cards import CardPlacement
 
 from .cycle_cache import values_with_epochs
 
@@ -22,6 +24,7 @@ class ActiveJob:
     state: str  # Released | Running
     workload: Workload
     placement: Placement = ()  # (role, index, node) the planner chose for each pod; () with node fit off
+    cards: CardPlacement = ()  # (role, index, cards) of its pods on GPUs shared by memory
     object_uid: str = ""  # "" until its creation is recorded
     attempts: int = 0
     preemptions: int = 0
@@ -66,6 +69,7 @@ _FIELDS = (
     "kind",
     "state",
     "placement",
+    "cards",
     "object_uid",
     "attempts",
     "preemptions",
@@ -78,6 +82,11 @@ _FIELDS = (
     "prediction_source",
 )
 _TIMES = ("released_at", "started_at", "requeue_requested_at", "eta_first", "eta_first_late", "preempt_at")
+
+
+def card_placement(data: Any) -> CardPlacement:
+    """Job.cards as the planner's tuples."""
+    return tuple((role, int(index), tuple(int(card) for card in cards)) for role, index, cards in data or ())
 
 
 def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
@@ -97,6 +106,7 @@ def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
             state=row["state"],
             workload=parsed[row["id"]],
             placement=tuple((role, int(index), node) for role, index, node in row["placement"] or ()),
+            cards=card_placement(row["cards"]),
             object_uid=row["object_uid"],
             attempts=row["attempts"],
             preemptions=row["preemptions"],

@@ -6,7 +6,13 @@ class DispatchConfig(AppConfig):
     label = "dispatch"
 
     def ready(self) -> None:
+        from django.conf import settings
+
         from jobdash.jobs.signals import queue_changed
+        from queueing.devices import DeviceModel, register
+
+        for row in settings.JOBDASH_DEVICE_MODELS:  # a site's own GPU-sharing models
+            register(DeviceModel.from_json(row))
 
         from . import kick
 

@@ -263,8 +263,10 @@ class Dispatcher:
         result.admitted = len(plan.admissions)
         lap("plan")
         # 3. release
+        cards = pinning.cards_json(plan.cards)
         admissions = [
-            (a.job_id, [list(p) for p in a.placement] if a.placement else None, a.borrowing) for a in plan.admissions
+            (a.job_id, [list(p) for p in a.placement] if a.placement else None, a.borrowing, cards.get(a.job_id))
+            for a in plan.admissions
         ]
         sending = None
         try:
@@ -341,7 +343,10 @@ class Dispatcher:
         if config.pin:
             released = pinning.released(sending, plan, self.cache) if sending is not None else []
             result.pinned = pinning.pin(
-                self.gateway, [*observed.active, *released], release_phase.sending_pool(config.concurrency), replaced
+                self.gateway,
+                [*observed.active, *released],
+                release_phase.sending_pool(config.concurrency),
+                *replaced,
             )
         lap("pin")
         # 10. publish: quotas with reservations, nodes and our pods' phases

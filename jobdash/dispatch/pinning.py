@@ -13,15 +13,19 @@ queued again (the plan's evictions).
 """
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from jobdash import logs, metrics
+from jobdash.cluster import devices, kinds
 from jobdash.cluster import gateway as gw
-from jobdash.cluster import kinds
+from jobdash.cluster.devices import NodeCards
 from jobdash.jobs.models import State
 from queueing import Plan
+from queueing.cards import CardPlacement
+from queueing.devices import MODELS
 from queueing.placement import GATE, JobPod, assign
 from queueing.replacement import Placement, Replacement
 
@@ -44,10 +48,10 @@ def replace(
     mode: str,
     term: int | None,
     now: datetime | None = None,
-) -> dict[int, Placement]:
+) -> tuple[dict[int, Placement], dict[int, CardPlacement]]:
     """Write the plan's new placements of gangs that lost nodes (`lost`: the snapshot's
     account of what they lost) and take back those it evicts. Returns the placements now
-    in force that differ from the snapshot's."""
+    in force that differ from the snapshot's, and their pods' shared cards."""
     jobs = {job.id: job for job in active}
     notes = {
         job_id: "its node(s) "
@@ -57,9 +61,14 @@ def replace(
         for job_id, placement in plan.replacements.items()
         if job_id in jobs
     }
-    written = set(transitions.replaced(dict(plan.replacements), notes, term))
-    metrics.count_replacements(len(written))
     slots = {replacement.job_id: replacement.lost for replacement in lost}
+    cards = {
+        job_id: _moved_cards(jobs[job_id].cards, slots.get(job_id, ()), plan.cards.get(job_id, ()))
+        for job_id in plan.replacements
+        if job_id in jobs
+    }
+    written = set(transitions.replaced(dict(plan.replacements), notes, term, cards=cards_json(cards)))
+    metrics.count_replacements(len(written))
     for job_id in written:
         job = jobs[job_id]
         for pod in _stranded(job, pods.get(job.key, ()), slots.get(job_id, ()), failed_nodes):
@@ -71,7 +80,22 @@ def replace(
                 holding.taken_back(gateway, evicted.key, mode, term)
             except gw.GatewayError as error:
                 log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, evicted.namespace))
-    return {job_id: plan.replacements[job_id] for job_id in written}
+    return {job_id: plan.replacements[job_id] for job_id in written}, {job_id: cards[job_id] for job_id in written}
+
+
+def _moved_cards(old: CardPlacement, lost: Placement, moved: CardPlacement) -> CardPlacement:
+    """A replaced gang's cards: its kept pods' as they were, its lost pods' anew."""
+    gone = {(role.lower(), index) for role, index, _ in lost}
+    kept = [entry for entry in old if (entry[0].lower(), entry[1]) not in gone]
+    return tuple(sorted((*kept, *moved)))
+
+
+def cards_json(cards: Mapping[int, CardPlacement]) -> dict[int, list | None]:
+    """Job.cards as stored: None for a job with no pod on a shared card."""
+    return {
+        job_id: [[role, index, list(chosen)] for role, index, chosen in found] or None
+        for job_id, found in cards.items()
+    }
 
 
 def _stranded(
@@ -107,6 +131,7 @@ def released(sending: Sending, plan: Plan, cache: CycleCache) -> list[ActiveJob]
             State.RELEASED,
             workloads[job_id],
             placed.get(job_id) or (),
+            plan.cards.get(job_id, ()),
         )
         for job_id in sending.created
         if job_id in workloads and job_id in sending.keys
@@ -118,14 +143,19 @@ def pin(
     active: list[ActiveJob],
     pool: ThreadPoolExecutor,
     placements: Mapping[int, Placement] | None = None,
+    cards: Mapping[int, CardPlacement] | None = None,
+    now: float | None = None,
 ) -> dict[str, int]:
-    """Send each gated pod of the active jobs to its planned node (`placements`: what this
-    cycle replaced, over the snapshot's); their pods as the watch cache has them now, so
-    that those made since the snapshot go at once. Pods beyond the plan stay gated: they
-    run only once the job is admitted with them."""
-    placements = placements or {}
+    """Send each gated pod of the active jobs to its planned node, and on a node that
+    shares its GPUs to its planned card (`placements`, `cards`: what this cycle replaced,
+    over the snapshot's); their pods as the watch cache has them now, so that those made
+    since the snapshot go at once. Pods beyond the plan stay gated: they run only once the
+    job is admitted with them."""
+    placements, cards = placements or {}, cards or {}
+    now = time.time() if now is None else now
     pods = gateway.pods_of_jobs(job.key for job in active if placements.get(job.id, job.placement))
-    patches: list[tuple[gw.PodInfo, str]] = []
+    sharing = {node.name: node.cards for node in gateway.nodes() if node.cards is not None}
+    patches: list[tuple[gw.PodInfo, str, dict[str, str]]] = []
     beyond = 0
     for job in active:
         planned = placements.get(job.id, job.placement)
@@ -139,17 +169,23 @@ def pin(
                 kinds.pod_role(job.kind_key, pod, roles),
                 gated=GATE in pod.gates,
                 node=pod.node_name or pod.selected_node or "",
+                cards=pod.cards,
                 terminating=pod.deleting,
                 ended=pod.terminated,
             )
             for pod in job_pods
         ]
-        assignment = assign(planned, records)
+        slot_cards = _slot_cards(planned, cards.get(job.id, job.cards), sharing)
+        assignment = assign(planned, records, {key: ids for key, (_, ids) in slot_cards.items()})
         by_name = {pod.name: pod for pod in job_pods}
-        patches.extend((by_name[name], node) for name, node in assignment.nodes.items())
+        for name, node in assignment.nodes.items():
+            pod = by_name[name]
+            role = kinds.pod_role(job.kind_key, pod, roles).lower()
+            card = slot_cards.get((role, assignment.indexes[name]))
+            patches.append((pod, node, _card_annotations(sharing, node, card, pod.requests, now)))
         beyond += len(assignment.unassigned)
     errors = 0
-    for future in [pool.submit(gateway.ungate_pod, pod, GATE, node) for pod, node in patches]:
+    for future in [pool.submit(gateway.ungate_pod, pod, GATE, node, notes) for pod, node, notes in patches]:
         try:
             future.result()
         except gw.NotFound:
@@ -158,6 +194,38 @@ def pin(
             errors += 1
             log.warning("sending a pod to its planned node: %s", error)
     return {"ungated": len(patches) - errors, "beyond-plan": beyond, "errors": errors}
+
+
+def _slot_cards(
+    planned: Placement, cards: CardPlacement, sharing: Mapping[str, NodeCards]
+) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[str, ...]]]:
+    """Per planned slot on a sharing node (lower-case role, index): its cards, by index and
+    as its node names them."""
+    nodes = {(role.lower(), index): node for role, index, node in planned}
+    found = {}
+    for role, index, chosen in cards:
+        node = nodes.get((role.lower(), index))
+        shared = sharing.get(node) if node is not None else None
+        if shared is not None and all(card < len(shared.ids) for card in chosen):
+            found[role.lower(), index] = (chosen, tuple(shared.ids[card] for card in chosen))
+    return found
+
+
+def _card_annotations(
+    sharing: Mapping[str, NodeCards],
+    node: str,
+    card: tuple[tuple[int, ...], tuple[str, ...]] | None,
+    requests: Mapping[str, int],
+    now: float,
+) -> dict[str, str]:
+    """What pins a pod to its planned cards, as the device plugin's extender would write it."""
+    shared = sharing.get(node)
+    if shared is None or card is None:
+        return {}
+    demand = MODELS[shared.model].demand(requests, whole_card=max(shared.memory, default=0))
+    if demand is None:
+        return {}
+    return devices.pin_annotations(shared, card[0], demand[0], node, now)
 
 
 def off_plan(active: list[ActiveJob], pods: Mapping[gw.ObjectKey, list[gw.PodInfo]]) -> int:

@@ -21,9 +21,11 @@ from jobdash.jobs import elastic
 from jobdash.jobs.models import Namespace, State
 from jobdash.jobs.presenters import overrun_words
 from queueing import POLICY_NAMES, PodSet
+from queueing.cards import SharedCards
+from queueing.devices import derived_totals
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
-from . import lost, pod_groups
+from . import card_usage, lost, pod_groups
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
 
@@ -86,8 +88,9 @@ def _unbound_placements(job: ActiveJob, created: list[PodInfo]) -> tuple:
     return tuple(unbound)
 
 
-def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo]) -> tuple[Node, ...]:
-    """`pods`: at least every pod not terminated (terminated pods charge no node)."""
+def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo], cards: Mapping[str, SharedCards]) -> tuple[Node, ...]:
+    """`pods`: at least every pod not terminated (terminated pods charge no node); `cards`:
+    what is on the shared cards of the nodes that share them (card_usage)."""
     allocated: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         if pod.node_name and not pod.terminated:
@@ -105,22 +108,38 @@ def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo]) -> tuple[Node, ...]:
                 Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", "NoSchedule")) for t in node.taints
             ),
             unschedulable=node.unschedulable,
+            cards=cards.get(node.name),
         )
         for node in sorted(node_infos, key=lambda n: n.name)
     )
 
 
-def _quotas(gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]]) -> dict[str, NamespaceQuota]:
-    """`managed`: per namespace its weight and elastic quota (Namespace rows)."""
+def _derived_used(pods: Iterable[PodInfo]) -> dict[str, dict[str, int]]:
+    """Per namespace, what its live pods take of the derived device totals (devices.py), in
+    quota keys: the API server counts no such key, so its quotas' used says 0."""
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in pods:
+        if not pod.terminated:
+            for name, amount in derived_totals(pod.requests).items():
+                used[pod.namespace][f"requests.{name}"] += amount
+    return used
+
+
+def _quotas(
+    gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]], pods: Iterable[PodInfo] = ()
+) -> dict[str, NamespaceQuota]:
+    """`managed`: per namespace its weight and elastic quota (Namespace rows); `pods`: the live pods."""
     by_namespace = defaultdict(list)
+    derived = _derived_used(pods)
     for quota in gateway.quotas():
         namespace = managed.get(quota.namespace)
         if namespace is not None:
+            extra = {key: amount for key, amount in derived.get(quota.namespace, {}).items() if key in quota.hard}
             by_namespace[quota.namespace].append(
                 NamespaceQuota(
                     quota.namespace,
                     quota.hard,
-                    quota.used,
+                    {**quota.used, **extra},
                     weight=namespace["weight"],
                     guaranteed=elastic.amounts(namespace["guaranteed"]),
                     cohort=namespace["cohort"],
@@ -228,8 +247,8 @@ def build(
         pending=tuple(held.get(row.job.id, row.job) for row in rows),
         in_flight=tuple(in_flight),
         running=tuple(running),
-        quotas=_quotas(gateway, managed),
-        nodes=_nodes(node_infos, live_pods),
+        quotas=_quotas(gateway, managed, live_pods),
+        nodes=_nodes(node_infos, live_pods, card_usage.shared_cards(node_infos, live_pods, active, by_job, lost_slots)),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,

@@ -88,13 +88,20 @@ def claim(
     seen: int | None = None,
     now: datetime | None = None,
 ) -> list[int]:
-    """Queued -> Released for each (job id, placement[, borrowing]), under the fence: the fence row is
+    """Queued -> Released for each (job id, placement[, borrowing[, cards]]), under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
     together (bulk.update_rows), in the order of `admissions`."""
     now = now or timezone.now()
-    wanted = {admission[0]: (admission[1], len(admission) > 2 and bool(admission[2])) for admission in admissions}
+    wanted = {
+        admission[0]: (
+            admission[1],
+            len(admission) > 2 and bool(admission[2]),
+            admission[3] if len(admission) > 3 else None,
+        )
+        for admission in admissions
+    }
     with transaction.atomic():
         fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
         recorded, claims = fence if fence else (None, 0)
@@ -109,7 +116,7 @@ def claim(
         bulk.update_rows(
             Job,
             [(job_id, *wanted[job_id]) for job_id in claimed],
-            ["placement", "borrowing"],
+            ["placement", "borrowing", "cards"],
             constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(
@@ -203,15 +210,22 @@ def node_failed(job_id: int, *, note: str, term: int | None = None, now: datetim
     )
 
 
-def replaced(placements: dict[int, Any], notes: dict[int, str], term: int | None = None) -> list[int]:
-    """New placements of gangs that lost nodes, each with its `Replaced` event; only of jobs
-    still Released or Running."""
+def replaced(
+    placements: dict[int, Any], notes: dict[int, str], term: int | None = None, cards: dict[int, Any] | None = None
+) -> list[int]:
+    """New placements of gangs that lost nodes (and the cards of their pods on shared GPUs),
+    each with its `Replaced` event; only of jobs still Released or Running."""
     if not placements:
         return []
+    cards = cards or {}
     with transaction.atomic():
         hold_term(term)
         ids = bulk.lock_in_states(Job, placements, (State.RELEASED, State.RUNNING))
-        bulk.update_rows(Job, [(job_id, [list(pod) for pod in placements[job_id]]) for job_id in ids], ["placement"])
+        bulk.update_rows(
+            Job,
+            [(job_id, [list(pod) for pod in placements[job_id]], cards.get(job_id)) for job_id in ids],
+            ["placement", "cards"],
+        )
         bulk.insert_events((job_id, "Replaced", notes[job_id], DISPATCHER) for job_id in ids)
     return ids
 

@@ -9,7 +9,7 @@ whichever path moved it: no transition has to remember every field.
 What belongs to which state:
 - waiting (Queued only): position, reason, start range (eta, eta_late), backoff_until;
 - a release (from Released on, kept once finished for the record): released_at,
-  leader_term, placement, object_uid, borrowing;
+  leader_term, placement, cards, object_uid, borrowing;
 - a run: started_at;
 - leaving for a preemptor (Running only): preempted_for, preempt_at;
 - an operator's requeue request (Released or Running only): requeue_requested_at;
@@ -49,6 +49,7 @@ RELEASE: Mapping[str, Any] = {
     "released_at": None,
     "leader_term": None,
     "placement": None,
+    "cards": None,
     "object_uid": "",
     "borrowing": False,
 }

@@ -151,6 +151,8 @@ class Job(models.Model):
     # each pod, and the uid of the job's object once the cluster has it.
     leader_term = models.BigIntegerField(null=True, blank=True)
     placement = models.JSONField(null=True, blank=True)
+    # Its pods on GPUs shared by memory: [role, index, [card, ...]] each (queueing/cards.py).
+    cards = models.JSONField(null=True, blank=True)
     object_uid = models.CharField(max_length=64, blank=True)
     # An operator asked to requeue a Released/Running job: the web process cannot touch
     # the cluster, so the dispatcher's tracker takes the object back and requeues it.
