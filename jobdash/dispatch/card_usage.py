@@ -17,6 +17,7 @@ from jobdash.cluster.gateway import NodeInfo, ObjectKey, PodInfo
 from jobdash.jobs.models import State
 from queueing.cards import CardPod, SharedCards
 from queueing.devices import MODELS
+from queueing.snapshot import Node
 
 from .active import ActiveJob
 
@@ -83,3 +84,47 @@ def _awaited(
         else:
             awaited.append((node, requests[role.lower()], key[2]))
     return awaited
+
+
+def card_rows(
+    nodes: Iterable[Node],
+    infos: Iterable[NodeInfo],
+    live_pods: Iterable[PodInfo],
+    jobs_of_pods: Mapping[tuple[str, str], str],
+) -> dict[str, list[dict]]:
+    """Per node that shares its cards, each card as the pages draw it: its memory, what is
+    taken (the snapshot's: pods on their way included) and the pods that name it, with
+    their jobs (`jobs_of_pods`: (namespace, pod) -> "namespace/job", jobdash's jobs)."""
+    ids = {info.name: info.cards for info in infos if info.cards is not None}
+    named: dict[tuple[str, int], list[dict]] = defaultdict(list)
+    for pod in live_pods:
+        where = pod.node_name or (pod.selected_node if pod.cards and not pod.gates else None)
+        cards = ids.get(where) if where is not None else None
+        if cards is None or where is None or pod.terminated or pod.deleting:
+            continue
+        for charge in _charges(cards, pod.requests, pod.cards):
+            if charge.card is not None:
+                named[where, charge.card].append(
+                    {
+                        "pod": f"{pod.namespace}/{pod.name}",
+                        "job": jobs_of_pods.get((pod.namespace, pod.name), ""),
+                        "memory": charge.memory,
+                        "bound": pod.node_name is not None,
+                    }
+                )
+    rows: dict[str, list[dict]] = {}
+    for node in nodes:
+        if node.cards is None or node.name not in ids:
+            continue
+        rows[node.name] = [
+            {
+                "index": index,
+                "id": ids[node.name].ids[index],
+                "memory": memory,
+                "used": used,
+                "model": node.cards.model,
+                "pods": named.get((node.name, index), []),
+            }
+            for index, (memory, used) in enumerate(zip(node.cards.memory, node.cards.used, strict=True))
+        ]
+    return rows

@@ -38,6 +38,7 @@ from jobdash.cluster.gateway import ClusterGateway, GatewayError, ObjectKey, Pod
 from jobdash.jobs.models import Cycle
 
 from . import (
+    card_usage,
     cluster_events,
     cycle_cache,
     mirror,
@@ -350,10 +351,22 @@ class Dispatcher:
             )
         lap("pin")
         # 10. publish: quotas with reservations, nodes and our pods' phases
+        shared_cards: dict[str, list[dict]] = {}
+        sharing = {}
+        if any(node.cards is not None for node in observed.snapshot.nodes):  # (clusters that share GPUs)
+            infos = self.gateway.nodes()
+            sharing = {info.name: info.cards for info in infos if info.cards is not None}
+            shared_cards = card_usage.card_rows(
+                observed.snapshot.nodes,
+                infos,
+                self.gateway.live_pods(),
+                publish.jobs_of_pods(observed.active, observed.active_pods),
+            )
         publish.publish(
             observed.snapshot,
-            publish.pod_phases(observed.active, observed.active_pods),
+            publish.pod_phases(observed.active, observed.active_pods, sharing),
             publish.gpus_by_job(observed.active, observed.active_pods),
+            shared_cards,
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")

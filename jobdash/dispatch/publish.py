@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from django.utils import timezone
 
 from jobdash.cluster import kinds
+from jobdash.cluster.devices import NodeCards
 from jobdash.cluster.gateway import ObjectKey, PodInfo
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
@@ -19,10 +20,13 @@ PODS_SHOWN = 64  # a job's pods listed one by one on its page; beyond, counted o
 
 
 def cluster_summary(
-    snapshot: Snapshot, gpus_by_job: Mapping[str, Mapping[str, int]] | None = None
+    snapshot: Snapshot,
+    gpus_by_job: Mapping[str, Mapping[str, int]] | None = None,
+    cards: Mapping[str, list[dict]] | None = None,
 ) -> tuple[dict, list]:
-    """`gpus_by_job`: per node, the GPUs each of our jobs' pods hold there ("namespace/name")."""
-    gpus_by_job = gpus_by_job or {}
+    """`gpus_by_job`: per node, the GPUs each of our jobs' pods hold there ("namespace/name");
+    `cards`: per node that shares its GPUs by memory, its cards (card_usage.card_rows)."""
+    gpus_by_job, cards = gpus_by_job or {}, cards or {}
     reserved: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for job in snapshot.in_flight:
         for key, amount in job.outstanding.items():
@@ -40,6 +44,7 @@ def cluster_summary(
             "unschedulable": n.unschedulable,
             "failed": any(t.key in FAILED_TAINTS for t in n.taints),
             "jobs": dict(gpus_by_job.get(n.name, {})),
+            **({"cards": cards[n.name]} if n.name in cards else {}),
         }
         for n in snapshot.nodes
     ]
@@ -59,15 +64,21 @@ def gpus_by_job(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[P
     return found
 
 
-def pod_phases(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]) -> dict:
+def pod_phases(
+    active: Iterable[ActiveJob],
+    pods: Mapping[ObjectKey, Iterable[PodInfo]],
+    sharing: Mapping[str, NodeCards] | None = None,
+) -> dict:
     """{"namespace/name": {"job": job id, "replicas": {role: {phase: count}}}} for the pods
     of the active jobs (`pods`: the snapshot's, by object key: no extra call to the
     cluster; the watch cache keeps the pods of finished jobs until they are deleted, and a
     cycle must not cost more with every job that ever ran). Keyed by the job's name, not
     its id: a JSON key of digits reads as an array index in PostgreSQL's and SQLite's JSON
     paths, and the page looks up one job's key only. A pod being deleted counts as
-    Terminating."""
+    Terminating. `sharing`: the nodes whose GPUs are shared by memory: a pod there lists
+    the cards it got (by index on its node)."""
     counts: dict[str, dict] = {}
+    sharing = sharing or {}
     for job in active:
         roles = [ps.role for ps in job.workload.pod_sets]
         for pod in pods.get(job.key, ()):
@@ -78,20 +89,35 @@ def pod_phases(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[Po
             phases = entry["replicas"].setdefault(role, {})
             phases[phase] = phases.get(phase, 0) + 1
             if len(entry["pods"]) < PODS_SHOWN:
-                entry["pods"].append(
-                    {
-                        "name": pod.name,
-                        "role": kinds.pod_role(job.kind_key, pod, roles),
-                        "phase": phase,
-                        "node": pod.node_name or pod.selected_node or "",
-                        "gated": bool(pod.gates),
-                    }
-                )
+                node = pod.node_name or pod.selected_node or ""
+                shown = {
+                    "name": pod.name,
+                    "role": kinds.pod_role(job.kind_key, pod, roles),
+                    "phase": phase,
+                    "node": node,
+                    "gated": bool(pod.gates),
+                }
+                if node in sharing and pod.cards:
+                    indexes = [sharing[node].index(card) for card in pod.cards]
+                    shown["cards"] = [index for index in indexes if index is not None]
+                entry["pods"].append(shown)
     return counts
 
 
-def publish(snapshot: Snapshot, pods: dict | None = None, gpus: Mapping[str, Mapping[str, int]] | None = None) -> None:
-    quotas, nodes = cluster_summary(snapshot, gpus)
+def jobs_of_pods(
+    active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]
+) -> dict[tuple[str, str], str]:
+    """(namespace, pod name) -> "namespace/job" for the live pods of the active jobs."""
+    return {(pod.namespace, pod.name): f"{job.namespace}/{job.name}" for job in active for pod in pods.get(job.key, ())}
+
+
+def publish(
+    snapshot: Snapshot,
+    pods: dict | None = None,
+    gpus: Mapping[str, Mapping[str, int]] | None = None,
+    cards: Mapping[str, list[dict]] | None = None,
+) -> None:
+    quotas, nodes = cluster_summary(snapshot, gpus, cards)
     fields = {"updated_at": timezone.now(), "quotas": quotas, "nodes": nodes, "pods": pods or {}}
     # Every cycle publishes: one UPDATE, not update_or_create's transaction, locking read and update.
     if not ClusterState.objects.filter(id=1).update(**fields):
