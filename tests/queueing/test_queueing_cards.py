@@ -153,3 +153,35 @@ def test_a_hami_pod_takes_one_share_on_each_of_as_many_cards_as_it_asks_vgpus():
     pod_set = PodSet("Worker", 1, requests, {})
     job = PendingJob(1, "team-a", 0, NOW, Workload("TFJob", "kubeflow.org/v1", "j", None, (pod_set,)))
     assert plan(world([job], [node])).cards == {1: (("Worker", 0, (0, 1)),)}
+
+
+def test_no_pod_is_preempted_for_memory_the_cards_would_not_give_back():
+    """The planner does not know which card a victim frees, so it frees none: a card-bound
+    pod never costs a running job its place (documented), rather than a kill that helps nobody."""
+    from queueing import NamespaceQuota, RunningJob, get_policy
+
+    node = shared_node("n1", [CARD - 4_000, CARD])  # a running job holds 12,276 on card 0; card 1 full too
+    low = PodSet("Worker", 1, {"cpu": 1000, MEM: CARD - 4_000}, {})
+    running = RunningJob(
+        9,
+        "team-a",
+        Workload("TFJob", "kubeflow.org/v1", "low", None, (low,)),
+        NOW - 600,
+        priority=0,
+        placements=(("Worker", 0, "n1"),),
+    )
+    urgent = PendingJob(
+        1,
+        "team-a",
+        1000,
+        NOW,
+        Workload("TFJob", "kubeflow.org/v1", "j", None, (PodSet("Worker", 1, {"cpu": 1000, MEM: 8_000}, {}),)),
+    )
+    quota = {"team-a": NamespaceQuota("team-a", {"requests.cpu": 64_000}, {"requests.cpu": 1_000})}
+    policy = get_policy("priority", preempt_lower_priority=True)
+    result = plan(Snapshot(NOW, (urgent,), running=(running,), quotas=quota, nodes=(node,)), policy)
+    assert not result.admissions and not result.preemptions
+    # The same node counted by its total alone: the victim would be preempted.
+    whole = Node("n1", node.allocatable, node.allocated)
+    counted = plan(Snapshot(NOW, (urgent,), running=(running,), quotas=quota, nodes=(whole,)), policy)
+    assert [p.victim for p in counted.preemptions] == [9]
