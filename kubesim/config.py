@@ -8,6 +8,7 @@ nodes:                     # absent: 3 nodes of 16 cpu / 64Gi; [] : no nodes
     capacity: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8", pods: "110"}
     allocatable: {...}     # optional, defaults to capacity
     labels: {pool: gpu}
+    annotations: {hami.io/node-nvidia-register: "GPU-0,10,32768,100,NVIDIA-Tesla V100,0,true:"}
     taints: [{key: gpu, value: "true", effect: NoSchedule}]
     unschedulable: false
 namespaces:
@@ -135,6 +136,9 @@ def from_dict(data: dict | None) -> Config:
             raise ValueError("nodes: every entry needs a prefix (or a name)")
         if not isinstance(group.get("capacity"), dict):
             raise ValueError(f"nodes: {group.get('prefix') or group.get('name')}: capacity is required")
+        for key in ("labels", "annotations"):
+            if not isinstance(group.get(key) or {}, dict):
+                raise ValueError(f"nodes: {group.get('prefix') or group.get('name')}: {key} must be a mapping")
         config.nodes.append(group)
     for ns in data.get("namespaces") or []:
         if not isinstance(ns, dict) or not ns.get("name"):
@@ -211,11 +215,14 @@ def node_objects(group: dict) -> list[dict]:
             spec["taints"] = [dict(t) for t in group["taints"]]
         if group.get("unschedulable"):
             spec["unschedulable"] = True
+        metadata: dict = {"name": name, "labels": labels}
+        if group.get("annotations"):  # e.g. a device plugin's registration (HAMi's cards)
+            metadata["annotations"] = {k: str(v) for k, v in group["annotations"].items()}
         nodes.append(
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
+                "metadata": metadata,
                 "spec": spec,
                 "status": {
                     "capacity": capacity,

@@ -15,6 +15,7 @@ import threading
 from typing import Protocol
 
 from .clock import Clock, ManualClock, rfc3339
+from .extender import device_plugin_annotations
 from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, FAIL_ANNOTATION
 from .model import Event, Store, evolve, key_of
 from .nodelifecycle import ready_status
@@ -152,7 +153,11 @@ class Kubelet:
                 }
                 for c in pod["spec"].get("containers") or []
             ]
-            self.store.update(PODS, evolve(pod, status=status))
+            started = evolve(pod, status=status)
+            devices = device_plugin_annotations(pod)
+            if devices:  # the device plugins' Allocate, as the containers are created
+                started["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **devices}
+            self.store.update(PODS, started)
 
     def terminate(self, key: PodKey, exit_code: int, now: float) -> None:
         """The containers exit; with restartPolicy OnFailure/Always a failure restarts them in place."""

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from .clock import rfc3339
+from .extender import DeviceExtenders
 from .model import Event, Store, evolve, key_of
 from .nodefit import SCORING_STRATEGIES, Scorer, filter_reason, nonzero_requests
 from .quota import canonical, is_terminal, pod_requests
@@ -73,6 +74,7 @@ class Scheduler:
         self._pod_requests: dict[str, dict] = {}  # uid -> requests: a pod's never change
         self._pod_nonzero: dict[str, dict] = {}
         store.hooks.append(self._on_event)
+        self.extenders = DeviceExtenders(store)
 
     def _on_event(self, rt: ResourceType, event: Event) -> None:
         if rt is NODES:
@@ -161,11 +163,14 @@ class Scheduler:
         pod = self.store.find(PODS, *key)
         if pod is None or (pod.get("spec") or {}).get("nodeName"):
             return
-        node, reasons = self._pick(pod, nodes)
+        node, choice, reasons = self._pick(pod, nodes)
         status = dict(pod.get("status") or {})
         updated = evolve(pod, status=status)
         if node is not None:
-            updated["spec"] = {**pod["spec"], "nodeName": node}
+            updated["spec"] = {**pod["spec"], "nodeName": node["metadata"]["name"]}
+            if choice is not None:
+                written = self.extenders.bind_annotations(choice, self._requests(pod), node, now)
+                updated["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **written}
             set_pod_condition(status, "PodScheduled", "True", now)
         else:
             message = (
@@ -179,7 +184,7 @@ class Scheduler:
             set_pod_condition(status, "PodScheduled", "False", now, "Unschedulable", message)
         self.store.update(PODS, updated)
 
-    def _eligible(self, spec: dict, nodes: list[dict]) -> tuple[list[tuple[str, dict]], Counter]:
+    def _eligible(self, spec: dict, nodes: list[dict]) -> tuple[list[tuple[dict, dict]], Counter]:
         """Nodes a pod may go to by the filters before NodeResourcesFit, with the reasons
         for the others. Memoized per pod shape until the nodes change: the pods of one
         replica type all share it."""
@@ -187,7 +192,7 @@ class Scheduler:
         cached = self._eligible_cache.get(shape)
         if cached is not None:
             return cached
-        eligible: list[tuple[str, dict]] = []
+        eligible: list[tuple[dict, dict]] = []
         reasons: Counter = Counter()
         for node in nodes:
             reason = filter_reason(spec, node)
@@ -196,29 +201,39 @@ class Scheduler:
                 continue
             status = node.get("status") or {}
             allocatable = status.get("allocatable") or status.get("capacity") or {}
-            eligible.append((node["metadata"]["name"], {r: canonical(r, v) for r, v in allocatable.items()}))
+            eligible.append((node, {r: canonical(r, v) for r, v in allocatable.items()}))
         self._eligible_cache[shape] = (eligible, reasons)
         return eligible, reasons
 
-    def _pick(self, pod: dict, nodes: list[dict]) -> tuple[str | None, Counter]:
+    def _pick(self, pod: dict, nodes: list[dict]) -> tuple[dict | None, list | int | None, Counter]:
+        """The node for the pod and the cards an extender chose there, or the reasons per node."""
         pod_requests_ = self._requests(pod)
         nonzero = self._nonzero(pod)
         requests = [(r, amount) for r, amount in pod_requests_.items() if amount > 0]
         eligible, filtered = self._eligible(pod.get("spec") or {}, nodes)
-        best, best_score = None, -1
+        best, best_choice, best_score = None, None, -1
         short_of: Counter = Counter()
-        for name, allocatable in eligible:
+        refused: Counter = Counter()  # the extenders' reasons, for nodes that passed the filters
+        for node, allocatable in eligible:
+            name = node["metadata"]["name"]
             used: Mapping[str, int] = self.allocated.get(name) or {}
-            short = [r for r, amount in requests if allocatable.get(r, 0) - used.get(r, 0) < amount]
+            ignored = self.extenders.ignored(node)
+            short = [
+                r for r, amount in requests if r not in ignored and allocatable.get(r, 0) - used.get(r, 0) < amount
+            ]
             if short:
                 short_of.update(short)
                 continue
+            choice = self.extenders.choose(pod, pod_requests_, node)
+            if isinstance(choice, str):
+                refused[choice] += 1
+                continue
             score = self.scorer.score(pod_requests_, nonzero, used, self.nonzero.get(name) or {}, allocatable)
             if score > best_score:
-                best, best_score = name, score
+                best, best_choice, best_score = node, choice, score
         if best is not None:
-            return best, Counter()
-        reasons = Counter(filtered)
+            return best, best_choice, Counter()
+        reasons = Counter(filtered) + refused
         for r, count in short_of.items():
             reasons["Too many pods" if r == "pods" else f"Insufficient {r}"] += count
-        return None, reasons
+        return None, None, reasons
