@@ -9,7 +9,9 @@ NodeResourcesFit's scoring strategy alone: LeastAllocated (kube-scheduler's defa
 spread), MostAllocated (bin-packing) or RequestedToCapacityRatio (a shape of utilization
 -> score), over weighted resources; ties go to the first node by name (kube-scheduler
 picks one of them at random). The other score plugins (BalancedAllocation, preferred
-affinity, topology spread, ...) are not modelled. A pod that fits nowhere gets PodScheduled=False/Unschedulable with
+affinity, topology spread, ...) are not modelled. After the filters, the GPU-sharing
+extenders (``extender.py``) check the cards of the nodes that passed and, at bind, write the
+cards chosen on the pod. A pod that fits nowhere gets PodScheduled=False/Unschedulable with
 kube-scheduler's "0/N nodes are available: ..." message and is retried when capacity
 is freed. Because pods are bound one by one as they come, two jobs can each get part of
 their gang -- the node-level half of the deadlock.

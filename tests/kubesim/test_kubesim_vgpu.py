@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -245,3 +246,25 @@ def test_the_quota_counts_each_sharing_models_requests():
     )
     sim.create(pod("gs-3", {"aliyun.com/gpu-mem": "8138"}))
     assert sim.quota_status("team-a")["used"]["requests.aliyun.com/gpu-mem"] == "16276"
+
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_EXAMPLES = {
+    "notebook-gpushare.yaml": ("share-gpushare-0", "ALIYUN_COM_GPU_MEM_IDX"),
+    "notebook-hami.yaml": ("share-hami-0", "hami.io/vgpu-devices-allocated"),
+    "eval-mig.yaml": ("share-mig-0", None),
+    "notebook-timeslice.yaml": ("share-ts-0", None),
+}
+
+
+@pytest.mark.parametrize(("example", "expected"), sorted(SHARED_EXAMPLES.items()))
+def test_make_runs_cluster_runs_each_sharing_example_on_its_node(example, expected):
+    config = yaml.safe_load((REPO / "jobdash/embedded/embedded_cluster.yaml").read_text())
+    sim = Cluster({**config, "clock": "manual"})
+    sim.create(yaml.safe_load((REPO / "examples" / example).read_text()))
+    sim.advance(5)
+    (pod,) = sim.pods("team-a")
+    node, annotation = expected
+    assert pod["spec"]["nodeName"] == node and pod["status"]["phase"] == "Running"
+    if annotation is not None:
+        assert annotation in pod["metadata"]["annotations"]
