@@ -25,6 +25,7 @@ from .resources import NODES, PODS, ResourceType
 Key = tuple[str, str]
 # A card: (node, gpushare index or HAMi uuid); what is charged on it: MiB, cores, vGPUs.
 Charge = tuple[tuple[tuple[str, object], int, int], ...]
+MANAGED = (gpushare.GPU_MEM, hami.GPU, *sorted(hami.IGNORED_BY_SCHEDULER))
 
 
 class DeviceExtenders:
@@ -74,6 +75,11 @@ class DeviceExtenders:
             if cached is None:
                 cached = self._nodes[name] = (gpushare.cards(node), hami.cards(node))
             return cached
+
+    @staticmethod
+    def interested(requests: Mapping[str, int]) -> bool:
+        """Whether any extender manages a resource the pod asks (kube-scheduler's IsInterested)."""
+        return any(requests.get(r, 0) > 0 for r in MANAGED)
 
     def ignored(self, node: Mapping) -> frozenset[str]:
         """Resources NodeResourcesFit does not check on this node (an extender manages them)."""

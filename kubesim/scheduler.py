@@ -216,17 +216,18 @@ class Scheduler:
         best, best_choice, best_score = None, None, -1
         short_of: Counter = Counter()
         refused: Counter = Counter()  # the extenders' reasons, for nodes that passed the filters
+        extended = self.extenders.interested(pod_requests_)
         for node, allocatable in eligible:
             name = node["metadata"]["name"]
             used: Mapping[str, int] = self.allocated.get(name) or {}
-            ignored = self.extenders.ignored(node)
+            ignored = self.extenders.ignored(node) if extended else frozenset()
             short = [
                 r for r, amount in requests if r not in ignored and allocatable.get(r, 0) - used.get(r, 0) < amount
             ]
             if short:
                 short_of.update(short)
                 continue
-            choice = self.extenders.choose(pod, pod_requests_, node)
+            choice = self.extenders.choose(pod, pod_requests_, node) if extended else None
             if isinstance(choice, str):
                 refused[choice] += 1
                 continue

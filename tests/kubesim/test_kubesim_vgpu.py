@@ -82,6 +82,9 @@ def test_the_config_carries_node_annotations_and_hami_reads_its_cards():
         ("GPU-h-2", 10, V100, 100, True),
         ("GPU-h-3", 10, V100, 100, False),
     ]
+    # newer device plugins append fields after healthy (mode, ...): ignored
+    newer = {"metadata": {"annotations": {"hami.io/node-nvidia-register": "GPU-x,4,16384,100,T4,0,true,0,hami-core:"}}}
+    assert [(c.uuid, c.split, c.devmem, c.healthy) for c in cards(newer) or []] == [("GPU-x", 4, 16384, True)]
     with pytest.raises(ValueError, match="nodes: h: annotations must be a mapping"):
         from_dict({"nodes": [{**hami_node("h"), "annotations": ["x"]}]})
 
