@@ -123,10 +123,13 @@ def pod_cards(annotations: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def pin_annotations(cards: NodeCards, chosen: tuple[int, ...], memory: int, node: str, now: float) -> dict[str, str]:
-    """What the extender writes to a pod it binds to ``chosen`` cards (``memory`` MiB each)."""
+def pin_annotations(
+    cards: NodeCards, chosen: tuple[int, ...], memory: int, node: str, now: float, cores: int = 0
+) -> dict[str, str]:
+    """What the extender writes to a pod it binds to ``chosen`` cards (``memory`` MiB and
+    ``cores`` per cent of each)."""
     if MODELS[cards.model].protocol == "hami":
-        devices = "".join(f"{cards.ids[card]},NVIDIA,{memory},0:" for card in chosen)
+        devices = "".join(f"{cards.ids[card]},NVIDIA,{memory},{cores}:" for card in chosen)
         return {HAMI_TO_ALLOCATE: devices + ";", HAMI_NODE: node, HAMI_TIME: str(int(now))}
     card = chosen[0]
     return {

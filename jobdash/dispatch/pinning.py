@@ -225,7 +225,8 @@ def _card_annotations(
     demand = MODELS[shared.model].demand(requests, whole_card=max(shared.memory, default=0))
     if demand is None:
         return {}
-    return devices.pin_annotations(shared, card[0], demand[0], node, now)
+    cores = requests.get(devices.HAMI_CORES, 0)
+    return devices.pin_annotations(shared, card[0], demand[0], node, now, cores)
 
 
 def off_plan(active: list[ActiveJob], pods: Mapping[gw.ObjectKey, list[gw.PodInfo]]) -> int:

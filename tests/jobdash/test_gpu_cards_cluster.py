@@ -91,8 +91,8 @@ def test_pin_annotations_are_what_the_extender_writes():
         "ALIYUN_COM_GPU_MEM_ASSIGNED": "false",
         "ALIYUN_COM_GPU_MEM_ASSUME_TIME": "1700000000500000000",
     }
-    hami = devices.pin_annotations(hami_node().cards, (0, 2), 4000, "h1", 1_700_000_000.0)
-    assert hami[devices.HAMI_TO_ALLOCATE] == "GPU-aaa,NVIDIA,4000,0:GPU-ccc,NVIDIA,4000,0:;"
+    hami = devices.pin_annotations(hami_node().cards, (0, 2), 4000, "h1", 1_700_000_000.0, cores=30)
+    assert hami[devices.HAMI_TO_ALLOCATE] == "GPU-aaa,NVIDIA,4000,30:GPU-ccc,NVIDIA,4000,30:;"
     assert hami[devices.HAMI_NODE] == "h1"
     # ... and a pod pinned so is read back on the same cards
     assert pod("p", "h1", {"nvidia.com/gpu": "2"}, hami).cards == ("GPU-aaa", "GPU-ccc")
