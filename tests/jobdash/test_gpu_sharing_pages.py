@@ -1,11 +1,12 @@
 """Shared GPUs shown (issue 34): the cluster page and API draw each shared card with its pods
-and count a shared node's whole GPUs truly, the job page names each pod's card.
+and count a shared node's whole GPUs truly, the job page names each pod's card, the submit
+check says whether a pod's share fits some card now.
 The cluster state is written as the dispatcher publishes it (jobdash/dispatch/publish.py)."""
 
 import pytest
 from django.utils import timezone
 
-from jobdash.jobs import card_presenters, services
+from jobdash.jobs import card_presenters, preview, services
 from jobdash.jobs.card_selectors import cards_of
 from jobdash.jobs.models import ClusterState, Job, State
 from jobdash.jobs.presenters import placement_rows
@@ -216,3 +217,81 @@ def test_placement_rows_read_odd_cards_safely():
         [{"name": "w0", "role": "worker", "phase": "Running", "node": "n1", "gated": False, "cards": "1"}],
     )
     assert rows[0]["gpus"] == "" and rows[0]["pod"]["gpus"] == ""
+
+
+def shared_manifest(example_text, resources: str) -> str:
+    """mnist-cpu with its limits asking a share of a card instead of a CPU's worth."""
+    text = example_text("mnist-cpu")
+    limits = text.split("                limits:\n")[1]
+    return text.replace(limits, resources)
+
+
+GPUSHARE_POD = '                  aliyun.com/gpu-mem: "{}"\n'
+HAMI_POD = '                  nvidia.com/gpu: "{}"\n                  nvidia.com/gpumem: "{}"\n'
+
+
+@pytest.mark.parametrize(
+    ("resources", "verdict", "message"),
+    [
+        (GPUSHARE_POD.format(4_000), "fits", "fits a card now: share-gpushare-0 GPU 0 has 4,069 MiB free"),
+        (
+            GPUSHARE_POD.format(8_138),
+            "not now",
+            "no card has 8,138 MiB free now: the most is 4,069 MiB (share-gpushare-0 GPU 0)",
+        ),
+        (GPUSHARE_POD.format(40_000), "never", "no GPU in the cluster has 40,000 MiB: it can never run"),
+        (HAMI_POD.format(1, 20_000), "fits", "fits a card now: share-hami-0 GPU 0 has 32,768 MiB free"),
+        (HAMI_POD.format(1, 8_000), "fits", "fits a card now: share-hami-0 GPU 1 has 8,768 MiB free"),
+        (
+            HAMI_POD.format(2, 20_000),
+            "not now",
+            "no node has 2 cards with 20,000 MiB free now: the most is 32,768 MiB (share-hami-0 GPU 0)",
+        ),
+        (
+            HAMI_POD.format(2, 8_000),
+            "fits",
+            "fits 2 cards now: share-hami-0 GPUs 0, 1 have 32,768 MiB and 8,768 MiB free",
+        ),
+        (HAMI_POD.format(3, 8_000), "never", "no 3 GPUs of one node have 8,000 MiB: it can never run"),
+    ],
+    ids=[
+        "gpushare",
+        "fits-total-not-a-card",
+        "larger-than-any",
+        "hami",
+        "hami-binpack",
+        "hami-not-now",
+        "hami-two",
+        "hami-never",
+    ],
+)
+def test_the_submit_check_says_whether_a_share_fits_some_card_now(
+    client, alice, example_text, resources, verdict, message
+):
+    client.force_login(alice)
+    # gpushare: each card has 4,069 MiB free: 8,138 MiB fits the node's total but no card;
+    # HAMi: 32,768 and 8,768 MiB free: binpack takes the fuller card that holds the share.
+    publish(NODES, quotas={"team-a": {"hard": {"requests.cpu": 4000}, "used": {}, "reserved": {}}})
+    text = shared_manifest(example_text, resources)
+    [row] = preview.manifest_preview(alice, text).cards
+    assert (row["verdict"], row["message"]) == (verdict, message)
+    part = client.post("/submit/check/", {"manifest": text}).content.decode()
+    assert f'data-verdict="{verdict}"' in part and message in part
+    assert "Fits the free quota of team-a now" in part  # the quota rows stay
+
+
+def test_the_submit_check_skips_cordoned_nodes_and_jobs_asking_no_share(alice, example_text):
+    cordoned = {**GPUSHARE, "unschedulable": True}
+    publish([cordoned, WHOLE])
+    [row] = preview.manifest_preview(alice, shared_manifest(example_text, GPUSHARE_POD.format(100))).cards
+    assert row["verdict"] == "not now" and row["message"].endswith("no card is free")
+    publish([WHOLE])
+    [row] = preview.manifest_preview(alice, shared_manifest(example_text, GPUSHARE_POD.format(100))).cards
+    assert row == {
+        **row,
+        "verdict": "never",
+        "message": "no GPU in the cluster is shared by gpushare: it can never run",
+    }
+    assert preview.manifest_preview(alice, example_text("mnist-cpu")).cards == []
+    whole = shared_manifest(example_text, '                  nvidia.com/gpu: "1"\n')
+    assert preview.manifest_preview(alice, whole).cards == []  # whole cards: no share of one
