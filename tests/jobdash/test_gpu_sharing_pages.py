@@ -1,10 +1,12 @@
 """Shared GPUs shown (issue 34): the cluster page and API draw each shared card with its pods
 and count a shared node's whole GPUs truly, the job page names each pod's card, the submit
-check says whether a pod's share fits some card now.
+check says whether a pod's share fits some card now, /metrics exports each card's memory.
 The cluster state is written as the dispatcher publishes it (jobdash/dispatch/publish.py)."""
 
 import pytest
+from django.test import Client
 from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobdash.jobs import card_presenters, preview, services
 from jobdash.jobs.card_selectors import cards_of
@@ -295,3 +297,22 @@ def test_the_submit_check_skips_cordoned_nodes_and_jobs_asking_no_share(alice, e
     assert preview.manifest_preview(alice, example_text("mnist-cpu")).cards == []
     whole = shared_manifest(example_text, '                  nvidia.com/gpu: "1"\n')
     assert preview.manifest_preview(alice, whole).cards == []  # whole cards: no share of one
+
+
+def test_metrics_export_each_shared_cards_memory(settings):
+    settings.JOBDASH_METRICS_TOKEN = ""
+    publish(NODES + [node("odd", {}, cards=[{"memory": "x"}, None])])
+    text = Client().get("/metrics").content.decode()
+    families = {f.name: f.samples for f in text_string_to_metric_families(text)}
+    total = {
+        (s.labels["node"], s.labels["card"], s.labels["model"]): s.value
+        for s in families["jobdash_gpu_card_memory_bytes"]
+    }
+    used = {(s.labels["node"], s.labels["card"]): s.value for s in families["jobdash_gpu_card_memory_used_bytes"]}
+    assert total == {
+        ("share-gpushare-0", "0", "gpushare"): CARD * MIB,
+        ("share-gpushare-0", "1", "gpushare"): CARD * MIB,
+        ("share-hami-0", "0", "hami"): 32_768 * MIB,
+        ("share-hami-0", "1", "hami"): 32_768 * MIB,
+    }
+    assert used[("share-gpushare-0", "0")] == 12_207 * MIB and used[("share-hami-0", "0")] == 0
