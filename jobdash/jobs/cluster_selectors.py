@@ -14,7 +14,7 @@ from django.db.models.functions import Coalesce
 
 from queueing.topology import HOSTNAME
 
-from . import cluster_port
+from . import card_selectors, cluster_port
 from .models import ClusterState, Cycle, Fence, Namespace, State
 
 # Plain names for the Kubernetes resources shown (a dotted name cannot be a serializer
@@ -83,10 +83,13 @@ def node_rows(nodes: list[dict]) -> list[dict]:
     rows = []
     for node in sorted(nodes, key=lambda n: n.get("name", "")):
         allocatable, allocated = node.get("allocatable", {}), node.get("allocated", {})
+        cards = card_selectors.cards_of(node)
         resources = {}
         for r, key in RESOURCES.items():
             total, used = int(allocatable.get(key, 0)), int(allocated.get(key, 0))
             resources[r] = {"allocatable": total, "allocated": used, "free": max(total - used, 0)}
+        # Whole GPUs only: a shared node's nvidia.com/gpu (HAMi's vGPUs) is not that many cards.
+        resources["gpu"] = card_selectors.whole_gpus(node, cards)
         labels = dict(node.get("labels", {}))
         rows.append(
             {
@@ -98,6 +101,10 @@ def node_rows(nodes: list[dict]) -> list[dict]:
                 "domain": " / ".join(labels.get(level, "–") for level in topology_levels() if level != HOSTNAME),
                 "resources": resources,
                 "jobs": dict(node.get("jobs", {})),  # GPUs held there by each of jobdash's jobs
+                "sharing": card_selectors.sharing_model(cards),  # "" | "gpushare" | "hami" | a site's model
+                "cards": cards,
+                "slices": card_selectors.slices_of(node),  # MIG slices, time-sliced replicas
+                "replicas": card_selectors.replicas_of(node),
             }
         )
     return rows

@@ -18,6 +18,7 @@ from queueing import format_quantity
 from queueing.preemption import PRIORITY, RECLAIM, Preemption
 from queueing.quota_fit import quota_lines
 
+from . import card_presenters
 from .estimates import CLOSE_ENOUGH, RECORD_JOBS, EstimateRecord, FirstEstimate
 
 
@@ -257,7 +258,9 @@ def cluster_page(overview: dict) -> dict:
             }
             for name, r in res.items()
         }
-        nodes.append({**node, **cells, "gpu_slots": gpu_slots(res["gpu"], node.get("jobs", {}))})
+        # A shared node's pods hold parts of cards, not GPUs: its cards are drawn apart.
+        jobs = {} if node.get("cards") else node.get("jobs", {})
+        nodes.append({**node, **cells, "gpu_slots": gpu_slots(res["gpu"], jobs)})
     totals = {
         name: {
             "used": format_quantity(name, t["allocated"]),
@@ -266,7 +269,7 @@ def cluster_page(overview: dict) -> dict:
         }
         for name, t in overview["totals"].items()
     }
-    return {**overview, "nodes": nodes, "totals": totals}
+    return {**overview, "nodes": nodes, "totals": totals, "shared": card_presenters.shared_nodes(overview["nodes"])}
 
 
 # Start-time estimates (issue #16): the range a queued job is given, the run time predicted
@@ -413,14 +416,27 @@ def preemption_words(
     return note, preemptor_note
 
 
-def placement_rows(placement: list | None, pods: list[dict]) -> list[dict]:
+def _cards_label(cards: object) -> str:
+    """ "GPU 1" for a pod's cards on a shared node (published JSON: odd entries left out)."""
+    if not isinstance(cards, list):
+        return ""
+    return card_presenters.card_label([c for c in cards if isinstance(c, int) and not isinstance(c, bool)])
+
+
+def placement_rows(placement: list | None, pods: list[dict], cards: list | None = None) -> list[dict]:
     """The job page's placement: per planned pod (role, number, node) the pod that holds it
     and where it runs, as the last cycle saw them; then any pod beyond the plan. A pod's
     status: on its planned node, waiting for it (still gated, or sent and not started), or
-    elsewhere (off plan: should not happen)."""
+    elsewhere (off plan: should not happen). On a node sharing its GPUs, the card planned
+    (`cards`: Job.cards) and the card each pod got ("GPU 1")."""
     if not placement:
         return []
-    left = list(pods)
+    planned_cards = {
+        (entry[0], entry[1]): _cards_label(entry[2])
+        for entry in cards or []
+        if isinstance(entry, list | tuple) and len(entry) == 3
+    }
+    left = [{**pod, "gpus": _cards_label(pod.get("cards"))} for pod in pods]
     rows = []
 
     def take(role: str, node: str | None) -> dict | None:
@@ -439,6 +455,10 @@ def placement_rows(placement: list | None, pods: list[dict]) -> list[dict]:
         status = "not made yet"
         if pod is not None:
             status = "waiting for its node" if pod["gated"] or pod["phase"] == "Pending" else "on its node"
-        rows.append({"role": role, "index": index, "planned": node, "pod": pod, "status": status})
-    rows.extend({"role": pod["role"], "index": None, "planned": "", "pod": pod, "status": "off plan"} for pod in left)
+        gpus = planned_cards.get((role, index), "")
+        rows.append({"role": role, "index": index, "planned": node, "gpus": gpus, "pod": pod, "status": status})
+    rows.extend(
+        {"role": pod["role"], "index": None, "planned": "", "gpus": "", "pod": pod, "status": "off plan"}
+        for pod in left
+    )
     return rows

@@ -10,7 +10,7 @@ import yaml
 from queueing.quota_fit import quota_lines
 from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
-from . import selectors, services
+from . import card_fit, selectors, services
 from .exceptions import InvalidInput
 from .presenters import demand_summary, quota_quantity
 
@@ -80,6 +80,7 @@ class Preview:
     fit: list[dict] = field(default_factory=list)  # key, needed, free, hard, ok
     fits: bool | None = None  # None: no quota known (no ResourceQuota, or no cycle yet)
     queued_ahead: int = 0
+    cards: list[dict] = field(default_factory=list)  # card_fit.card_checks: pod sets asking a share of a card
 
 
 def manifest_preview(user, text: str, namespace: str = "") -> Preview:
@@ -106,6 +107,8 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
             }
         )
     preview.demand = demand_summary(workload.to_json())
+    if card_fit.share_demands(workload):  # the nodes are read only for a job asking shares of cards
+        preview.cards = card_fit.card_checks(workload, selectors.cluster_quotas_and_nodes()[1])
     if not name:
         return preview
     visible = selectors.namespaces_visible_to(user).filter(name=name).first()

@@ -131,7 +131,7 @@ def job_detail(request, job_id: int):
         "now": now,
         "events": events,
         "pods": presenters.pod_rows(pods.get("replicas", {}), job.workload),
-        "placement": presenters.placement_rows(job.placement, pods.get("pods", [])),
+        "placement": presenters.placement_rows(job.placement, pods.get("pods", []), job.cards),
         "staff": selectors.sees_all_namespaces(request.user),
         "may_cancel": roles.may_act_on(request.user, job),
         "priority_form": PriorityForm(initial={"priority": job.priority}),

@@ -1,7 +1,8 @@
 """The families read from the database at each scrape (JobsCollector: jobdash_jobs and
-jobdash_queue_length), and the registries a scrape is answered from: this process's, every
-process's of PROMETHEUS_MULTIPROC_DIR (prometheus_client's multiprocess mode), and the
-web's, which adds the database families to them.
+jobdash_queue_length; CardsCollector: the shared GPU cards' memory), and the registries a
+scrape is answered from: this process's, every process's of PROMETHEUS_MULTIPROC_DIR
+(prometheus_client's multiprocess mode), and the web's, which adds the database families
+to them.
 """
 
 from __future__ import annotations
@@ -60,6 +61,39 @@ class JobsCollector(Collector):
         yield queue
 
 
+MIB = 2**20
+
+
+class CardsCollector(Collector):
+    """`jobdash_gpu_card_memory_bytes` and `jobdash_gpu_card_memory_used_bytes`: each shared
+    GPU card's memory and what is taken of it (pods on their way included), as the last
+    cycle published them (ClusterState.nodes' cards), one row read per scrape."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from jobdash.jobs.card_selectors import cards_of
+        from jobdash.jobs.models import ClusterState
+
+        labels = ["node", "card", "model"]
+        total = GaugeMetricFamily(
+            "jobdash_gpu_card_memory_bytes", "Memory of each GPU card shared by memory (gpushare, HAMi).", labels=labels
+        )
+        used = GaugeMetricFamily(
+            "jobdash_gpu_card_memory_used_bytes",
+            "Memory taken on each shared GPU card, pods on their way included.",
+            labels=labels,
+        )
+        nodes = ClusterState.objects.filter(id=1).values_list("nodes", flat=True).first() or []
+        for node in nodes if isinstance(nodes, list) else []:
+            if not isinstance(node, dict):
+                continue
+            for card in cards_of(node):
+                key = [str(node.get("name", "")), str(card["index"]), card["model"]]
+                total.add_metric(key, card["memory"] * MIB)
+                used.add_metric(key, card["used"] * MIB)
+        yield total
+        yield used
+
+
 class _Union(Collector):
     def __init__(self, *collectors: Any):
         self.collectors = collectors
@@ -85,5 +119,5 @@ def process_registry() -> CollectorRegistry:
 
 def web_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Union(process_registry(), JobsCollector()))
+    registry.register(_Union(process_registry(), JobsCollector(), CardsCollector()))
     return registry

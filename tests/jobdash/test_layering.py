@@ -109,8 +109,9 @@ LAYERS: dict[str, frozenset[str]] = {
     # Who a person is (identity.py) and how they sign in (OIDC through authlib, the
     # authenticating proxy's header), the API token page: users and tokens, nothing of the queue.
     "jobdash.accounts": frozenset({FRAMEWORKS, LIBRARIES}),
-    # The families and their exposition; the database collector reads the job table.
-    "jobdash.metrics": frozenset({"jobdash.jobs.models", FRAMEWORKS, LIBRARIES}),
+    # The families and their exposition; the database collectors read the job table and the
+    # shared cards the cycle published.
+    "jobdash.metrics": frozenset({"jobdash.jobs.models", "jobdash.jobs.card_selectors", FRAMEWORKS, LIBRARIES}),
     # /healthz, for both listeners: the database, nothing else.
     "jobdash.health": frozenset({FRAMEWORKS}),
     # structlog's set-up, which the settings load before anything else.

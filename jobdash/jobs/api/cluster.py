@@ -27,8 +27,36 @@ class AmountSerializer(serializers.Serializer):
 class NodeResourcesSerializer(serializers.Serializer):
     cpu = AmountSerializer()
     memory = AmountSerializer()
-    gpu = AmountSerializer(help_text="nvidia.com/gpu")
+    gpu = AmountSerializer(
+        help_text="whole GPUs (nvidia.com/gpu); a node sharing its cards: its cards with nothing on them (HAMi), none (gpushare)"
+    )
     pods = AmountSerializer()
+
+
+class CardPodSerializer(serializers.Serializer):
+    pod = serializers.CharField(help_text="namespace/name")
+    job = serializers.CharField(
+        help_text="namespace/name of jobdash's job the pod belongs to; blank: none of jobdash's"
+    )
+    memory = serializers.IntegerField(help_text="MiB of the card it takes")
+    bound = serializers.BooleanField(help_text="false: pinned to the card, not bound by the scheduler yet")
+
+
+class CardSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="the card's index on its node (GPU 0, GPU 1...)")
+    id = serializers.CharField(help_text="as pods' annotations name it: the index (gpushare) or the GPU's UUID (HAMi)")
+    model = serializers.CharField(help_text="the device model sharing it: gpushare, hami or a site's")
+    memory = serializers.IntegerField(help_text="MiB in all")
+    used = serializers.IntegerField(
+        help_text="MiB taken, pods on their way included (may pass memory if over-committed)"
+    )
+    free = serializers.IntegerField(help_text="MiB free")
+    pods = CardPodSerializer(many=True, help_text="the pods that name this card")
+
+
+class SliceSerializer(AmountSerializer):
+    resource = serializers.CharField(help_text="nvidia.com/mig-<profile> or nvidia.com/gpu.shared")
+    kind = serializers.ChoiceField(choices=["MIG", "time-slicing"])
 
 
 class NodeSerializer(serializers.Serializer):
@@ -41,6 +69,14 @@ class NodeSerializer(serializers.Serializer):
     jobs = serializers.DictField(
         child=serializers.IntegerField(), help_text="GPUs held there by each of jobdash's jobs (namespace/name)"
     )
+    sharing = serializers.CharField(
+        help_text="the model its cards are shared by memory with (gpushare, hami); blank: none"
+    )
+    cards = CardSerializer(
+        many=True, help_text="its cards, when shared by memory; resources.gpu then counts whole cards"
+    )
+    slices = SliceSerializer(many=True, help_text="its MIG slices per profile and time-sliced replicas")
+    replicas = serializers.IntegerField(allow_null=True, help_text="pods sharing each time-sliced card (its label)")
 
 
 class DomainSerializer(serializers.Serializer):
