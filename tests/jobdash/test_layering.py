@@ -133,9 +133,18 @@ LAYERS: dict[str, frozenset[str]] = {
         }
     ),
     # settings, urls, wsgi, celery: they name the apps by string; they import only what
-    # they wire in themselves (the log set-up, /healthz, /metrics, the token page).
+    # they wire in themselves (the log set-up, /healthz, /metrics, the token page), and the
+    # device models' parser the settings check JOBDASH_DEVICE_MODELS with at start.
     "jobdash": frozenset(
-        {"jobdash.logs", "jobdash.health", "jobdash.metrics", "jobdash.accounts", FRAMEWORKS, LIBRARIES}
+        {
+            "jobdash.logs",
+            "jobdash.health",
+            "jobdash.metrics",
+            "jobdash.accounts",
+            "queueing.devices",
+            FRAMEWORKS,
+            LIBRARIES,
+        }
     ),
     # The admission webhook: it queues through jobs/' services, reads through its selectors
     # (the fence's term through cluster_selectors), takes its exceptions and the models'
