@@ -6,9 +6,11 @@ something arrived or finished, and an admitted pod starts at once.
 
 import pytest
 
+from bench.core_planner import build_world
 from bench.replay.trace import DEFAULT_TRACE, parse_time
 from bench.sharing_sim import CardLedger, Simulation
-from bench.sharing_workload import CARD_MIB, DAY, Cluster, SimJob, busiest_day, pod_jobs
+from bench.sharing_workload import CARD_MIB, DAY, GPU_MEM, Cluster, SimJob, busiest_day, pod_jobs
+from queueing import plan
 
 T0 = parse_time("2017-10-01")
 QUARTER = CARD_MIB // 4  # 4,069 MiB: four fit one 16,276 MiB card exactly
@@ -92,3 +94,16 @@ def test_the_pod_day_is_seeded_and_runs_the_stated_rates():
 def test_the_busiest_days_are_the_ones_the_report_names():
     assert busiest_day("2017-10") == parse_time("2017-10-20")
     assert busiest_day("2017-11") == parse_time("2017-11-16")
+
+
+def test_the_planner_benchmark_with_shared_cards_changes_only_its_share_of_nodes_and_jobs():
+    plain = build_world(2_000, 10, 50, True)
+    shared = build_world(2_000, 10, 50, True, shared_share=0.2)
+    changed = [(a, b) for a, b in zip(plain.nodes, shared.nodes, strict=True) if a != b]
+    assert changed and all(b.cards is not None and "nvidia.com/gpu" not in b.allocatable for _, b in changed)
+    assert all(sum(b.cards.used) == b.allocated[GPU_MEM] for _, b in changed)
+    jobs = [b for a, b in zip(plain.pending, shared.pending, strict=True) if a.workload.name != b.workload.name]
+    assert 300 < len(jobs) < 500 and all(dict(job.gang[0].requests).get(GPU_MEM) for job in jobs)
+    result = plan(shared)
+    on_cards = {admission.job_id for admission in result.admissions} & {job.id for job in jobs}
+    assert on_cards and on_cards <= set(result.cards)
