@@ -104,6 +104,7 @@ def build_world(
     seed: int = 1,
     share_workloads: bool = True,
     shared_share: float = 0.0,
+    opaque_cards: bool = False,
 ) -> Snapshot:
     rng = random.Random(seed)
     shapes = Shapes(share_workloads)
@@ -184,17 +185,19 @@ def build_world(
             )
         )
     if shared_share:
-        node_list, pending = share_gpus(node_list, pending, shapes, shared_share, seed)
+        node_list, pending = share_gpus(node_list, pending, shapes, shared_share, seed, opaque_cards)
     return Snapshot(NOW, tuple(pending), tuple(in_flight), tuple(running), quotas, tuple(node_list), node_fit)
 
 
 def share_gpus(
-    nodes: list[Node], pending: list[PendingJob], shapes: Shapes, share: float, seed: int
+    nodes: list[Node], pending: list[PendingJob], shapes: Shapes, share: float, seed: int, opaque: bool = False
 ) -> tuple[list[Node], list[PendingJob]]:
     """A ``share`` of the GPU nodes made gpushare nodes (8 cards of 16,276 MiB, each busy
     GPU a card holding one pod's share) and a ``share`` of the pending jobs made one pod
     asking a share of a card (memory as bench/sharing_workload.py's notebooks).  Its own
-    random stream, so the rest of the world is the unchanged scenario's."""
+    random stream, so the rest of the world is the unchanged scenario's.  ``opaque``: the
+    nodes carry no cards, so the memory is one number per node, as before per-card fit
+    (what the per-card check itself costs is the difference)."""
     rng = random.Random(seed + 1_000_003)
     shared_nodes = []
     for node in nodes:
@@ -207,7 +210,7 @@ def share_gpus(
         allocatable.update({GPU_MEM: CARDS * CARD_MIB, GPU_COUNT: CARDS})
         allocated = {k: v for k, v in node.allocated.items() if k != "nvidia.com/gpu"}
         allocated[GPU_MEM] = sum(pod.memory for pod in pods)
-        cards = SharedCards.even(CARDS, CARD_MIB, pods)
+        cards = None if opaque else SharedCards.even(CARDS, CARD_MIB, pods)
         shared_nodes.append(
             Node(node.name, allocatable, allocated, node.labels, node.taints, node.unschedulable, cards=cards)
         )
@@ -239,9 +242,12 @@ def run_scenario(
     repeats: int = 5,
     share: bool = True,
     shared_share: float = 0.0,
+    opaque_cards: bool = False,
 ) -> dict:
     started = time.perf_counter()
-    snapshot = build_world(jobs, namespaces, nodes, node_fit, share_workloads=share, shared_share=shared_share)
+    snapshot = build_world(
+        jobs, namespaces, nodes, node_fit, share_workloads=share, shared_share=shared_share, opaque_cards=opaque_cards
+    )
     build_s = time.perf_counter() - started
     gc.collect()
     times, cpu_times, result = [], [], None
@@ -277,6 +283,7 @@ def run_scenario(
         "node_reservations": result.stats.get("node_reservations", 0),
         "shared_workloads": share,
         "shared_share": shared_share,
+        "opaque_cards": opaque_cards,
         "shared_nodes": sum(1 for node in snapshot.nodes if node.cards is not None),
         "shared_jobs": sum(1 for job in snapshot.pending if any(name == GPU_MEM for name, _ in job.gang[0].requests)),
         "admitted_on_cards": len(result.cards),
@@ -363,11 +370,15 @@ def _subprocess(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy: 
 def compare_shared(share: float, policy: str, horizon: str, rounds: int = 3) -> dict:
     """The per-card fit cost: the target scenario as it is and with ``share`` of its GPU
     nodes and jobs on shared cards, each in a fresh subprocess, alternating so both meet
-    the same load; the median over the subprocesses of each one's median cycle."""
-    runs: dict[str, list[dict]] = {"unchanged": [], "shared": []}
+    the same load; the median over the subprocesses of each one's median cycle.  A third
+    arm, the shared world without cards, tells the per-card check from the extra work of
+    the jobs the shared world admits."""
+    shared = ("--shared-share", str(share))
+    arms = {"unchanged": (), "shared": shared, "shared_without_cards": (*shared, "--opaque-cards")}
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
     for _ in range(rounds):
-        runs["unchanged"].append(_subprocess(100_000, 1_000, 1_000, True, policy, horizon))
-        runs["shared"].append(_subprocess(100_000, 1_000, 1_000, True, policy, horizon, "--shared-share", str(share)))
+        for name, extra in arms.items():
+            runs[name].append(_subprocess(100_000, 1_000, 1_000, True, policy, horizon, *extra))
     summary: dict = {"share": share, "runs": runs}
     for name, scenarios in runs.items():
         summary[name] = {
@@ -375,6 +386,10 @@ def compare_shared(share: float, policy: str, horizon: str, rounds: int = 3) -> 
         }
     summary["slowdown"] = {
         key: round(summary["shared"][key] / summary["unchanged"][key] - 1, 3) for key in ("cycle_s", "cycle_cpu_s")
+    }
+    summary["card_check_cost"] = {
+        key: round(summary["shared"][key] / summary["shared_without_cards"][key] - 1, 3)
+        for key in ("cycle_s", "cycle_cpu_s")
     }
     return summary
 
@@ -391,8 +406,10 @@ def main() -> None:
         "--compare-shared",
         type=float,
         metavar="SHARE",
-        help="the target scenario unchanged and with SHARE on shared cards, 3 subprocesses each, alternating",
+        help="the target scenario unchanged and with SHARE on shared cards, --rounds subprocesses each, alternating",
     )
+    parser.add_argument("--opaque-cards", action="store_true", help="shared nodes without cards (memory as one number)")
+    parser.add_argument("--rounds", type=int, default=3, help="subprocesses of each scenario for --compare-shared")
     args = parser.parse_args()
     horizon = None if args.horizon == "none" else float(args.horizon)
     if args.one:
@@ -408,12 +425,13 @@ def main() -> None:
                     horizon,
                     share=not args.unique_workloads,
                     shared_share=args.shared_share,
+                    opaque_cards=args.opaque_cards,
                 )
             )
         )
         return
     if args.compare_shared is not None:
-        print(json.dumps(compare_shared(args.compare_shared, args.policy, args.horizon)))
+        print(json.dumps(compare_shared(args.compare_shared, args.policy, args.horizon, args.rounds)))
         return
     scenarios = [
         _subprocess(jobs, namespaces, nodes, node_fit, args.policy, args.horizon)
