@@ -76,9 +76,11 @@ class CardLedger:
         return tuple(empty)
 
     def release(self, node: str, cards: tuple[int, ...], job_id: int) -> None:
+        """Take one pod of ``job_id`` off each of ``cards``."""
         for card in cards:
             self._account(node, card, -1)
-            self.pods[node][card] = [pod for pod in self.pods[node][card] if pod[0] != job_id]
+            pods = self.pods[node][card]
+            pods.pop(next(n for n, pod in enumerate(pods) if pod[0] == job_id))
             self.whole[node][card] = False
             self._account(node, card, 1)
 
@@ -134,6 +136,8 @@ class Simulation:
         self.started: dict[int, float] = {}
         self.counts: Counter = Counter()  # running jobs by kind
         self.stats: defaultdict[str, float] = defaultdict(float)
+        # What a node can hold of each resource, either kind of node (for the over-commit check).
+        self.capacity = {**NODE_ALLOCATABLE, GPU: cluster.cards, GPU_MEM: cluster.cards * cluster.card_mib}
 
     def _node(self, name: str) -> Node:
         if name in self.dirty:
@@ -151,7 +155,13 @@ class Simulation:
         values["empty_cards_shared_nodes"] = self.ledger.empty_on_shared_nodes
         return values
 
-    def _start(self, job_id: int, now: float, placement, cards) -> bool:
+    def _start(
+        self,
+        job_id: int,
+        now: float,
+        placement: tuple[tuple[str, int, str], ...],
+        cards: tuple[tuple[str, int, tuple[int, ...]], ...] | None,
+    ) -> bool:
         """Start every pod of an admitted job on its node and card, or none of them."""
         job = self.jobs[job_id]
         requests = dict(self.pending[job_id].gang[0].requests)
@@ -173,12 +183,7 @@ class Simulation:
         for name, _, pod_requests in pods:
             self.used[name].update(pod_requests)
             self.dirty.add(name)
-            allocatable = {
-                **NODE_ALLOCATABLE,
-                GPU: self.cluster.cards,
-                GPU_MEM: self.cluster.cards * self.cluster.card_mib,
-            }
-            if any(self.used[name][key] > allocatable.get(key, 0) for key in pod_requests):
+            if any(self.used[name][key] > self.capacity.get(key, 0) for key in pod_requests):
                 self.stats["node_overcommits"] += 1
         self.running[job_id] = pods
         self.started[job_id] = now
