@@ -2,6 +2,7 @@
 
     python -m bench.core_planner            # every scenario, then one JSON line
     python -m bench.core_planner --quick    # the 10k-job scenarios only
+    python -m bench.core_planner --compare-shared 0.1   # per-card fit cost (issue 34)
 
 Job shapes and durations are drawn from the Philly trace (../shared/traces,
 mapped as its README says: g GPUs -> ceil(g/8) Workers of min(g, 8) GPUs,
@@ -31,7 +32,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench.sharing_workload import CARD_MIB, CARDS, GPU_COUNT, GPU_MEM, MEMORY_GIB, NOTEBOOKS, memory_mib
 from queueing import InFlightJob, NamespaceQuota, Node, PendingJob, PodSet, RunningJob, Snapshot, Taint, Workload, plan
+from queueing.cards import CardPod, SharedCards
 from queueing.fit import NodePool
 from queueing.planner import DEFAULT_ETA_HORIZON_S
 from queueing.snapshot import gang_of, node_totals
@@ -82,9 +85,26 @@ class Shapes:
             self.cache[key] = Workload("TFJob", "kubeflow.org/v1", f"cpu{workers}", None, (ps, worker))
         return self.cache[key]
 
+    def shared_job(self, mebibytes: int) -> Workload:
+        """One pod asking ``mebibytes`` of one GPU shared by memory (a notebook-sized job)."""
+        key = ("shared", mebibytes)
+        if key not in self.cache or not self.share:
+            device = {GPU_MEM: mebibytes}
+            requests = {"cpu": 2_000, "memory": 8 * GI, **device}
+            pod = PodSet("Worker", 1, requests, device, tolerations=(GPU_TOLERATION,))
+            self.cache[key] = Workload("TFJob", "kubeflow.org/v1", f"shared{mebibytes}", None, (pod,))
+        return self.cache[key]
+
 
 def build_world(
-    jobs: int, namespaces: int, nodes: int, node_fit: bool, seed: int = 1, share_workloads: bool = True
+    jobs: int,
+    namespaces: int,
+    nodes: int,
+    node_fit: bool,
+    seed: int = 1,
+    share_workloads: bool = True,
+    shared_share: float = 0.0,
+    opaque_cards: bool = False,
 ) -> Snapshot:
     rng = random.Random(seed)
     shapes = Shapes(share_workloads)
@@ -164,7 +184,52 @@ def build_world(
                 expected_duration=duration,
             )
         )
+    if shared_share:
+        node_list, pending = share_gpus(node_list, pending, shapes, shared_share, seed, opaque_cards)
     return Snapshot(NOW, tuple(pending), tuple(in_flight), tuple(running), quotas, tuple(node_list), node_fit)
+
+
+def share_gpus(
+    nodes: list[Node], pending: list[PendingJob], shapes: Shapes, share: float, seed: int, opaque: bool = False
+) -> tuple[list[Node], list[PendingJob]]:
+    """A ``share`` of the GPU nodes made gpushare nodes (8 cards of 16,276 MiB, each busy
+    GPU a card holding one pod's share) and a ``share`` of the pending jobs made one pod
+    asking a share of a card (memory as bench/sharing_workload.py's notebooks).  Its own
+    random stream, so the rest of the world is the unchanged scenario's.  ``opaque``: the
+    nodes carry no cards, so the memory is one number per node, as before per-card fit
+    (what the per-card check itself costs is the difference)."""
+    rng = random.Random(seed + 1_000_003)
+    shared_nodes = []
+    for node in nodes:
+        if "nvidia.com/gpu" not in node.allocatable or rng.random() >= share:
+            shared_nodes.append(node)
+            continue
+        busy = node.allocated.get("nvidia.com/gpu", 0)
+        pods = [CardPod(memory_mib(rng.choices(MEMORY_GIB, NOTEBOOKS.weights)[0]), card) for card in range(busy)]
+        allocatable = {k: v for k, v in node.allocatable.items() if k != "nvidia.com/gpu"}
+        allocatable.update({GPU_MEM: CARDS * CARD_MIB, GPU_COUNT: CARDS})
+        allocated = {k: v for k, v in node.allocated.items() if k != "nvidia.com/gpu"}
+        allocated[GPU_MEM] = sum(pod.memory for pod in pods)
+        cards = None if opaque else SharedCards.even(CARDS, CARD_MIB, pods)
+        shared_nodes.append(
+            Node(node.name, allocatable, allocated, node.labels, node.taints, node.unschedulable, cards=cards)
+        )
+    shared_pending = []
+    for job in pending:
+        if rng.random() < share:
+            workload = shapes.shared_job(memory_mib(rng.choices(MEMORY_GIB, NOTEBOOKS.weights)[0]))
+            job = PendingJob(
+                job.id,
+                job.namespace,
+                job.priority,
+                job.submitted_at,
+                workload,
+                attempts=job.attempts,
+                backoff_until=job.backoff_until,
+                expected_duration=job.expected_duration,
+            )
+        shared_pending.append(job)
+    return shared_nodes, shared_pending
 
 
 def run_scenario(
@@ -176,9 +241,13 @@ def run_scenario(
     horizon: float | None = DEFAULT_ETA_HORIZON_S,
     repeats: int = 5,
     share: bool = True,
+    shared_share: float = 0.0,
+    opaque_cards: bool = False,
 ) -> dict:
     started = time.perf_counter()
-    snapshot = build_world(jobs, namespaces, nodes, node_fit, share_workloads=share)
+    snapshot = build_world(
+        jobs, namespaces, nodes, node_fit, share_workloads=share, shared_share=shared_share, opaque_cards=opaque_cards
+    )
     build_s = time.perf_counter() - started
     gc.collect()
     times, cpu_times, result = [], [], None
@@ -213,6 +282,11 @@ def run_scenario(
         "policy": policy,
         "node_reservations": result.stats.get("node_reservations", 0),
         "shared_workloads": share,
+        "shared_share": shared_share,
+        "opaque_cards": opaque_cards,
+        "shared_nodes": sum(1 for node in snapshot.nodes if node.cards is not None),
+        "shared_jobs": sum(1 for job in snapshot.pending if any(name == GPU_MEM for name, _ in job.gang[0].requests)),
+        "admitted_on_cards": len(result.cards),
         "load_avg_1m": round(os.getloadavg()[0], 2),  # other processes on this shared machine
     }
 
@@ -293,6 +367,33 @@ def _subprocess(jobs: int, namespaces: int, nodes: int, node_fit: bool, policy: 
     return scenario
 
 
+def compare_shared(share: float, policy: str, horizon: str, rounds: int = 3) -> dict:
+    """The per-card fit cost: the target scenario as it is and with ``share`` of its GPU
+    nodes and jobs on shared cards, each in a fresh subprocess, alternating so both meet
+    the same load; the median over the subprocesses of each one's median cycle.  A third
+    arm, the shared world without cards, tells the per-card check from the extra work of
+    the jobs the shared world admits."""
+    shared = ("--shared-share", str(share))
+    arms = {"unchanged": (), "shared": shared, "shared_without_cards": (*shared, "--opaque-cards")}
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
+    for _ in range(rounds):
+        for name, extra in arms.items():
+            runs[name].append(_subprocess(100_000, 1_000, 1_000, True, policy, horizon, *extra))
+    summary: dict = {"share": share, "runs": runs}
+    for name, scenarios in runs.items():
+        summary[name] = {
+            key: statistics.median(scenario[key] for scenario in scenarios) for key in ("cycle_s", "cycle_cpu_s")
+        }
+    summary["slowdown"] = {
+        key: round(summary["shared"][key] / summary["unchanged"][key] - 1, 3) for key in ("cycle_s", "cycle_cpu_s")
+    }
+    summary["card_check_cost"] = {
+        key: round(summary["shared"][key] / summary["shared_without_cards"][key] - 1, 3)
+        for key in ("cycle_s", "cycle_cpu_s")
+    }
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k-job scenarios only, no packing study")
@@ -300,6 +401,15 @@ def main() -> None:
     parser.add_argument("--policy", default="priority")
     parser.add_argument("--horizon", default=str(DEFAULT_ETA_HORIZON_S), help="ETA horizon in s, or 'none'")
     parser.add_argument("--unique-workloads", action="store_true", help="one Workload object per job")
+    parser.add_argument("--shared-share", type=float, default=0.0, help="share of GPU nodes and jobs on shared cards")
+    parser.add_argument(
+        "--compare-shared",
+        type=float,
+        metavar="SHARE",
+        help="the target scenario unchanged and with SHARE on shared cards, --rounds subprocesses each, alternating",
+    )
+    parser.add_argument("--opaque-cards", action="store_true", help="shared nodes without cards (memory as one number)")
+    parser.add_argument("--rounds", type=int, default=3, help="subprocesses of each scenario for --compare-shared")
     args = parser.parse_args()
     horizon = None if args.horizon == "none" else float(args.horizon)
     if args.one:
@@ -314,9 +424,14 @@ def main() -> None:
                     args.policy,
                     horizon,
                     share=not args.unique_workloads,
+                    shared_share=args.shared_share,
+                    opaque_cards=args.opaque_cards,
                 )
             )
         )
+        return
+    if args.compare_shared is not None:
+        print(json.dumps(compare_shared(args.compare_shared, args.policy, args.horizon, args.rounds)))
         return
     scenarios = [
         _subprocess(jobs, namespaces, nodes, node_fit, args.policy, args.horizon)
