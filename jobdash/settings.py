@@ -276,6 +276,9 @@ def _device_models(value: str) -> list[dict]:
 
 
 JOBDASH_DEVICE_MODELS = _device_models(os.environ.get("JOBDASH_DEVICE_MODELS", ""))
+# Lent capacity (issue 35): nothing new starts on a lent node this long before it goes back,
+# unless its lender's annotation (jobdash.io/lent-notice-seconds) or its declared pool says otherwise.
+JOBDASH_LENT_NOTICE_SECONDS = env_number("JOBDASH_LENT_NOTICE_SECONDS", 1800.0, minimum=0.0)
 
 # The node labels that name topology levels, the widest first (a job may require or prefer
 # that its gang run in one domain of a level: jobdash.io/required-topology).

@@ -1,6 +1,8 @@
 """Kubernetes JSON objects -> the gateway's types. Pure functions, no client."""
 
+import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -12,8 +14,19 @@ from queueing.topology import HOSTNAME
 from queueing.validation import Problems
 
 from . import devices, kinds
-from .gateway import JOB_ID_LABEL, MANAGED_LABEL, TERM_ANNOTATION, JobObject, NodeInfo, PodInfo, QueuedObject, Quota
+from .gateway import (
+    JOB_ID_LABEL,
+    MANAGED_LABEL,
+    TERM_ANNOTATION,
+    JobObject,
+    Lent,
+    NodeInfo,
+    PodInfo,
+    QueuedObject,
+    Quota,
+)
 
+log = logging.getLogger(__name__)
 _POD_LABELS = kinds.pod_labels()
 
 
@@ -56,7 +69,34 @@ def node(obj: Mapping[str, Any]) -> NodeInfo:
         taints=tuple(spec.get("taints") or ()),
         unschedulable=bool(spec.get("unschedulable")),
         cards=devices.node_cards(allocatable, annotations),
+        lent=lent(_meta(obj)["name"], annotations),
     )
+
+
+LENT_UNTIL = "jobdash.io/lent-until"
+LENT_POOL = "jobdash.io/lent-pool"
+LENT_NOTICE = "jobdash.io/lent-notice-seconds"
+
+
+def lent(name: str, annotations: Mapping[str, str]) -> Lent | None:
+    """The node's lending, from the annotations the lender's controller writes; a time that
+    does not parse lends nothing (the node is then treated as jobdash's own: logged, not guessed)."""
+    until = annotations.get(LENT_UNTIL)
+    if not until:
+        return None
+    try:
+        moment = datetime.fromisoformat(until.replace("Z", "+00:00"))
+    except ValueError:
+        log.warning("node %s: %s=%r is no RFC 3339 time; not treated as lent", name, LENT_UNTIL, until)
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    notice: float | None = None
+    try:
+        notice = max(0.0, float(annotations[LENT_NOTICE])) if LENT_NOTICE in annotations else None
+    except ValueError:
+        log.warning("node %s: %s=%r is no number of seconds", name, LENT_NOTICE, annotations[LENT_NOTICE])
+    return Lent(annotations.get(LENT_POOL) or name, moment.timestamp(), notice)
 
 
 _REQUESTS: dict[bytes, Mapping[str, int]] = {}

@@ -73,6 +73,16 @@ class Quota:
 
 
 @dataclass(frozen=True)
+class Lent:
+    """A node the online side lends until ``until`` (epoch seconds), in ``pool``; nothing new
+    starts on it in its last ``notice_s`` (None: jobdash's default notice)."""
+
+    pool: str
+    until: float
+    notice_s: float | None = None
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     name: str
     allocatable: Mapping[str, int]
@@ -80,6 +90,7 @@ class NodeInfo:
     taints: tuple[Mapping[str, Any], ...]
     unschedulable: bool
     cards: NodeCards | None = None  # its GPUs shared by memory (devices.py), if it shares them
+    lent: Lent | None = None  # lent by the online side until a time (its annotations), if it is
 
 
 @dataclass(frozen=True)

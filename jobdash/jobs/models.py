@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -345,3 +345,67 @@ class EventOutbox(models.Model):
 
     def __str__(self) -> str:
         return f"to send: event {self.event_id}"
+
+
+def validate_time_zone(value: str) -> None:
+    from .lent import zone
+
+    try:
+        zone(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+
+
+def validate_label_selector(value) -> None:
+    if not isinstance(value, dict) or not value:
+        raise ValidationError('must be an object of node labels, e.g. {"pool": "night-a"}')
+    for key, label in value.items():
+        if not isinstance(key, str) or not key or not isinstance(label, str):
+            raise ValidationError(f"label {key!r}: keys and values must be strings")
+
+
+class LentPool(models.Model):
+    """Nodes the online side lends to training, nightly or until a time (lent.py); nothing new
+    starts on them in the notice before they go back, and jobs admitted there are the
+    ones predicted to finish first (queueing/tide.py)."""
+
+    name = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[
+            RegexValidator(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "a DNS label: lower-case letters, digits and '-'")
+        ],
+    )
+    node_selector = models.JSONField(
+        default=dict,
+        validators=[validate_label_selector],
+        help_text='The nodes lent: their labels, e.g. {"pool": "night-a"}.',
+    )
+    kind = models.CharField(max_length=8, choices=[(k, k) for k in ("nightly", "until")], default="nightly")
+    start = models.TimeField(null=True, blank=True, help_text="Nightly: when the nodes are lent, e.g. 22:00.")
+    end = models.TimeField(null=True, blank=True, help_text="Nightly: when they go back, e.g. 08:00 (the next day).")
+    timezone = models.CharField(
+        max_length=64, default="UTC", validators=[validate_time_zone], help_text="IANA time zone of start and end."
+    )
+    until = models.DateTimeField(null=True, blank=True, help_text="Until: when the nodes go back, once.")
+    notice_seconds = models.PositiveIntegerField(
+        default=1800, help_text="Nothing new starts on the pool this long before it goes back."
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if self.kind == "nightly":
+            missing = {name: "a nightly pool needs it" for name in ("start", "end") if getattr(self, name) is None}
+            if missing:
+                raise ValidationError(missing)
+            if self.start == self.end:
+                raise ValidationError({"end": "must differ from start"})
+        elif self.until is None:
+            raise ValidationError({"until": "a pool lent until a time needs it"})

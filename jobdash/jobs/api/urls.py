@@ -4,11 +4,13 @@ from rest_framework.routers import DefaultRouter
 
 from . import views
 from .cluster import cluster_view
+from .lent_pools import LentPoolViewSet
 from .status import status_view
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")
 router.register("namespaces", views.NamespaceViewSet, basename="namespace")
+router.register("lent-pools", LentPoolViewSet, basename="lent-pool")
 
 urlpatterns = [
     path("status/", status_view, name="api-status"),
