@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobdash.jobs.lent import nightly_window, next_window, window
+from jobdash.jobs.lent import next_window, nightly_window, window
 from jobdash.jobs.models import LentPool
 
 from .conftest import token_client
