@@ -82,10 +82,17 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
     now = now or timezone.now()
     counts = {"preempted": 0, "called-off": 0}
     due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now).values(
-        "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state"
+        "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state", "reclaimed_by"
     )
     for row in due:
         preemptor = row["preempted_for_id"]
+        key = (row["kind_key"], row["namespace__name"], row["name"])
+        if row["reclaimed_by"]:  # its lent nodes went back: nobody to call it off for
+            note = f"node-pool {row['reclaimed_by']} was reclaimed: queued again in its place"
+            if transitions.reclaimed(row["id"], note, term, now):
+                _take_back(gateway, key, row["id"], term)
+                counts["reclaimed"] = counts.get("reclaimed", 0) + 1
+            continue
         if preemptor is None or row["preempted_for__state"] != State.QUEUED:
             note = f"preemption called off: job {preemptor} no longer waits for the room"
             counts["called-off"] += transitions.preemption_called_off(row["id"], note, term)
@@ -93,13 +100,14 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
         note = f"preempted to make room for job {preemptor}; queued again in its place"
         if not transitions.preempted(row["id"], preemptor, note, term, now):
             continue
-        key = (row["kind_key"], row["namespace__name"], row["name"])
-        try:
-            holding.evicted(gateway, key, term)
-        except gw.GatewayError as error:
-            # Queued, its object still running: reconcile adopts it back as Released.
-            log.warning(
-                "suspending preempted job %s: %s", row["id"], error, extra=logs.job(row["id"], row["namespace__name"])
-            )
+        _take_back(gateway, key, row["id"], term)
         counts["preempted"] += 1
     return counts
+
+
+def _take_back(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, term: int | None) -> None:
+    try:
+        holding.evicted(gateway, key, term)
+    except gw.GatewayError as error:
+        # Queued, its object still running: reconcile adopts it back as Released.
+        log.warning("suspending preempted job %s: %s", job_id, error, extra=logs.job(job_id, key[1]))

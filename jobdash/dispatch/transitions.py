@@ -386,3 +386,33 @@ def preempted(victim: int, preemptor: int, note: str, term: int | None, now: dat
 
 def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now: datetime | None = None) -> datetime:
     return (now or timezone.now()) + timedelta(seconds=min(cap_seconds, base_seconds * 2 ** max(0, attempts)))
+
+
+def reclaim_notice(job_id: int, pool: str, *, leave_at: datetime, note: str, term: int | None) -> bool:
+    """A running job on a lent pool that goes back at `leave_at`: it runs on until then (the
+    notice is its grace period) and is preempted then. Once per job: the first notice stands."""
+    with transaction.atomic():
+        hold_term(term)
+        moved = Job.objects.filter(pk=job_id, state=State.RUNNING, preempt_at__isnull=True).update(
+            reclaimed_by=pool, preempt_at=leave_at
+        )
+        if moved:
+            bulk.insert_events([(job_id, "ReclaimNotice", note, DISPATCHER)])
+    return bool(moved)
+
+
+def reclaimed(job_id: int, note: str, term: int | None, now: datetime | None = None) -> bool:
+    """Running -> Queued when its lent nodes go back, keeping its place; not an attempt."""
+    return _fenced_compare_and_set(
+        job_id,
+        term,
+        from_states=(State.RUNNING,),
+        to_state=State.QUEUED,
+        event="Reclaimed",
+        note=note,
+        actor=DISPATCHER,
+        now=now,
+        reason="Reclaimed",
+        message=note,
+        preemptions=F("preemptions") + 1,
+    )

@@ -11,7 +11,8 @@ What belongs to which state:
 - a release (from Released on, kept once finished for the record): released_at,
   leader_term, placement, cards, object_uid, borrowing;
 - a run: started_at;
-- leaving for a preemptor (Running only): preempted_for, preempt_at;
+- leaving for a preemptor or a reclaim of its lent nodes (Running only): preempted_for,
+  preempt_at, reclaimed_by;
 - an operator's requeue request (Released or Running only): requeue_requested_at;
 - the end: finished_at.
 `message` is the state's one sentence: why it waits, or why it failed or was cancelled.
@@ -54,7 +55,12 @@ RELEASE: Mapping[str, Any] = {
     "borrowing": False,
 }
 # What only a Released or Running job can have asked for or been told.
-IN_FLIGHT: Mapping[str, Any] = {"requeue_requested_at": None, "preempted_for": None, "preempt_at": None}
+IN_FLIGHT: Mapping[str, Any] = {
+    "requeue_requested_at": None,
+    "preempted_for": None,
+    "preempt_at": None,
+    "reclaimed_by": "",
+}
 
 _FINISHED: Mapping[str, Any] = {**WAITING, **IN_FLIGHT, "finished_at": NOW}
 

@@ -166,6 +166,8 @@ class Job(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )
     preempt_at = models.DateTimeField(null=True, blank=True)
+    # Lent capacity: the pool it runs on that is being reclaimed; it leaves at preempt_at.
+    reclaimed_by = models.CharField(max_length=80, blank=True)
     preempted_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )
