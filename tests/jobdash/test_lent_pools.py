@@ -71,15 +71,16 @@ NIGHT_A = {
 
 @pytest.mark.django_db
 def test_staff_declare_a_pool_everyone_reads_it_with_its_lending(staff, user):
-    created = token_client(staff).post("/api/v1/lent-pools/", NIGHT_A, format="json")
+    admin, member = token_client(staff), token_client(user)
+    created = admin.post("/api/v1/lent-pools/", NIGHT_A, format="json")
     assert created.status_code == 201, created.content
-    body = token_client(user).get("/api/v1/lent-pools/night-a/").json()
+    body = member.get("/api/v1/lent-pools/night-a/").json()
     assert body["timezone"] == "Europe/Berlin" and body["start"] == "22:00:00"
     assert set(body["lending"]) == {"lent_now", "lent_from", "reclaim_at", "notice_from", "next_lent_from"}
     assert body["lending"]["lent_now"] or body["lending"]["next_lent_from"]
-    changed = token_client(staff).patch("/api/v1/lent-pools/night-a/", {"notice_seconds": 600}, format="json")
+    changed = admin.patch("/api/v1/lent-pools/night-a/", {"notice_seconds": 600}, format="json")
     assert changed.status_code == 200 and LentPool.objects.get(name="night-a").notice_seconds == 600
-    assert token_client(staff).delete("/api/v1/lent-pools/night-a/").status_code == 204
+    assert admin.delete("/api/v1/lent-pools/night-a/").status_code == 204
     assert not LentPool.objects.exists()
 
 
