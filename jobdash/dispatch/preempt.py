@@ -89,7 +89,7 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
         key = (row["kind_key"], row["namespace__name"], row["name"])
         if row["reclaimed_by"]:  # its lent nodes went back: nobody to call it off for
             note = f"node-pool {row['reclaimed_by']} was reclaimed: queued again in its place"
-            if transitions.reclaimed(row["id"], note, term, now):
+            if transitions.preempted(row["id"], None, note, term, now, event="Reclaimed"):
                 _take_back(gateway, key, row["id"], term)
                 counts["reclaimed"] = counts.get("reclaimed", 0) + 1
             continue

@@ -365,19 +365,27 @@ def preemption_called_off(victim: int, note: str, term: int | None) -> bool:
     return bool(moved)
 
 
-def preempted(victim: int, preemptor: int, note: str, term: int | None, now: datetime | None = None) -> bool:
+def preempted(
+    victim: int,
+    preemptor: int | None,
+    note: str,
+    term: int | None,
+    now: datetime | None = None,
+    event: str = "Preempted",
+) -> bool:
     """Running -> Queued after the grace period, keeping its place (its submission time):
-    its reason says for whom, until the next cycle says what it waits for."""
+    its reason says for whom (no one: its lent nodes went back, event "Reclaimed"), until
+    the next cycle says what it waits for. Not an attempt."""
     return _fenced_compare_and_set(
         victim,
         term,
         from_states=(State.RUNNING,),
         to_state=State.QUEUED,
-        event="Preempted",
+        event=event,
         note=note,
         actor=DISPATCHER,
         now=now,
-        reason="Preempted",
+        reason=event,
         message=note,
         preempted_by=preemptor,
         preemptions=F("preemptions") + 1,
@@ -399,20 +407,3 @@ def reclaim_notice(job_id: int, pool: str, *, leave_at: datetime, note: str, ter
         if moved:
             bulk.insert_events([(job_id, "ReclaimNotice", note, DISPATCHER)])
     return bool(moved)
-
-
-def reclaimed(job_id: int, note: str, term: int | None, now: datetime | None = None) -> bool:
-    """Running -> Queued when its lent nodes go back, keeping its place; not an attempt."""
-    return _fenced_compare_and_set(
-        job_id,
-        term,
-        from_states=(State.RUNNING,),
-        to_state=State.QUEUED,
-        event="Reclaimed",
-        note=note,
-        actor=DISPATCHER,
-        now=now,
-        reason="Reclaimed",
-        message=note,
-        preemptions=F("preemptions") + 1,
-    )

@@ -115,6 +115,13 @@ def advance(sim, gateway, clock: ManualClock | None, seconds: float) -> None:
     eventually(lambda: pods_seen(sim, gateway), timeout=3, message="the watch cache never caught up")
 
 
+def step(dispatcher, sim, seconds: float = 1.0, namespaces=("team-a", "other")) -> None:
+    """The dispatcher's clock and kubesim's move on together; the watch cache catches up."""
+    dispatcher.clock.advance(seconds)
+    sim.advance(seconds)
+    eventually(lambda: pods_seen(sim, dispatcher.gateway, namespaces), timeout=5)
+
+
 def state(job: Job) -> str:
     return Job.objects.get(pk=job.pk).state
 

@@ -15,7 +15,7 @@ from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from kubesim.testing import batch_job_manifest, running_kubesim
 
-from .dispatch_support import JOBDASH, ManualClock, eventually, pods_seen, settings, start_gateway
+from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CARD = 16_276
@@ -110,13 +110,8 @@ def settings_for_cycle():
     return settings(topology_levels=("kubernetes.io/hostname",))
 
 
-def step(dispatcher, sim, seconds: float = 1.0) -> None:
-    dispatcher.clock.advance(seconds)
-    sim.advance(seconds)
-    eventually(lambda: pods_seen(sim, dispatcher.gateway, ("team-a", "other")), timeout=5)
-
-
 def job_pods(sim, job: Job) -> list[dict]:
+    """Its pods not being deleted, ended ones too (the pinning test's job_pods without the ended)."""
     return [
         pod
         for pod in sim.cluster.pods("team-a")

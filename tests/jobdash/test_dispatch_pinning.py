@@ -28,7 +28,7 @@ from kubesim.testing import (
 from queueing.placement import GATE
 from queueing.topology import REQUIRED_ANNOTATION
 
-from .dispatch_support import JOBDASH, ManualClock, eventually, pods_seen, settings, start_gateway
+from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
 from .test_dispatch_kinds import KINDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,12 +99,6 @@ def foreign_pod(sim, number: int) -> None:
             },
         }
     )
-
-
-def step(dispatcher, sim, seconds: float = 1.0) -> None:
-    dispatcher.clock.advance(seconds)
-    sim.advance(seconds)
-    eventually(lambda: pods_seen(sim, dispatcher.gateway, ("team-a", "other")), timeout=5)
 
 
 def job_pods(sim, job: Job) -> list[dict]:
