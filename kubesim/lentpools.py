@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import nodeops
 from .api import Api
 from .clock import rfc3339, rfc3339_micro
-from .config import node_objects
+from .config import node_names, node_objects
 from .errors import ApiError
 from .resources import LEASES, NODES
 from .tide import Schedule, Window
@@ -51,11 +51,9 @@ class LentPools:
         self.api = api
         self.started = api.clock.now()
         self._lock = threading.Lock()
-        self.pools = [
-            Pool(p["name"], p["node_groups"], p["schedule"], p["notice_seconds"], p["schedule"].next_window(now, now))
-            for p in pools
-            for now in [self.started]
-        ]
+        self.pools = [Pool(p["name"], p["node_groups"], p["schedule"], p["notice_seconds"]) for p in pools]
+        for pool in self.pools:
+            pool.window = pool.schedule.next_window(self.started, self.started)
 
     def next_deadline(self) -> float | None:
         with self._lock:
@@ -79,7 +77,7 @@ class LentPools:
             pool.phase = LENT
         elif pool.phase == LENT:
             for name in self._node_names(pool):
-                nodeops.set_unschedulable(self.api, name, True)
+                self._cordon(name)
             pool.phase = CORDONED
         else:  # reclaimed, or a whole window missed while waiting
             if pool.phase != WAITING:
@@ -91,7 +89,14 @@ class LentPools:
             pool.phase = WAITING
 
     def _node_names(self, pool: Pool) -> list[str]:
-        return [n["metadata"]["name"] for g in pool.node_groups for n in node_objects(g)]
+        return [name for group in pool.node_groups for name in node_names(group)]
+
+    def _cordon(self, name: str) -> None:
+        try:
+            nodeops.set_unschedulable(self.api, name, True)
+        except ApiError as error:
+            if error.code != 404:  # someone deleted it already: nothing to cordon
+                raise
 
     def _lend(self, pool: Pool, reclaim: float) -> None:
         now = rfc3339(self.api.clock.now())
