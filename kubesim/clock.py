@@ -92,6 +92,11 @@ def _rfc3339_seconds(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def rfc3339_micro(ts: float) -> str:
+    """metav1.MicroTime, as a Lease's renewTime is written."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(text: str) -> float:
     """Parse an RFC 3339 timestamp (with 'Z' or an offset, optional fraction) to epoch seconds."""
     value = text.strip()

@@ -9,19 +9,19 @@ deadline). With a real clock ``start()`` runs the controllers in a thread.
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
 
 from . import nodeops
 from .admission import Admission, UserInfo
 from .api import Api
 from .barepods import BarePods
-from .clock import Clock, ManualClock, RealClock, rfc3339
+from .clock import Clock, ManualClock, RealClock, rfc3339, rfc3339_micro
 from .config import Config, from_dict, node_objects
 from .controllers import Controllers, Kubelet, WorkClock
 from .errors import ApiError
 from .faults import Faults
 from .jobcontroller import JobController
 from .jobsetcontroller import JobSetController
+from .lentpools import NODE_LEASE_NAMESPACE, LentPools
 from .model import Store
 from .mpioperator import MPIOperator
 from .nodelifecycle import NodeLifecycle
@@ -54,13 +54,6 @@ from .service import kubernetes_service
 from .trainercontroller import TrainJobController
 from .webhook_clients import ClientCredentials
 
-NODE_LEASE_NAMESPACE = "kube-node-lease"
-
-
-def rfc3339_micro(ts: float) -> str:
-    """metav1.MicroTime, as a Lease's renewTime is written."""
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
 
 class Cluster:
     def __init__(self, config: Config | dict | None = None, clock: Clock | None = None):
@@ -92,6 +85,7 @@ class Cluster:
         self.scheduler = Scheduler(self.store, cfg.scheduler_scoring, cfg.scheduler_resources, cfg.scheduler_shape)
         self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
         self.node_lifecycle = NodeLifecycle(self.store)
+        self.lent_pools = LentPools(self.api, cfg.lent_pools)
         self.work = WorkClock(
             self.store, self.owners, self.kubelet, cfg.default_duration_seconds, cfg.default_checkpoint_seconds
         )
@@ -111,6 +105,7 @@ class Cluster:
                 self.trainer,
                 self.jobset_controller,
                 self.job_controller,
+                self.lent_pools,
                 self.node_lifecycle,
                 self.scheduler,
                 self.kubelet,
@@ -161,6 +156,7 @@ class Cluster:
         for node in nodes:
             create(NODES, "", node, internal=True)
         self._node_leases([n["metadata"]["name"] for n in nodes])
+        self.lent_pools.step(self.clock.now())  # started inside a window: its nodes are there from the start
         if self.config.rbac:
             for obj in default_objects():
                 create(RBAC_TYPES[obj["kind"]], "", obj, internal=True)
@@ -241,6 +237,14 @@ class Cluster:
 
     def delete_node(self, name: str) -> dict:
         return nodeops.delete_node(self.api, name)
+
+    def lend(self, name: str, until: float, pool: str | None = None, notice_seconds: float | None = None) -> dict:
+        """Annotate the node lent until ``until`` (epoch seconds) and uncordon it, as an operator would."""
+        return nodeops.lend(self.api, name, until, pool, notice_seconds)
+
+    def reclaim(self, name: str) -> list[str]:
+        """Evict the node's pods (Eviction API) and delete it; returns the evicted pods."""
+        return nodeops.reclaim(self.api, name)
 
     # --- inspection helpers (read-only views) --------------------------------------------------
 

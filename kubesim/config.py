@@ -35,6 +35,17 @@ faults: [{verbs: [create], resources: [tfjobs], status: 429, error_rate: 0.1, la
 objects: []                # any further manifests to create at start (webhook configs, ...)
 tls: false                 # true: serve HTTPS with a self-signed CA (in the kubeconfig), as
                            # `serve --tls` does; kubectl sends its token only over HTTPS
+lent_pools:                # nodes lent for a while (kubesim plays the lender's controller, lentpools.py)
+  - name: night-a          # DNS-1123 label; annotation jobdash.io/lent-pool on its nodes
+    prefix: night-a        # nodes night-a-0 .. (or names: [n1, n2])
+    count: 2
+    capacity: {cpu: "32", memory: 128Gi, nvidia.com/gpu: "8"}
+    labels: {pool: night-a}
+    annotations: {}
+    schedule: {start: "22:00", end: "08:00", timezone: Europe/Berlin}  # nightly, wall clock in
+                           # the zone (end <= start: the next day); or {until: "2026-11-28T08:00:00Z"}:
+                           # lent from kubesim's start until then, once
+    notice_seconds: 1800   # cordoned this long before the reclaim (default 1800)
 rbac: false                # true: authorize requests with the RBAC objects (Roles, ClusterRoles
                            # and their bindings; kube-apiserver's default roles, system:masters
                            # bound to cluster-admin, admin/edit/view aggregated); false: any
@@ -44,12 +55,14 @@ rbac: false                # true: authorize requests with the RBAC objects (Rol
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from .nodefit import validate_scoring
+from .tide import parse_schedule
 
 DEFAULT_USERS = [{"token": "admin-token", "username": "kubernetes-admin", "groups": ["system:masters"]}]
 # Used when the config has no `nodes` key at all (an explicit empty list means no nodes).
@@ -79,7 +92,11 @@ _TOP_KEYS = {
     "start_time",
     "tls",
     "rbac",
+    "lent_pools",
 }
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LENT_KEYS = {"name", "prefix", "names", "count", "capacity", "allocatable", "labels", "annotations", "taints"}
+_LENT_KEYS |= {"schedule", "notice_seconds"}
 
 
 @dataclass
@@ -106,6 +123,7 @@ class Config:
     objects: list[dict] = field(default_factory=list)
     tls: bool = False
     rbac: bool = False
+    lent_pools: list[dict] = field(default_factory=list)
 
 
 def _section(data: dict, name: str, keys: set[str]) -> dict:
@@ -181,7 +199,55 @@ def from_dict(data: dict | None) -> Config:
             raise ValueError(f"{key}: must be true or false")
     config.tls = bool(data.get("tls", False))
     config.rbac = bool(data.get("rbac", False))
+    config.lent_pools = _lent_pools(data.get("lent_pools") or [], {n for g in config.nodes for n in node_names(g)})
     return config
+
+
+def _lent_pools(pools: object, taken: set[str]) -> list[dict]:
+    """Each pool checked, with ``node_groups`` (node_objects' groups) and a parsed ``schedule``."""
+    if not isinstance(pools, list):
+        raise ValueError("lent_pools: must be a list")
+    parsed: list[dict] = []
+    for i, pool in enumerate(pools):
+        where = f"lent_pools[{i}]"
+        if not isinstance(pool, dict):
+            raise ValueError(f"{where}: must be a mapping")
+        unknown = set(pool) - _LENT_KEYS
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+        name = pool.get("name")
+        if not isinstance(name, str) or not _DNS_LABEL.match(name):
+            raise ValueError(f"{where}.name: must be a DNS-1123 label (lower case, digits, '-'), not {name!r}")
+        where = f"lent_pools[{name}]"
+        if not isinstance(pool.get("capacity"), dict):
+            raise ValueError(f"{where}.capacity: is required (a mapping)")
+        for key in ("labels", "annotations", "allocatable"):
+            if not isinstance(pool.get(key) or {}, dict):
+                raise ValueError(f"{where}.{key}: must be a mapping")
+        shared = {k: pool[k] for k in ("capacity", "allocatable", "labels", "annotations", "taints") if k in pool}
+        if ("prefix" in pool) == ("names" in pool):
+            raise ValueError(f"{where}: give either prefix (with count) or names")
+        if "names" in pool:
+            names = pool["names"]
+            if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+                raise ValueError(f"{where}.names: must be a non-empty list of node names")
+            groups = [{**shared, "name": n, "count": 1} for n in names]
+        else:
+            count = pool.get("count", 1)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise ValueError(f"{where}.count: must be a positive integer, not {count!r}")
+            groups = [{**shared, "prefix": str(pool["prefix"]), "count": count}]
+        notice = pool.get("notice_seconds", 1800)
+        if not isinstance(notice, int | float) or isinstance(notice, bool) or notice < 0:
+            raise ValueError(f"{where}.notice_seconds: must be a number >= 0, not {notice!r}")
+        schedule = parse_schedule(pool.get("schedule"), f"{where}.schedule")
+        for group in groups:
+            for node in node_names(group):
+                if node in taken:
+                    raise ValueError(f"{where}: node {node!r} is already another node's or pool's")
+                taken.add(node)
+        parsed.append({"name": name, "node_groups": groups, "schedule": schedule, "notice_seconds": float(notice)})
+    return parsed
 
 
 def load(path: str | Path) -> Config:
@@ -191,14 +257,16 @@ def load(path: str | Path) -> Config:
     return config
 
 
+def node_names(group: dict) -> list[str]:
+    count = int(group.get("count", 1))
+    if group.get("name") and count == 1:
+        return [group["name"]]
+    return [f"{group.get('prefix') or group['name']}-{i}" for i in range(count)]
+
+
 def node_objects(group: dict) -> list[dict]:
     """The Node objects of one node group, as a kubelet would register them."""
-    count = int(group.get("count", 1))
-    names = (
-        [group["name"]]
-        if group.get("name") and count == 1
-        else [f"{group.get('prefix') or group['name']}-{i}" for i in range(count)]
-    )
+    names = node_names(group)
     capacity = {k: str(v) for k, v in group["capacity"].items()}
     capacity.setdefault("pods", "110")
     allocatable = {k: str(v) for k, v in (group.get("allocatable") or capacity).items()}

@@ -1,7 +1,9 @@
 """Node operations through the API, as a kubelet, an administrator or kubectl makes them:
 a node failing and recovering (its Ready condition), cordon (``spec.unschedulable``),
 the Eviction API (``POST .../pods/{name}/eviction``), drain (cordon + evict every pod),
-delete. The node lifecycle controller (nodelifecycle.py) does the rest.
+delete; and lending a node for a while (the ``jobdash.io/lent-*`` annotations a lender's
+controller writes) and reclaiming it (drain + delete). The node lifecycle controller
+(nodelifecycle.py) does the rest.
 
 The Eviction API is kube-apiserver's (pkg/registry/core/pod/storage/eviction.go) without
 PodDisruptionBudgets: every eviction is allowed, the pod gets the DisruptionTarget
@@ -23,6 +25,22 @@ _READY = ("KubeletReady", "kubelet is posting ready status")
 _NOT_READY = ("KubeletNotReady", "container runtime network not ready: NetworkReady=false")
 _UNKNOWN = ("NodeStatusUnknown", "Kubelet stopped posting node status.")
 EVICTION_VERSIONS = ("policy/v1", "policy/v1beta1")
+# Issue 35's contract: all a consumer such as jobdash reads of a lent node.
+LENT_UNTIL = "jobdash.io/lent-until"
+LENT_POOL = "jobdash.io/lent-pool"
+LENT_NOTICE = "jobdash.io/lent-notice-seconds"
+
+
+def lent_annotations(until: float, pool: str | None = None, notice_seconds: float | None = None) -> dict[str, str]:
+    """The annotations of a node lent until ``until`` (epoch seconds; written RFC 3339 UTC)."""
+    annotations = {LENT_UNTIL: rfc3339(until)}
+    if pool is not None:
+        annotations[LENT_POOL] = pool
+    if notice_seconds is not None:
+        if notice_seconds < 0:
+            raise ValueError("a lent node's notice is >= 0 seconds")
+        annotations[LENT_NOTICE] = str(int(notice_seconds))
+    return annotations
 
 
 def set_ready(api: Api, name: str, status: str) -> dict:
@@ -109,3 +127,20 @@ def drain(api: Api, name: str) -> list[str]:
 
 def delete_node(api: Api, name: str) -> dict:
     return api.delete(NODES, "", name)
+
+
+def lend(api: Api, name: str, until: float, pool: str | None = None, notice_seconds: float | None = None) -> dict:
+    """Mark an existing node lent until ``until`` and schedulable: what a lender's operator
+    does with ``kubectl annotate node`` and ``kubectl uncordon``."""
+    annotations = lent_annotations(until, pool, notice_seconds)
+    patch = {"metadata": {"annotations": annotations}, "spec": {"unschedulable": None}}
+    updated, _ = api.patch(NODES, "", name, MERGE, patch)
+    return updated
+
+
+def reclaim(api: Api, name: str) -> list[str]:
+    """Take a lent node back: drain it (cordon, evict every pod through the Eviction API), then
+    delete it, as ``kubectl drain`` and ``kubectl delete node`` do; returns the evicted pods."""
+    evicted = drain(api, name)
+    delete_node(api, name)
+    return evicted

@@ -121,6 +121,14 @@ class RunningKubesim:
         """The Node object is deleted; PodGC deletes its pods after its 40 s quarantine."""
         return self.cluster.delete_node(name)
 
+    def lend(self, name: str, until: float, pool: str | None = None, notice_seconds: float | None = None) -> dict:
+        """Annotate the node ``jobdash.io/lent-until`` (and -pool, -notice-seconds) and uncordon it."""
+        return self.cluster.lend(name, until, pool, notice_seconds)
+
+    def reclaim(self, name: str) -> list[str]:
+        """Drain the node through the Eviction API and delete it."""
+        return self.cluster.reclaim(name)
+
     def stop(self) -> None:
         if self._stopped:
             return
