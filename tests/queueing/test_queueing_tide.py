@@ -10,8 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queueing import NamespaceQuota, Node, PendingJob, PodSet, Reason, RunningJob, Snapshot, Workload, get_policy, plan
-from queueing.tide import CHECKPOINTS_ANNOTATION, LentPool, clock_words
+from queueing import (
+    CHECKPOINTS_ANNOTATION,
+    LentPool,
+    NamespaceQuota,
+    Node,
+    PendingJob,
+    PodSet,
+    Reason,
+    RunningJob,
+    Snapshot,
+    Workload,
+    clock_words,
+    get_policy,
+    plan,
+)
 from queueing.topology import REQUIRED_ANNOTATION
 from tests.examples import examples
 
