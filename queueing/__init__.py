@@ -32,6 +32,7 @@ from .quantity import canonical, format_quantity, parse_quantity
 from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, Document, TooManyDocuments, load_document, load_documents
 from .snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
+from .tide import CHECKPOINTS_ANNOTATION, LentPool, clock_words
 from .workload import (
     ADAPTERS,
     BY_KEY,
@@ -66,10 +67,12 @@ __all__ = [
     "DEFAULT_ETA_HORIZON_S",
     "DEFAULT_POLICY",
     "DURATION_ANNOTATION",
+    "CHECKPOINTS_ANNOTATION",
     "Document",
     "FieldError",
     "InFlightJob",
     "JobAdapter",
+    "LentPool",
     "ManifestError",
     "NamespaceQuota",
     "Node",
@@ -86,6 +89,7 @@ __all__ = [
     "TooManyDocuments",
     "Workload",
     "canonical",
+    "clock_words",
     "duration_of",
     "format_quantity",
     "get_policy",

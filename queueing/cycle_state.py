@@ -14,6 +14,7 @@ from .policy import Policy
 from .preemption import Preemption
 from .reasons import Outcome
 from .snapshot import PendingJob, RunningJob, Snapshot
+from .tide import Tide
 
 
 @dataclass(slots=True, eq=False)
@@ -76,6 +77,7 @@ class CycleState:
     # The nodes once every job waiting for victims in their grace period has them gone and
     # holds its room there (preemptor.py); None while nothing is leaving and nothing preempts.
     future: NodePool | None = None
+    tide: Tide | None = None  # the lent pools, when there are any and gangs are placed on nodes
     waiting: list[tuple[int, PendingJob, Outcome]] = field(default_factory=list)  # not admitted: rank, job, why
     leaving: dict[int, list[RunningJob]] = field(default_factory=dict)  # preemptor -> its victims in their grace
     preempting: dict[int, Outcome] = field(default_factory=dict)  # waiting job -> its Preempting outcome

@@ -16,14 +16,12 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import NamedTuple
 
 from .cards import CardPool
+from .node_views import UNLIMITED as UNLIMITED
+from .node_views import view as node_view
 from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
-# A node that reports no pod limit is not limited by it.
-UNLIMITED = 10**18
 STRATEGIES = ("best", "first", "worst")
 # Nodes, equally tight for a pod, that best fit compares by balance: a bound on the scan,
 # so that a cluster of a thousand empty nodes costs no more per pod than eight.
@@ -64,48 +62,7 @@ def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
     return PODS
 
 
-class _NodeView(NamedTuple):
-    free: Mapping[str, int]  # allocatable - allocated (pods unlimited if not reported)
-    capacity: Mapping[str, int]  # allocatable, interned: nodes of one shape share it
-    positive: tuple[tuple[str, int], ...]  # max(free, 0) of every resource, for the pool's totals
-    tainted: bool  # has a taint that keeps pods off
-
-
-# Node objects are frozen and callers keep them between cycles (the dispatcher's cache,
-# the replay), so what the pool derives from one is computed once per object.  Keyed by
-# id() with the node held, so an id is never reused while its entry lives; cleared when
-# large, which only costs recomputing.
-_VIEWS: dict[int, tuple[Node, _NodeView]] = {}
-_VIEWS_LIMIT = 50_000
-_CAPACITIES: dict[tuple[tuple[str, int], ...], Mapping[str, int]] = {}
 _UNCONSTRAINED = Constraints((), (), ())
-
-
-def _view(node: Node) -> _NodeView:
-    found = _VIEWS.get(id(node))
-    if found is not None and found[0] is node:
-        return found[1]
-    allocatable = dict(node.allocatable)
-    if PODS not in allocatable:
-        allocatable[PODS] = UNLIMITED
-    key = tuple(sorted(allocatable.items()))
-    capacity = _CAPACITIES.get(key)
-    if capacity is None:
-        if len(_CAPACITIES) >= _VIEWS_LIMIT:
-            _CAPACITIES.clear()
-        capacity = _CAPACITIES[key] = MappingProxyType(allocatable)
-    allocated = node.allocated
-    free = MappingProxyType({name: amount - allocated.get(name, 0) for name, amount in allocatable.items()})
-    view = _NodeView(
-        free,
-        capacity,
-        tuple((name, max(amount, 0)) for name, amount in free.items()),
-        any(taint.blocks for taint in node.taints),
-    )
-    if len(_VIEWS) >= _VIEWS_LIMIT:
-        _VIEWS.clear()
-    _VIEWS[id(node)] = (node, view)
-    return view
 
 
 def _size(group: PodGroup) -> tuple[int, int, int]:
@@ -154,7 +111,7 @@ class NodePool:
         totals = self.totals
         seen_capacity: set[int] = set()
         for number, node in enumerate(self.nodes):
-            view = _view(node)
+            view = node_view(node)
             self.free.append(view.free)
             self.eventual.append(view.capacity)
             self.capacity.append(view.capacity)
@@ -435,21 +392,26 @@ class NodePool:
         totals: Mapping[str, int],
         freed: Sequence[tuple[int, tuple[tuple[str, int], ...]]],
         commit: bool,
+        within: frozenset[int] | None = None,
     ) -> list[tuple[int, int]] | NodeFailure:
-        """``place`` as if the pods ``freed`` ((node number, requests) each) had left.
-        With ``commit`` and a fit, the pool keeps both (the pods gone, the gang placed);
-        otherwise it is left as it was."""
+        """``place`` (``within`` as there) as if the pods ``freed`` ((node number, requests)
+        each) had left.  With ``commit`` and a fit, the pool keeps both (the pods gone, the
+        gang placed); otherwise it is left as it was."""
         self.free_pods(freed)
-        placed = self.place(gang, totals)
+        placed = self.place(gang, totals, within)
         if isinstance(placed, NodeFailure) or not commit:
             if not isinstance(placed, NodeFailure):
-                self.cards.rollback(len(placed))
-                for group_number, number in reversed(placed):
-                    self._charge(number, gang[group_number].requests, -1)
-                self.stats["pods_placed"] -= len(placed)
+                self.unplace(gang, placed)
             for number, requests in freed:
                 self._charge(number, requests, 1)
         return placed
+
+    def unplace(self, gang: tuple[PodGroup, ...], placed: Sequence[tuple[int, int]]) -> None:
+        """Undo the placement ``place`` has just made (a trial)."""
+        self.cards.rollback(len(placed))
+        for group_number, number in reversed(placed):
+            self._charge(number, gang[group_number].requests, -1)
+        self.stats["pods_placed"] -= len(placed)
 
     def free_pods(self, freed: Iterable[tuple[int, tuple[tuple[str, int], ...]]]) -> None:
         """Take pods ((node number, requests) each) off their nodes."""
@@ -476,13 +438,13 @@ class NodePool:
 
     # -- reservations --------------------------------------------------------------------
 
-    def reserve(self, job_id: int, gang: tuple[PodGroup, ...]) -> bool:
-        """Hold nodes for a job that has waited too long: charge its pods to the
-        nodes nearest to holding them once running pods end, even if free goes
-        negative, so later jobs in the cycle cannot take that capacity."""
+    def reserve(self, job_id: int, gang: tuple[PodGroup, ...], within: frozenset[int] | None = None) -> bool:
+        """Hold nodes (``within``: of these only) for a job that has waited too long: charge
+        its pods to the nodes nearest to holding them once running pods end, even if free
+        goes negative, so later jobs in the cycle cannot take that capacity."""
         charged: list[tuple[int, tuple[tuple[str, int], ...]]] = []
         for group in sorted(gang, key=_size, reverse=True):
-            eligible = self.eligible(group.constraints)
+            eligible = self.eligible(group.constraints, within)
             index = self._index(eligible, primary_resource(group.requests))
             for _ in range(group.count):
                 number = next(

@@ -28,15 +28,17 @@ from .decisions import Admission, Plan
 from .elastic import ElasticQuotas
 from .eta import forecast
 from .fair_share import FairShare
-from .fit import NodeFailure, NodePool
+from .fit import NodePool
+from .gang_placement import GangPlacement, pod_names
 from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
 from .policy import Policy
 from .preemptor import Preemptor
 from .quota_fit import quota_check
-from .reasons import Outcome, PendingStatus, Reason, node_failure_outcome
+from .reasons import Outcome, PendingStatus, Reason
 from .replacement import replace
 from .snapshot import PendingJob, Snapshot
-from .topology import Topology, TopologyRequest
+from .tide import Bar, Tide
+from .topology import Topology
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
@@ -56,7 +58,15 @@ _CAPACITY = frozenset(
 )
 # (CannotBorrow is not among them: it depends on whether the job claimed its guarantee.)
 # Outcomes a preempted job's reason wraps: it waits for room, as before it was preempted.
-_ROOM = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB, Reason.CANNOT_BORROW})
+_ROOM = frozenset(
+    {
+        Reason.QUOTA_EXCEEDED,
+        Reason.NO_NODE_FITS,
+        Reason.RESERVED_FOR_OLDER_JOB,
+        Reason.CANNOT_BORROW,
+        Reason.OUTLASTS_LENT_POOL,
+    }
+)
 
 
 # Like Slurm's backfill window (bf_window, one day by default): a start
@@ -121,14 +131,15 @@ class _Planner:
                 "preemptions": 0,
             },
         )
+        if snapshot.lent and self.state.node_fit:  # (without lent pools: no work per job)
+            self.state.tide = Tide(snapshot.lent, self.state.pool.names, snapshot.now)
         self.preemptor = Preemptor(self.state)
-        self.topology = Topology(self.state.pool, snapshot.topology_levels)
+        self.gangs = GangPlacement(self.state.pool, Topology(self.state.pool, snapshot.topology_levels), self.now)
         # Phase 5 gives positions and, per namespace, the (rank, job) of those that can wait.
         self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
         self.fair_share = FairShare(self.state)
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
-        self.node_outcomes: dict[int, tuple[NodeFailure, Outcome]] = {}
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
 
     def run(self) -> Plan:
@@ -300,6 +311,9 @@ class _Planner:
         shape: tuple[object, ...] = (id(job.demand), id(job.gang))
         if request is not None:  # (placed by its own rule: unlike jobs of its shape without one)
             shape = (*shape, request)
+        bar = self.state.tide.barred(job) if self.state.tide is not None else None
+        if bar is not None:  # (kept off some lent nodes: unlike jobs of its shape that may use them)
+            shape = (*shape, bar.key)
         failed = namespace.failed.get(shape)
         if failed is not None and (failed[0] is _NEVER_QUOTA or failed[0] is _NEVER_NODES):
             return failed
@@ -312,7 +326,7 @@ class _Planner:
             return namespace.held_back  # the same for every job behind the head: built once
         if failed is not None:
             return failed
-        outcome = self._try(job, namespace, request)
+        outcome = self._try(job, namespace, bar)
         if outcome is not None and outcome[0] in _CAPACITY and "shadow_start" not in outcome[1]:
             # (A backfill refusal depends on the job's own estimate, not only its shape.)
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
@@ -320,7 +334,7 @@ class _Planner:
             self.state.keep_alive.append((job.demand, job.gang))
         return outcome
 
-    def _try(self, job: PendingJob, namespace: NamespaceState, request: TopologyRequest | None) -> Outcome | None:
+    def _try(self, job: PendingJob, namespace: NamespaceState, bar: Bar | None) -> Outcome | None:
         # 3b. Quota.
         short = None
         hard, free = namespace.hard, namespace.free
@@ -370,30 +384,14 @@ class _Planner:
         # 3c. Gang placement on nodes.
         placement = None
         if self.state.node_fit:
-            if request is None:
-                placed = self.state.pool.place(job.gang, job.totals)
-            else:
-                placed = self.topology.place(job.gang, job.totals, request)
-            if isinstance(placed, NodeFailure):
-                # Memoised failures repeat for many jobs: build each outcome once.
-                built = self.node_outcomes.get(id(placed))
-                if built is None or built[0] is not placed:
-                    built = (placed, node_failure_outcome(placed))
-                    self.node_outcomes[id(placed)] = built
-                outcome = built[1]
-                if outcome[0] is not _NEVER_NODES:
-                    self._head_waits(job, namespace, nodes=True)
-                return outcome
+            placed = self.gangs.place(job, bar)
+            if not isinstance(placed, list):
+                if placed[0] is not _NEVER_NODES:
+                    self._head_waits(job, namespace, nodes=True, within=None if bar is None else bar.allowed)
+                return placed
             if self.state.future is not None:  # what starts now is gone from the room holds count on too
                 self.state.future.charge_pods((node, job.gang[group_number].requests) for group_number, node in placed)
-            names = self.state.pool.names
-            counters: dict[int, int] = {}
-            pods = []
-            for group_number, node in placed:
-                index = counters.get(group_number, 0)
-                counters[group_number] = index + 1
-                pods.append((job.gang[group_number].role, index, names[node]))
-            placement = tuple(sorted(pods))
+            placement = pod_names(job, placed, self.state.pool.names)
             self.state.pool.cards.record(job.id, job.gang, placed)
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
@@ -435,9 +433,11 @@ class _Planner:
                     }
         return None
 
-    def _head_waits(self, job: PendingJob, namespace: NamespaceState, nodes: bool) -> None:
+    def _head_waits(
+        self, job: PendingJob, namespace: NamespaceState, nodes: bool, within: frozenset[int] | None = None
+    ) -> None:
         """The first job of a namespace that cannot start: strict order blocks behind it,
-        and if it has waited too long it reserves what it needs."""
+        and if it has waited too long it reserves what it needs (on nodes ``within``)."""
         if namespace.head_seen:
             return
         namespace.head_seen = True
@@ -474,7 +474,7 @@ class _Planner:
                     namespace.held[key] = namespace.held.get(key, 0) + amount
         # Node reservations hold capacity every namespace shares: the global policy caps them.
         if nodes and self.state.stats["node_reservations"] < self.state.policy.max_reservations:
-            if self.state.pool.reserve(job.id, job.gang):
+            if self.state.pool.reserve(job.id, job.gang, within):
                 self.state.stats["node_reservations"] += 1
 
     # -- 6. estimated start times ----------------------------------------------------------

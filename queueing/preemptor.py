@@ -18,6 +18,9 @@ from .quota_fit import quota_check
 from .reasons import Outcome, Reason
 from .snapshot import Node, PendingJob, RunningJob
 
+# Waiting for room on the nodes: kept off lent nodes it would fit with is waiting for room on the others.
+_NODES = frozenset({Reason.NO_NODE_FITS, Reason.OUTLASTS_LENT_POOL})
+
 
 class Preemptor:
     """Phase 4 of a plan, and the holds of the jobs waiting for victims (after Kueue's
@@ -75,13 +78,13 @@ class Preemptor:
         taken: set[int] = set()
         # A search that failed fails again for a job of the same shape, namespace and
         # priority: room and candidates only shrink during the phase.
-        failed: set[tuple[str, int, int, str, bool]] = set()
+        failed: set[tuple[str, int, int, str, bool, tuple[int, ...] | None]] = set()
         for _, job, outcome in self.state.waiting:
             if job.id in self.state.preempting:  # holding room its victims leave
                 continue
             reason = outcome[0]
             namespace = self.state.namespaces[job.namespace]
-            if elastic.is_claimed(job) and reason is Reason.NO_NODE_FITS and self.state.node_fit:
+            if elastic.is_claimed(job) and reason in _NODES and self.state.node_fit:
                 cause = RECLAIM
                 cohort = elastic.cohort_of(job.namespace)
                 pool = [
@@ -93,7 +96,7 @@ class Preemptor:
                     and elastic.cohort_of(victim.namespace) == cohort
                 ]
             elif namespace.policy.preempt_lower_priority and (
-                reason is Reason.QUOTA_EXCEEDED or reason is Reason.NO_NODE_FITS or reason is Reason.CANNOT_BORROW
+                reason is Reason.QUOTA_EXCEEDED or reason in _NODES or reason is Reason.CANNOT_BORROW
             ):
                 cause = PRIORITY
                 pool = [
@@ -107,8 +110,10 @@ class Preemptor:
             def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
                 return self.fits_after(job, victims, commit=False)
 
-            # (A job with victims of its own leaving is unlike the others of its shape.)
-            shape = (job.namespace, id(job.gang), job.priority, cause, elastic.is_claimed(job))
+            # (A job with victims of its own leaving is unlike the others of its shape; so is
+            # one kept off other lent nodes.)
+            bar = self.state.tide.barred(job) if self.state.tide is not None else None
+            shape = (job.namespace, id(job.gang), job.priority, cause, elastic.is_claimed(job), bar and bar.key)
             alike = job.id not in self.state.leaving
             if alike and shape in failed:
                 continue
@@ -145,12 +150,19 @@ class Preemptor:
         return outcome
 
     def _place_preferring(
-        self, future: NodePool, pods: list[tuple[int, tuple[tuple[str, int], ...]]], job: PendingJob
+        self,
+        future: NodePool,
+        pods: list[tuple[int, tuple[tuple[str, int], ...]]],
+        job: PendingJob,
+        within: frozenset[int] | None,
     ) -> list[tuple[int, int]] | None:
-        """``job``'s gang on ``future`` as it is now, on the nodes ``pods`` leave first: so that
-        a hold takes no more of what is free now than it must.  None if it does not fit."""
+        """``job``'s gang on ``future`` as it is now (on nodes ``within``), on the nodes ``pods``
+        leave first: so that a hold takes no more of what is free now than it must.  None if
+        it does not fit."""
         first = list(dict.fromkeys(number for number, _ in pods))
         numbers = first + [number for number in future.schedulable if number not in set(first)]
+        if within is not None:
+            numbers = [number for number in numbers if number in within]
         nodes = [
             Node(
                 future.names[n],
@@ -189,12 +201,15 @@ class Preemptor:
             future = self.state.future
             assert future is not None  # (set whenever something leaves, and by _preempt)
             pods = self._pods(gone)
+            tide = self.state.tide
+            bar = tide.barred(job) if tide is not None else None  # lent nodes it may not use
+            within = None if bar is None else bar.allowed
             if not commit:
-                if isinstance(future.place_freeing(job.gang, job.totals, pods, commit=False), NodeFailure):
+                if isinstance(future.place_freeing(job.gang, job.totals, pods, False, within), NodeFailure):
                     return False
             else:
                 future.free_pods(pods)
-                placed = self._place_preferring(future, pods, job)
+                placed = self._place_preferring(future, pods, job, within)
                 if placed is None:
                     future.charge_pods(pods)
                     return False

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from .fit import NodeFailure
 from .quantity import format_quantity
+from .tide import words as lent_words
 from .topology import level_name
 
 
@@ -22,6 +23,9 @@ class Reason(StrEnum):
     NO_NODE_FITS = "NoNodeFits"  # resource (scarcest), needed, free, scope, role, pods, placed
     # Its required topology level: no domain of it (no one rack) holds the whole gang now.
     NO_DOMAIN_FITS = "NoDomainFits"  # level (node label), resource, needed (per pod), pods, roomiest (pods)
+    # It would fit with lent nodes it may not use now (tide.py): it would run past their reclaim,
+    # has no run-time prediction, or they are in their notice window.
+    OUTLASTS_LENT_POOL = "OutlastsLentPool"  # pool, reclaim_at, bound, why, notice_s, timezone, now
     # Elastic quota: beyond its guaranteed share, and its cohort lends too little (or its limit is reached).
     CANNOT_BORROW = "CannotBorrow"  # resource, needed, free (lendable now), guaranteed, cohort, limit (or None)
     # Room is being made: jobs are preempted for this one and leave after their grace period.
@@ -160,6 +164,8 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             f"no {level} has room for all {d['pods']} pods ({amount(r, d['needed'])} {r} each) at once; "
             f"the roomiest has room for {d['roomiest']}"
         )
+    if reason is Reason.OUTLASTS_LENT_POOL:
+        return lent_words(d)
     if reason is Reason.NEVER_FITS_NODES:
         r = d["resource"]
         if d.get("level"):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .cards import SharedCards
 from .node_affinity import NodeAffinity, canonical, matches
+from .tide import LentPool, checkpoints_of
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
@@ -160,7 +161,8 @@ class PendingJob:
     ``count/tfjobs.kubeflow.org`` used, so the dispatcher drops that key.
     ``expected_duration`` (seconds) is the caller's estimate; ``None`` lets
     the planner use the workload's ``jobdash.io/expected-duration`` annotation
-    or the namespace's history (see ``eta.duration_of``).
+    or the namespace's history (see ``eta.duration_of``).  ``bound`` (seconds) is its
+    predicted 90 % run-time bound (None: no prediction), for lent nodes (tide.py).
 
     The derived fields (``gang``, ``totals``, and ``demand`` made read-only)
     are computed once here, not per cycle, and jobs of the same shape share
@@ -182,6 +184,7 @@ class PendingJob:
     preempting: bool = False
     # A group of pods that are not all created yet (their user makes them): how many are.
     pods_created: int | None = None
+    bound: float | None = None
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -189,6 +192,8 @@ class PendingJob:
     cpu: int = field(init=False, repr=False, compare=False)
     # Its topology request (topology.py), read from its annotations once.
     topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
+    # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotation.
+    checkpoints: bool = field(init=False, repr=False, compare=False)
 
     # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
     def __init__(
@@ -205,6 +210,7 @@ class PendingJob:
         preempted_by: int | None = None,
         preempting: bool = False,
         pods_created: int | None = None,
+        bound: float | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -218,6 +224,7 @@ class PendingJob:
         set_(self, "preempted_by", preempted_by)
         set_(self, "preempting", preempting)
         set_(self, "pods_created", pods_created)
+        set_(self, "bound", bound)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)
@@ -225,6 +232,7 @@ class PendingJob:
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
+        set_(self, "checkpoints", checkpoints_of(workload))
 
 
 def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:
@@ -451,12 +459,15 @@ class Snapshot:
     topology_levels: tuple[str, ...] = ()
     # Admitted gangs that lost planned pods to failed nodes (replacement.py).
     replacements: tuple[Replacement, ...] = ()
+    # Nodes lent for a while (tide.py): jobs that would outlast them are kept off them.
+    lent: tuple[LentPool, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))
         object.__setattr__(self, "in_flight", tuple(self.in_flight))
         object.__setattr__(self, "running", tuple(self.running))
         object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "lent", tuple(self.lent))
         object.__setattr__(self, "quotas", _frozen(self.quotas))
         object.__setattr__(self, "history", _frozen(self.history))
         object.__setattr__(self, "policies", _frozen(self.policies))
@@ -466,6 +477,12 @@ class Snapshot:
         names = [node.name for node in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique")
+        pools = [pool.name for pool in self.lent]
+        if len(set(pools)) != len(pools):
+            raise ValueError("lent pool names must be unique")
+        for pool in self.lent:
+            if not pool.notice_s >= 0:
+                raise ValueError(f"lent pool {pool.name!r}: notice_s must be >= 0, got {pool.notice_s}")
         for name, quota in self.quotas.items():
             if quota.namespace != name:
                 raise ValueError(f"quotas[{name!r}] is the quota of namespace {quota.namespace!r}")

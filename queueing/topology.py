@@ -57,11 +57,17 @@ class Topology:
         return found
 
     def place(
-        self, gang: tuple[PodGroup, ...], totals: Mapping[str, int], request: TopologyRequest
+        self,
+        gang: tuple[PodGroup, ...],
+        totals: Mapping[str, int],
+        request: TopologyRequest,
+        allowed: frozenset[int] | None = None,
     ) -> list[tuple[int, int]] | NodeFailure:
+        """The gang by its request; ``allowed``: on these node numbers only (each domain
+        narrowed to them)."""
         pods = sum(group.count for group in gang)
         if request.required:
-            placed = self._best_fit(request.level, gang, totals)
+            placed = self._best_fit(request.level, gang, totals, allowed)
             if isinstance(placed, list):
                 return placed
             largest = max(gang, key=lambda group: dict(group.requests).get(primary_resource(group.requests), 0))
@@ -81,13 +87,13 @@ class Topology:
         else:
             wider = (request.level,)
         for level in reversed(wider):
-            placed = self._best_fit(level, gang, totals)
+            placed = self._best_fit(level, gang, totals, allowed)
             if isinstance(placed, list):
                 return placed
-        return self.pool.place(gang, totals)
+        return self.pool.place(gang, totals, allowed)
 
     def _best_fit(
-        self, level: str, gang: tuple[PodGroup, ...], totals: Mapping[str, int]
+        self, level: str, gang: tuple[PodGroup, ...], totals: Mapping[str, int], allowed: frozenset[int] | None
     ) -> list[tuple[int, int]] | int:
         """The gang in one domain of the level, the tightest that holds it; else the most
         pods any one domain had room for."""
@@ -96,6 +102,10 @@ class Topology:
         free = self.pool.free
         sized = []
         for domain in self.domains(level):
+            if allowed is not None:
+                domain = domain & allowed
+                if not domain:
+                    continue
             room = sum(max(free[number].get(resource, 0), 0) for number in domain)
             sized.append((room < needed, room, min(domain), domain))
         roomiest = 0

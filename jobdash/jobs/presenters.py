@@ -82,6 +82,7 @@ def quota_summary(quota: dict | None, guaranteed: Mapping[str, int] | None = Non
 REASON_WORDS = {
     "QuotaExceeded": "Waiting for quota",
     "NoNodeFits": "Waiting for room on the nodes",
+    "OutlastsLentPool": "Kept off lent nodes that go back too soon",
     "WaitingForInFlight": "Waiting for a job being started",
     "ReservedForOlderJob": "Capacity held for an older job",
     "BlockedByQueueHead": "Behind the head of the queue",

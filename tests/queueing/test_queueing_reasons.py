@@ -23,6 +23,15 @@ DETAILS = {
         "pods": 4,
         "roomiest": 2,
     },
+    Reason.OUTLASTS_LENT_POOL: {
+        "pool": "night-a",
+        "reclaim_at": 1_000_000.0 + 9 * 3600,
+        "bound": 36_000.0,
+        "why": "outlasts",
+        "notice_s": 1800.0,
+        "timezone": "UTC",
+        "now": 1_000_000.0,
+    },
     Reason.WAITING_FOR_IN_FLIGHT: {"in_flight": 7},
     Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
     Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},
@@ -78,6 +87,14 @@ def test_a_required_topology_names_its_level_and_how_close_the_roomiest_domain_c
     assert never == (
         "never fits: it requires one rack (topology.jobdash.io/rack), and no schedulable node carries that label"
     )
+
+
+def test_a_job_kept_off_a_lent_pool_says_when_the_pool_goes_back():
+    detail = DETAILS[Reason.OUTLASTS_LENT_POOL]
+    past = PendingStatus(1, "team-a", 1, Reason.OUTLASTS_LENT_POOL, detail).message
+    assert past == "would run past 22:46, when node-pool night-a is reclaimed"  # (t=1,032,400 is 22:46 UTC)
+    notice = PendingStatus(1, "team-a", 1, Reason.OUTLASTS_LENT_POOL, {**detail, "why": "notice"}).message
+    assert notice == "node-pool night-a is reclaimed at 22:46: nothing new starts there in its last 30 min"
 
 
 def test_elastic_quota_messages_name_the_cohort_the_victims_and_the_preemptor():
