@@ -5,7 +5,8 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 2. plan      - queueing.plan(): admissions, preemptions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term (release.start); the objects are then sent
                from the release threads while phases 4 to 7 run
-4. preempt   - the plan's victims are told to leave after their grace period (preempt.mark)
+4. preempt   - the plan's victims are told to leave after their grace period (preempt.mark), and
+               the jobs on lent nodes that go back, at their notice (reclaim.mark)
 5. statuses  - position/reason/message/ETA written back, only rows that changed (statuses.write_statuses)
 6. track     - the cluster's news moves the active jobs on: running, finished, start
                timeout (tracker.track); claims stranded without their object are re-sent
@@ -46,6 +47,7 @@ from . import (
     pod_groups,
     preempt,
     publish,
+    reclaim,
     snapshot_phase,
     tracker,
     transitions,
@@ -126,6 +128,7 @@ class CycleResult:
     skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
     preempted: int = 0  # victims told to leave this cycle
+    reclaim_notices: int = 0  # jobs on lent nodes told they leave when the nodes go back
     pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
     mirrored: dict = field(default_factory=dict)  # QueuedJob objects created, updated, ...
     events: dict = field(default_factory=dict)  # Kubernetes Events sent, ...
@@ -299,6 +302,10 @@ class Dispatcher:
                     grace_s=config.preemption_grace_s,
                     term=term,
                     now=started,
+                )
+            if observed.snapshot.lent:  # lent nodes going back: their jobs told, preempted at the reclaim
+                result.reclaim_notices = reclaim.mark(
+                    self.gateway, observed.snapshot.lent, observed.active, now=observed.snapshot.now, term=term
                 )
             lap("preempt")
             # 5. statuses

@@ -25,7 +25,7 @@ from queueing.cards import SharedCards
 from queueing.devices import derived_totals
 from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
 
-from . import card_usage, lost, pod_groups
+from . import card_usage, lending, lost, pod_groups
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
 
@@ -254,6 +254,7 @@ def build(
         preemption_limit=preemption_limit,
         topology_levels=topology_levels,
         replacements=found.replacements,
+        lent=lending.lent_pools(node_infos, lending.declared_pools(), now),
     )
     never = pod_groups.never_created(held, now)
     return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never)

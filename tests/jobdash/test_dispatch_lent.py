@@ -1,0 +1,109 @@
+"""Lent capacity end to end (issue 35): kubesim lends a night pool on its schedule (its
+nodes annotated jobdash.io/lent-until, cordoned at the notice, drained and gone at the
+reclaim); the real dispatcher places a short job there, keeps a long one off with the
+reason, and lets a checkpointing job run past the notice, preempting it at the reclaim with
+its Event and timeline note."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.jobs import services
+from jobdash.jobs.models import Job, JobEvent, State
+from kubesim.resources import EVENTS, NODES
+from kubesim.testing import batch_job_manifest, running_kubesim
+
+from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
+
+pytestmark = pytest.mark.django_db(transaction=True)
+START = datetime(2026, 11, 27, 21, 59, tzinfo=UTC)
+NIGHT = {
+    "name": "night-a",
+    "prefix": "night-a",
+    "count": 1,
+    "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+    "labels": {"pool": "night-a"},
+    "schedule": {"start": "22:00", "end": "08:00", "timezone": "UTC"},
+    "notice_seconds": 1800,
+}
+
+
+@pytest.fixture
+def sim():
+    config = {
+        "start_time": START.timestamp(),
+        "nodes": [{"name": "day-0", "capacity": {"cpu": "2", "memory": "8Gi", "pods": "110"}}],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "64"}}, {"name": "other"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "kubelet": {"start_delay_seconds": 1.0},
+        "lent_pools": [NIGHT],
+    }
+    with running_kubesim(config, manual_clock=True) as sim:
+        yield sim
+
+
+@pytest.fixture
+def dispatcher(sim):
+    gateway = start_gateway(sim)
+    yield Dispatcher(gateway, settings(topology_levels=("kubernetes.io/hostname",)), clock=ManualClock(START))
+    gateway.stop()
+
+
+def job(user, name: str, *, hours: float, runs_s: float, checkpoints: bool = False) -> Job:
+    manifest = batch_job_manifest(name, "team-a", cpu="4", memory="1Gi", duration=runs_s)
+    annotations = manifest["metadata"].setdefault("annotations", {})
+    annotations["jobdash.io/expected-duration"] = f"{int(hours * 3600)}s"
+    if checkpoints:
+        annotations["jobdash.io/checkpoints"] = "true"
+    return services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+
+
+def row(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def until(dispatcher, sim, term, wanted, *, seconds: float, steps: int = 60) -> None:
+    for _ in range(steps):
+        dispatcher.cycle(term)
+        if wanted():
+            return
+        step(dispatcher, sim, seconds)
+    raise AssertionError(list(Job.objects.values("name", "state", "reason", "message")))
+
+
+def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_reclaimed(user, sim, dispatcher, term):
+    step(dispatcher, sim, 61)  # 22:00: the pool is lent
+    assert sim.cluster.store.get(NODES, "", "night-a-0") is not None
+    short = job(user, "short", hours=1, runs_s=1800)
+    long = job(user, "long", hours=12, runs_s=40000)
+    until(dispatcher, sim, term, lambda: row(short).state in (State.RELEASED, State.RUNNING), seconds=1)
+    assert {node for _, _, node in row(short).placement} == {"night-a-0"}
+    dispatcher.cycle(term)
+    waiting = row(long)
+    assert waiting.state == State.QUEUED and waiting.reason == "OutlastsLentPool"
+    assert "would run past 08:00, when node-pool night-a is reclaimed" in waiting.message
+    until(dispatcher, sim, term, lambda: row(short).state == State.SUCCEEDED, seconds=120)
+
+    keeper = job(user, "keeper", hours=12, runs_s=40000, checkpoints=True)
+    until(dispatcher, sim, term, lambda: row(keeper).state == State.RUNNING, seconds=1)
+    assert {node for _, _, node in row(keeper).placement} == {"night-a-0"}
+    # 07:30: the notice; the job is told it leaves at 08:00, and runs on meanwhile
+    until(
+        dispatcher,
+        sim,
+        term,
+        lambda: JobEvent.objects.filter(job=keeper, type="ReclaimNotice").exists(),
+        seconds=1800,
+        steps=30,
+    )
+    notice = JobEvent.objects.get(job=keeper, type="ReclaimNotice")
+    assert "node-pool night-a is reclaimed at 08:00" in notice.message
+    assert row(keeper).state == State.RUNNING and row(keeper).reclaimed_by == "night-a"
+    events = [e for e in sim.cluster.store.items(EVENTS) if e.get("reason") == "ReclaimNotice"]
+    assert events and "08:00" in events[0]["message"]
+    # 08:00: the pool goes back; the job is queued again in its place, nothing lost silently
+    until(dispatcher, sim, term, lambda: row(keeper).state == State.QUEUED, seconds=300, steps=20)
+    assert JobEvent.objects.filter(job=keeper, type="Reclaimed").exists()
+    assert row(long).state == State.QUEUED  # never placed on the pool
