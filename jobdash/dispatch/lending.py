@@ -40,13 +40,20 @@ def lent_pools(nodes: Iterable[NodeInfo], declared: Iterable[DeclaredPool], now:
                 )
             )
     declared_names = {pool.name for pool in pools}
-    annotated: dict[tuple[str, float, float], set[str]] = defaultdict(set)
+    # Nodes one lender lends in one pool until one time are one pool; its longest notice
+    # stands (from then on nothing new starts on any of them).
+    annotated: dict[tuple[str, float], set[str]] = defaultdict(set)
+    notices: dict[tuple[str, float], float] = {}
     for node in nodes:
         if node.lent is not None and node.lent.pool not in declared_names:
+            key = (node.lent.pool, node.lent.until)
+            annotated[key].add(node.name)
             notice = default_notice if node.lent.notice_s is None else node.lent.notice_s
-            annotated[node.lent.pool, node.lent.until, notice].add(node.name)
-    for (name, until, notice), members_set in sorted(annotated.items()):
-        # (one pool name with nodes lent until different times: each time its own pool)
-        taken = name if sum(1 for key in annotated if key[0] == name) == 1 else f"{name}@{int(until)}"
-        pools.append(LentPool(taken, frozenset(members_set), until, notice, settings.TIME_ZONE))
+            notices[key] = max(notices.get(key, 0.0), notice)
+    times: dict[str, int] = defaultdict(int)
+    for name, _ in annotated:
+        times[name] += 1
+    for (name, until), members_set in sorted(annotated.items()):
+        taken = name if times[name] == 1 else f"{name}@{int(until)}"
+        pools.append(LentPool(taken, frozenset(members_set), until, notices[name, until], settings.TIME_ZONE))
     return tuple(pools)
