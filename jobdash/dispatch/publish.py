@@ -11,6 +11,7 @@ from jobdash.cluster.devices import NodeCards
 from jobdash.cluster.gateway import ObjectKey, PodInfo
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
+from queueing.tide import LentPool, clock_words
 
 from .active import ActiveJob
 from .lost import FAILED_TAINTS
@@ -35,6 +36,7 @@ def cluster_summary(
         name: {"hard": dict(q.hard), "used": dict(q.used), "reserved": dict(reserved.get(name, {}))}
         for name, q in snapshot.quotas.items()
     }
+    lent = {name: pool for pool in snapshot.lent for name in pool.nodes}
     nodes = [
         {
             "name": n.name,
@@ -45,10 +47,24 @@ def cluster_summary(
             "failed": any(t.key in FAILED_TAINTS for t in n.taints),
             "jobs": dict(gpus_by_job.get(n.name, {})),
             **({"cards": cards[n.name]} if n.name in cards else {}),
+            **({"lent": _lending(lent[n.name], snapshot.now)} if n.name in lent else {}),
         }
         for n in snapshot.nodes
     ]
     return quotas, nodes
+
+
+def _lending(pool: LentPool, now: float) -> dict:
+    """A lent node's pool, when it goes back and when nothing new starts there, in its
+    pool's words (a pool not lent now: it goes back now)."""
+    return {
+        "pool": pool.name,
+        "reclaim_at": pool.reclaim_at,
+        "notice_from": pool.reclaim_at - pool.notice_s,
+        "words": f"lent ({pool.name}) until {clock_words(pool.reclaim_at, pool.timezone, now)}"
+        if pool.reclaim_at > now
+        else f"not lent now ({pool.name})",
+    }
 
 
 def gpus_by_job(active: Iterable[ActiveJob], pods: Mapping[ObjectKey, Iterable[PodInfo]]) -> dict[str, dict[str, int]]:

@@ -105,9 +105,15 @@ def node_rows(nodes: list[dict]) -> list[dict]:
                 "cards": cards,
                 "slices": card_selectors.slices_of(node),  # MIG slices, time-sliced replicas
                 "replicas": card_selectors.replicas_of(node),
+                "lent": _lent(node.get("lent")),
             }
         )
     return rows
+
+
+def _lent(published) -> str:
+    """How the node is lent, in words ("lent (night-a) until 08:00"); "" when it is not."""
+    return str(published.get("words", "")) if isinstance(published, dict) else ""
 
 
 def topology_levels() -> tuple[str, ...]:

@@ -11,7 +11,8 @@ import pytest
 
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
-from jobdash.jobs.models import Job, JobEvent, State
+from jobdash.jobs.cluster_selectors import node_rows
+from jobdash.jobs.models import ClusterState, Job, JobEvent, State
 from kubesim.resources import EVENTS, NODES
 from kubesim.testing import batch_job_manifest, running_kubesim
 
@@ -81,6 +82,9 @@ def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_r
     until(dispatcher, sim, term, lambda: row(short).state in (State.RELEASED, State.RUNNING), seconds=1)
     assert {node for _, _, node in row(short).placement} == {"night-a-0"}
     dispatcher.cycle(term)
+    # the cluster page and API say the node is lent, and until when
+    shown = {r["name"]: r["lent"] for r in node_rows(ClusterState.objects.get(id=1).nodes)}
+    assert shown == {"day-0": "", "night-a-0": "lent (night-a) until 08:00"}
     waiting = row(long)
     assert waiting.state == State.QUEUED and waiting.reason == "OutlastsLentPool"
     assert "would run past 08:00, when node-pool night-a is reclaimed" in waiting.message

@@ -63,6 +63,9 @@ class NodeSerializer(serializers.Serializer):
     name = serializers.CharField()
     unschedulable = serializers.BooleanField()
     failed = serializers.BooleanField(help_text="not ready or unreachable: its pods are placed again elsewhere")
+    lent = serializers.CharField(
+        help_text='how it is lent to training, e.g. "lent (night-a) until 08:00"; blank: it is not'
+    )
     labels = serializers.DictField(child=serializers.CharField())
     domain = serializers.CharField(help_text="its domain at each topology level above the node, widest first")
     resources = NodeResourcesSerializer(help_text=AMOUNTS)
