@@ -122,6 +122,13 @@ def grow(state: CycleState) -> dict[int, Resize]:
     (or a node is held for one), nor while a job of its namespace or its elastic-quota
     cohort waits for quota; growth never borrows; a job with a topology request does not
     grow (its new pods would have to join its domain)."""
+    growing = [
+        job
+        for job in state.snapshot.running
+        if job.elastic and job.preempted_for is None and job.shrinking_for is None and request_of(job.workload) is None
+    ]
+    if not growing:
+        return {}
     waiting = [(job, outcome[0]) for _, job, outcome in state.waiting]
     waiting += [(job, Reason.PREEMPTING) for _, job, _ in state.waiting if job.id in state.preempting]
     if state.pool.reservations or any(reason in _NODE_WAITS or reason is Reason.PREEMPTING for _, reason in waiting):
@@ -131,9 +138,7 @@ def grow(state: CycleState) -> dict[int, Resize]:
     short_cohorts = {elastic.cohort_of(namespace) for namespace in short} - {None}
     frees: dict[str, dict[str, int] | None] = {}
     resizes = {}
-    for job in sorted(state.snapshot.running, key=lambda j: (-j.priority, j.started_at, j.id)):
-        if not job.workload.elastic or job.preempted_for is not None or request_of(job.workload) is not None:
-            continue
+    for job in sorted(growing, key=lambda j: (-j.priority, j.started_at, j.id)):
         if job.namespace in short or (elastic.active and elastic.cohort_of(job.namespace) in short_cohorts):
             continue
         if job.namespace not in frees:

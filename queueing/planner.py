@@ -8,7 +8,9 @@
 2. order      - the policy's queue order, namespace overrides in their places
 3. admit      - each job in turn (fair_share.py takes turns by share): 3a holds,
                 3b quota, 3c gang placement on nodes, 3d admitted; else a reason
-4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py)
+                (an elastic job down to its minimum if need be: elastic_jobs.py)
+4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py;
+                elastic jobs' extra pods first: shrink.py); running elastic jobs grow
 5. positions  - each waiting job's place in its namespace's queue
 6. estimates  - start times played forward (eta.py), every waiting job's status
 7. the plan
@@ -202,7 +204,7 @@ class _Planner:
         # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
         self.preemptor.preempt()
         # Running elastic jobs grow into what nothing waiting could use (elastic_jobs.grow).
-        resizes = elastic_jobs.grow(state) if state.snapshot.running else {}
+        resizes = elastic_jobs.grow(state)
         # 5. Queue positions.
         waiting = self._positions(ranks is not None)
         # 6. Estimated start times, and every waiting job's status.
@@ -293,7 +295,7 @@ class _Planner:
         shape: tuple[object, ...] = (id(job.demand), id(job.gang))
         if request is not None:  # (placed by its own rule: unlike jobs of its shape without one)
             shape = (*shape, request)
-        elastic = job.workload.elastic
+        elastic = job.elastic
         if elastic:  # (admitted down to its minimum: unlike jobs of its shape with another)
             shape = (*shape, elastic_key(job.workload))
         failed = namespace.failed.get(shape)

@@ -75,7 +75,7 @@ class Preemptor:
             and (limit is None or job.preemptions < limit)
         )
         # Jobs whose extra pods may go first (shrink.py): partly leaving ones keep their counts.
-        shrinkable = [job for job in candidates if job.workload.elastic and job.preempted_for is None]
+        shrinkable = [job for job in candidates if job.elastic and job.preempted_for is None]
         shrinking = {job.id: dict(job.counts) for job in self.state.snapshot.running if job.shrinking_for is not None}
         if self.state.future is None:  # nothing is leaving: the nodes as they are are the future
             self.state.future = self.state.pool

@@ -189,6 +189,7 @@ class PendingJob:
     cpu: int = field(init=False, repr=False, compare=False)
     # Its topology request (topology.py), read from its annotations once.
     topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
+    elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read once per cycle
 
     # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
     def __init__(
@@ -225,6 +226,7 @@ class PendingJob:
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
+        set_(self, "elastic", workload.elastic)
 
 
 def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:
@@ -316,8 +318,10 @@ class RunningJob:
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read every cycle
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "elastic", self.workload.elastic)
         counts = {**self.workload.counts, **self.counts}
         object.__setattr__(self, "counts", _frozen(counts))
         runs = self.workload if counts == self.workload.counts else self.workload.with_counts(counts)
