@@ -23,7 +23,8 @@ from .snapshot import PendingJob, RunningJob, gang_of, node_totals
 from .topology_request import request_of
 from .workload import Workload
 
-# What a smaller gang may get round: room (quota, nodes, a lender), not a policy hold.
+# What a smaller gang may get round: room (quota, nodes, a lender), not a policy hold, nor
+# a pod that no node holds (NeverFitsNodes: the same for one pod as for all).
 _SHRINKABLE = frozenset(
     {
         Reason.QUOTA_EXCEEDED,
@@ -32,7 +33,6 @@ _SHRINKABLE = frozenset(
         Reason.NO_DOMAIN_FITS,
         Reason.CANNOT_BORROW,
         Reason.NEVER_FITS_QUOTA,
-        Reason.NEVER_FITS_NODES,
     }
 )
 # Waiting for room that growth could take: quota or a lender's (own namespace or cohort).

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from queueing import NamespaceQuota, Node, PendingJob, PodSet, Reason, RunningJob, Snapshot, Workload, plan
+from queueing.elastic_jobs import at_counts
 from queueing.policies import get_policy
 from queueing.preemption import PRIORITY, RECLAIM
 from tests.examples import examples
@@ -118,6 +119,16 @@ def test_a_job_that_does_not_fit_at_its_minimum_waits_with_the_reason_for_its_mi
     assert status.reason is Reason.QUOTA_EXCEEDED and (status.detail["needed"], status.detail["free"]) == (2, 1)
     on_nodes = plan(Snapshot(NOW, (pending(1, "a", elastic(5, 3, 5)),), nodes=nodes_for(1, 2)), "fifo")
     assert on_nodes.pending[1].reason is Reason.NO_NODE_FITS and on_nodes.pending[1].detail["pods"] == 3
+
+
+def test_a_smaller_gang_keeps_what_its_stored_demand_leaves_out():
+    # A demand stored without the object count (it counts already): the smaller gang's too.
+    job = pending(1, "a", elastic(5, 2, 5))
+    stored = {key: amount for key, amount in job.demand.items() if not key.startswith("count/")}
+    job = PendingJob(1, "a", 0, NOW - 100, job.workload, demand=stored)
+    smaller = at_counts(job, {"Worker": 3})
+    assert smaller.demand == {**stored, QUOTA_GPU: 3, "pods": 3}
+    assert smaller.workload.counts == {"Worker": 3} and smaller.workload.pod_sets[0].minimum == 2
 
 
 def test_a_strict_queue_head_that_waits_blocks_with_its_minimum_and_the_next_job_stays_behind():
