@@ -21,7 +21,7 @@ from typing import Any
 
 from . import capabilities, kinds
 from . import kinds as _kinds  # noqa: F401  (registers every kind's adapter)
-from .decisions import Admission, Plan
+from .decisions import Admission, Plan, Resize
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
 from .names import assign_generated_name
@@ -83,6 +83,7 @@ __all__ = [
     "PodSet",
     "Policy",
     "Reason",
+    "Resize",
     "RunningJob",
     "Snapshot",
     "Taint",

@@ -104,9 +104,10 @@ class JobNotTakenBack(Protocol):
 @runtime_checkable
 class JobWithElasticRange(Protocol):
     """Some of its roles run between a minimum and a maximum of pods (an elastic PyTorchJob's
-    Worker): the minimum is the gang, its Workload count; the replicas as written are how
-    many its controller starts. ``elastic_range(obj)``: role -> (minimum, maximum, replicas),
-    with the kind's defaults, for the roles that are elastic in ``obj``; none without it."""
+    Worker): its pod set asks the replicas as written, with the range as PodSet.minimum and
+    maximum; the planner may admit it at fewer (down to the minimum) and grow it back.
+    ``elastic_range(obj)``: role -> (minimum, maximum, replicas), with the kind's defaults,
+    for the roles that are elastic in ``obj``; none without it."""
 
     def elastic_range(self, obj: Mapping[str, Any]) -> Mapping[str, tuple[int, int, int]]: ...
 

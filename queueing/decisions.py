@@ -14,12 +14,28 @@ from .reasons import PendingStatus
 class Admission:
     """Release ``job_id`` now.  ``placement``: (role, pod index, node) for every
     pod, or None when node fit was off (the quota-only check of ``seed``);
-    ``borrowing``: beyond its namespace's guaranteed share (elastic.py)."""
+    ``borrowing``: beyond its namespace's guaranteed share (elastic.py);
+    ``counts``: role -> pods to run, for a job admitted with fewer pods than it asks
+    (elastic roles between their minimum and their count, elastic_jobs.py); empty: all of
+    them.  Its placement and its quota charge are those of the pods admitted."""
 
     job_id: int
     namespace: str
     placement: tuple[tuple[str, int, str], ...] | None
     borrowing: bool = False
+    counts: Mapping[str, int] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Grow running elastic job ``job_id`` to ``counts`` (role -> pods, every role of the
+    job); ``placement``: (role, index, node) of each pod added, indexes continuing after its
+    current ones, or None when node fit was off."""
+
+    job_id: int
+    namespace: str
+    counts: Mapping[str, int]
+    placement: tuple[tuple[str, int, str], ...] | None
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,8 @@ class Plan:
     # (cards.py); apart from ``placement`` so that consumers of placements are unchanged.
     # Of a replaced gang, only the pods placed anew.
     cards: Mapping[int, tuple[tuple[str, int, tuple[int, ...]], ...]] = field(default_factory=dict)
+    # Running elastic jobs that grow into room nothing waiting could use (elastic_jobs.py).
+    resizes: Mapping[int, Resize] = field(default_factory=dict)
 
     @property
     def admitted(self) -> tuple[int, ...]:

@@ -8,7 +8,9 @@
 2. order      - the policy's queue order, namespace overrides in their places
 3. admit      - each job in turn (fair_share.py takes turns by share): 3a holds,
                 3b quota, 3c gang placement on nodes, 3d admitted; else a reason
-4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py)
+                (an elastic job down to its minimum if need be: elastic_jobs.py)
+4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py;
+                elastic jobs' extra pods first: shrink.py); running elastic jobs grow
 5. positions  - each waiting job's place in its namespace's queue
 6. estimates  - start times played forward (eta.py), every waiting job's status
 7. the plan
@@ -22,20 +24,23 @@ from __future__ import annotations
 
 import gc
 
+from . import elastic_jobs
 from .backfill import CycleBackfill
 from .cycle_state import CycleState, NamespaceState, namespace_states
 from .decisions import Admission, Plan
 from .elastic import ElasticQuotas
+from .elastic_jobs import elastic_key
 from .eta import forecast
 from .fair_share import FairShare
 from .fit import NodePool
 from .gang_placement import GangPlacement, pod_names
-from .policies import DEFAULT_POLICY, get_policy, namespace_overrides
+from .policies import DEFAULT_POLICY, get_policy, namespace_overrides, queue_order
 from .policy import Policy
 from .preemptor import Preemptor
 from .quota_fit import quota_check
 from .reasons import Outcome, PendingStatus, Reason
 from .replacement import replace
+from .shrink import leaving_pods
 from .snapshot import PendingJob, Snapshot
 from .tide import Bar, Tide
 from .topology import Topology
@@ -141,6 +146,7 @@ class _Planner:
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
+        self.probing = False  # an elastic job's smaller gangs tried (elastic_jobs.admit)
 
     def run(self) -> Plan:
         state = self.state
@@ -150,7 +156,7 @@ class _Planner:
         # Gangs admitted before that lost nodes to failures take new ones before anyone else.
         replaced = replace(state.pool, state.snapshot.replacements)
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
-        ordered = self._order()
+        ordered = queue_order(self.state.snapshot.pending, self.state.policy, self.overrides, self.now)
         # 3. Admit, recording a reason for every job that is not admitted.  With elastic quota,
         # jobs within their guarantee go first (their claims), borrowers after them.
         passes = [ordered]
@@ -167,6 +173,8 @@ class _Planner:
         for running in state.snapshot.running:
             if running.preempted_for is not None:
                 leaving.setdefault(running.preempted_for, []).append(running)
+            elif running.shrinking_for is not None and (pods := leaving_pods(running)) is not None:
+                leaving.setdefault(running.shrinking_for, []).append(pods)
         if leaving:
             self.preemptor.foresee()
         # Preemptors go first, in queue order: jobs with victims in their grace period (which,
@@ -206,6 +214,8 @@ class _Planner:
                         record(rank if ranks is None else ranks[id(job)], job, outcome)
         # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
         self.preemptor.preempt()
+        # Running elastic jobs grow into what nothing waiting could use (elastic_jobs.grow).
+        resizes = elastic_jobs.grow(state)
         # 5. Queue positions.
         waiting = self._positions(ranks is not None)
         # 6. Estimated start times, and every waiting job's status.
@@ -236,23 +246,8 @@ class _Planner:
             replaced.placements,
             replaced.evicted,
             state.pool.cards.placements,
+            resizes,
         )
-
-    # -- 2. order ------------------------------------------------------------------------
-
-    def _order(self) -> list[PendingJob]:
-        """The global policy's order; a namespace with an override keeps the places the
-        global order gives it (so which namespace admits when is the global policy's
-        decision) and fills them with its own jobs in its own policy's order."""
-        ordered = self.state.policy.order(self.state.snapshot.pending, self.now)
-        if not self.overrides:
-            return ordered
-        own: dict[str, list[PendingJob]] = {}
-        for job in self.state.snapshot.pending:
-            if job.namespace in self.overrides:
-                own.setdefault(job.namespace, []).append(job)
-        queues = {name: iter(self.overrides[name].order(jobs, self.now)) for name, jobs in own.items()}
-        return [next(queues[job.namespace]) if job.namespace in queues else job for job in ordered]
 
     # -- 3. admission --------------------------------------------------------------------
 
@@ -314,6 +309,9 @@ class _Planner:
         bar = self.state.tide.barred(job) if self.state.tide is not None else None
         if bar is not None:  # (kept off some lent nodes: unlike jobs of its shape that may use them)
             shape = (*shape, bar.key)
+        elastic = job.elastic
+        if elastic:  # (admitted down to its minimum: unlike jobs of its shape with another)
+            shape = (*shape, elastic_key(job.workload))
         failed = namespace.failed.get(shape)
         if failed is not None and (failed[0] is _NEVER_QUOTA or failed[0] is _NEVER_NODES):
             return failed
@@ -326,7 +324,10 @@ class _Planner:
             return namespace.held_back  # the same for every job behind the head: built once
         if failed is not None:
             return failed
-        outcome = self._try(job, namespace, bar)
+        if elastic:  # (a smaller gang has the same bound: the same lent nodes are barred)
+            outcome = elastic_jobs.admit(job, lambda smaller: self._try(smaller, namespace, bar), self)
+        else:
+            outcome = self._try(job, namespace, bar)
         if outcome is not None and outcome[0] in _CAPACITY and "shadow_start" not in outcome[1]:
             # (A backfill refusal depends on the job's own estimate, not only its shape.)
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
@@ -376,7 +377,7 @@ class _Planner:
         if self.state.elastic.active:
             cannot_borrow = self.state.elastic.check(job)
             if cannot_borrow is not None:
-                if namespace.policy.strict and not namespace.head_seen:
+                if namespace.policy.strict and not namespace.head_seen and not self.probing:
                     namespace.head_seen = True
                     namespace.blocked_by = job.id
                     namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
@@ -438,7 +439,7 @@ class _Planner:
     ) -> None:
         """The first job of a namespace that cannot start: strict order blocks behind it,
         and if it has waited too long it reserves what it needs (on nodes ``within``)."""
-        if namespace.head_seen:
+        if namespace.head_seen or self.probing:
             return
         namespace.head_seen = True
         policy = namespace.policy

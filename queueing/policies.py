@@ -144,3 +144,20 @@ def namespace_overrides(policies: Mapping[str, Policy | str], default: Policy) -
         if policy is not default:
             resolved[namespace] = policy
     return resolved
+
+
+def queue_order(
+    pending: Sequence[PendingJob], policy: Policy, overrides: Mapping[str, Policy], now: float
+) -> list[PendingJob]:
+    """The global policy's order; a namespace with an override keeps the places the
+    global order gives it (so which namespace admits when is the global policy's
+    decision) and fills them with its own jobs in its own policy's order."""
+    ordered = policy.order(pending, now)
+    if not overrides:
+        return ordered
+    own: dict[str, list[PendingJob]] = {}
+    for job in pending:
+        if job.namespace in overrides:
+            own.setdefault(job.namespace, []).append(job)
+    queues = {name: iter(overrides[name].order(jobs, now)) for name, jobs in own.items()}
+    return [next(queues[job.namespace]) if job.namespace in queues else job for job in ordered]

@@ -12,8 +12,8 @@ making a fit fail, no proper subset of the victims would have been enough.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .snapshot import RunningJob
 
@@ -23,12 +23,15 @@ PRIORITY = "priority"
 
 @dataclass(frozen=True)
 class Preemption:
-    """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM or PRIORITY."""
+    """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM or
+    PRIORITY.  ``shrink_to``: role -> pods it keeps, when only an elastic job's extra pods go
+    (the highest indexes of each role named); empty: the whole job goes."""
 
     victim: int
     namespace: str
     preemptor: int
     cause: str
+    shrink_to: Mapping[str, int] = field(default_factory=dict, hash=False)
 
 
 def victim_order(jobs: Iterable[RunningJob]) -> list[RunningJob]:

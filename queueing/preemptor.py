@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import shrink
 from .cycle_state import CycleState
 from .fit import NodeFailure, NodePool
-from .preemption import PRIORITY, RECLAIM, Preemption, choose_victims, victim_order
+from .preemption import PRIORITY, RECLAIM, Preemption, victim_order
 from .quota_fit import quota_check
 from .reasons import Outcome, Reason
 from .snapshot import Node, PendingJob, RunningJob
@@ -71,8 +72,14 @@ class Preemptor:
         candidates = spare + victim_order(
             job
             for job in self.state.snapshot.running
-            if job.preempted_for is None and job.preemptible and (limit is None or job.preemptions < limit)
+            if job.preempted_for is None
+            and job.shrinking_for is None
+            and job.preemptible
+            and (limit is None or job.preemptions < limit)
         )
+        # Jobs whose extra pods may go first (shrink.py): partly leaving ones keep their counts.
+        shrinkable = [job for job in candidates if job.elastic and job.preempted_for is None]
+        shrinking = {job.id: dict(job.counts) for job in self.state.snapshot.running if job.shrinking_for is not None}
         if self.state.future is None:  # nothing is leaving: the nodes as they are are the future
             self.state.future = self.state.pool
         taken: set[int] = set()
@@ -95,6 +102,8 @@ class Preemptor:
                     and victim.namespace != job.namespace
                     and elastic.cohort_of(victim.namespace) == cohort
                 ]
+                lenders = {victim.id for victim in pool}
+                extras = [victim for victim in shrinkable if victim.id in lenders]
             elif namespace.policy.preempt_lower_priority and (
                 reason is Reason.QUOTA_EXCEEDED or reason in _NODES or reason is Reason.CANNOT_BORROW
             ):
@@ -103,6 +112,11 @@ class Preemptor:
                     victim
                     for victim in candidates
                     if victim.namespace == job.namespace and victim.priority < job.priority and victim.id not in taken
+                ]
+                extras = [
+                    victim
+                    for victim in shrinkable
+                    if victim.namespace == job.namespace and victim.priority <= job.priority and victim.id not in taken
                 ]
             else:
                 continue
@@ -117,19 +131,21 @@ class Preemptor:
             alike = job.id not in self.state.leaving
             if alike and shape in failed:
                 continue
-            chosen = choose_victims(pool, fits, self._may_take(cause))
-            if chosen is None:
+            found = shrink.choose(extras, pool, fits, self._may_take(cause))
+            if found is None:
                 if alike:
                     failed.add(shape)
                     self.state.keep_alive.append(job.gang)
                 continue
+            chosen, keep = found
             self.fits_after(job, chosen, commit=True)
             taken.update(victim.id for victim in self.state.leaving.get(job.id, ()))  # what it counts on
             for victim in chosen:
                 taken.add(victim.id)
-                if victim.preempted_for is not None:
+                if victim.preempted_for is not None or victim.shrinking_for is not None:
                     self.reassigned.add(victim.id)
-                self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause))
+                shrink_to = keep.get(victim.id) or shrinking.get(victim.id, {})
+                self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause, shrink_to))
             chosen_ids = {victim.id for victim in chosen}
             victims = [
                 v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids

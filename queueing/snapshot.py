@@ -194,6 +194,7 @@ class PendingJob:
     topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
     # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotation.
     checkpoints: bool = field(init=False, repr=False, compare=False)
+    elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read once per cycle
 
     # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
     def __init__(
@@ -233,6 +234,7 @@ class PendingJob:
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
         set_(self, "checkpoints", checkpoints_of(workload))
+        set_(self, "elastic", workload.elastic)
 
 
 def normalise_placements(workload: Workload, placements: Any) -> tuple[tuple[str, int, str], ...]:
@@ -299,6 +301,12 @@ class RunningJob:
     in); ``likely_end`` is the likely end given how long it has run already
     (``predictor.DurationPredictor.likely_total``), which the start-time forecast
     uses.  None: derived from ``expected_end`` or the history.
+
+    ``counts``: role -> pods it runs now, which for an elastic job (PodSet.minimum) may be
+    fewer or more than its workload asks (admitted partly, grown, shrunk); empty: the
+    workload's counts.  Its gang, demand and totals are those of the pods it runs.
+    ``shrinking_for``: the job its extra pods are leaving for (Preemption.shrink_to): its
+    counts are those it keeps, its placements still list the pods leaving (shrink.py).
     """
 
     id: int
@@ -313,16 +321,23 @@ class RunningJob:
     preempted_for: int | None = None
     likely_end: float | None = None
     preemptible: bool = True  # False: its kind cannot be taken back (capabilities.JobNotTakenBack)
+    counts: Mapping[str, int] = field(default_factory=dict)
+    shrinking_for: int | None = None
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read every cycle
 
     def __post_init__(self) -> None:
-        gang = gang_of(self.workload)
+        object.__setattr__(self, "elastic", self.workload.elastic)
+        counts = {**self.workload.counts, **self.counts}
+        object.__setattr__(self, "counts", _frozen(counts))
+        runs = self.workload if counts == self.workload.counts else self.workload.with_counts(counts)
+        gang = gang_of(runs)
         object.__setattr__(self, "gang", gang)
         if self.placements:
             object.__setattr__(self, "placements", normalise_placements(self.workload, self.placements))
-        object.__setattr__(self, "demand", _interned_map(self.workload.quota_demand()))
+        object.__setattr__(self, "demand", _interned_map(runs.quota_demand()))
         object.__setattr__(self, "totals", node_totals(gang))
 
 
@@ -442,7 +457,7 @@ class Snapshot:
     name or a Policy) that orders its own queue and sets its head-of-line
     rules (strict, one at a time, quota reservation); the policy given to
     ``plan`` still decides the order across namespaces, node fit, node
-    reservations and fair share (see ``planner._Planner._order``).
+    reservations and fair share (see ``policies.queue_order``).
     """
 
     now: float

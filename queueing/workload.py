@@ -9,7 +9,7 @@ integers.  The admission logic only ever looks at ``Workload``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
@@ -33,7 +33,9 @@ def _frozen_map(value: Mapping[str, Any]) -> Mapping[str, Any]:
 class PodSet:
     """``count`` identical pods; resources are per pod, in canonical integers
     (cpu in millicores, memory and storage in bytes, devices as counts).
-    ``node_affinity``: the required node affinity's terms (node_affinity.py), () for none."""
+    ``node_affinity``: the required node affinity's terms (node_affinity.py), () for none.
+    ``minimum``/``maximum``: the elastic range of the role (its count is between them: the
+    job runs with any number of its pods in it, capabilities.JobWithElasticRange); None: not elastic."""
 
     role: str
     count: int
@@ -42,6 +44,8 @@ class PodSet:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
     node_affinity: NodeAffinity = ()
+    minimum: int | None = None
+    maximum: int | None = None
 
     def __post_init__(self) -> None:
         # Frozen all the way down, so a Workload can be shared without copies.
@@ -63,7 +67,13 @@ class PodSet:
         # Written only when there is one: a pod set without reads as every one stored before.
         if self.node_affinity:
             found["node_affinity"] = terms_to_json(self.node_affinity)
+        if self.minimum is not None:
+            found["minimum"], found["maximum"] = self.minimum, self.maximum
         return found
+
+    @property
+    def elastic(self) -> bool:
+        return self.minimum is not None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PodSet:
@@ -75,6 +85,8 @@ class PodSet:
             node_selector=data.get("node_selector", {}),
             tolerations=tuple(data.get("tolerations", ())),
             node_affinity=terms_from_json(data.get("node_affinity")),
+            minimum=data.get("minimum"),
+            maximum=data.get("maximum"),
         )
 
 
@@ -96,6 +108,20 @@ class Workload:
     @property
     def pods(self) -> int:
         return sum(pod_set.count for pod_set in self.pod_sets)
+
+    @property
+    def elastic(self) -> bool:
+        """Some role runs with any number of pods in its range (PodSet.minimum/maximum)."""
+        return any(pod_set.minimum is not None for pod_set in self.pod_sets)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {pod_set.role: pod_set.count for pod_set in self.pod_sets}
+
+    def with_counts(self, counts: Mapping[str, int]) -> Workload:
+        """The same job with ``counts`` (role -> pods) of the roles named, the others unchanged."""
+        pod_sets = tuple(replace(p, count=counts[p.role]) if p.role in counts else p for p in self.pod_sets)
+        return replace(self, pod_sets=pod_sets)
 
     @property
     def requests(self) -> dict[str, int]:

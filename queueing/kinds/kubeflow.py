@@ -179,8 +179,10 @@ class ReplicatedJobAdapter(TemplatesInObject):
     def _elastic(
         self, spec: Mapping[Any, Any], written: Mapping[str, Any], pod_sets: list[PodSet], problems: Problems
     ) -> list[PodSet]:
-        """Elastic training starts once minReplicas workers run: that is the gang. The bounds
-        default to each other, then to the Worker replicas, as the operator's defaulting does."""
+        """Elastic training starts once minReplicas workers run and takes up to maxReplicas:
+        the Worker's pod set asks its replicas within that range (PodSet.minimum/maximum).
+        The bounds default to each other, then to the Worker replicas, as the operator's
+        defaulting does."""
         policy = optional_mapping(spec, "elasticPolicy", "spec", problems)
         if policy is None:
             return pod_sets
@@ -203,8 +205,8 @@ class ReplicatedJobAdapter(TemplatesInObject):
         elif not low <= worker.count <= high:
             problems.add(replicas_path, f"must be between minReplicas {low} and maxReplicas {high}, got {worker.count}")
         else:
-            gang = replace(worker, count=low)
-            return [gang if p is worker else p for p in pod_sets]
+            ranged = replace(worker, minimum=low, maximum=high)
+            return [ranged if p is worker else p for p in pod_sets]
         return pod_sets
 
     def _success_policy(self, spec: Mapping[Any, Any], problems: Problems) -> None:

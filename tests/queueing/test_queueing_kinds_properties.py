@@ -112,7 +112,7 @@ def kubeflow_job(draw):
         workers = groups["Worker"][0]
         low = draw(st.integers(1, workers))
         spec["elasticPolicy"] = {"minReplicas": low, "maxReplicas": draw(st.integers(workers, workers + 5))}
-        groups["Worker"][0] = low  # the gang
+        # (the Worker asks its replicas: the minimum is its pod set's, for partial admission)
     if draw(st.booleans()):
         spec["runPolicy"] = {"suspend": draw(st.booleans())}
     manifest = {"apiVersion": adapter.api_version, "kind": adapter.kind, "metadata": {"name": draw(NAMES)}}

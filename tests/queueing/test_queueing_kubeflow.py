@@ -4,7 +4,7 @@
 import pytest
 import yaml
 
-from queueing import ManifestError, adapter_for, parse_job, workload_from_manifest
+from queueing import ManifestError, Workload, adapter_for, parse_job, workload_from_manifest
 from queueing.kinds import FAMILY, PYTORCHJOB
 from tests.queueing.kinds_support import GI, condition, container, errors_of, shape, with_value
 
@@ -166,8 +166,8 @@ def pytorch():
                 ("Worker", 3, {"cpu": 4000, "memory": 8 * GI, "nvidia.com/gpu": 1}),
             ],
         ),
-        # Elastic: the job starts with minReplicas workers; that is what must fit.
-        (PYTORCH_ELASTIC, [("Worker", 1, {"cpu": 4000})]),
+        # Elastic: the job asks its replicas; it may start with minReplicas (the pod set's minimum).
+        (PYTORCH_ELASTIC, [("Worker", 2, {"cpu": 4000})]),
         (XGBOOST, [("Master", 1, {"cpu": 500, "memory": GI}), ("Worker", 2, {"cpu": 1000, "memory": 2 * GI})]),
         (PADDLE, [("Worker", 2, {"cpu": 2000, "memory": 2 * GI})]),
         (JAX, [("Worker", 2, {"cpu": 1000, "memory": GI})]),
@@ -353,17 +353,26 @@ def elastic(policy, workers=2):
 
 
 @pytest.mark.parametrize(
-    ("policy", "workers", "gang"),
+    ("policy", "workers", "low", "high"),
     [
-        ({"minReplicas": 2, "maxReplicas": 4}, 3, 2),
-        ({"minReplicas": 3}, 3, 3),  # max defaults to min
-        ({"maxReplicas": 2}, 2, 2),  # min defaults to max
-        ({"rdzvBackend": "c10d"}, 4, 4),  # both default to the Worker replicas
+        ({"minReplicas": 2, "maxReplicas": 4}, 3, 2, 4),
+        ({"minReplicas": 3}, 3, 3, 3),  # max defaults to min
+        ({"maxReplicas": 2}, 2, 2, 2),  # min defaults to max
+        ({"rdzvBackend": "c10d"}, 4, 4, 4),  # both default to the Worker replicas
     ],
 )
-def test_elastic_gang_is_min_replicas(policy, workers, gang):
+def test_elastic_worker_asks_its_replicas_within_its_range(policy, workers, low, high):
     workload = workload_from_manifest(elastic(policy, workers))
-    assert [(p.role, p.count) for p in workload.pod_sets] == [("Master", 1), ("Worker", gang)]
+    found = [(p.role, p.count, p.minimum, p.maximum) for p in workload.pod_sets]
+    assert found == [("Master", 1, None, None), ("Worker", workers, low, high)]
+    assert workload.elastic
+    assert Workload.from_json(workload.to_json()) == workload
+
+
+def test_a_job_without_elastic_policy_is_not_elastic_and_its_json_is_unchanged():
+    workload = workload_from_manifest(MINIMAL["PyTorchJob"])
+    assert not workload.elastic
+    assert all("minimum" not in p and "maximum" not in p for p in workload.to_json()["pod_sets"])
 
 
 @pytest.mark.parametrize(

@@ -291,12 +291,13 @@ def test_affinity_is_read_from_every_kinds_pod_templates(path):
     assert templates and [p.node_affinity for p in workload.pod_sets] == [(GPU,)] * len(workload.pod_sets)
 
 
-def test_an_elastic_pytorchjobs_gang_keeps_its_workers_affinity():
+def test_an_elastic_pytorchjobs_workers_keep_their_affinity():
     manifest, _ = parse_job((EXAMPLES / "pytorch-ddp.yaml").read_text())
     manifest["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
     manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"] = required(GPU_TERM)
     worker = workload_from_manifest(manifest).pod_sets[-1]
-    assert (worker.role, worker.count, worker.node_affinity) == ("Worker", 1, (GPU,))
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    assert (worker.role, worker.count, worker.minimum, worker.node_affinity) == ("Worker", replicas, 1, (GPU,))
 
 
 # --- stored as JSON and read back ----------------------------------------------------------
