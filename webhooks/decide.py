@@ -7,8 +7,8 @@
 - A kind whose jobs are their pods (a plain Pod, a pod group) is decided by pods.py.
 - Writes by jobdash's own identities (settings.JOBDASH_OWN_IDENTITIES) are its releases
   and take-backs: they pass under the current leader term (the fence).
-- An object whose controller is itself a managed kind (a JobSet's Jobs, a TrainJob's
-  JobSet, an MPIJob's launcher Job) passes: its parent went through the queue (Kueue does
+- An object whose controller is itself a managed kind (the child jobs a kind's controller
+  makes, the adapters say which) passes: its parent went through the queue (Kueue does
   the same).
 - Everyone else's job is queued, idempotently by namespace and name
   (services.job_submit_or_find): Katib retries a refused create until it succeeds, and
@@ -63,9 +63,9 @@ MODES = ("deny", "suspend")
 
 def _controlled_by_managed_kind(obj: dict[str, Any]) -> bool:
     """Its controller (the ownerReference with controller: true) is an object of a kind
-    jobdash manages: a JobSet's Jobs, a TrainJob's JobSet, an MPIJob's launcher Job. The
-    parent was queued; its children run when it does. (Katib's Trial is no such kind: a
-    trial's job is queued.) The webhook cannot see the cluster: it takes the reference at
+    jobdash manages (the child jobs a managed kind's controller makes). The parent was
+    queued; its children run when it does. (Katib's Trial is no such kind: a trial's job
+    is queued.) The webhook cannot see the cluster: it takes the reference at
     its word, as Kueue does; the garbage collector deletes a child whose owner is not there."""
     metadata = obj.get("metadata")
     references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None

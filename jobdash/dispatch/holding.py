@@ -42,7 +42,7 @@ def unsuspended(
         return obj
 
     # Two writes: a kind's rules may let its templates change only while it stays suspended
-    # (Trainer's webhook for a TrainJob's overrides).
+    # (its operator's own webhook may refuse them once it runs).
     gateway.update_job_object(key, gate, term)
     gateway.set_suspended(key, False, term)
     return gateway.read_job_object(key)
