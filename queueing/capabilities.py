@@ -111,6 +111,11 @@ class JobWithElasticRange(Protocol):
 
     def elastic_range(self, obj: Mapping[str, Any]) -> Mapping[str, tuple[int, int, int]]: ...
 
+    def scale_patch(self, counts: Mapping[str, int]) -> dict[str, Any]:
+        """The merge patch that runs ``counts`` (role -> pods) of its elastic roles: its
+        operator's own scaling path (it makes or removes the pods)."""
+        ...
+
 
 _DECLARED: dict[tuple[type, type], bool] = {}
 
@@ -172,6 +177,26 @@ def elastic_range(adapter: JobAdapter, obj: Mapping[str, Any]) -> Mapping[str, t
     if declares(adapter, JobWithElasticRange):
         return cast(JobWithElasticRange, adapter).elastic_range(obj)
     return {}
+
+
+def scaled(adapter: JobAdapter, obj: Mapping[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+    """``obj`` with ``counts`` of its elastic roles (a partly admitted job's object as sent)."""
+    if not counts or not declares(adapter, JobWithElasticRange):
+        return dict(obj)
+    return cast(dict[str, Any], merge_patch(obj, cast(JobWithElasticRange, adapter).scale_patch(counts)))
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: ``patch`` over ``target`` (neither changed)."""
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
 
 
 def drop_blank(adapter: JobAdapter, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:

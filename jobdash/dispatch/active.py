@@ -70,6 +70,7 @@ _FIELDS = (
     "state",
     "placement",
     "cards",
+    "scale",
     "object_uid",
     "attempts",
     "preemptions",
@@ -104,7 +105,8 @@ def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
             key=(row["kind_key"], row["namespace__name"], row["name"]),
             kind=row["kind"],
             state=row["state"],
-            workload=parsed[row["id"]],
+            # (an elastic job admitted or resized to fewer pods runs that many)
+            workload=parsed[row["id"]].with_counts(row["scale"]) if row["scale"] else parsed[row["id"]],
             placement=tuple((role, int(index), node) for role, index, node in row["placement"] or ()),
             cards=card_placement(row["cards"]),
             object_uid=row["object_uid"],

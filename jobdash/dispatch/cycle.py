@@ -269,7 +269,13 @@ class Dispatcher:
         # 3. release
         cards = pinning.cards_json(plan.cards)
         admissions = [
-            (a.job_id, [list(p) for p in a.placement] if a.placement else None, a.borrowing, cards.get(a.job_id))
+            (
+                a.job_id,
+                [list(p) for p in a.placement] if a.placement else None,
+                a.borrowing,
+                cards.get(a.job_id),
+                dict(a.counts) or None,
+            )
             for a in plan.admissions
         ]
         sending = None

@@ -4,40 +4,58 @@ the planner chose (queueing.placement), and take it back (suspended with its tem
 the user wrote them, or deleted). Every write carries the leader's term."""
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import JOB_ID_LABEL
-from queueing import placement
+from queueing import capabilities, placement
 from queueing.workload import Workload
 
 log = logging.getLogger(__name__)
 
 
 def created(
-    gateway: gw.ClusterGateway, job_id: int, manifest: dict[str, Any], workload: Workload | None, term: int | None
+    gateway: gw.ClusterGateway,
+    job_id: int,
+    manifest: dict[str, Any],
+    workload: Workload | None,
+    term: int | None,
+    scale: Mapping[str, int] | None = None,
 ) -> gw.JobObject:
-    """Create the job's object; with `workload` (pinned placement) its templates gated."""
+    """Create the job's object; with `workload` (pinned placement) its templates gated; with
+    `scale`, the pods of its elastic roles it was admitted with."""
+    adapter = kinds.adapter(kinds.key_of(manifest["apiVersion"], manifest["kind"]))
     if workload is not None:
-        adapter = kinds.adapter(kinds.key_of(manifest["apiVersion"], manifest["kind"]))
         manifest = placement.hold(adapter, manifest, workload)
+    if scale:
+        manifest = capabilities.scaled(adapter, manifest, scale)
     return gateway.create_job_object(job_id=job_id, manifest=manifest, term=term)
 
 
 def unsuspended(
-    gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, workload: Workload | None, term: int | None
+    gateway: gw.ClusterGateway,
+    key: gw.ObjectKey,
+    job_id: int,
+    workload: Workload | None,
+    term: int | None,
+    scale: Mapping[str, int] | None = None,
 ) -> gw.JobObject:
     """Let a held (suspended) object run: bound to the job by its label and unsuspended;
-    with `workload`, its templates gated first (Kueue's RunWithPodSetsInfo)."""
-    if workload is None:
+    with `workload`, its templates gated first (Kueue's RunWithPodSetsInfo); with `scale`,
+    its elastic roles set to the pods it was admitted with."""
+    if workload is None and not scale:
         gateway.label_job_object(key, job_id, term)
         gateway.set_suspended(key, False, term)
         return gateway.read_job_object(key)
     adapter = kinds.adapter(key[0])
 
     def gate(obj: dict[str, Any]) -> dict[str, Any]:
-        obj = placement.hold(adapter, obj, workload)
+        if workload is not None:
+            obj = placement.hold(adapter, obj, workload)
+        if scale:
+            obj = capabilities.scaled(adapter, obj, scale)
         obj.setdefault("metadata", {}).setdefault("labels", {})[JOB_ID_LABEL] = str(job_id)
         return obj
 

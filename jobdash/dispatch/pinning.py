@@ -122,6 +122,7 @@ def _stranded(
 def released(sending: Sending, plan: Plan, cache: CycleCache) -> list[ActiveJob]:
     """This cycle's releases whose objects exist, as the pinning sees active jobs."""
     placed = {admission.job_id: admission.placement for admission in plan.admissions}
+    counts = {admission.job_id: admission.counts for admission in plan.admissions if admission.counts}
     workloads = cache.workloads_of(sending.created)
     return [
         ActiveJob(
@@ -129,7 +130,7 @@ def released(sending: Sending, plan: Plan, cache: CycleCache) -> list[ActiveJob]
             sending.keys[job_id],
             kinds.display_name(sending.keys[job_id][0]),
             State.RELEASED,
-            workloads[job_id],
+            workloads[job_id].with_counts(counts[job_id]) if job_id in counts else workloads[job_id],
             placed.get(job_id) or (),
             plan.cards.get(job_id, ()),
         )

@@ -50,6 +50,7 @@ def send(
     mode: str,
     term: int | None = None,
     pinned: Workload | None = None,
+    scale: Mapping[str, int] | None = None,
 ) -> Outcome:
     """One job to the cluster, stamped with the leader's term (the webhook refuses a
     deposed leader's); `pinned`: its workload, when its pods are to wait for their planned
@@ -59,10 +60,10 @@ def send(
             return Outcome(job_id, pod_groups.released(gateway, key, job_id, pinned is not None).uid)
         if mode == "unsuspend":
             try:
-                return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term).uid)
+                return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term, scale).uid)
             except gw.NotFound:
                 pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
-        return Outcome(job_id, holding.created(gateway, job_id, manifest, pinned, term).uid)
+        return Outcome(job_id, holding.created(gateway, job_id, manifest, pinned, term, scale).uid)
     except gw.GatewayError as error:
         return Outcome(job_id, error=error)
 
@@ -178,14 +179,15 @@ def start_sending(
     if not job_ids:
         return Sending([], {}, backoff_seconds, term, metered, now)
     workloads = workloads or {}
-    fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement"]
+    fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement", "scale"]
     rows = list(Job.objects.filter(pk__in=job_ids).values_list(*fields))
     unparsed = [row[0] for row in rows if pin and row[6] and row[0] not in workloads]
     if unparsed:
         parsed_now = Job.objects.filter(pk__in=unparsed).values_list("id", "workload")
         workloads = {**workloads, **{job_id: Workload.from_json(data) for job_id, data in parsed_now}}
-    manifests, keys, modes, pinned = {}, {}, {}, {}
-    for job_id, parsed, kind_key, namespace, name, preemptions, planned in rows:
+    manifests, keys, modes, pinned, scales = {}, {}, {}, {}, {}
+    for job_id, parsed, kind_key, namespace, name, preemptions, planned, scale in rows:
+        scales[job_id] = scale
         manifests[job_id] = object_manifest(parsed, namespace)
         keys[job_id] = (kind_key, namespace, name)
         # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
@@ -194,7 +196,9 @@ def start_sending(
     replace_finished_namesakes(gateway, keys, term)
     pool = sending_pool(max(1, concurrency))
     futures = [
-        pool.submit(send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term, pinned[job_id])
+        pool.submit(
+            send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term, pinned[job_id], scales[job_id]
+        )
         for job_id in job_ids
     ]
     return Sending(futures, keys, backoff_seconds, term, metered, now)

@@ -88,7 +88,7 @@ def claim(
     seen: int | None = None,
     now: datetime | None = None,
 ) -> list[int]:
-    """Queued -> Released for each (job id, placement[, borrowing[, cards]]), under the fence: the fence row is
+    """Queued -> Released for each (job id, placement[, borrowing[, cards[, scale]]]), under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
@@ -99,6 +99,7 @@ def claim(
             admission[1],
             len(admission) > 2 and bool(admission[2]),
             admission[3] if len(admission) > 3 else None,
+            admission[4] if len(admission) > 4 else None,
         )
         for admission in admissions
     }
@@ -116,7 +117,7 @@ def claim(
         bulk.update_rows(
             Job,
             [(job_id, *wanted[job_id]) for job_id in claimed],
-            ["placement", "borrowing", "cards"],
+            ["placement", "borrowing", "cards", "scale"],
             constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(

@@ -9,7 +9,7 @@ whichever path moved it: no transition has to remember every field.
 What belongs to which state:
 - waiting (Queued only): position, reason, start range (eta, eta_late), backoff_until;
 - a release (from Released on, kept once finished for the record): released_at,
-  leader_term, placement, cards, object_uid, borrowing;
+  leader_term, placement, cards, scale, object_uid, borrowing;
 - a run: started_at;
 - leaving for a preemptor or a reclaim of its lent nodes (Running only): preempted_for,
   preempt_at, reclaimed_by;
@@ -51,6 +51,7 @@ RELEASE: Mapping[str, Any] = {
     "leader_term": None,
     "placement": None,
     "cards": None,
+    "scale": None,
     "object_uid": "",
     "borrowing": False,
 }

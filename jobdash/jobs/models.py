@@ -153,6 +153,8 @@ class Job(models.Model):
     placement = models.JSONField(null=True, blank=True)
     # Its pods on GPUs shared by memory: [role, index, [card, ...]] each (queueing/cards.py).
     cards = models.JSONField(null=True, blank=True)
+    # An elastic job admitted or resized to fewer pods than written: {role: pods} it runs.
+    scale = models.JSONField(null=True, blank=True)
     object_uid = models.CharField(max_length=64, blank=True)
     # An operator asked to requeue a Released/Running job: the web process cannot touch
     # the cluster, so the dispatcher's tracker takes the object back and requeues it.

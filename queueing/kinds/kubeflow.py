@@ -102,6 +102,11 @@ class ReplicatedJobAdapter(TemplatesInObject):
         replicas = 1 if replicas is None else replicas
         return {"Worker": (*_elastic_bounds(minimum, maximum, replicas), replicas)}
 
+    def scale_patch(self, counts: Mapping[str, int]) -> dict[str, Any]:
+        """Its replica specs' replicas: the operator makes or removes the pods (an elastic
+        job's workers join or leave its rendezvous)."""
+        return {"spec": {self.replica_specs_field: {role: {"replicas": count} for role, count in counts.items()}}}
+
     def validate_and_build(self, manifest: Mapping[str, Any], runtimes: RuntimeSource | None = None) -> Workload:
         problems = Problems()
         meta = object_meta(manifest, problems)
