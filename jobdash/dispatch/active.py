@@ -25,6 +25,7 @@ class ActiveJob:
     workload: Workload
     placement: Placement = ()  # (role, index, node) the planner chose for each pod; () with node fit off
     cards: CardPlacement = ()  # (role, index, cards) of its pods on GPUs shared by memory
+    shrink_to: Mapping[str, int] | None = None  # an elastic job giving back pods: what it keeps
     object_uid: str = ""  # "" until its creation is recorded
     attempts: int = 0
     preemptions: int = 0
@@ -71,6 +72,7 @@ _FIELDS = (
     "placement",
     "cards",
     "scale",
+    "shrink_to",
     "object_uid",
     "attempts",
     "preemptions",
@@ -109,6 +111,7 @@ def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
             workload=parsed[row["id"]].with_counts(row["scale"]) if row["scale"] else parsed[row["id"]],
             placement=tuple((role, int(index), node) for role, index, node in row["placement"] or ()),
             cards=card_placement(row["cards"]),
+            shrink_to=row["shrink_to"],
             object_uid=row["object_uid"],
             attempts=row["attempts"],
             preemptions=row["preemptions"],

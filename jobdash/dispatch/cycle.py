@@ -48,6 +48,7 @@ from . import (
     preempt,
     publish,
     reclaim,
+    resize,
     snapshot_phase,
     tracker,
     transitions,
@@ -129,6 +130,7 @@ class CycleResult:
     repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
     preempted: int = 0  # victims told to leave this cycle
     reclaim_notices: int = 0  # jobs on lent nodes told they leave when the nodes go back
+    grown: int = 0  # elastic jobs grown into free capacity
     pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
     mirrored: dict = field(default_factory=dict)  # QueuedJob objects created, updated, ...
     events: dict = field(default_factory=dict)  # Kubernetes Events sent, ...
@@ -309,6 +311,12 @@ class Dispatcher:
                     term=term,
                     now=started,
                 )
+            if not result.skipped and any(p.shrink_to for p in plan.preemptions):  # elastic jobs giving back pods
+                result.preempted += resize.mark(
+                    plan.preemptions, observed.active, grace_s=config.preemption_grace_s, term=term, now=started
+                )
+            if not result.skipped and plan.resizes:  # elastic jobs growing into what nothing waiting can use
+                result.grown = resize.grow(self.gateway, plan.resizes, observed.active, term=term)
             if observed.snapshot.lent:  # lent nodes going back: their jobs told, preempted at the reclaim
                 result.reclaim_notices = reclaim.mark(
                     self.gateway, observed.snapshot.lent, observed.active, now=observed.snapshot.now, term=term

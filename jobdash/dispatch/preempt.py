@@ -50,7 +50,7 @@ def mark(
     marked = 0
     for preemption in preemptions:
         victim, preemptor = victims.get(preemption.victim), waiting.get(preemption.preemptor)
-        if victim is None or preemptor is None:
+        if victim is None or preemptor is None or preemption.shrink_to:  # (a shrink: resize.mark)
             continue
         when = as_datetime(victim.preempt_at) or leave_at
         note, preemptor_note = preemption_words(preemption, victim.namespace, victim.name, *preemptor, when)
@@ -81,7 +81,8 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
     """Victims whose grace period is over (at `now`): queued again and their objects suspended."""
     now = now or timezone.now()
     counts = {"preempted": 0, "called-off": 0}
-    due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now).values(
+    # (an elastic job giving back its extra pods is no whole victim: resize.apply scales it down)
+    due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now, shrink_to__isnull=True).values(
         "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state", "reclaimed_by"
     )
     for row in due:

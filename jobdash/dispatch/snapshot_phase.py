@@ -235,7 +235,10 @@ def build(
                     borrowing=job.borrowing,
                     placements=job.placement,
                     preemptions=job.preemptions,
-                    preempted_for=job.preempted_for,
+                    # (an elastic job giving back pods: it keeps shrink_to, the others leave for its preemptor)
+                    preempted_for=None if job.shrink_to else job.preempted_for,
+                    counts=job.shrink_to or {},
+                    shrinking_for=job.preempted_for if job.shrink_to else None,
                     preemptible=kinds.can_take_back(job.kind_key),
                 )
             )

@@ -11,7 +11,8 @@
 - cancelled jobs: their object is deleted;
 - requeue requested by an operator (jobs.services.job_requeue): taken back like a start
   timeout, then Queued again with a short backoff, attempts unchanged;
-- preempted jobs whose grace period is over: queued again, objects suspended (preempt.evict).
+- preempted jobs whose grace period is over: queued again, objects suspended (preempt.evict);
+  elastic jobs giving back their extra pods: scaled down (resize.apply).
 """
 
 import logging
@@ -29,7 +30,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
 from jobdash.jobs.models import Job, State
 
-from . import bulk, holding, preempt, transitions
+from . import bulk, holding, preempt, resize, transitions
 from .active import ActiveJob, read_active
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,8 @@ def track(
     for outcome, count in preempt.evict(gateway, term=term, now=now).items():
         if count:
             counts[outcome] += count
+    if shrunk := resize.apply(gateway, term=term, now=now):
+        counts["shrunk"] += shrunk
     return dict(counts)
 
 

@@ -2,7 +2,7 @@
 JobEvent (jobs.services.compare_and_set), so a second leader, a retry or a cancel racing with
 the cycle can never move a job twice."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -407,4 +407,43 @@ def reclaim_notice(job_id: int, pool: str, *, leave_at: datetime, note: str, ter
         )
         if moved:
             bulk.insert_events([(job_id, "ReclaimNotice", note, DISPATCHER)])
+    return bool(moved)
+
+
+def resized(
+    job_id: int, counts: Mapping[str, int], placement: list | None, note: str, term: int | None, event: str = "Resized"
+) -> bool:
+    """A running elastic job now runs `counts` of its pods (grown, or shrunk after its grace
+    period), on `placement`; whatever preemption was under way for it is over."""
+    with transaction.atomic():
+        hold_term(term)
+        moved = Job.objects.filter(pk=job_id, state=State.RUNNING).update(
+            scale=dict(counts), placement=placement, shrink_to=None, preempted_for=None, preempt_at=None
+        )
+        if moved:
+            bulk.insert_events([(job_id, event, note, DISPATCHER)])
+    return bool(moved)
+
+
+def shrinking(
+    victim: int,
+    preemptor: int,
+    shrink_to: Mapping[str, int],
+    *,
+    leave_at: datetime,
+    note: str,
+    preemptor_note: str,
+    term: int | None,
+) -> bool:
+    """A running elastic job is to give back its extra pods for `preemptor` at `leave_at`
+    (the grace period), keeping `shrink_to` (role -> pods): it runs on, smaller."""
+    with transaction.atomic():
+        hold_term(term)
+        moved = Job.objects.filter(pk=victim, state=State.RUNNING, preempted_for__isnull=True).update(
+            preempted_for=preemptor, preempt_at=leave_at, shrink_to=dict(shrink_to)
+        )
+        if moved:
+            bulk.insert_events(
+                [(victim, "Shrinking", note, DISPATCHER), (preemptor, "Preempting", preemptor_note, DISPATCHER)]
+            )
     return bool(moved)

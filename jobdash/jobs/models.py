@@ -155,6 +155,8 @@ class Job(models.Model):
     cards = models.JSONField(null=True, blank=True)
     # An elastic job admitted or resized to fewer pods than written: {role: pods} it runs.
     scale = models.JSONField(null=True, blank=True)
+    # An elastic job giving back its extra pods at preempt_at: {role: pods} it keeps.
+    shrink_to = models.JSONField(null=True, blank=True)
     object_uid = models.CharField(max_length=64, blank=True)
     # An operator asked to requeue a Released/Running job: the web process cannot touch
     # the cluster, so the dispatcher's tracker takes the object back and requeues it.

@@ -10,7 +10,7 @@ import pytest
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
-from kubesim.testing import pytorchjob_manifest, running_kubesim
+from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
 from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
 
@@ -62,3 +62,85 @@ def test_an_elastic_job_that_does_not_fit_whole_runs_with_the_workers_that_fit(u
             break
         step(dispatcher, sim, 5)
     assert Job.objects.get(pk=job.pk).state == State.SUCCEEDED
+
+
+def running_workers(sim, name: str) -> int:
+    return sum(
+        1
+        for pod in sim.cluster.pods("team-a")
+        if pod["metadata"]["name"].startswith(f"{name}-worker-")
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") == "Running"
+    )
+
+
+def cycles(dispatcher, sim, term, wanted, seconds: float = 1.0, steps: int = 60) -> None:
+    for _ in range(steps):
+        dispatcher.cycle(term)
+        if wanted():
+            return
+        step(dispatcher, sim, seconds)
+    raise AssertionError(list(Job.objects.values("name", "state", "scale", "message")))
+
+
+def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_stopped(user, term):
+    config = {
+        "nodes": [{"prefix": "node", "count": 1, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "64"}}, {"name": "other"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "kubelet": {"start_delay_seconds": 1.0},
+    }
+    with running_kubesim(config, manual_clock=True) as sim:
+        gateway = start_gateway(sim)
+        try:
+            dispatcher = Dispatcher(
+                gateway, settings(preempt_within_namespace=True, preemption_grace_s=10.0), clock=ManualClock()
+            )
+            blocker = services.job_submit(
+                user=user,
+                manifest=json.dumps(batch_job_manifest("blocker", "team-a", cpu="4", duration=20)),
+                source="api",
+            )
+            cycles(dispatcher, sim, term, lambda: Job.objects.get(pk=blocker.pk).state == State.RUNNING)
+            elastic = services.job_submit(
+                user=user,
+                manifest=json.dumps(
+                    pytorchjob_manifest(
+                        "grower",
+                        "team-a",
+                        workers=4,
+                        master=False,
+                        cpu="2",
+                        memory="1Gi",
+                        duration=100000,
+                        elastic={"minReplicas": 1, "maxReplicas": 4},
+                    )  # fmt: skip
+                ),
+                source="api",
+            )
+            cycles(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 2)
+            assert Job.objects.get(pk=elastic.pk).scale == {"Worker": 2}
+            # the blocker ends: the elastic job grows into what nothing waiting can use
+            cycles(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 4, seconds=5)
+            grown = Job.objects.get(pk=elastic.pk)
+            assert grown.scale == {"Worker": 4} and len(grown.placement) == 4
+            assert grown.events.filter(type="Resized").exists()
+            # an urgent job of its namespace: the elastic job gives back two workers, and runs on
+            urgent = services.job_submit(
+                user=user,
+                manifest=json.dumps(batch_job_manifest("urgent", "team-a", cpu="4", duration=20)),
+                source="api",
+            )
+            Job.objects.filter(pk=urgent.pk).update(priority=1000)
+            cycles(dispatcher, sim, term, lambda: Job.objects.get(pk=urgent.pk).state == State.RUNNING, seconds=5)
+            shrunk = Job.objects.get(pk=elastic.pk)
+            assert shrunk.state == State.RUNNING and shrunk.scale == {"Worker": 2}
+            assert list(shrunk.events.filter(type__in=("Shrinking", "Shrunk")).values_list("type", flat=True)) == [
+                "Shrinking",
+                "Shrunk",
+            ]
+            assert not shrunk.events.filter(type="Preempted").exists()
+            obj = sim.cluster.job("pytorchjobs", "team-a", "grower")
+            assert obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+        finally:
+            gateway.stop()
