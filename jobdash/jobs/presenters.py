@@ -33,17 +33,33 @@ def demand_summary(workload: dict) -> dict:
     return summary
 
 
-def pod_set_rows(workload: dict) -> list[dict]:
-    """One row per replica type, per-pod requests and limits as quantities."""
+def pod_set_rows(workload: dict, sizes: dict | None = None) -> list[dict]:
+    """One row per replica type, per-pod requests and limits as quantities; `sizes`
+    (elastic_sizes): an elastic role's range and the pods it runs."""
+    sizes = sizes or {}
     return [
         {
             "role": pod_set["role"],
             "count": pod_set["count"],
             "requests": _quantities(pod_set.get("requests", {})),
             "limits": _quantities(pod_set.get("limits", {})),
+            "elastic": sizes.get(pod_set["role"]),
         }
         for pod_set in workload.get("pod_sets", [])
     ]
+
+
+def elastic_sizes(workload: dict, scale: dict | None, running: bool) -> dict[str, dict]:
+    """Per elastic role: {"minimum", "maximum", "current"} (current: the pods it runs when it
+    is released or running, None before)."""
+    sizes = {}
+    for pod_set in workload.get("pod_sets", []):
+        if pod_set.get("minimum") is None:
+            continue
+        role = pod_set["role"]
+        current = (scale or {}).get(role, pod_set["count"]) if running else None
+        sizes[role] = {"minimum": pod_set["minimum"], "maximum": pod_set.get("maximum"), "current": current}
+    return sizes
 
 
 def quota_quantity(key: str, amount: int) -> str:

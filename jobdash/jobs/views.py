@@ -142,7 +142,10 @@ def job_detail(request, job_id: int):
     context.update(
         {
             "demand": job.demand,
-            "pod_sets": presenters.pod_set_rows(job.workload),
+            "pod_sets": presenters.pod_set_rows(
+                job.workload,
+                presenters.elastic_sizes(job.workload, job.scale, job.state in (State.RELEASED, State.RUNNING)),
+            ),
             "manifest_lines": job.manifest.splitlines(),
         }
     )

@@ -12,6 +12,7 @@ from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
+from .conftest import token_client
 from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +37,14 @@ def dispatcher(sim):
     gateway.stop()
 
 
+def client_for(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def test_an_elastic_job_that_does_not_fit_whole_runs_with_the_workers_that_fit(user, sim, dispatcher, term):
     manifest = pytorchjob_manifest(
         "elastic", "team-a", workers=4, master=False, cpu="2", memory="1Gi", duration=30,
@@ -53,6 +62,11 @@ def test_an_elastic_job_that_does_not_fit_whole_runs_with_the_workers_that_fit(u
     assert row.scale == {"Worker": 2} and len(row.placement) == 2
     obj = sim.cluster.job("pytorchjobs", "team-a", "elastic")
     assert obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    # the API and the job page show its range and what it runs
+    shown = token_client(user).get(f"/api/v1/jobs/{job.pk}/").json()
+    assert shown["elastic"] == {"Worker": {"minimum": 1, "maximum": 4, "current": 2}}
+    page = client_for(user).get(f"/jobs/{job.pk}/")
+    assert "(elastic 1–4, runs 2)" in page.content.decode()
     assert obj["spec"]["elasticPolicy"] == {"minReplicas": 1, "maxReplicas": 4}  # as written
     workers = [p for p in sim.cluster.pods("team-a") if not p["metadata"].get("deletionTimestamp")]
     assert len(workers) == 2 and all(p["status"]["phase"] == "Running" for p in workers)

@@ -3,8 +3,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import elastic, estimates
-from ..models import Job, JobEvent, Namespace
-from ..presenters import demand_summary, quota_summary
+from ..models import Job, JobEvent, Namespace, State
+from ..presenters import demand_summary, elastic_sizes, quota_summary
 
 
 class StrictCharField(serializers.CharField):
@@ -105,6 +105,10 @@ class JobSerializer(serializers.ModelSerializer):
     past_late_bound = serializers.SerializerMethodField(
         help_text="Queued and still waiting after the first late bound it was given; the message says why."
     )
+    elastic = serializers.SerializerMethodField(
+        help_text="Per elastic role (e.g. an elastic PyTorchJob's Worker): minimum, maximum and current (the pods it "
+        "runs once released; null before). Empty for a job with no elastic role."
+    )
 
     class Meta:
         model = Job
@@ -126,6 +130,7 @@ class JobSerializer(serializers.ModelSerializer):
             "eta_first",
             "eta_first_late",
             "past_late_bound",
+            "elastic",
             "predicted_duration_s",
             "predicted_p90_s",
             "prediction_source",
@@ -148,6 +153,10 @@ class JobSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.DictField())
     def get_demand(self, job: Job) -> dict:
         return demand_summary(job.workload)
+
+    @extend_schema_field(serializers.DictField(child=serializers.DictField(allow_null=True)))
+    def get_elastic(self, job: Job) -> dict:
+        return elastic_sizes(job.workload, job.scale, job.state in (State.RELEASED, State.RUNNING))
 
     def get_past_late_bound(self, job: Job) -> bool:
         return estimates.past_late_bound(job, self.context.get("now") or timezone.now())
