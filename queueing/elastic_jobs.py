@@ -32,6 +32,7 @@ _SHRINKABLE = frozenset(
         Reason.NO_NODE_FITS,
         Reason.NO_DOMAIN_FITS,
         Reason.CANNOT_BORROW,
+        Reason.OUTLASTS_LENT_POOL,  # (fewer pods may fit on the nodes it may use)
         Reason.NEVER_FITS_QUOTA,
     }
 )
@@ -178,7 +179,8 @@ def _grow_one(state: CycleState, job: RunningJob, free: dict[str, int] | None) -
             if state.elastic.active and (state.elastic.check(pod) is not None or state.elastic.borrows(pod)):
                 break
             if state.node_fit:
-                placed = state.pool.place(gang, totals)
+                within = state.tide.extras_allowed() if state.tide is not None else None
+                placed = state.pool.place(gang, totals, within=within)
                 if isinstance(placed, NodeFailure):
                     break
                 added.append((pod_set.role, counts[pod_set.role], state.pool.names[placed[0][1]]))

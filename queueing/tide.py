@@ -127,6 +127,13 @@ class Tide:
         self.everything = frozenset(range(len(names)))
         self._allowed: dict[tuple[int, ...], frozenset[int]] = {}  # one object per key: eligible() caches by it
 
+    def extras_allowed(self) -> frozenset[int] | None:
+        """The nodes an elastic job's extra pods may grow onto (None: every node): any but a
+        pool's in its notice window. Extras need no bound: at the reclaim they are given back
+        and the job runs on (dispatch/reclaim.py), so nothing is killed."""
+        closing = [numbers for pool, numbers in self.pools if self.now >= pool.reclaim_at - pool.notice_s]
+        return self.everything.difference(*closing) if closing else None
+
     def barred(self, job: PendingJob) -> Bar | None:
         """What ``job`` may not use now, or None: it may use every node."""
         key: tuple[int, ...] = ()

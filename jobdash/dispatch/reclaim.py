@@ -24,11 +24,34 @@ from .active import ActiveJob
 log = logging.getLogger(__name__)
 
 
-def notices(
-    pools: Iterable[LentPool], active: Iterable[ActiveJob], now: float
-) -> list[tuple[ActiveJob, LentPool, float, str]]:
-    """(job, pool, when it leaves, the words) for each running job to be told now."""
-    told = []
+def extras_on(job: ActiveJob, nodes: frozenset[str]) -> dict[str, int] | None:
+    """What an elastic job keeps if it gives back its pods on ``nodes``: its counts without
+    them, when they are its highest-numbered pods of each role (the ones its operator removes
+    on a scale-down) and it stays at its minimum or above; else None (it leaves whole)."""
+    minimum = {ps.role: ps.minimum for ps in job.workload.pod_sets if ps.minimum is not None}
+    counts = dict(job.workload.counts)
+    there: dict[str, set[int]] = {}
+    for role, index, node in job.placement:
+        if node in nodes:
+            if role not in minimum:
+                return None
+            there.setdefault(role, set()).add(index)
+    keep = dict(counts)
+    for role, indexes in there.items():
+        keep[role] = counts[role] - len(indexes)
+        if indexes != set(range(keep[role], counts[role])) or keep[role] < (minimum[role] or 0):
+            return None
+    return keep if there else None
+
+
+Notice = tuple[ActiveJob, LentPool, float, str, dict[str, int] | None]
+
+
+def notices(pools: Iterable[LentPool], active: Iterable[ActiveJob], now: float) -> list[Notice]:
+    """(job, pool, when it leaves, the words, what it keeps if it only shrinks) for each
+    running job to be told now. An elastic job whose pods on the pool are all extra gives
+    them back and runs on, whatever its bound says."""
+    told: list[Notice] = []
     pools = [pool for pool in pools if now >= pool.reclaim_at - pool.notice_s]
     for job in active:
         if job.state != State.RUNNING or job.preempt_at is not None or not job.placement:
@@ -38,21 +61,22 @@ def notices(
             if not nodes & pool.nodes:
                 continue
             at = clock_words(pool.reclaim_at, pool.timezone, now)
-            ends = (
-                None if job.started_at is None or job.predicted_p90_s is None else job.started_at + job.predicted_p90_s
-            )
-            if now >= pool.reclaim_at:
-                told.append((job, pool, now, f"node-pool {pool.name} was reclaimed at {at}: this job is preempted now"))
+            p90 = job.predicted_p90_s
+            ends = None if job.started_at is None or p90 is None else job.started_at + p90
+            keep = extras_on(job, pool.nodes)
+            if keep is not None:
+                runs = ", ".join(f"{count} {role}" for role, count in sorted(keep.items()))
+                note = f"node-pool {pool.name} is reclaimed at {at}: this job gives back its pods there and runs on with {runs}"
+                told.append((job, pool, max(now, pool.reclaim_at), note, keep))
+            elif now >= pool.reclaim_at:
+                note = f"node-pool {pool.name} was reclaimed at {at}: this job is preempted now"
+                told.append((job, pool, now, note, None))
             elif ends is None or ends > pool.reclaim_at:
-                told.append(
-                    (
-                        job,
-                        pool,
-                        pool.reclaim_at,
-                        f"node-pool {pool.name} is reclaimed at {at}; this job is not predicted to finish by "
-                        "then: it runs on until then, and is preempted then (checkpoint before)",
-                    )
+                note = (
+                    f"node-pool {pool.name} is reclaimed at {at}; this job is not predicted to finish by then: "
+                    "it runs on until then, and is preempted then (checkpoint before)"
                 )
+                told.append((job, pool, pool.reclaim_at, note, None))
             break
     return told
 
@@ -61,9 +85,9 @@ def mark(
     gateway: gw.ClusterGateway, pools: Iterable[LentPool], active: Iterable[ActiveJob], *, now: float, term: int | None
 ) -> int:
     marked = 0
-    for job, pool, leave_at, note in notices(pools, active, now):
+    for job, pool, leave_at, note, keep in notices(pools, active, now):
         if not transitions.reclaim_notice(
-            job.id, pool.name, leave_at=datetime.fromtimestamp(leave_at, UTC), note=note, term=term
+            job.id, pool.name, leave_at=datetime.fromtimestamp(leave_at, UTC), note=note, term=term, shrink_to=keep
         ):
             continue
         marked += 1

@@ -88,6 +88,15 @@ def _unbound_placements(job: ActiveJob, created: list[PodInfo]) -> tuple:
     return tuple(unbound)
 
 
+def _kept(job: ActiveJob) -> ActiveJob:
+    """The job as it will be once it has given back its extra pods (resize.py), if it is."""
+    if not job.shrink_to:
+        return job
+    keep = job.shrink_to
+    placement = tuple(slot for slot in job.placement if slot[1] < keep.get(slot[0], slot[1] + 1))
+    return dataclasses.replace(job, placement=placement, workload=job.workload.with_counts(keep))
+
+
 def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo], cards: Mapping[str, SharedCards]) -> tuple[Node, ...]:
     """`pods`: at least every pod not terminated (terminated pods charge no node); `cards`:
     what is on the shared cards of the nodes that share them (card_usage)."""
@@ -194,7 +203,8 @@ def build(
     node_infos = gateway.nodes()
     # Pods go where the plan says only when pinned: otherwise no planned node is theirs to lose.
     # (A job that cannot be taken back has nobody to make its pods again elsewhere: not replaced.)
-    replaceable = [job for job in active if kinds.can_take_back(job.kind_key)]
+    # (an elastic job giving back pods loses nothing with them: only the pods it keeps count)
+    replaceable = [_kept(job) for job in active if kinds.can_take_back(job.kind_key)]
     found = lost.lost(replaceable, by_job, node_infos, live_pods) if pin else lost.Lost((), frozenset())
     lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
     in_flight, running = [], []

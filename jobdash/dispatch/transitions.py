@@ -397,13 +397,22 @@ def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now:
     return (now or timezone.now()) + timedelta(seconds=min(cap_seconds, base_seconds * 2 ** max(0, attempts)))
 
 
-def reclaim_notice(job_id: int, pool: str, *, leave_at: datetime, note: str, term: int | None) -> bool:
+def reclaim_notice(
+    job_id: int,
+    pool: str,
+    *,
+    leave_at: datetime,
+    note: str,
+    term: int | None,
+    shrink_to: Mapping[str, int] | None = None,
+) -> bool:
     """A running job on a lent pool that goes back at `leave_at`: it runs on until then (the
-    notice is its grace period) and is preempted then. Once per job: the first notice stands."""
+    notice is its grace period) and is preempted then, or, an elastic job whose pods there
+    are all extra, shrinks to `shrink_to` then. Once per job: the first notice stands."""
     with transaction.atomic():
         hold_term(term)
         moved = Job.objects.filter(pk=job_id, state=State.RUNNING, preempt_at__isnull=True).update(
-            reclaimed_by=pool, preempt_at=leave_at
+            reclaimed_by=pool, preempt_at=leave_at, shrink_to=dict(shrink_to) if shrink_to else None
         )
         if moved:
             bulk.insert_events([(job_id, "ReclaimNotice", note, DISPATCHER)])

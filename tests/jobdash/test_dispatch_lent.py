@@ -14,7 +14,7 @@ from jobdash.jobs import services
 from jobdash.jobs.cluster_selectors import node_rows
 from jobdash.jobs.models import ClusterState, Job, JobEvent, State
 from kubesim.resources import EVENTS, NODES
-from kubesim.testing import batch_job_manifest, running_kubesim
+from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
 from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
 
@@ -111,3 +111,31 @@ def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_r
     until(dispatcher, sim, term, lambda: row(keeper).state == State.QUEUED, seconds=300, steps=20)
     assert JobEvent.objects.filter(job=keeper, type="Reclaimed").exists()
     assert row(long).state == State.QUEUED  # never placed on the pool
+
+
+def test_an_elastic_job_grows_into_the_night_pool_and_shrinks_back_at_the_reclaim_without_stopping(
+    user, sim, dispatcher, term
+):
+    step(dispatcher, sim, 61)  # 22:00: the pool is lent
+    manifest = pytorchjob_manifest(
+        "tidal", "team-a", workers=4, master=False, cpu="2", memory="1Gi", duration=100000,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+    )  # fmt: skip
+    elastic = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+    # no prediction: as a whole job it stays off the pool, so its minimum starts on the day node...
+    until(dispatcher, sim, term, lambda: row(elastic).state == State.RUNNING, seconds=1)
+    assert row(elastic).scale == {"Worker": 1} and {n for _, _, n in row(elastic).placement} == {"day-0"}
+    # ... and its extra workers grow onto the pool: given back at the reclaim, they kill nothing
+    until(dispatcher, sim, term, lambda: (row(elastic).scale or {}).get("Worker") == 4, seconds=5)
+    assert {n for _, _, n in row(elastic).placement} == {"day-0", "night-a-0"}
+    until(
+        dispatcher, sim, term, lambda: JobEvent.objects.filter(job=elastic, type="ReclaimNotice").exists(),
+        seconds=1800, steps=30,
+    )  # fmt: skip
+    notice = JobEvent.objects.get(job=elastic, type="ReclaimNotice").message
+    assert "gives back its pods there and runs on with 1 Worker" in notice
+    until(dispatcher, sim, term, lambda: row(elastic).scale == {"Worker": 1}, seconds=300, steps=20)
+    shrunk = row(elastic)
+    assert shrunk.state == State.RUNNING and {n for _, _, n in shrunk.placement} == {"day-0"}
+    assert not JobEvent.objects.filter(job=elastic, type__in=("Reclaimed", "Preempted")).exists()
+    assert sim.cluster.job("pytorchjobs", "team-a", "tidal")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1

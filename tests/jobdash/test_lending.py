@@ -89,7 +89,7 @@ def test_at_the_notice_the_jobs_that_will_not_finish_are_told_and_those_that_wil
     staying = running(2, "n1", started=now - 600, p90=36000)
     unknown = running(3, "n1", started=now - 600, p90=None)
     elsewhere = running(4, "d1", started=now - 600, p90=36000)
-    told = {(job.id, leave) for job, _, leave, _ in notices([pool], [finishing, staying, unknown, elsewhere], now)}
+    told = {(job.id, leave) for job, _, leave, _, _ in notices([pool], [finishing, staying, unknown, elsewhere], now)}
     assert told == {(2, RECLAIM), (3, RECLAIM)}
     assert notices([pool], [staying], RECLAIM - 1801) == []  # before the notice: nobody
 
@@ -97,5 +97,20 @@ def test_at_the_notice_the_jobs_that_will_not_finish_are_told_and_those_that_wil
 def test_at_the_reclaim_whatever_is_still_there_leaves_at_once():
     pool = LentPool("night-a", frozenset({"n1"}), RECLAIM, 1800.0)
     late = running(1, "n1", started=RECLAIM - 900, p90=600)  # predicted done, still running
-    [(job, _, leave, words)] = notices([pool], [late], RECLAIM + 5)
+    [(job, _, leave, words, _)] = notices([pool], [late], RECLAIM + 5)
     assert (job.id, leave) == (1, RECLAIM + 5) and "was reclaimed at 08:00" in words
+
+
+def test_an_elastic_job_shrinks_off_a_pool_only_if_its_pods_there_are_its_highest_numbered_extras():
+    from dataclasses import replace
+
+    from jobdash.dispatch.reclaim import extras_on
+
+    elastic = PodSet("Worker", 4, {"cpu": 1000}, {}, minimum=1, maximum=4)
+    job = running(1, "d1", started=NIGHT, p90=None)
+    job = replace(job, workload=replace(job.workload, pod_sets=(elastic,)))
+    on = lambda *nodes: replace(job, placement=tuple(("Worker", i, n) for i, n in enumerate(nodes)))  # noqa: E731
+    assert extras_on(on("d1", "n1", "n1", "n1"), frozenset({"n1"})) == {"Worker": 1}
+    assert extras_on(on("n1", "d1", "d1", "d1"), frozenset({"n1"})) is None  # worker 0 is no extra the operator drops
+    assert extras_on(on("n1", "n1", "n1", "n1"), frozenset({"n1"})) is None  # it would run below its minimum
+    assert extras_on(on("d1", "d1", "d1", "d1"), frozenset({"n1"})) is None  # nothing there
