@@ -441,3 +441,15 @@ def test_growth_never_takes_room_a_pending_job_that_fits_needs(world):
     assert [(a.job_id, dict(a.counts)) for a in after.admissions] == [
         (a.job_id, dict(a.counts)) for a in result.admissions
     ]
+
+
+def test_extra_pods_grow_onto_lent_nodes_without_a_bound_but_never_inside_their_notice():
+    from queueing import LentPool
+
+    job = running(10, "a", elastic(2, 2, 4), ["n0", "n0"])  # no prediction: as a whole job, kept off the pool
+    nodes = nodes_for(2, 2, (job,))
+    open_pool = LentPool("night-a", frozenset({"n1"}), NOW + 3600, 1800.0)
+    grown = plan(Snapshot(NOW, (), running=(job,), nodes=nodes, lent=(open_pool,)), "fifo")
+    assert sorted(grown.resizes[10].placement) == [("Worker", 2, "n1"), ("Worker", 3, "n1")]
+    closing = LentPool("night-a", frozenset({"n1"}), NOW + 600, 1800.0)
+    assert plan(Snapshot(NOW, (), running=(job,), nodes=nodes, lent=(closing,)), "fifo").resizes == {}
