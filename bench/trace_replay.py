@@ -92,6 +92,8 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         grace_s=task.get("grace", 60.0),
         preemption_limit=task.get("preemption_limit", 3),
         estimator=task.get("estimator", NEW_ESTIMATOR),
+        lent=task.get("lent", 0.0),
+        tide_blind=task.get("tide_blind", False),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -230,6 +232,19 @@ def main(argv: list[str] | None = None) -> None:
         help="duration estimator: new (queueing.predictor, likely ends of running jobs) or old "
         "(median of the VC's last runs of the GPU count)",
     )
+    parser.add_argument(
+        "--lent",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="issue 35: this share of the nodes (per VC, rounded) is lent each night 22:00-08:00 UTC besides "
+        "the cluster, notice 30 min (bench/replay/lending.py); fixed quotas only",
+    )
+    parser.add_argument(
+        "--tide-blind",
+        action="store_true",
+        help="with --lent: the planner is not told the night nodes are lent (the baseline)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -267,6 +282,12 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown quota mode {wrong[0]!r}; expected one of {', '.join(QUOTA_MODES)}")
         if args.compress <= 0:
             parser.error("--compress must be positive")
+        if not 0 <= args.lent <= 1:
+            parser.error("--lent must be a share of the nodes, 0..1 (e.g. 0.3)")
+        if args.tide_blind and not args.lent:
+            parser.error("--tide-blind needs --lent")
+        if args.lent and (quotas != [FIXED] or "none" in names):
+            parser.error("--lent needs fixed quotas and a policy other than none")
         factor = int(args.compress) if float(args.compress).is_integer() else args.compress
         options = dict(item.split("=", 1) for item in args.option)
         options = {key: _value(value) for key, value in options.items()}
@@ -288,10 +309,21 @@ def main(argv: list[str] | None = None) -> None:
                 "preemption_limit": args.preemption_limit,
                 "compress": factor,
                 "estimator": args.estimator,
+                "lent": args.lent,
+                "tide_blind": args.tide_blind,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
-                    name, args.pin, args.option, quota, args.grace, args.preemption_limit, factor, args.estimator
+                    name,
+                    args.pin,
+                    args.option,
+                    quota,
+                    args.grace,
+                    args.preemption_limit,
+                    factor,
+                    args.estimator,
+                    args.lent,
+                    args.tide_blind,
                 ),
             }
             for name, quota in runs
