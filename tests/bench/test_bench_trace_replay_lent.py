@@ -1,0 +1,68 @@
+"""The replay with nodes lent for the night (issue 35, bench/replay/lending.py).
+
+VCs "a" and "b" with one node each and ``lent=1.0``: one more node per VC (night-0,
+night-1) from 22:00 to 08:00 UTC, cordoned at 07:30.  The replay starts at T0 =
+2017-10-01 00:00 UTC, inside the night: the pool is reclaimed at T0 + 8 h.  VC a submits a
+1 h job of 8 GPUs every 30 min (after three runs the predictor has a bound for them); VC b
+two 10 h jobs, which never get a prediction before the reclaim.
+"""
+
+import pytest
+
+from bench.replay.engine import Replay, ReplayConfig
+from bench.replay.records import run_label
+from bench.replay.trace import TraceJob, parse_time
+
+T0 = parse_time("2017-10-01")
+HOUR = 3600.0
+RECLAIM = T0 + 8 * HOUR
+NIGHT = [TraceJob(i, T0 + (i - 1) * 1800, HOUR, 8, "a") for i in range(1, 13)]
+NIGHT += [TraceJob(100 + i, T0 + 60 + i * 60, 10 * HOUR, 8, "b") for i in range(2)]
+
+
+def night(blind: bool) -> Replay:
+    jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
+    replay = Replay(jobs, {"a": 1, "b": 1}, ReplayConfig(policy="priority", lent=1.0, tide_blind=blind), start=T0)
+    replay.run()
+    return replay
+
+
+def test_tide_aware_admission_kills_fewer_jobs_at_the_reclaim_than_tide_blind():
+    aware, blind = night(False), night(True)
+    assert aware.stats["lent_node_count"] == blind.stats["lent_node_count"] == 2
+    # Both ran work on the night nodes; only the blind one had a job there at the reclaim.
+    assert aware.stats["lent_runs"] > 0 and aware.stats["lent_gpu_s"] > 0
+    assert blind.stats["lent_runs"] > 0
+    assert blind.stats["reclaim_kills"] >= 1
+    assert aware.stats["reclaim_kills"] < blind.stats["reclaim_kills"]
+    # The killed job was suspended and queued again, and finished all the same.
+    killed = blind.reclaim_killed
+    assert killed and all(
+        rec.preemptions == 1 and rec.finished_at is not None for rec in blind.all_records if rec.job.id in killed
+    )
+    assert all(rec.finished_at is not None for rec in aware.all_records)
+
+
+def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
+    aware = night(False)
+    assert aware.lent_admissions  # (else the rule below holds for nothing)
+    for job_id, planned_at, bound, reclaim_at in aware.lent_admissions:
+        assert reclaim_at == RECLAIM
+        assert bound is not None and planned_at + bound <= reclaim_at, job_id
+        assert planned_at < reclaim_at - 1800  # nothing new in the notice
+    # b's jobs (no prediction) and a's first ones (no history yet) stayed off the pool.
+    assert not aware.lent_started & {100, 101, 1, 2, 3}
+    assert aware.stats["lent_admitted_outlasting"] == 0
+    # The blind planner put jobs without a bound there.
+    blind = night(True)
+    assert blind.stats["lent_admitted_outlasting"] > 0
+    assert blind.lent_started & {100, 101}
+
+
+def test_lent_runs_are_labelled_and_checked():
+    assert run_label("priority", factor=3, lent=0.3) == "priority+lent0.3@x3"
+    assert run_label("priority", factor=3, lent=0.3, tide_blind=True) == "priority+lent0.3-blind@x3"
+    with pytest.raises(ValueError, match="tide_blind"):
+        ReplayConfig(policy="priority", tide_blind=True)
+    with pytest.raises(ValueError, match="fixed quotas"):
+        ReplayConfig(policy="priority", lent=0.3, quota="elastic")
