@@ -37,6 +37,15 @@ DurationPredictor and gives running jobs likely ends for the start-time forecast
 ``priority+old-est``).  Either way the forecasts go through a StartCalibrator (a likely
 start and a 90% late bound), and the summary says how they fared.
 
+``--lent SHARE`` (issue 35, bench/replay/lending.py): besides the cluster, round(VC nodes x
+SHARE) nodes per VC are lent every night 22:00-08:00 UTC (kubesim's ``lent_pools``: they
+register at 22:00, are cordoned at 07:30 and drained and deleted at 08:00), and each VC's
+quota grows by its part of them while they are lent.  The planner is told (``Snapshot.lent``
+and each job's 90 % bound from the new estimator; the old one gives none, so nothing goes
+there); at the reclaim what still runs there is preempted and queued again in its place.
+``--tide-blind``: the same nodes, the planner not told (label ``priority+lent0.3-blind``).
+``--report-tide`` writes only the report's section on them, from every window's summaries.
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
 preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
@@ -259,6 +268,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="write bench/results/trace_replay.md and plots")
     parser.add_argument("--report-only", action="store_true", help="only the report, from var/trace_replay/")
     parser.add_argument(
+        "--report-tide",
+        action="store_true",
+        help="only the report's section on lent nodes (issue 35), from the summaries of every window",
+    )
+    parser.add_argument(
         "--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)"
     )
     parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"), help="where the report goes")
@@ -268,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     end = parse_time(args.end) if args.end else None
     window_key = f"{args.start or 'all'}_{args.end or 'all'}"
     cache = Path(args.cache_dir) / window_key
-    if not args.report_only:
+    if not (args.report_only or args.report_tide):
         names = []
         for entry in args.policy or ["all"]:
             for name in entry.split(","):
@@ -358,6 +372,13 @@ def main(argv: list[str] | None = None) -> None:
         written = write_report(summaries, Path(args.results_dir))
         for path in written:
             print(f"# wrote {path}", file=sys.stderr)
+    if args.report or args.report_only or args.report_tide:
+        from bench.replay.report import write_tide
+
+        every = [json.loads(path.read_text()) for path in sorted(Path(args.cache_dir).glob("*/*.json"))]
+        tide = write_tide(every, Path(args.results_dir))
+        if tide is not None:
+            print(f"# wrote {tide} (lent nodes)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ night-1) from 22:00 to 08:00 UTC, cordoned at 07:30.  The replay starts at T0 =
 two 10 h jobs, which never get a prediction before the reclaim.
 """
 
+import json
+
 import pytest
 
 from bench.replay.engine import Replay, ReplayConfig
@@ -66,3 +68,37 @@ def test_lent_runs_are_labelled_and_checked():
         ReplayConfig(policy="priority", tide_blind=True)
     with pytest.raises(ValueError, match="fixed quotas"):
         ReplayConfig(policy="priority", lent=0.3, quota="elastic")
+
+
+def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(tmp_path, capsys):
+    from bench import trace_replay
+
+    trace = tmp_path / "trace.csv"
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for j in sorted(NIGHT, key=lambda j: (j.submit, j.id)):
+        seconds = int(j.submit - T0)
+        stamp = f"2017-10-01 {seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        rows.append(f"{stamp},{j.duration},{j.gpus},{j.duration * j.gpus},{j.vc}")
+    trace.write_text("\n".join(rows) + "\n")
+    vcs = tmp_path / "vc.csv"
+    vcs.write_text("vc,node num\na,1\nb,1\n")
+    common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--policy", "priority", "--from", "2017-10-01"]
+    common += ["--to", "2017-10-02", "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "out")]
+    for extra in (["--lent", "1"], ["--lent", "1", "--tide-blind"], []):
+        trace_replay.main(common + extra)
+    labels = [json.loads(line)["label"] for line in capsys.readouterr().out.splitlines()]
+    assert labels == ["priority+lent1", "priority+lent1-blind", "priority"]
+    trace_replay.main(common + ["--report-tide"])
+    report = (tmp_path / "out" / "trace_replay.md").read_text()
+    section = report.split("<!-- generated:tide -->")[1].split("<!-- /generated:tide -->")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 2017")]
+    assert [row.split(" | ")[1] for row in rows] == [
+        "priority+lent1 (tide-aware)",
+        "priority+lent1-blind (tide-blind)",
+        "priority (no night nodes)",
+    ]
+    # tide-aware: no kill; tide-blind: the first long job of b
+    assert "| 0 (0.0%) |" in rows[0] and "| 1 (14.3%) |" in rows[1]
+    assert "0.0% killed - yes" in section
+    with pytest.raises(SystemExit):
+        trace_replay.main(common + ["--tide-blind"])
