@@ -103,6 +103,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         estimator=task.get("estimator", NEW_ESTIMATOR),
         lent=task.get("lent", 0.0),
         tide_blind=task.get("tide_blind", False),
+        lent_bound_factor=task.get("bound_factor", 1.0),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -254,6 +255,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="with --lent: the planner is not told the night nodes are lent (the baseline)",
     )
+    parser.add_argument(
+        "--bound-factor",
+        type=float,
+        default=1.0,
+        help="with --lent: the bound each queued job carries is its 90%% bound times this (a margin to tune)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -298,6 +305,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--compress must be positive")
         if not 0 <= args.lent <= 1:
             parser.error("--lent must be a share of the nodes, 0..1 (e.g. 0.3)")
+        if args.bound_factor <= 0:
+            parser.error("--bound-factor must be positive")
         if args.tide_blind and not args.lent:
             parser.error("--tide-blind needs --lent")
         if args.lent and (quotas != [FIXED] or "none" in names):
@@ -325,6 +334,7 @@ def main(argv: list[str] | None = None) -> None:
                 "estimator": args.estimator,
                 "lent": args.lent,
                 "tide_blind": args.tide_blind,
+                "bound_factor": args.bound_factor,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -338,6 +348,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.estimator,
                     args.lent,
                     args.tide_blind,
+                    args.bound_factor,
                 ),
             }
             for name, quota in runs

@@ -306,7 +306,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
             expected_duration=self._expected(rec),
             preempted_by=rec.preempted_by,
             # The 90 % bound, for lent nodes (the dispatcher's queued jobs carry it).
-            bound=rec.prediction.p90_s if rec.prediction is not None else None,
+            bound=self._run_bound(rec),
         )
         if backoff_until is not None:
             heapq.heappush(self.backoffs, (backoff_until, job.id))

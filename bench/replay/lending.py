@@ -87,6 +87,7 @@ class Lending:
         self.stats.update(
             lent_share=config.lent,
             tide_blind=config.tide_blind,
+            lent_bound_factor=config.lent_bound_factor,
             lent_node_count=sum(extra.values()),
             lent_runs=0,
             lent_gpu_s=0.0,
@@ -201,6 +202,12 @@ class Lending:
             self.hard[vc] = hard
             self.dirty_quotas.add(vc)
 
+    def _run_bound(self, rec: JobRecord) -> float | None:
+        """The job's run-time bound: its prediction's 90 % bound (x ``lent_bound_factor``, a
+        margin to tune), None without one."""
+        p90 = rec.prediction.p90_s if rec.prediction is not None else None
+        return None if p90 is None else p90 * self.config.lent_bound_factor
+
     def _on_lent(self, rec: JobRecord) -> list[str]:
         nodes = set(rec.bound_nodes) | {slot[2] for slot in rec.placement}
         return [node for node in nodes if node in self.lent_nodes]
@@ -216,7 +223,7 @@ class Lending:
             if not lent:
                 continue
             reclaim_at = self.lent_nodes[lent[0]][1]
-            bound = rec.prediction.p90_s if rec.prediction is not None else None
+            bound = self._run_bound(rec)
             if bound is None or rec.run_started_at + bound > reclaim_at:
                 self.stats["reclaim_notices"] += 1
 
@@ -242,7 +249,7 @@ class Lending:
             return
         lent = [slot[2] for slot in rec.placement if slot[2] in self.lent_nodes]
         if lent:
-            bound = rec.prediction.p90_s if rec.prediction is not None else None
+            bound = self._run_bound(rec)
             reclaim_at = self.lent_nodes[lent[0]][1]
             self.lent_admissions.append((rec.job.id, now, bound, reclaim_at))
             if bound is None or now + bound > reclaim_at:  # (only the tide-blind planner does that)

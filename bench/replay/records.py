@@ -46,6 +46,7 @@ def run_label(
     estimator: str = NEW_ESTIMATOR,
     lent: float = 0.0,
     tide_blind: bool = False,
+    bound_factor: float = 1.0,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -65,6 +66,7 @@ def run_label(
         text += f"+{estimator}-est"
     if lent:  # (issue 35) nodes lent each night; -blind: the planner is not told
         text += f"+lent{lent:g}{'-blind' if tide_blind else ''}"
+        text += f"[bound={bound_factor:g}x]" if bound_factor != 1 else ""
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -102,6 +104,7 @@ class ReplayConfig:
     lent: float = 0.0
     tide_blind: bool = False
     lent_notice_s: float = 1800.0  # the lender's notice (JOBDASH_LENT_NOTICE_SECONDS)
+    lent_bound_factor: float = 1.0  # the bound a queued job carries: its 90 % bound times this
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
@@ -114,6 +117,8 @@ class ReplayConfig:
             raise ValueError("lent nodes are replayed with fixed quotas only")
         if self.lent and self.policy == NO_QUEUE:
             raise ValueError("lent nodes need a queue (a policy other than none)")
+        if not self.lent_bound_factor > 0:
+            raise ValueError(f"lent_bound_factor must be positive, got {self.lent_bound_factor!r}")
         if self.tide_blind and not self.lent:
             raise ValueError("tide_blind needs lent nodes (lent > 0)")
 

@@ -64,6 +64,9 @@ def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
 def test_lent_runs_are_labelled_and_checked():
     assert run_label("priority", factor=3, lent=0.3) == "priority+lent0.3@x3"
     assert run_label("priority", factor=3, lent=0.3, tide_blind=True) == "priority+lent0.3-blind@x3"
+    assert run_label("priority", lent=0.3, bound_factor=1.5) == "priority+lent0.3[bound=1.5x]"
+    with pytest.raises(ValueError, match="lent_bound_factor"):
+        ReplayConfig(policy="priority", lent=0.3, lent_bound_factor=0)
     with pytest.raises(ValueError, match="tide_blind"):
         ReplayConfig(policy="priority", tide_blind=True)
     with pytest.raises(ValueError, match="fixed quotas"):
@@ -102,3 +105,14 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
     assert "0.0% killed - yes" in section
     with pytest.raises(SystemExit):
         trace_replay.main(common + ["--tide-blind"])
+
+
+def test_a_wider_bound_keeps_more_jobs_off_the_night_nodes():
+    """Job 4 is planned at 01:30 with a 4 h bound (04:30 < 08:00); at 2x its bound is 8 h."""
+    jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
+    config = ReplayConfig(policy="priority", lent=1.0, lent_bound_factor=2.0)
+    wide = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
+    wide.run()
+    assert 4 in night(False).lent_started and 4 not in wide.lent_started
+    for job_id, planned_at, bound, reclaim_at in wide.lent_admissions:
+        assert bound is not None and planned_at + bound <= reclaim_at, job_id
