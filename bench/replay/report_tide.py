@@ -3,6 +3,7 @@ tide-aware replay, the tide-blind one and the same cluster without the night nod
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from .records import FIXED, run_label
@@ -41,20 +42,28 @@ def tide_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(lent + plain, key=key)
 
 
+def submissions(s: dict[str, Any]) -> str:
+    """The trace's days whose submissions the run replays (its window is that, compressed)."""
+    start, end = (datetime.fromisoformat(text) for text in s["window"])
+    days = (end - start) * s.get("compress", 1)
+    last = start + days - timedelta(seconds=1)
+    return f"{start:%Y-%m-%d} .. {last:%m-%d}, {pace(s)}"
+
+
 def _hours(gpu_s: float) -> str:
     return f"{gpu_s / 3600:,.0f}"
 
 
 def tide_table(runs: list[dict[str, Any]]) -> str:
     rows = [
-        "| window | run | night nodes | nights | GPU-h on lent nodes | jobs admitted to lent nodes (runs) | "
+        "| submissions | run | night nodes | nights | GPU-h on lent nodes | jobs admitted to lent nodes (runs) | "
         "killed by a reclaim: jobs (share) | placed there past the reclaim by their bound | "
         "GPU-h of killed runs | avg queueing (s) | p95 | jobs | replay wall / CPU time |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in runs:
         st = s["stats"]
-        window = f"{s['window'][0][:10]} .. {s['window'][1][:10]}, {pace(s)}"
+        window = submissions(s)
         timing = f"{duration(s['runtime_s'])} / {duration(st.get('cpu_s', 0.0))}"
         if not lent_share(s):
             rows.append(
@@ -76,7 +85,7 @@ def tide_table(runs: list[dict[str, Any]]) -> str:
         st = s["stats"]
         pct = 100.0 * st["reclaim_killed_jobs"] / st["lent_jobs"] if st["lent_jobs"] else 0.0
         met = "yes" if pct <= GOAL_KILLED_PCT else "no"
-        goal.append(f"- {s['window'][0][:10]} .. {s['window'][1][:10]} ({s['label']}): {pct:.1f}% killed - {met}")
+        goal.append(f"- {submissions(s)}, {s['label']}: {pct:.1f}% killed - {met}")
     if goal:
         rows += [
             "",
