@@ -70,7 +70,6 @@ class Lending:
 
     def _init_lending(self, vc_nodes: dict[str, int]) -> None:
         config = self.config
-        self.lent_share = config.lent
         self.lent_nodes: dict[str, tuple[str, float, float]] = {}  # node -> (pool, reclaim_at, notice_s)
         self.cordoned: set[str] = set()
         self.lent_pools: tuple[LentPool, ...] = ()
