@@ -37,6 +37,15 @@ DurationPredictor and gives running jobs likely ends for the start-time forecast
 ``priority+old-est``).  Either way the forecasts go through a StartCalibrator (a likely
 start and a 90% late bound), and the summary says how they fared.
 
+``--lent SHARE`` (issue 35, bench/replay/lending.py): besides the cluster, round(VC nodes x
+SHARE) nodes per VC are lent every night 22:00-08:00 UTC (kubesim's ``lent_pools``: they
+register at 22:00, are cordoned at 07:30 and drained and deleted at 08:00), and each VC's
+quota grows by its part of them while they are lent.  The planner is told (``Snapshot.lent``
+and each job's 90 % bound from the new estimator; the old one gives none, so nothing goes
+there); at the reclaim what still runs there is preempted and queued again in its place.
+``--tide-blind``: the same nodes, the planner not told (label ``priority+lent0.3-blind``).
+``--report-tide`` writes only the report's section on them, from every window's summaries.
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
 preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
@@ -92,6 +101,9 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         grace_s=task.get("grace", 60.0),
         preemption_limit=task.get("preemption_limit", 3),
         estimator=task.get("estimator", NEW_ESTIMATOR),
+        lent=task.get("lent", 0.0),
+        tide_blind=task.get("tide_blind", False),
+        lent_bound_factor=task.get("bound_factor", 1.0),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -230,6 +242,25 @@ def main(argv: list[str] | None = None) -> None:
         help="duration estimator: new (queueing.predictor, likely ends of running jobs) or old "
         "(median of the VC's last runs of the GPU count)",
     )
+    parser.add_argument(
+        "--lent",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="issue 35: this share of the nodes (per VC, rounded) is lent each night 22:00-08:00 UTC besides "
+        "the cluster, notice 30 min (bench/replay/lending.py); fixed quotas only",
+    )
+    parser.add_argument(
+        "--tide-blind",
+        action="store_true",
+        help="with --lent: the planner is not told the night nodes are lent (the baseline)",
+    )
+    parser.add_argument(
+        "--bound-factor",
+        type=float,
+        default=1.0,
+        help="with --lent: the bound each queued job carries is its 90%% bound times this (a margin to tune)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -244,6 +275,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", action="store_true", help="write bench/results/trace_replay.md and plots")
     parser.add_argument("--report-only", action="store_true", help="only the report, from var/trace_replay/")
     parser.add_argument(
+        "--report-tide",
+        action="store_true",
+        help="only the report's section on lent nodes (issue 35), from the summaries of every window",
+    )
+    parser.add_argument(
         "--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)"
     )
     parser.add_argument("--results-dir", default=str(ROOT / "bench" / "results"), help="where the report goes")
@@ -253,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
     end = parse_time(args.end) if args.end else None
     window_key = f"{args.start or 'all'}_{args.end or 'all'}"
     cache = Path(args.cache_dir) / window_key
-    if not args.report_only:
+    if not (args.report_only or args.report_tide):
         names = []
         for entry in args.policy or ["all"]:
             for name in entry.split(","):
@@ -267,6 +303,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"unknown quota mode {wrong[0]!r}; expected one of {', '.join(QUOTA_MODES)}")
         if args.compress <= 0:
             parser.error("--compress must be positive")
+        if not 0 <= args.lent <= 1:
+            parser.error("--lent must be a share of the nodes, 0..1 (e.g. 0.3)")
+        if args.bound_factor <= 0:
+            parser.error("--bound-factor must be positive")
+        if args.tide_blind and not args.lent:
+            parser.error("--tide-blind needs --lent")
+        if args.lent and (quotas != [FIXED] or "none" in names):
+            parser.error("--lent needs fixed quotas and a policy other than none")
         factor = int(args.compress) if float(args.compress).is_integer() else args.compress
         options = dict(item.split("=", 1) for item in args.option)
         options = {key: _value(value) for key, value in options.items()}
@@ -288,10 +332,23 @@ def main(argv: list[str] | None = None) -> None:
                 "preemption_limit": args.preemption_limit,
                 "compress": factor,
                 "estimator": args.estimator,
+                "lent": args.lent,
+                "tide_blind": args.tide_blind,
+                "bound_factor": args.bound_factor,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
-                    name, args.pin, args.option, quota, args.grace, args.preemption_limit, factor, args.estimator
+                    name,
+                    args.pin,
+                    args.option,
+                    quota,
+                    args.grace,
+                    args.preemption_limit,
+                    factor,
+                    args.estimator,
+                    args.lent,
+                    args.tide_blind,
+                    args.bound_factor,
                 ),
             }
             for name, quota in runs
@@ -326,6 +383,13 @@ def main(argv: list[str] | None = None) -> None:
         written = write_report(summaries, Path(args.results_dir))
         for path in written:
             print(f"# wrote {path}", file=sys.stderr)
+    if args.report or args.report_only or args.report_tide:
+        from bench.replay.report import write_tide
+
+        every = [json.loads(path.read_text()) for path in sorted(Path(args.cache_dir).glob("*/*.json"))]
+        tide = write_tide(every, Path(args.results_dir))
+        if tide is not None:
+            print(f"# wrote {tide} (lent nodes)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -33,10 +33,12 @@ class AdmissionCycles:
     """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
 
     def _nodes(self) -> tuple[Node, ...]:
-        if self.dirty_nodes:
+        if self.dirty_nodes or len(self.nodes_tuple) != len(self.node_names):  # (a lent node deleted)
             for name in self.dirty_nodes:
                 alloc = {key: amount for key, amount in self.node_alloc[name].items() if amount}
-                self.node_objs[name] = Node(name, self.allocatable, alloc, labels=self.node_labels[name])
+                self.node_objs[name] = Node(
+                    name, self.allocatable, alloc, labels=self.node_labels[name], unschedulable=name in self.cordoned
+                )
             self.dirty_nodes.clear()
             self.nodes_tuple = tuple(self.node_objs[name] for name in self.node_names)
         return self.nodes_tuple
@@ -136,6 +138,7 @@ class AdmissionCycles:
             preemption_limit=None if not self.elastic else self.config.preemption_limit if self.preempts else 0,
             topology_levels=TOPOLOGY_LEVELS,
             replacements=lost,
+            lent=self._lent(),
         )
         planned_at = time.perf_counter()
         # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,
@@ -160,6 +163,7 @@ class AdmissionCycles:
             rec.borrowing = admission.borrowing
             stats["borrowing_admitted"] += admission.borrowing
             self._create(rec, now, admission.placement)
+            self._admitted(rec, now)
         stats["admitted"] += len(result.admissions)
         if result.admissions:
             began = time.perf_counter()

@@ -68,6 +68,7 @@ from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
 from .history import DurationHistory
+from .lending import Lending, night_pool
 from .mapping import (
     GPU,
     GPUS_PER_NODE,
@@ -109,7 +110,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
+class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -130,17 +131,18 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
         share = {vc: nodes * GPUS_PER_NODE for vc, nodes in vc_nodes.items()}
         self.elastic = config.quota != FIXED and self.policy is not None
         cluster_gpus = sum(share.values())
-        self.cluster = Cluster(
-            cluster_config(
-                vc_nodes,
-                self.start,
-                start_delay_s=config.kubelet_delay_s,
-                operator_max_backoff_s=config.operator_max_backoff_s,
-                quota_gpus={vc: cluster_gpus for vc in vc_nodes} if self.elastic else None,
-                checkpoint_s=config.checkpoint_s,
-            ),
-            self.clock,
+        kubesim_config = cluster_config(
+            vc_nodes,
+            self.start,
+            start_delay_s=config.kubelet_delay_s,
+            operator_max_backoff_s=config.operator_max_backoff_s,
+            quota_gpus={vc: cluster_gpus for vc in vc_nodes} if self.elastic else None,
+            checkpoint_s=config.checkpoint_s,
         )
+        if config.lent:  # (issue 35) kubesim lends the night pool on its clock
+            capacity = kubesim_config["nodes"][0]["capacity"]
+            kubesim_config["lent_pools"] = [night_pool(vc_nodes, config.lent, config.lent_notice_s, capacity)]
+        self.cluster = Cluster(kubesim_config, self.clock)
         self.cluster.store.hooks.append(self._on_event)
         # What the policy reads from the caller (with no queue, nothing: every job is created at submission).
         policy = self.policy
@@ -175,7 +177,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
             name: canonical(name, value)
             for name, value in ((first or {}).get("status") or {}).get("allocatable", {}).items()
         }
-        self.total_gpus = self.allocatable.get(GPU, 0) * len(self.node_names)
+        self.total_gpus = self.allocatable.get(GPU, 0) * sum(vc_nodes.values())  # (lent nodes not told)
         self.node_objs: dict[str, Node] = {}
         self.dirty_nodes: set[str] = set(self.node_names)
         self.nodes_tuple: tuple[Node, ...] = ()
@@ -249,6 +251,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
             "pin_s": 0.0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
+        self._init_lending(vc_nodes)
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -302,6 +305,8 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
             backoff_until=backoff_until,
             expected_duration=self._expected(rec),
             preempted_by=rec.preempted_by,
+            # The 90 % bound, for lent nodes (the dispatcher's queued jobs carry it).
+            bound=self._run_bound(rec),
         )
         if backoff_until is not None:
             heapq.heappush(self.backoffs, (backoff_until, job.id))
@@ -394,7 +399,8 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
             next_cycle = self._next_cycle() if self.policy is not None else INF
             deadline = controllers.next_deadline()
             next_grace = self.graces[0][0] if self.graces else INF
-            t = min(next_arrival, next_cycle, INF if deadline is None else deadline, next_grace)
+            next_tide = self._next_tide()
+            t = min(next_arrival, next_cycle, INF if deadline is None else deadline, next_grace, next_tide)
             if t == INF:
                 break
             if index >= count and self._drained(t):
@@ -414,6 +420,8 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning):
                 kicked = True
             if now >= next_grace:
                 self._graces(now)
+            if now >= next_tide:
+                self._tide(now)
             if self.policy is None:
                 if kicked:
                     mark = time.perf_counter()

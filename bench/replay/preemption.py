@@ -97,9 +97,11 @@ class Preemptions:
                 self.running[job_id] = dataclasses.replace(self.running[job_id], preempted_for=None)
                 self._changed(now)
 
-    def _suspend(self, rec: JobRecord, now: float, preemptor: int) -> None:
+    def _suspend(self, rec: JobRecord, now: float, preemptor: int | None) -> None:
+        """``preemptor`` None: a lent pool's reclaim (lending.py)."""
         self.stats["preemptions"] += 1
         self._integrate(now)
+        self._ran(rec, now)
         key = (TFJOBS.plural, rec.job.vc, job_name(rec.job.id))
         kept, since = self.cluster.work.progress(key)
         assert rec.run_started_at is not None  # (it runs)

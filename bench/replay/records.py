@@ -44,6 +44,9 @@ def run_label(
     limit: int = 3,
     factor: float = 1,
     estimator: str = NEW_ESTIMATOR,
+    lent: float = 0.0,
+    tide_blind: bool = False,
+    bound_factor: float = 1.0,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -61,6 +64,9 @@ def run_label(
         text += f"[{','.join(knobs)}]" if knobs else ""
     if estimator != NEW_ESTIMATOR:
         text += f"+{estimator}-est"
+    if lent:  # (issue 35) nodes lent each night; -blind: the planner is not told
+        text += f"+lent{lent:g}{'-blind' if tide_blind else ''}"
+        text += f"[bound={bound_factor:g}x]" if bound_factor != 1 else ""
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -93,12 +99,28 @@ class ReplayConfig:
     preemption_limit: int = 3  # a job preempted this often is no longer a victim (elastic)
     checkpoint_s: float = 1800.0  # kubesim's default checkpoint interval: work kept when a job is suspended
     estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
+    # Issue 35 (lending.py): this share of the nodes is lent each night 22:00-08:00 UTC, besides
+    # the cluster; tide_blind: the planner is not told they are lent (the baseline).
+    lent: float = 0.0
+    tide_blind: bool = False
+    lent_notice_s: float = 1800.0  # the lender's notice (JOBDASH_LENT_NOTICE_SECONDS)
+    lent_bound_factor: float = 1.0  # the bound a queued job carries: its 90 % bound times this
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
             raise ValueError(f"quota must be one of {', '.join(QUOTA_MODES)}, got {self.quota!r}")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        if not 0 <= self.lent <= 1:
+            raise ValueError(f"lent must be a share of the nodes, 0..1, got {self.lent!r}")
+        if self.lent and self.quota != FIXED:
+            raise ValueError("lent nodes are replayed with fixed quotas only")
+        if self.lent and self.policy == NO_QUEUE:
+            raise ValueError("lent nodes need a queue (a policy other than none)")
+        if not self.lent_bound_factor > 0:
+            raise ValueError(f"lent_bound_factor must be positive, got {self.lent_bound_factor!r}")
+        if self.tide_blind and not self.lent:
+            raise ValueError("tide_blind needs lent nodes (lent > 0)")
 
 
 class JobRecord:
@@ -143,6 +165,7 @@ class JobRecord:
         "preempt_at",
         "preempted_by",
         "lost_s",
+        "lent_gpus",
     )
 
     def __init__(self, job: TraceJob):
@@ -186,6 +209,7 @@ class JobRecord:
         self.preempt_at: float | None = None  # ... until then
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
+        self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
 
     @property
     def wait_s(self) -> float | None:

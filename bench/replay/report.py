@@ -37,6 +37,7 @@ from .report_tables import (
     targets_table,
     vc_table,
 )
+from .report_tide import TIDE_HEADING, lent_share, tide_runs, tide_table
 
 REPORT = "trace_replay.md"
 
@@ -100,8 +101,9 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
     are rewritten only if the summaries cover every run they show now, so a report over a
     partial cache (another machine, a few runs) keeps the numbers it had; the sections on
     elastic quota and start ranges likewise, and only if there are summaries for them. The
-    section on pinned placement (issue #31) shows every run made since."""
-    summaries = sorted(summaries, key=_rank)
+    section on pinned placement (issue #31) shows every run made since. Runs with lent nodes
+    are shown only in their own section (``write_tide``)."""
+    summaries = sorted((s for s in summaries if not lent_share(s)), key=_rank)
     later = placement_runs(summaries)
     base = [s for s in summaries if is_base(s)]
     main = [s for s in base if s["label"] == s["policy"]]
@@ -150,3 +152,18 @@ def write_report(summaries: list[dict[str, Any]], out: Path) -> list[Path]:
         written += [figure] if figure is not None else []
     path.write_text(text)
     return written
+
+
+def write_tide(summaries: list[dict[str, Any]], out: Path) -> Path | None:
+    """Rewrite the section on nodes lent for the night (issue 35) from the summaries of every
+    window (``summaries``), alone; None if none of them has lent nodes."""
+    runs = tide_runs(summaries)
+    if not runs:
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / REPORT
+    text = path.read_text() if path.exists() else SKELETON
+    if "<!-- generated:tide -->" not in text:
+        text = text.rstrip() + "\n\n" + TIDE_HEADING
+    path.write_text(_replace(text, "tide", tide_table(runs)))
+    return path

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 
 from kubesim.quota import pod_requests
-from kubesim.resources import PODS, RESOURCEQUOTAS, TFJOBS
+from kubesim.resources import NODES, PODS, RESOURCEQUOTAS, TFJOBS
 from kubesim.tfjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
 from queueing.placement import GATE
 from queueing.quantity import canonical
@@ -28,6 +28,8 @@ class WatchCache:
             self._pod_event(event)
         elif rt is TFJOBS:
             self._tfjob_event(event)
+        elif rt is NODES:
+            self._node_event(event)
         elif rt is RESOURCEQUOTAS:
             status = event.obj.get("status") or {}
             used = (status.get("used") or {}).get(QUOTA_KEY)
@@ -133,7 +135,10 @@ class WatchCache:
             self.stats["off_plan"] += 1
 
     def _charge(self, node: str, requests: dict[str, int], sign: int) -> None:
-        alloc = self.node_alloc[node]
+        alloc = self.node_alloc.get(node)
+        if alloc is None:  # a reclaimed node, deleted before the pods it had
+            self.held += sign * requests.get(GPU, 0)
+            return
         for key, amount in requests.items():
             alloc[key] = alloc.get(key, 0) + sign * amount
         self.held += sign * requests.get(GPU, 0)
@@ -169,6 +174,7 @@ class WatchCache:
         self.busy += rec.gpus
         self.last_progress = now
         self._partial(rec, now)
+        self._started_lent(rec)
         if self.policy is not None:
             expected_end = None
             if self.backfill:
@@ -207,6 +213,7 @@ class WatchCache:
         self.last_progress = now
         self.running.pop(rec.job.id, None)
         del self.records[rec.job.id]
+        self._ran(rec, now)
         rec.pods = {}
         rec.bound_nodes = {}
         self.gated_jobs.discard(rec.job.id)

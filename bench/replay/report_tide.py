@@ -1,0 +1,95 @@
+"""The report's section on nodes lent for the night (issue 35): per window and pace, the
+tide-aware replay, the tide-blind one and the same cluster without the night nodes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from .records import FIXED, run_label
+from .report_format import duration, pace, whole_seconds
+
+TIDE_HEADING = """## Nodes lent for the night (issue 35)
+
+<!-- generated:tide -->
+<!-- /generated:tide -->
+"""
+GOAL_KILLED_PCT = 1.0
+
+
+def lent_share(s: dict[str, Any]) -> float:
+    return float(s.get("stats", {}).get("lent_share", 0.0))
+
+
+def tide_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs with lent nodes, and for each of their windows and paces the run of the same
+    policy without them (fixed quotas, no other variant); by window, pace, policy, share."""
+    lent = [s for s in summaries if lent_share(s)]
+    keys = {(tuple(s["window"]), s.get("compress", 1), s["policy"]) for s in lent}
+    plain = [
+        s
+        for s in summaries
+        if not lent_share(s)
+        and (tuple(s.get("window", ())), s.get("compress", 1), s["policy"]) in keys
+        and s.get("quota", FIXED) == FIXED
+        and s["label"] == run_label(s["policy"], factor=s.get("compress", 1))
+    ]
+
+    def key(s: dict[str, Any]) -> tuple:
+        blind = bool(s["stats"].get("tide_blind"))
+        return (s["window"], s.get("compress", 1), s["policy"], lent_share(s) == 0, lent_share(s), blind)
+
+    return sorted(lent + plain, key=key)
+
+
+def submissions(s: dict[str, Any]) -> str:
+    """The trace's days whose submissions the run replays (its window is that, compressed)."""
+    start, end = (datetime.fromisoformat(text) for text in s["window"])
+    days = (end - start) * s.get("compress", 1)
+    last = start + days - timedelta(seconds=1)
+    return f"{start:%Y-%m-%d} .. {last:%m-%d}, {pace(s)}"
+
+
+def _hours(gpu_s: float) -> str:
+    return f"{gpu_s / 3600:,.0f}"
+
+
+def tide_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| submissions | run | night nodes | nights | GPU-h on lent nodes | jobs admitted to lent nodes (runs) | "
+        "killed by a reclaim: jobs (share) | placed there past the reclaim by their bound | "
+        "GPU-h of killed runs | avg queueing (s) | p95 | jobs | replay wall / CPU time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in runs:
+        st = s["stats"]
+        window = submissions(s)
+        timing = f"{duration(s['runtime_s'])} / {duration(st.get('cpu_s', 0.0))}"
+        if not lent_share(s):
+            rows.append(
+                f"| {window} | {s['label']} (no night nodes) | 0 | | | | | | | {whole_seconds(s['avg_queue_s'])} | "
+                f"{duration(s['p95_queue_s'])} | {s['jobs']:,} | {timing} |"
+            )
+            continue
+        jobs, killed = st["lent_jobs"], st["reclaim_killed_jobs"]
+        share = f"{100.0 * killed / jobs:.1f}%" if jobs else "-"
+        rows.append(
+            f"| {window} | {s['label']} ({'tide-blind' if st.get('tide_blind') else 'tide-aware'}) | "
+            f"{st['lent_node_count']} | {st['nights']} | {_hours(st['lent_gpu_s'])} | {jobs:,} ({st['lent_runs']:,}) | "
+            f"{killed:,} ({share}) | {st['lent_admitted_outlasting']:,} | {_hours(st['reclaim_killed_gpu_s'])} | "
+            f"{whole_seconds(s['avg_queue_s'])} | {duration(s['p95_queue_s'])} | {s['jobs']:,} | {timing} |"
+        )
+    aware = [s for s in runs if lent_share(s) and not s["stats"].get("tide_blind")]
+    goal = []
+    for s in aware:
+        st = s["stats"]
+        pct = 100.0 * st["reclaim_killed_jobs"] / st["lent_jobs"] if st["lent_jobs"] else 0.0
+        met = "yes" if pct <= GOAL_KILLED_PCT else "no"
+        goal.append(f"- {submissions(s)}, {s['label']}: {pct:.1f}% killed - {met}")
+    if goal:
+        rows += [
+            "",
+            f"Goal: at most {GOAL_KILLED_PCT:g}% of the jobs admitted to lent nodes killed by a reclaim:",
+            *goal,
+        ]
+    return "\n".join(rows)

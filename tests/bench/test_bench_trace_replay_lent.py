@@ -1,0 +1,118 @@
+"""The replay with nodes lent for the night (issue 35, bench/replay/lending.py).
+
+VCs "a" and "b" with one node each and ``lent=1.0``: one more node per VC (night-0,
+night-1) from 22:00 to 08:00 UTC, cordoned at 07:30.  The replay starts at T0 =
+2017-10-01 00:00 UTC, inside the night: the pool is reclaimed at T0 + 8 h.  VC a submits a
+1 h job of 8 GPUs every 30 min (after three runs the predictor has a bound for them); VC b
+two 10 h jobs, which never get a prediction before the reclaim.
+"""
+
+import json
+
+import pytest
+
+from bench.replay.engine import Replay, ReplayConfig
+from bench.replay.records import run_label
+from bench.replay.trace import TraceJob, parse_time
+
+T0 = parse_time("2017-10-01")
+HOUR = 3600.0
+RECLAIM = T0 + 8 * HOUR
+NIGHT = [TraceJob(i, T0 + (i - 1) * 1800, HOUR, 8, "a") for i in range(1, 13)]
+NIGHT += [TraceJob(100 + i, T0 + 60 + i * 60, 10 * HOUR, 8, "b") for i in range(2)]
+
+
+def night(blind: bool) -> Replay:
+    jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
+    replay = Replay(jobs, {"a": 1, "b": 1}, ReplayConfig(policy="priority", lent=1.0, tide_blind=blind), start=T0)
+    replay.run()
+    return replay
+
+
+def test_tide_aware_admission_kills_fewer_jobs_at_the_reclaim_than_tide_blind():
+    aware, blind = night(False), night(True)
+    assert aware.stats["lent_node_count"] == blind.stats["lent_node_count"] == 2
+    # Both ran work on the night nodes; only the blind one had a job there at the reclaim.
+    assert aware.stats["lent_runs"] > 0 and aware.stats["lent_gpu_s"] > 0
+    assert blind.stats["lent_runs"] > 0
+    assert blind.stats["reclaim_kills"] >= 1
+    assert aware.stats["reclaim_kills"] < blind.stats["reclaim_kills"]
+    # The killed job was suspended and queued again, and finished all the same.
+    killed = blind.reclaim_killed
+    assert killed and all(
+        rec.preemptions == 1 and rec.finished_at is not None for rec in blind.all_records if rec.job.id in killed
+    )
+    assert all(rec.finished_at is not None for rec in aware.all_records)
+
+
+def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
+    aware = night(False)
+    assert aware.lent_admissions  # (else the rule below holds for nothing)
+    for job_id, planned_at, bound, reclaim_at in aware.lent_admissions:
+        assert reclaim_at == RECLAIM
+        assert bound is not None and planned_at + bound <= reclaim_at, job_id
+        assert planned_at < reclaim_at - 1800  # nothing new in the notice
+    # b's jobs (no prediction) and a's first ones (no history yet) stayed off the pool.
+    assert not aware.lent_started & {100, 101, 1, 2, 3}
+    assert aware.stats["lent_admitted_outlasting"] == 0
+    # The blind planner put jobs without a bound there.
+    blind = night(True)
+    assert blind.stats["lent_admitted_outlasting"] > 0
+    assert blind.lent_started & {100, 101}
+
+
+def test_lent_runs_are_labelled_and_checked():
+    assert run_label("priority", factor=3, lent=0.3) == "priority+lent0.3@x3"
+    assert run_label("priority", factor=3, lent=0.3, tide_blind=True) == "priority+lent0.3-blind@x3"
+    assert run_label("priority", lent=0.3, bound_factor=1.5) == "priority+lent0.3[bound=1.5x]"
+    with pytest.raises(ValueError, match="lent_bound_factor"):
+        ReplayConfig(policy="priority", lent=0.3, lent_bound_factor=0)
+    with pytest.raises(ValueError, match="tide_blind"):
+        ReplayConfig(policy="priority", tide_blind=True)
+    with pytest.raises(ValueError, match="fixed quotas"):
+        ReplayConfig(policy="priority", lent=0.3, quota="elastic")
+
+
+def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(tmp_path, capsys):
+    from bench import trace_replay
+
+    trace = tmp_path / "trace.csv"
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for j in sorted(NIGHT, key=lambda j: (j.submit, j.id)):
+        seconds = int(j.submit - T0)
+        stamp = f"2017-10-01 {seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        rows.append(f"{stamp},{j.duration},{j.gpus},{j.duration * j.gpus},{j.vc}")
+    trace.write_text("\n".join(rows) + "\n")
+    vcs = tmp_path / "vc.csv"
+    vcs.write_text("vc,node num\na,1\nb,1\n")
+    common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--policy", "priority", "--from", "2017-10-01"]
+    common += ["--to", "2017-10-02", "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "out")]
+    for extra in (["--lent", "1"], ["--lent", "1", "--tide-blind"], []):
+        trace_replay.main(common + extra)
+    labels = [json.loads(line)["label"] for line in capsys.readouterr().out.splitlines()]
+    assert labels == ["priority+lent1", "priority+lent1-blind", "priority"]
+    trace_replay.main(common + ["--report-tide"])
+    report = (tmp_path / "out" / "trace_replay.md").read_text()
+    section = report.split("<!-- generated:tide -->")[1].split("<!-- /generated:tide -->")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| 2017")]
+    assert [row.split(" | ")[1] for row in rows] == [
+        "priority+lent1 (tide-aware)",
+        "priority+lent1-blind (tide-blind)",
+        "priority (no night nodes)",
+    ]
+    # tide-aware: no kill; tide-blind: the first long job of b
+    assert "| 0 (0.0%) |" in rows[0] and "| 1 (14.3%) |" in rows[1]
+    assert "0.0% killed - yes" in section
+    with pytest.raises(SystemExit):
+        trace_replay.main(common + ["--tide-blind"])
+
+
+def test_a_wider_bound_keeps_more_jobs_off_the_night_nodes():
+    """Job 4 is planned at 01:30 with a 4 h bound (04:30 < 08:00); at 2x its bound is 8 h."""
+    jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
+    config = ReplayConfig(policy="priority", lent=1.0, lent_bound_factor=2.0)
+    wide = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
+    wide.run()
+    assert 4 in night(False).lent_started and 4 not in wide.lent_started
+    for job_id, planned_at, bound, reclaim_at in wide.lent_admissions:
+        assert bound is not None and planned_at + bound <= reclaim_at, job_id
