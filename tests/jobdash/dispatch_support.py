@@ -122,6 +122,16 @@ def step(dispatcher, sim, seconds: float = 1.0, namespaces=("team-a", "other")) 
     eventually(lambda: pods_seen(sim, dispatcher.gateway, namespaces), timeout=5)
 
 
+def cycle_until(dispatcher, sim, term, wanted, *, seconds: float = 1.0, steps: int = 60) -> None:
+    """Cycles, each followed by `seconds` of both clocks, until `wanted()`; else every job's state."""
+    for _ in range(steps):
+        dispatcher.cycle(term)
+        if wanted():
+            return
+        step(dispatcher, sim, seconds)
+    raise AssertionError(list(Job.objects.values("name", "state", "reason", "scale", "message")))
+
+
 def state(job: Job) -> str:
     return Job.objects.get(pk=job.pk).state
 

@@ -13,7 +13,7 @@ from jobdash.jobs.models import Job, State
 from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
 from .conftest import token_client
-from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
+from .dispatch_support import JOBDASH, ManualClock, cycle_until, settings, start_gateway, step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -88,15 +88,6 @@ def running_workers(sim, name: str) -> int:
     )
 
 
-def cycles(dispatcher, sim, term, wanted, seconds: float = 1.0, steps: int = 60) -> None:
-    for _ in range(steps):
-        dispatcher.cycle(term)
-        if wanted():
-            return
-        step(dispatcher, sim, seconds)
-    raise AssertionError(list(Job.objects.values("name", "state", "scale", "message")))
-
-
 def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_stopped(user, term):
     config = {
         "nodes": [{"prefix": "node", "count": 1, "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
@@ -115,7 +106,7 @@ def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_
                 manifest=json.dumps(batch_job_manifest("blocker", "team-a", cpu="4", duration=20)),
                 source="api",
             )
-            cycles(dispatcher, sim, term, lambda: Job.objects.get(pk=blocker.pk).state == State.RUNNING)
+            cycle_until(dispatcher, sim, term, lambda: Job.objects.get(pk=blocker.pk).state == State.RUNNING)
             elastic = services.job_submit(
                 user=user,
                 manifest=json.dumps(
@@ -132,10 +123,10 @@ def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_
                 ),
                 source="api",
             )
-            cycles(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 2)
+            cycle_until(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 2)
             assert Job.objects.get(pk=elastic.pk).scale == {"Worker": 2}
             # the blocker ends: the elastic job grows into what nothing waiting can use
-            cycles(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 4, seconds=5)
+            cycle_until(dispatcher, sim, term, lambda: running_workers(sim, "grower") == 4, seconds=5)
             grown = Job.objects.get(pk=elastic.pk)
             assert grown.scale == {"Worker": 4} and len(grown.placement) == 4
             assert grown.events.filter(type="Resized").exists()
@@ -146,7 +137,7 @@ def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_
                 source="api",
             )
             Job.objects.filter(pk=urgent.pk).update(priority=1000)
-            cycles(dispatcher, sim, term, lambda: Job.objects.get(pk=urgent.pk).state == State.RUNNING, seconds=5)
+            cycle_until(dispatcher, sim, term, lambda: Job.objects.get(pk=urgent.pk).state == State.RUNNING, seconds=5)
             shrunk = Job.objects.get(pk=elastic.pk)
             assert shrunk.state == State.RUNNING and shrunk.scale == {"Worker": 2}
             assert list(shrunk.events.filter(type__in=("Shrinking", "Shrunk")).values_list("type", flat=True)) == [

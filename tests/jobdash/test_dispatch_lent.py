@@ -17,6 +17,7 @@ from kubesim.resources import EVENTS, NODES
 from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
 from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
+from .dispatch_support import cycle_until as until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 START = datetime(2026, 11, 27, 21, 59, tzinfo=UTC)
@@ -63,15 +64,6 @@ def job(user, name: str, *, hours: float, runs_s: float, checkpoints: bool = Fal
 
 def row(job: Job) -> Job:
     return Job.objects.get(pk=job.pk)
-
-
-def until(dispatcher, sim, term, wanted, *, seconds: float, steps: int = 60) -> None:
-    for _ in range(steps):
-        dispatcher.cycle(term)
-        if wanted():
-            return
-        step(dispatcher, sim, seconds)
-    raise AssertionError(list(Job.objects.values("name", "state", "reason", "message")))
 
 
 def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_reclaimed(user, sim, dispatcher, term):
