@@ -25,13 +25,14 @@ from .decisions import Admission, Plan, Resize
 from .errors import FieldError, ManifestError
 from .eta import DURATION_ANNOTATION, duration_of, parse_duration, shape_key
 from .names import assign_generated_name
+from .namespace_quota import NamespaceQuota
 from .planner import DEFAULT_ETA_HORIZON_S, plan
 from .policies import DEFAULT_POLICY, POLICY_NAMES, get_policy
 from .policy import Policy
 from .quantity import canonical, format_quantity, parse_quantity
 from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, Document, TooManyDocuments, load_document, load_documents
-from .snapshot import InFlightJob, NamespaceQuota, Node, PendingJob, RunningJob, Snapshot, Taint
+from .snapshot import InFlightJob, Node, PendingJob, RunningJob, Snapshot, Taint
 from .tide import CHECKPOINTS_ANNOTATION, LentPool, clock_words
 from .workload import (
     ADAPTERS,

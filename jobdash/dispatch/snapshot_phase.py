@@ -23,7 +23,8 @@ from jobdash.jobs.presenters import overrun_words
 from queueing import POLICY_NAMES, PodSet
 from queueing.cards import SharedCards
 from queueing.devices import derived_totals
-from queueing.snapshot import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, Taint
+from queueing.namespace_quota import NamespaceQuota
+from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
 
 from . import card_usage, lending, lost, pod_groups
 from .active import ActiveJob, read_active
