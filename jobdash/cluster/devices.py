@@ -70,42 +70,37 @@ def _gpushare_cards(found: DeviceModel, allocatable: Mapping[str, int]) -> NodeC
     return NodeCards(found.name, (total // count,) * count, tuple(str(card) for card in range(count)))
 
 
-def _hami_cards(found: DeviceModel, register: str) -> NodeCards | None:
-    """``uuid,split,memory,cores,type,numa,healthy[,...]:...``; unhealthy cards are left out."""
-    memory, ids = [], []
+def _registered(register: str) -> list[tuple[str, int, int]]:
+    """HAMi's ``uuid,split,memory,cores,type,numa,healthy[,...]:...`` as (uuid, memory, cores)
+    of each healthy card; an entry whose numbers do not parse is left out."""
+    cards = []
     for entry in register.split(":"):
         fields = entry.split(",")
         if len(fields) < 7 or fields[6].strip().lower() != "true":
             continue
         try:
-            memory.append(int(fields[2]))
+            cards.append((fields[0], int(fields[2]), int(fields[3])))
         except ValueError:
             continue
-        ids.append(fields[0])
-    if not ids:
+    return cards
+
+
+def _hami_cards(found: DeviceModel, register: str) -> NodeCards | None:
+    cards = _registered(register)
+    if not cards:
         return None
-    return NodeCards(found.name, tuple(memory), tuple(ids))
+    return NodeCards(found.name, tuple(memory for _, memory, _ in cards), tuple(uuid for uuid, _, _ in cards))
 
 
 def hami_totals(annotations: Mapping[str, str]) -> dict[str, int]:
     """The totals HAMi's scheduler manages on a node, from its registered healthy cards."""
-    totals: dict[str, int] = {}
-    for entry in annotations.get(HAMI_REGISTER, "").split(":"):
-        fields = entry.split(",")
-        if len(fields) < 7 or fields[6].strip().lower() != "true":
-            continue
-        for model in MODELS.values():
-            if model.protocol == "hami":
-                _add(totals, model.memory, fields[2])
-        _add(totals, HAMI_CORES, fields[3])
+    cards = _registered(annotations.get(HAMI_REGISTER, ""))
+    if not cards:
+        return {}
+    memory = sum(card[1] for card in cards)
+    totals = {model.memory: memory for model in MODELS.values() if model.protocol == "hami"}
+    totals[HAMI_CORES] = sum(card[2] for card in cards)
     return totals
-
-
-def _add(totals: dict[str, int], name: str, value: str) -> None:
-    try:
-        totals[name] = totals.get(name, 0) + int(value)
-    except ValueError:
-        pass
 
 
 def pod_cards(annotations: Mapping[str, str]) -> tuple[str, ...]:
