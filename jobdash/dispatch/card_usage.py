@@ -37,7 +37,7 @@ def shared_cards(
         return {}
     on: dict[str, list[CardPod]] = defaultdict(list)
     for pod in live_pods:
-        node = pod.node_name or (pod.selected_node if pod.cards and not pod.gates else None)
+        node = _card_node(pod)
         if node in sharing and not pod.terminated and not pod.deleting:
             on[node].extend(_charges(sharing[node], pod.requests, pod.cards))
     for job in active:
@@ -45,6 +45,12 @@ def shared_cards(
             for node, requests, ids in _awaited(job, pods_of_jobs.get(job.key, ()), sharing, lost):
                 on[node].extend(_charges(sharing[node], requests, ids))
     return {name: SharedCards(cards.memory, tuple(on.get(name, ())), cards.model) for name, cards in sharing.items()}
+
+
+def _card_node(pod: PodInfo) -> str | None:
+    """The node whose cards the pod holds: its own, or the one jobdash pinned it to (its card
+    named, its gate lifted) while the scheduler has not bound it yet."""
+    return pod.node_name or (pod.selected_node if pod.cards and not pod.gates else None)
 
 
 def _charges(cards: NodeCards, requests: Mapping[str, int], named: tuple[str, ...]) -> list[CardPod]:
@@ -98,7 +104,7 @@ def card_rows(
     ids = {info.name: info.cards for info in infos if info.cards is not None}
     named: dict[tuple[str, int], list[dict]] = defaultdict(list)
     for pod in live_pods:
-        where = pod.node_name or (pod.selected_node if pod.cards and not pod.gates else None)
+        where = _card_node(pod)
         cards = ids.get(where) if where is not None else None
         if cards is None or where is None or pod.terminated or pod.deleting:
             continue

@@ -375,12 +375,12 @@ class Dispatcher:
         shared_cards: dict[str, list[dict]] = {}
         sharing = {}
         if any(node.cards is not None for node in observed.snapshot.nodes):  # (clusters that share GPUs)
-            infos = self.gateway.nodes()
+            infos = observed.node_infos
             sharing = {info.name: info.cards for info in infos if info.cards is not None}
             shared_cards = card_usage.card_rows(
                 observed.snapshot.nodes,
                 infos,
-                self.gateway.live_pods(),
+                observed.live_pods,
                 publish.jobs_of_pods(observed.active, observed.active_pods),
             )
         publish.publish(

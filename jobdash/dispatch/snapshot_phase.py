@@ -9,7 +9,7 @@ from the API server, so building a snapshot costs no round trips.
 import dataclasses
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,9 @@ class Observation:
     failed_nodes: frozenset[str] = frozenset()
     # Queued jobs of pods none of whose pods was ever created (pod_groups.never_created).
     never_created: tuple[int, ...] = ()
+    # The nodes and live pods the snapshot was built from (publish draws shared cards from them).
+    node_infos: Sequence[NodeInfo] = ()
+    live_pods: Sequence[PodInfo] = ()
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -271,4 +274,4 @@ def build(
         lent=lending.lent_pools(node_infos, lending.declared_pools(), now),
     )
     never = pod_groups.never_created(held, now)
-    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never)
+    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never, node_infos, live_pods)
