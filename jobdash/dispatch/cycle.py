@@ -369,6 +369,7 @@ class Dispatcher:
                 [*observed.active, *released],
                 release_phase.sending_pool(config.concurrency),
                 *replaced,
+                nodes=observed.node_infos,
             )
         lap("pin")
         # 10. publish: quotas with reservations, nodes and our pods' phases

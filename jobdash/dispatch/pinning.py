@@ -146,6 +146,7 @@ def pin(
     placements: Mapping[int, Placement] | None = None,
     cards: Mapping[int, CardPlacement] | None = None,
     now: float | None = None,
+    nodes: Iterable[gw.NodeInfo] | None = None,
 ) -> dict[str, int]:
     """Send each gated pod of the active jobs to its planned node, and on a node that
     shares its GPUs to its planned card (`placements`, `cards`: what this cycle replaced,
@@ -155,7 +156,8 @@ def pin(
     placements, cards = placements or {}, cards or {}
     now = time.time() if now is None else now
     pods = gateway.pods_of_jobs(job.key for job in active if placements.get(job.id, job.placement))
-    sharing = {node.name: node.cards for node in gateway.nodes() if node.cards is not None}
+    # (`nodes`: the snapshot's; a node's cards do not change between its phases)
+    sharing = {node.name: node.cards for node in (gateway.nodes() if nodes is None else nodes) if node.cards}
     patches: list[tuple[gw.PodInfo, str, dict[str, str]]] = []
     beyond = 0
     for job in active:
