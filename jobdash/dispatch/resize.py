@@ -75,9 +75,9 @@ def mark(
             f"keeping {_words(preemption.shrink_to)}: it runs on"
         )
         preemptor_note = f"job {victim.id} ({victim.namespace}/{victim.name}) shrinks to make room for it"
-        marked += transitions.shrinking(
-            victim.id, preemption.preemptor, preemption.shrink_to, leave_at=leave_at, note=note,
-            preemptor_note=preemptor_note, term=term,
+        marked += transitions.preempting(
+            victim.id, preemption.preemptor, leave_at=leave_at, note=note, preemptor_note=preemptor_note, term=term,
+            shrink_to=preemption.shrink_to,
         )  # fmt: skip
     return marked
 

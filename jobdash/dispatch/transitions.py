@@ -333,15 +333,27 @@ def mark_released(job_id: int, term: int | None, note: str, now: datetime | None
 
 
 def preempting(
-    victim: int, preemptor: int, *, leave_at: datetime, note: str, preemptor_note: str, term: int | None
+    victim: int,
+    preemptor: int,
+    *,
+    leave_at: datetime,
+    note: str,
+    preemptor_note: str,
+    term: int | None,
+    shrink_to: Mapping[str, int] | None = None,
 ) -> bool:
     """A running job is to make room for `preemptor`: it keeps running until `leave_at` (its
-    grace period). A victim already leaving for a job that no longer needs it (spare) keeps
-    its time and makes room for `preemptor` instead. Events on both jobs' timelines."""
+    grace period), then leaves, or, with `shrink_to` (an elastic job's partial victim), gives
+    back its extra pods and runs on with those (resize.py). A victim already leaving for a
+    job that no longer needs it (spare) keeps its time and makes room for `preemptor`
+    instead. Events on both jobs' timelines."""
+    event = "Shrinking" if shrink_to else "Preempting"
     with transaction.atomic():
         hold_term(term)
         victims = Job.objects.filter(pk=victim, state=State.RUNNING)
-        moved = victims.filter(preempted_for__isnull=True).update(preempted_for=preemptor, preempt_at=leave_at)
+        moved = victims.filter(preempted_for__isnull=True).update(
+            preempted_for=preemptor, preempt_at=leave_at, shrink_to=dict(shrink_to) if shrink_to else None
+        )
         if not moved:
             moved = (
                 victims.filter(preempted_for__isnull=False)
@@ -350,7 +362,7 @@ def preempting(
             )
         if moved:
             bulk.insert_events(
-                [(victim, "Preempting", note, DISPATCHER), (preemptor, "Preempting", preemptor_note, DISPATCHER)]
+                [(victim, event, note, DISPATCHER), (preemptor, "Preempting", preemptor_note, DISPATCHER)]
             )
     return bool(moved)
 
@@ -431,28 +443,4 @@ def resized(
         )
         if moved:
             bulk.insert_events([(job_id, event, note, DISPATCHER)])
-    return bool(moved)
-
-
-def shrinking(
-    victim: int,
-    preemptor: int,
-    shrink_to: Mapping[str, int],
-    *,
-    leave_at: datetime,
-    note: str,
-    preemptor_note: str,
-    term: int | None,
-) -> bool:
-    """A running elastic job is to give back its extra pods for `preemptor` at `leave_at`
-    (the grace period), keeping `shrink_to` (role -> pods): it runs on, smaller."""
-    with transaction.atomic():
-        hold_term(term)
-        moved = Job.objects.filter(pk=victim, state=State.RUNNING, preempted_for__isnull=True).update(
-            preempted_for=preemptor, preempt_at=leave_at, shrink_to=dict(shrink_to)
-        )
-        if moved:
-            bulk.insert_events(
-                [(victim, "Shrinking", note, DISPATCHER), (preemptor, "Preempting", preemptor_note, DISPATCHER)]
-            )
     return bool(moved)
