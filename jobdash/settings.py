@@ -279,6 +279,11 @@ JOBDASH_DEVICE_MODELS = _device_models(os.environ.get("JOBDASH_DEVICE_MODELS", "
 # Lent capacity (issue 35): nothing new starts on a lent node this long before it goes back,
 # unless its lender's annotation (jobdash.io/lent-notice-seconds) or its declared pool says otherwise.
 JOBDASH_LENT_NOTICE_SECONDS = env_number("JOBDASH_LENT_NOTICE_SECONDS", 1800.0, minimum=0.0)
+# A job is placed on lent nodes if its run time's bound at this coverage ends by their reclaim
+# (queueing.predictor's tail bound): 0.99 admits what 99 % of such runs finish by then.
+JOBDASH_LENT_COVERAGE = env_number("JOBDASH_LENT_COVERAGE", 0.99, minimum=0.5)
+if not JOBDASH_LENT_COVERAGE < 1:
+    raise ImproperlyConfigured(f"JOBDASH_LENT_COVERAGE={JOBDASH_LENT_COVERAGE!r}: must be below 1")
 
 # The node labels that name topology levels, the widest first (a job may require or prefer
 # that its gang run in one domain of a level: jobdash.io/required-topology).

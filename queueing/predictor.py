@@ -57,6 +57,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from statistics import NormalDist
 from typing import NamedTuple
 
 from .eta import DURATION_ANNOTATION, parse_duration
@@ -68,6 +69,7 @@ STATED_SOURCES: tuple[str, ...] = ("stated+user", "stated+namespace", "stated")
 SOURCES: tuple[str, ...] = (*STATED_SOURCES, *LEVELS, "none")
 
 COVERAGE = 0.9
+TAIL_COVERAGE = 0.99
 DEFAULT_SPREAD = 4.0  # p90 / median when nothing calibrates the bound yet
 MIN_CALIBRATION = 20  # residuals a source needs before its own quantile is used
 MIN_DURATION_S = 1.0  # durations are clamped to at least a second before taking logs
@@ -163,14 +165,23 @@ class JobFeatures:
         )
 
 
+def default_log_spread(coverage: float) -> float:
+    """log(bound / median) at ``coverage`` when nothing calibrates it: that of a log-normal whose
+    90 % bound is ``DEFAULT_SPREAD`` x its median (so x 12.4 at 99 %)."""
+    normal = NormalDist()
+    return math.log(DEFAULT_SPREAD) * normal.inv_cdf(coverage) / normal.inv_cdf(COVERAGE)
+
+
 class Prediction(NamedTuple):
-    """``median_s``: the likely duration; ``p90_s``: the late bound (90%); both None
-    only when ``source`` is "none".  ``samples``: runs behind the figure."""
+    """``median_s``: the likely duration; ``p90_s``: the late bound (90%); ``tail_s``: the tail
+    bound (99%), what lent nodes are admitted by (queueing/tide.py); all None only when
+    ``source`` is "none".  ``samples``: runs behind the figure."""
 
     median_s: float | None
     p90_s: float | None
     source: str
     samples: int = 0
+    tail_s: float | None = None
 
 
 NO_PREDICTION = Prediction(None, None, "none", 0)
@@ -212,16 +223,18 @@ class DurationPredictor:
         min_samples: int = 3,
         calibration_window: int = 5000,
         coverage: float = COVERAGE,
+        tail_coverage: float = TAIL_COVERAGE,
     ) -> None:
         if runs_per_key < 1 or max_keys < 1 or min_samples < 1 or calibration_window < 1:
             raise ValueError("runs_per_key, max_keys, min_samples and calibration_window must be at least 1")
-        if not 0 < coverage < 1:
-            raise ValueError("coverage must lie strictly between 0 and 1")
+        if not 0 < coverage < 1 or not 0 < tail_coverage < 1:
+            raise ValueError("coverage and tail_coverage must lie strictly between 0 and 1")
         self.runs_per_key = runs_per_key
         self.max_keys = max_keys
         self.min_samples = min_samples
         self.calibration_window = calibration_window
         self.coverage = coverage
+        self.tail_coverage = tail_coverage
         self.history = {level: _Table(max_keys, runs_per_key) for level in LEVELS}
         # log(actual / stated) per submitter and per namespace
         self.stated_user = _Table(max_keys, runs_per_key)
@@ -299,17 +312,22 @@ class DurationPredictor:
         return log_stated, "stated", 0
 
     def _bounded(self, log_median: float, source: str, samples: int, window: SortedWindow | None) -> Prediction:
-        residuals = self.residuals[source]
-        if len(residuals) < MIN_CALIBRATION:
-            residuals = self.all_residuals
-        if len(residuals) >= MIN_CALIBRATION:
-            spread = conformal_quantile(residuals.ordered, self.coverage)
-        elif window is not None and len(window) >= 2:
-            spread = conformal_quantile(window.ordered, self.coverage) - log_median
-        else:
-            spread = math.log(DEFAULT_SPREAD)
         median = math.exp(log_median)
-        return Prediction(median, max(median, math.exp(log_median + max(spread, 0.0))), source, samples)
+
+        def bound(coverage: float) -> float:
+            residuals = self.residuals[source]
+            if len(residuals) < MIN_CALIBRATION:
+                residuals = self.all_residuals
+            if len(residuals) >= MIN_CALIBRATION:
+                spread = conformal_quantile(residuals.ordered, coverage)
+            elif window is not None and len(window) >= 2:
+                spread = conformal_quantile(window.ordered, coverage) - log_median
+            else:
+                spread = default_log_spread(coverage)
+            return max(median, math.exp(log_median + max(spread, 0.0)))
+
+        p90 = bound(self.coverage)
+        return Prediction(median, p90, source, samples, max(p90, bound(self.tail_coverage)))
 
     # -- learning -----------------------------------------------------------
 

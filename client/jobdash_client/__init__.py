@@ -84,6 +84,7 @@ class Job:
     eta_late: str | None = None  # the late bound: 90 % of jobs start by then
     predicted_duration_s: float | None = None  # the likely run time
     predicted_p90_s: float | None = None  # 90 % of such jobs finish within it
+    predicted_tail_s: float | None = None  # ... 99 % (by default): what lent nodes are admitted by
     prediction_source: str = ""  # which history predicted it: "user+name", ..., "none"
     past_late_bound: bool = False  # queued after the late bound it was first given
 
@@ -106,6 +107,7 @@ class Job:
             eta_late=data.get("eta_late"),
             predicted_duration_s=data.get("predicted_duration_s"),
             predicted_p90_s=data.get("predicted_p90_s"),
+            predicted_tail_s=data.get("predicted_tail_s"),
             prediction_source=data.get("prediction_source") or "",
             past_late_bound=bool(data.get("past_late_bound")),
         )

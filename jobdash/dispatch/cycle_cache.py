@@ -159,7 +159,7 @@ class CycleCache:
             attempts=row["attempts"],
             backoff_until=row["backoff_until"],
             expected_duration=row["predicted_duration_s"],
-            bound=row["predicted_p90_s"],
+            bound=row["predicted_tail_s"],
             demand=demand,
             preempted_by=row["preempted_by_id"],
             preempting=row["reason"] == str(Reason.PREEMPTING),
@@ -216,6 +216,7 @@ _PENDING_FIELDS = (
     "submitted_by_name",
     "predicted_duration_s",
     "predicted_p90_s",
+    "predicted_tail_s",
     "prediction_source",
 )
 _PENDING_TIMES = ("submitted_at", "backoff_until", "eta", "eta_late", "eta_first_at", "eta_first_late")
@@ -347,6 +348,7 @@ def _build(cache: CycleCache, rows: list[dict[str, Any]], drop_count: bool) -> d
             prediction = cache.learning.predict(workload, row["namespace__name"], row["submitted_by_name"])
             row["predicted_duration_s"] = prediction.median_s
             row["predicted_p90_s"] = prediction.p90_s
+            row["predicted_tail_s"] = prediction.tail_s
         built[row["id"]] = PendingRow(
             cache.get(row, workloads.get(row["id"]), drop_count=drop_count),
             row["position"],

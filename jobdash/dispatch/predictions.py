@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from jobdash.jobs.models import Job, State
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.predictor import DurationPredictor, JobFeatures, Prediction
@@ -53,7 +55,7 @@ class _Since:
 
 class Learning:
     def __init__(self) -> None:
-        self.predictor = DurationPredictor()
+        self.predictor = DurationPredictor(tail_coverage=settings.JOBDASH_LENT_COVERAGE)
         self.calibrator = StartCalibrator()
         self.forecasts = ForecastSamples()
         self._finished = _Since()

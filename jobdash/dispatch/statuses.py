@@ -68,7 +68,10 @@ def write_statuses(
         if row.prediction is not None:  # (an admitted job keeps it too: its run is measured against it)
             p = row.prediction
             updates[row.job.id].update(
-                predicted_duration_s=p.median_s, predicted_p90_s=p.p90_s, prediction_source=p.source
+                predicted_duration_s=p.median_s,
+                predicted_p90_s=p.p90_s,
+                predicted_tail_s=p.tail_s,
+                prediction_source=p.source,
             )
         if status is None:
             admitted.add(row.job.id)

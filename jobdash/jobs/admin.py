@@ -235,6 +235,7 @@ class JobAdmin(admin.ModelAdmin):
         "eta_first_late",
         "predicted_duration_s",
         "predicted_p90_s",
+        "predicted_tail_s",
         "prediction_source",
         "attempts",
         "requeue_requested_at",

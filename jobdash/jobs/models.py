@@ -140,9 +140,10 @@ class Job(models.Model):
     eta_first_late = models.DateTimeField(null=True, blank=True)
     eta_first_forecast = models.DateTimeField(null=True, blank=True)
     # The run time predicted when the dispatcher first saw the job (queueing.predictor): likely,
-    # 90 % bound, and which history answered.
+    # 90 % bound, 99 % bound (what lent nodes are admitted by), and which history answered.
     predicted_duration_s = models.FloatField(null=True, blank=True)
     predicted_p90_s = models.FloatField(null=True, blank=True)
+    predicted_tail_s = models.FloatField(null=True, blank=True)
     prediction_source = models.CharField(max_length=32, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     # A requeued job (start timeout, transient release failure) waits until then.

@@ -66,6 +66,7 @@ def job_update_queued_manifest(
             priority_class=priority_class,
             predicted_duration_s=None,
             predicted_p90_s=None,
+            predicted_tail_s=None,
             prediction_source="",
         )
         if bigger:

@@ -69,10 +69,13 @@ def row(job: Job) -> Job:
 def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_reclaimed(user, sim, dispatcher, term):
     step(dispatcher, sim, 61)  # 22:00: the pool is lent
     assert sim.cluster.store.get(NODES, "", "night-a-0") is not None
-    short = job(user, "short", hours=1, runs_s=1800)
+    short = job(user, "short", hours=0.5, runs_s=1800)
     long = job(user, "long", hours=12, runs_s=40000)
     until(dispatcher, sim, term, lambda: row(short).state in (State.RELEASED, State.RUNNING), seconds=1)
     assert {node for _, _, node in row(short).placement} == {"night-a-0"}
+    # admitted by its tail bound: 0.5 h stated, x 12.4 with nothing to calibrate it (< 9.5 h)
+    assert row(short).predicted_tail_s == pytest.approx(1800 * 12.385, rel=1e-3)
+    assert row(long).predicted_tail_s > row(long).predicted_p90_s > 9.5 * 3600
     dispatcher.cycle(term)
     # the cluster page and API say the node is lent, and until when
     shown = {r["name"]: r["lent"] for r in node_rows(ClusterState.objects.get(id=1).nodes)}

@@ -58,3 +58,13 @@ def test_a_bad_setting_stops_the_process_at_start(tmp_path):
     assert "JOBDASH_NODE_FIT='ture'" in result.stderr
     env["JOBDASH_NODE_FIT"] = "false"
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "words"), [("1", "must be below 1"), ("0.3", "must be at least 0.5"), ("x", "not a number")]
+)
+def test_the_lent_coverage_is_a_share_below_one(tmp_path, value, words):
+    code = "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'jobdash.settings'; django.setup()"
+    env = {"PATH": "/usr/bin:/bin", "JOBDASH_LENT_COVERAGE": value, "JOBDASH_VAR_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "JOBDASH_LENT_COVERAGE=" in result.stderr and words in result.stderr

@@ -41,10 +41,10 @@ small_predictor_st = st.builds(
 def check(prediction: Prediction) -> None:
     assert prediction.source in SOURCES
     if prediction.source == "none":
-        assert prediction.median_s is None and prediction.p90_s is None
+        assert prediction.median_s is None and prediction.p90_s is None and prediction.tail_s is None
         return
-    assert prediction.median_s is not None and prediction.p90_s is not None
-    assert 0 <= prediction.median_s <= prediction.p90_s < math.inf
+    assert prediction.median_s is not None and prediction.p90_s is not None and prediction.tail_s is not None
+    assert 0 <= prediction.median_s <= prediction.p90_s <= prediction.tail_s < math.inf
     assert prediction.samples >= 0
 
 
@@ -137,18 +137,22 @@ def test_late_bound_covers_about_90_percent_of_a_lognormal_stream(sigma):
     predictor = DurationPredictor()
     keys = [JobFeatures(f"team-{i}", kind="TFJob", gpus=1) for i in range(3)]
     centres = [math.log(60), math.log(1800), math.log(7200)]
-    hits = []
+    hits, tail_hits = [], []
     for step in range(6000):
         which = step % 3
         features = keys[which]
         actual = rng.lognormvariate(centres[which], sigma)
         prediction = predictor.predict(features)
         if step >= 3000:
-            assert prediction.p90_s is not None
+            assert prediction.p90_s is not None and prediction.tail_s is not None
             hits.append(actual <= prediction.p90_s)
+            tail_hits.append(actual <= prediction.tail_s)
         predictor.observe(features, actual, prediction)
     coverage = sum(hits) / len(hits)
     assert 0.85 <= coverage <= 0.95, coverage
+    # The tail bound (what lent nodes are admitted by) covers 99 %.
+    tail = sum(tail_hits) / len(tail_hits)
+    assert 0.975 <= tail <= 1.0 and sum(not hit for hit in tail_hits) >= 5, tail
 
 
 # -- examples ---------------------------------------------------------------------------
@@ -216,6 +220,8 @@ def test_bad_settings_are_refused():
     for coverage in (0.0, 1.0):
         with pytest.raises(ValueError):
             DurationPredictor(coverage=coverage)
+        with pytest.raises(ValueError):
+            DurationPredictor(tail_coverage=coverage)
 
 
 # -- a running job's likely whole duration ---------------------------------------------------

@@ -96,6 +96,12 @@ class JobSerializer(serializers.ModelSerializer):
     predicted_p90_s = serializers.FloatField(
         read_only=True, allow_null=True, help_text="The run time in seconds 90 % of such jobs finish within."
     )
+    predicted_tail_s = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="The run time in seconds 99 % of such jobs finish within: a job is placed on lent nodes "
+        "only if it ends by their reclaim by this bound (or checkpoints).",
+    )
     prediction_source = serializers.CharField(
         read_only=True,
         help_text='Which history the prediction came from: "user+name", "name", "user", "namespace+shape", '
@@ -133,6 +139,7 @@ class JobSerializer(serializers.ModelSerializer):
             "elastic",
             "predicted_duration_s",
             "predicted_p90_s",
+            "predicted_tail_s",
             "prediction_source",
             "demand",
             "source",
