@@ -68,8 +68,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.replay.records import ESTIMATORS, FIXED, NEW_ESTIMATOR, QUOTA_MODES, run_label
-from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES, compress, iso, load_trace, load_vc_nodes, parse_time
+from bench.replay.records import ESTIMATORS, FIXED, NEW_ESTIMATOR, QUOTA_MODES, TAIL_COVERAGE, run_label
+from bench.replay.trace import (
+    DEFAULT_TRACE,
+    DEFAULT_VC_NODES,
+    compress,
+    finished_before,
+    iso,
+    load_trace,
+    load_vc_nodes,
+    parse_time,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "var" / "trace_replay"
@@ -83,6 +92,9 @@ def _value(text: str) -> Any:
         except ValueError:
             pass
     return {"true": True, "false": False, "none": None}.get(text.lower(), text)
+
+
+LEARNED = 2000  # finished jobs a new leader learns from (jobdash/dispatch/predictions.py BOOTSTRAP)
 
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +115,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         estimator=task.get("estimator", NEW_ESTIMATOR),
         lent=task.get("lent", 0.0),
         tide_blind=task.get("tide_blind", False),
+        lent_coverage=task.get("lent_coverage", TAIL_COVERAGE),
         lent_bound_factor=task.get("bound_factor", 1.0),
     )
     if task.get("tick") is not None:
@@ -111,7 +124,10 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     factor = task.get("compress", 1)
     jobs = compress(jobs, start, factor)
     end = start + (task["end"] - start) / factor if task["end"] is not None else (jobs[-1].submit if jobs else start)
-    replay = Replay(jobs, vc_nodes, config, start=start, window_end=end)
+    # A dispatcher started at the window's start has learned run times from the jobs that
+    # finished before it (its first cycle reads the last 2000: dispatch/predictions.BOOTSTRAP).
+    learned = finished_before(load_trace(task["trace"], None, start), start, LEARNED) if task["start"] else []
+    replay = Replay(jobs, vc_nodes, config, start=start, window_end=end, learned=learned)
     result = replay.run(progress=task.get("progress", False))
     summary = summarize(result)
     if task.get("jobs_out"):
@@ -125,6 +141,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["release"] = "gated" if task["pin"] and task["policy"] != "none" else "scheduler"
     summary["topology"] = True
     summary["compress"] = factor
+    summary["learned_before"] = len(learned)
     summary["grace_s"] = config.grace_s
     summary["preemption_limit"] = config.preemption_limit
     summary["window"] = [iso(start), iso(end)]
@@ -256,10 +273,23 @@ def main(argv: list[str] | None = None) -> None:
         help="with --lent: the planner is not told the night nodes are lent (the baseline)",
     )
     parser.add_argument(
+        "--lend-nodes",
+        type=float,
+        metavar="PCT",
+        help="the same as --lent, in per cent of the nodes (--lend-nodes 30 = --lent 0.3)",
+    )
+    parser.add_argument(
+        "--lent-coverage",
+        type=float,
+        default=TAIL_COVERAGE,
+        help="with --lent: the coverage of the run-time bound lent nodes are admitted by "
+        "(JOBDASH_LENT_COVERAGE; 0.99: a job goes there if it ends by the reclaim in 99%% of such runs)",
+    )
+    parser.add_argument(
         "--bound-factor",
         type=float,
         default=1.0,
-        help="with --lent: the bound each queued job carries is its 90%% bound times this (a margin to tune)",
+        help="with --lent: the bound each queued job carries is its --lent-bound times this (a margin to tune)",
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
@@ -289,6 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     end = parse_time(args.end) if args.end else None
     window_key = f"{args.start or 'all'}_{args.end or 'all'}"
     cache = Path(args.cache_dir) / window_key
+    if args.lend_nodes is not None:
+        args.lent = args.lend_nodes / 100
     if not (args.report_only or args.report_tide):
         names = []
         for entry in args.policy or ["all"]:
@@ -305,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--compress must be positive")
         if not 0 <= args.lent <= 1:
             parser.error("--lent must be a share of the nodes, 0..1 (e.g. 0.3)")
+        if not 0 < args.lent_coverage < 1:
+            parser.error("--lent-coverage must lie strictly between 0 and 1 (e.g. 0.99)")
         if args.bound_factor <= 0:
             parser.error("--bound-factor must be positive")
         if args.tide_blind and not args.lent:
@@ -335,6 +369,7 @@ def main(argv: list[str] | None = None) -> None:
                 "lent": args.lent,
                 "tide_blind": args.tide_blind,
                 "bound_factor": args.bound_factor,
+                "lent_coverage": args.lent_coverage,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -349,6 +384,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.lent,
                     args.tide_blind,
                     args.bound_factor,
+                    args.lent_coverage,
                 ),
             }
             for name, quota in runs

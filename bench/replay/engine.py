@@ -54,6 +54,7 @@ import gc
 import heapq
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from kubesim.clock import ManualClock
@@ -118,6 +119,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         config: ReplayConfig,
         start: float | None = None,
         window_end: float | None = None,
+        learned: Iterable[TraceJob] = (),
     ):
         self.jobs = jobs
         self.config = config
@@ -203,8 +205,14 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         self.next_eta = self.start if config.eta_every_s else INF
         self.durations = DurationHistory(config.history_size, config.history_window)
         # The new estimator (issue #16); None: the old one (self.durations) alone.
-        self.predictor = DurationPredictor() if config.estimator == NEW_ESTIMATOR else None
+        tail = config.lent_coverage
+        self.predictor = DurationPredictor(tail_coverage=tail) if config.estimator == NEW_ESTIMATOR else None
         self.job_features: dict[tuple[str, int], JobFeatures] = {}
+        # What a leader learns on its first cycle: the jobs that finished before (predictions.BOOTSTRAP).
+        for job in learned:
+            self.durations.record(job.vc, job.gpus, job.duration)
+            if self.predictor is not None:
+                self.predictor.observe(self.features(job.vc, job.gpus), job.duration)
         # Start ranges: the calibrator, and the forecasts each waiting job was given until it starts
         # (sampled as the dispatcher samples them: jobdash/dispatch/predictions.py).
         self.calibrator = StartCalibrator()

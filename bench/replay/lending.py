@@ -60,6 +60,23 @@ def night_pool(vc_nodes: dict[str, int], share: float, notice_s: float, capacity
     }
 
 
+def _killed(rec: JobRecord, now: float) -> dict[str, Any]:
+    """A run killed by a reclaim: its prediction (source, runs behind it, median and bounds),
+    how long the job runs in all, and how long this run had run."""
+    p = rec.prediction
+    return {
+        "id": rec.job.id,
+        "gpus": rec.gpus,
+        "source": p.source if p else "none",
+        "samples": p.samples if p else 0,
+        "median_s": p.median_s if p else None,
+        "p90_s": p.p90_s if p else None,
+        "tail_s": p.tail_s if p else None,
+        "duration_s": rec.job.duration,
+        "ran_s": now - rec.run_started_at,
+    }
+
+
 class _Added(NamedTuple):
     obj: dict[str, Any]
     type: str = "ADDED"
@@ -86,6 +103,7 @@ class Lending:
         self.stats.update(
             lent_share=config.lent,
             tide_blind=config.tide_blind,
+            lent_coverage=config.lent_coverage,
             lent_bound_factor=config.lent_bound_factor,
             lent_node_count=sum(extra.values()),
             lent_runs=0,
@@ -98,6 +116,7 @@ class Lending:
             lent_jobs=0,
             reclaim_killed_jobs=0,
             lent_admitted_outlasting=0,
+            reclaim_killed_detail=[],  # per kill: what the job was predicted and ran (_killed)
         )
         if config.lent:
             self._schedule_night(self.start)
@@ -202,10 +221,13 @@ class Lending:
             self.dirty_quotas.add(vc)
 
     def _run_bound(self, rec: JobRecord) -> float | None:
-        """The job's run-time bound: its prediction's 90 % bound (x ``lent_bound_factor``, a
-        margin to tune), None without one."""
-        p90 = rec.prediction.p90_s if rec.prediction is not None else None
-        return None if p90 is None else p90 * self.config.lent_bound_factor
+        """The job's run-time bound: its prediction's tail bound (at ``lent_coverage``) x
+        ``lent_bound_factor`` (a margin to tune); None without one."""
+        prediction = rec.prediction
+        if prediction is None:
+            return None
+        bound = prediction.tail_s
+        return None if bound is None else bound * self.config.lent_bound_factor
 
     def _on_lent(self, rec: JobRecord) -> list[str]:
         nodes = set(rec.bound_nodes) | {slot[2] for slot in rec.placement}
@@ -235,6 +257,7 @@ class Lending:
                 self.stats["reclaim_killed_gpu_s"] += rec.gpus * (now - rec.run_started_at)
                 self.reclaim_killed.add(rec.job.id)
                 self.stats["reclaim_killed_jobs"] = len(self.reclaim_killed)
+                self.stats["reclaim_killed_detail"].append(_killed(rec, now))
                 self._suspend(rec, now, None)
             else:
                 self.stats["reclaim_taken_back"] += 1

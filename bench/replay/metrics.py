@@ -307,4 +307,9 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     (bench/trace_replay.py); a bare summary gets the policy name and 1."""
     defaults = {"label": summary["policy"], "compress": 1, "estimator": OLD_ESTIMATOR}
     defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
-    return {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
+    line = {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
+    stats = summary.get("stats", {})
+    if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed
+        jobs = stats["lent_jobs"]
+        line["reclaim_killed_pct"] = round(100.0 * stats["reclaim_killed_jobs"] / jobs, 2) if jobs else 0.0
+    return line

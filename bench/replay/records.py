@@ -33,6 +33,7 @@ COHORT = "philly"
 # finishes), and running jobs' likely ends given how long they have run (likely_total).
 OLD_ESTIMATOR, NEW_ESTIMATOR = "old", "new"
 ESTIMATORS = (OLD_ESTIMATOR, NEW_ESTIMATOR)
+TAIL_COVERAGE = 0.99  # the run-time bound lent nodes are admitted by (JOBDASH_LENT_COVERAGE's default)
 
 
 def run_label(
@@ -47,6 +48,7 @@ def run_label(
     lent: float = 0.0,
     tide_blind: bool = False,
     bound_factor: float = 1.0,
+    lent_coverage: float = TAIL_COVERAGE,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -66,7 +68,9 @@ def run_label(
         text += f"+{estimator}-est"
     if lent:  # (issue 35) nodes lent each night; -blind: the planner is not told
         text += f"+lent{lent:g}{'-blind' if tide_blind else ''}"
-        text += f"[bound={bound_factor:g}x]" if bound_factor != 1 else ""
+        knobs = [f"cover={lent_coverage:g}"] if lent_coverage != TAIL_COVERAGE else []
+        knobs += [f"bound={bound_factor:g}x"] if bound_factor != 1 else []
+        text += f"[{','.join(knobs)}]" if knobs else ""
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -104,7 +108,10 @@ class ReplayConfig:
     lent: float = 0.0
     tide_blind: bool = False
     lent_notice_s: float = 1800.0  # the lender's notice (JOBDASH_LENT_NOTICE_SECONDS)
-    lent_bound_factor: float = 1.0  # the bound a queued job carries: its 90 % bound times this
+    # The bound a queued job carries: its run time's conformal quantile at this coverage
+    # (JOBDASH_LENT_COVERAGE), times lent_bound_factor.
+    lent_coverage: float = TAIL_COVERAGE
+    lent_bound_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
@@ -117,6 +124,8 @@ class ReplayConfig:
             raise ValueError("lent nodes are replayed with fixed quotas only")
         if self.lent and self.policy == NO_QUEUE:
             raise ValueError("lent nodes need a queue (a policy other than none)")
+        if not 0 < self.lent_coverage < 1:
+            raise ValueError(f"lent_coverage must lie strictly between 0 and 1, got {self.lent_coverage!r}")
         if not self.lent_bound_factor > 0:
             raise ValueError(f"lent_bound_factor must be positive, got {self.lent_bound_factor!r}")
         if self.tide_blind and not self.lent:

@@ -62,6 +62,14 @@ def load_trace(
     return jobs
 
 
+def finished_before(jobs: list[TraceJob], start: float, count: int) -> list[TraceJob]:
+    """The last ``count`` of ``jobs`` that ended by ``start`` (submitted plus their run time:
+    the trace's queueing is not known), in the order they ended: what a dispatcher started
+    at ``start`` would have learned from its database."""
+    ended = sorted((job for job in jobs if job.submit + job.duration <= start), key=lambda j: j.submit + j.duration)
+    return ended[-count:] if count else []
+
+
 def load_vc_nodes(path: str | Path = DEFAULT_VC_NODES) -> dict[str, int]:
     with Path(path).open(newline="") as handle:
         return {row["vc"]: int(row["node num"]) for row in csv.DictReader(handle)}

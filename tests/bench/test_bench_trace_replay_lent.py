@@ -3,8 +3,11 @@
 VCs "a" and "b" with one node each and ``lent=1.0``: one more node per VC (night-0,
 night-1) from 22:00 to 08:00 UTC, cordoned at 07:30.  The replay starts at T0 =
 2017-10-01 00:00 UTC, inside the night: the pool is reclaimed at T0 + 8 h.  VC a submits a
-1 h job of 8 GPUs every 30 min (after three runs the predictor has a bound for them); VC b
-two 10 h jobs, which never get a prediction before the reclaim.
+1 h job of 8 GPUs every 30 min (once one has run the predictor has a bound for them); VC b
+two 10 h jobs, which never get a prediction before the reclaim.  With one run behind it and
+nothing to calibrate it, a bound is the median x 4 at coverage 0.9 and x 12.4 at the default
+0.99 (queueing/predictor.py default_log_spread): these replays admit by the
+former, so that a's jobs (4 h < the 8 h left) may go on the pool.
 """
 
 import json
@@ -22,9 +25,10 @@ NIGHT = [TraceJob(i, T0 + (i - 1) * 1800, HOUR, 8, "a") for i in range(1, 13)]
 NIGHT += [TraceJob(100 + i, T0 + 60 + i * 60, 10 * HOUR, 8, "b") for i in range(2)]
 
 
-def night(blind: bool) -> Replay:
+def night(blind: bool, coverage: float = 0.9) -> Replay:
     jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
-    replay = Replay(jobs, {"a": 1, "b": 1}, ReplayConfig(policy="priority", lent=1.0, tide_blind=blind), start=T0)
+    config = ReplayConfig(policy="priority", lent=1.0, tide_blind=blind, lent_coverage=coverage)
+    replay = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
     replay.run()
     return replay
 
@@ -61,10 +65,21 @@ def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
     assert blind.lent_started & {100, 101}
 
 
+def test_the_default_tail_bound_keeps_jobs_known_from_one_run_off_the_night():
+    """At 0.99 a's bound is 12.4 h from one run: more than the night has left."""
+    cautious = night(False, coverage=0.99)
+    assert not cautious.lent_started and not cautious.lent_admissions
+    assert cautious.stats["lent_coverage"] == 0.99 and cautious.stats["reclaim_kills"] == 0
+    assert all(rec.finished_at is not None for rec in cautious.all_records)
+
+
 def test_lent_runs_are_labelled_and_checked():
     assert run_label("priority", factor=3, lent=0.3) == "priority+lent0.3@x3"
     assert run_label("priority", factor=3, lent=0.3, tide_blind=True) == "priority+lent0.3-blind@x3"
     assert run_label("priority", lent=0.3, bound_factor=1.5) == "priority+lent0.3[bound=1.5x]"
+    assert run_label("priority", lent=0.3, lent_coverage=0.9) == "priority+lent0.3[cover=0.9]"
+    with pytest.raises(ValueError, match="lent_coverage"):
+        ReplayConfig(policy="priority", lent=0.3, lent_coverage=1.0)
     with pytest.raises(ValueError, match="lent_bound_factor"):
         ReplayConfig(policy="priority", lent=0.3, lent_bound_factor=0)
     with pytest.raises(ValueError, match="tide_blind"):
@@ -87,16 +102,20 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
     vcs.write_text("vc,node num\na,1\nb,1\n")
     common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--policy", "priority", "--from", "2017-10-01"]
     common += ["--to", "2017-10-02", "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "out")]
-    for extra in (["--lent", "1"], ["--lent", "1", "--tide-blind"], []):
+    aware = ["--lend-nodes", "100", "--lent-coverage", "0.9"]
+    for extra in (aware, ["--lent", "1", "--tide-blind"], []):
         trace_replay.main(common + extra)
-    labels = [json.loads(line)["label"] for line in capsys.readouterr().out.splitlines()]
-    assert labels == ["priority+lent1", "priority+lent1-blind", "priority"]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["label"] for line in lines] == ["priority+lent1[cover=0.9]", "priority+lent1-blind", "priority"]
+    # The JSON line's share of the jobs admitted to lent nodes that a reclaim killed
+    assert lines[0]["reclaim_killed_pct"] == 0.0 and lines[1]["reclaim_killed_pct"] == 14.29
+    assert "reclaim_killed_pct" not in lines[2]
     trace_replay.main(common + ["--report-tide"])
     report = (tmp_path / "out" / "trace_replay.md").read_text()
     section = report.split("<!-- generated:tide -->")[1].split("<!-- /generated:tide -->")[0]
     rows = [line for line in section.splitlines() if line.startswith("| 2017")]
     assert [row.split(" | ")[1] for row in rows] == [
-        "priority+lent1 (tide-aware)",
+        "priority+lent1[cover=0.9] (tide-aware)",
         "priority+lent1-blind (tide-blind)",
         "priority (no night nodes)",
     ]
@@ -110,7 +129,7 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
 def test_a_wider_bound_keeps_more_jobs_off_the_night_nodes():
     """Job 4 is planned at 01:30 with a 4 h bound (04:30 < 08:00); at 2x its bound is 8 h."""
     jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
-    config = ReplayConfig(policy="priority", lent=1.0, lent_bound_factor=2.0)
+    config = ReplayConfig(policy="priority", lent=1.0, lent_coverage=0.9, lent_bound_factor=2.0)
     wide = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
     wide.run()
     assert 4 in night(False).lent_started and 4 not in wide.lent_started
