@@ -34,6 +34,7 @@ from .eta import forecast
 from .fair_share import FairShare
 from .fit import NodePool
 from .gang_placement import GangPlacement, pod_names
+from .holds import Holds, forecast_dependents
 from .policies import DEFAULT_POLICY, get_policy, namespace_overrides, queue_order
 from .policy import Policy
 from .preemptor import Preemptor
@@ -48,6 +49,7 @@ from .topology import Topology
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
 _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
+_NOT_PLAYED = frozenset({_NEVER_QUOTA, _NEVER_NODES, Reason.WAITING_FOR_DEPENDENCY, Reason.DEPENDENCY_NEVER_SATISFIED})
 # PendingStatus(...) without the Python-level __new__ of a NamedTuple: one per queued job.
 _new_status = tuple.__new__
 # Outcomes that depend only on the job's shape and the capacity left.
@@ -147,6 +149,7 @@ class _Planner:
         self.admitted_jobs: list[PendingJob] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
         self.probing = False  # an elastic job's smaller gangs tried (elastic_jobs.admit)
+        self.holds = Holds(snapshot.groups)  # workflows: dependencies, arrays' limits
 
     def run(self) -> Plan:
         state = self.state
@@ -234,9 +237,7 @@ class _Planner:
             )
         # 7. The plan.
         stats = state.stats
-        stats.update(state.pool.stats)
-        stats["admitted"] = len(self.admissions)
-        stats["preemptions"] = len(state.preemptions)
+        stats.update(state.pool.stats, admitted=len(self.admissions), preemptions=len(state.preemptions))
         return Plan(
             tuple(self.admissions),
             statuses,
@@ -279,7 +280,7 @@ class _Planner:
                     },
                 )
             waiting.append((job, position, outcome))
-            if outcome[0] is not _NEVER_QUOTA and outcome[0] is not _NEVER_NODES:
+            if outcome[0] not in _NOT_PLAYED:  # (a dependent starts when its dependencies end)
                 queue = self.queues.get(namespace)
                 if queue is None:
                     self.queues[namespace] = [(rank, job)]
@@ -320,6 +321,8 @@ class _Planner:
             return Reason.BACKING_OFF, {"until": job.backoff_until, "attempts": job.attempts}
         if job.pods_created is not None:
             return Reason.WAITING_FOR_PODS, {"created": job.pods_created, "total": job.workload.pods}
+        if (job.after is not None or job.group is not None) and (held := self.holds.held(job)) is not None:
+            return held
         if namespace.blocked_by is not None:
             return namespace.held_back  # the same for every job behind the head: built once
         if failed is not None:
@@ -333,6 +336,8 @@ class _Planner:
             # Kept with the shape's objects, so their ids stay theirs while the entry lives.
             namespace.failed[shape] = outcome
             self.state.keep_alive.append((job.demand, job.gang))
+        elif outcome is None and job.group is not None:
+            self.holds.admit(job)
         return outcome
 
     def _try(self, job: PendingJob, namespace: NamespaceState, bar: Bar | None) -> Outcome | None:
@@ -482,13 +487,14 @@ class _Planner:
 
     def _estimate(self) -> tuple[dict[int, float], dict[int, str], str]:
         """Play the queues forward from the capacity this plan leaves."""
-        quota_free, cluster_free = self.state.left_free(self.admitted_jobs)
-        return forecast(
-            self.state.snapshot,
-            self.queues,
-            self.admitted_jobs,
-            quota_free,
-            cluster_free,
-            self.eta_horizon_s,
-            self.backfill.estimate,
+        snapshot, admitted, estimate = self.state.snapshot, self.admitted_jobs, self.backfill.estimate
+        quota_free, cluster_free = self.state.left_free(admitted)
+        starts, notes, otherwise = forecast(
+            snapshot, self.queues, admitted, quota_free, cluster_free, self.eta_horizon_s, estimate
         )
+        starts.update(
+            forecast_dependents(
+                snapshot, admitted, starts, lambda j: estimate(j.workload, j.namespace, j.expected_duration)
+            )
+        )
+        return starts, notes, otherwise

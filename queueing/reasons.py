@@ -39,6 +39,10 @@ class Reason(StrEnum):
     BACKING_OFF = "BackingOff"  # until, attempts
     # A pod group whose user has not created all its pods yet: it cannot start as a gang.
     WAITING_FOR_PODS = "WaitingForPods"  # created, total
+    # Workflows (holds.py): its dependencies have not ended as it needs; an array at its limit.
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"  # waits: [(job id, name, condition)]
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # never: [(job id, name, condition, state)]
+    ARRAY_CONCURRENCY_LIMIT = "ArrayConcurrencyLimit"  # group, name, limit
     # Never: waiting would not help; the job must change (or the quota / nodes).
     NEVER_FITS_QUOTA = "NeverFitsQuota"  # resource, needed, hard
     NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role
@@ -102,6 +106,9 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
         "pods": failure.pods,
         "placed": failure.placed,
     }
+
+
+_TO = {"ok": "succeed", "any": "end", "notok": "fail"}  # a dependency's condition: what it waits for
 
 
 def amount(resource: str, value: int) -> str:
@@ -199,6 +206,15 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
         return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
     if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
         return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"
+    if reason is Reason.WAITING_FOR_DEPENDENCY:
+        return "waits for " + "; ".join(f"{name} (#{i}) to {_TO[cond]}" for i, name, cond in d["waits"])
+    if reason is Reason.DEPENDENCY_NEVER_SATISFIED:
+        never = "; ".join(
+            f"{name} (#{i}) {state.lower()}: it was to {_TO[cond]}" for i, name, cond, state in d["never"]
+        )
+        return f"{never} (kept queued as its submitter asked: cancel it or submit it anew)"
+    if reason is Reason.ARRAY_CONCURRENCY_LIMIT:
+        return f"array {d['name']} (#{d['group']}) runs {d['limit']} jobs at once, its limit"
     if reason is Reason.BACKING_OFF:
         return f"backing off after {d['attempts']} failed start(s); eligible again at t={d['until']:.0f}"
     raise ValueError(f"no message for {reason!r}")

@@ -25,7 +25,8 @@ from .tide import LentPool, checkpoints_of
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
-if TYPE_CHECKING:  # policy.py and replacement.py import this module
+if TYPE_CHECKING:  # policy.py, replacement.py and holds.py import this module
+    from .holds import Dependencies, GroupLimit
     from .policy import Policy
     from .replacement import Replacement
 
@@ -163,7 +164,7 @@ class PendingJob:
     ``expected_duration`` (seconds) is the caller's estimate; ``None`` lets
     the planner use the workload's ``jobdash.io/expected-duration`` annotation
     or the namespace's history (see ``eta.duration_of``).  ``bound`` (seconds) is its
-    predicted 90 % run-time bound (None: no prediction), for lent nodes (tide.py).
+    predicted tail run-time bound (``Prediction.tail_s``; None: no prediction), for lent nodes (tide.py).
 
     The derived fields (``gang``, ``totals``, and ``demand`` made read-only)
     are computed once here, not per cycle, and jobs of the same shape share
@@ -186,6 +187,9 @@ class PendingJob:
     # A group of pods that are not all created yet (their user makes them): how many are.
     pods_created: int | None = None
     bound: float | None = None
+    # Workflows (holds.py): its dependencies not met yet; the array it belongs to (its workflow id).
+    after: Dependencies | None = None
+    group: int | None = None
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -213,6 +217,8 @@ class PendingJob:
         preempting: bool = False,
         pods_created: int | None = None,
         bound: float | None = None,
+        after: Dependencies | None = None,
+        group: int | None = None,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -227,6 +233,8 @@ class PendingJob:
         set_(self, "preempting", preempting)
         set_(self, "pods_created", pods_created)
         set_(self, "bound", bound)
+        set_(self, "after", after if after is not None and (after.waiting or after.never) else None)
+        set_(self, "group", group)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)
@@ -413,6 +421,8 @@ class Snapshot:
     replacements: tuple[Replacement, ...] = ()
     # Nodes lent for a while (tide.py): jobs that would outlast them are kept off them.
     lent: tuple[LentPool, ...] = ()
+    # Arrays with a concurrency limit, by their group (holds.py): PendingJob.group's.
+    groups: Mapping[int, GroupLimit] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

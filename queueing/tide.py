@@ -2,7 +2,8 @@
 
 A pool of lent nodes is reclaimed at ``reclaim_at``; ``notice_s`` before that nothing new
 starts there, so that what runs has time to finish.  A job may be placed on a pool's nodes
-only if it will be done by the reclaim by its predicted 90 % bound, or if it checkpoints
+only if it will be done by the reclaim by its predicted tail bound (the run time's conformal
+quantile at JOBDASH_LENT_COVERAGE, 99 % by default: ``Prediction.tail_s``), or if it checkpoints
 (``jobdash.io/checkpoints: "true"``: it may run past the reclaim and is preempted then, with
 the notice as its grace period).  ``may_use`` is that rule; everything else here applies it.
 """
@@ -54,7 +55,7 @@ def checkpoints_of(workload: Workload) -> bool:
 
 
 def may_use(pool: LentPool, now: float, bound: float | None, checkpoints: bool) -> str | None:
-    """The rule: None if a pod of a job (its 90 % run-time ``bound`` in seconds, None without
+    """The rule: None if a pod of a job (its tail run-time ``bound`` in seconds, None without
     a prediction) may be placed on the pool's nodes now, else why not (NOTICE, UNPREDICTED,
     OUTLASTS)."""
     if now >= pool.reclaim_at - pool.notice_s:

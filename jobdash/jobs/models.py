@@ -96,6 +96,32 @@ class Namespace(models.Model):
         return self.name
 
 
+class Workflow(models.Model):
+    """Jobs submitted together (issue 36): a graph of dependencies declared in one YAML, or an
+    array of one manifest's indexed copies. Its jobs are queued each on its own; the workflow
+    only groups them (one page, one cancel) and, for an array, limits how many run at once."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="workflows")
+    name = models.CharField(max_length=63)
+    kind = models.CharField(max_length=8, choices=[("dag", "dag"), ("array", "array")], default="dag")
+    # Slurm's %N: at most this many of its jobs admitted (Released or Running) at once.
+    concurrency = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    array = models.CharField(max_length=255, blank=True)  # the array's spec as written, e.g. "0-19%5"
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    submitted_by_name = models.CharField("submitted by", max_length=255, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["namespace", "-created_at"], name="workflow_ns_created")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace.name}/{self.name} (workflow #{self.pk})"
+
+
 class Job(models.Model):
     # Indexed by the (namespace, ...) indexes below: a namespace's jobs are found through them.
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="jobs", db_index=False)
@@ -176,6 +202,16 @@ class Job(models.Model):
     preempted_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )
+    # Workflows (issue 36): the workflow it belongs to and its index in an array; its options
+    # (queueing.job_options.JobOptions.to_json: dependencies, retry policy, deadlines); the
+    # retries made; the last failure as classified (queueing.failures.Failure).
+    workflow = models.ForeignKey(
+        Workflow, null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs", db_index=False
+    )
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    options = models.JSONField(default=dict, blank=True)
+    retries = models.PositiveIntegerField(default=0)
+    failure = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -207,6 +243,7 @@ class Job(models.Model):
             # Preemption's links, set on few jobs.
             models.Index(fields=["preempted_for"], name="job_preempted_for", condition=Q(preempted_for__isnull=False)),
             models.Index(fields=["preempted_by"], name="job_preempted_by", condition=Q(preempted_by__isnull=False)),
+            models.Index(fields=["workflow"], name="job_workflow", condition=Q(workflow__isnull=False)),
         ]
 
     def __str__(self) -> str:
@@ -220,6 +257,23 @@ class Job(models.Model):
     def object_key(self) -> tuple[str, str, str]:
         """Its object's key in the cluster (jobdash.cluster.gateway.ObjectKey)."""
         return (self.kind_key, self.namespace.name, self.name)
+
+
+class JobDependency(models.Model):
+    """``job`` waits for ``on`` to end as ``condition`` says (Slurm's afterok/afterany/afternotok)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependencies")
+    on = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependents")
+    condition = models.CharField(max_length=8, choices=[("ok", "ok"), ("any", "any"), ("notok", "notok")])
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "on"], name="job_dependency_once"),
+            models.CheckConstraint(condition=~Q(job=models.F("on")), name="job_dependency_not_self"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id} after{self.condition}:#{self.on_id}"
 
 
 class JobEvent(models.Model):

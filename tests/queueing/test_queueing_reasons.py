@@ -53,6 +53,9 @@ DETAILS = {
         "waits_for": "QuotaExceeded",
         "detail": {"resource": "requests.memory", "needed": 3 * GI, "free": GI, "hard": 8 * GI},
     },
+    Reason.WAITING_FOR_DEPENDENCY: {"waits": [[42, "train-1", "ok"], [41, "prep", "any"]]},
+    Reason.DEPENDENCY_NEVER_SATISFIED: {"never": [[42, "train-1", "ok", "Cancelled"]]},
+    Reason.ARRAY_CONCURRENCY_LIMIT: {"group": 7, "name": "sweep", "limit": 5},
 }
 
 
