@@ -61,6 +61,7 @@ from statistics import NormalDist
 from typing import NamedTuple
 
 from .eta import DURATION_ANNOTATION, parse_duration
+from .run_tails import RunTails
 from .sorted_window import SortedWindow, conformal_quantile, lower_median
 from .workload import Workload
 
@@ -174,8 +175,10 @@ def default_log_spread(coverage: float) -> float:
 
 class Prediction(NamedTuple):
     """``median_s``: the likely duration; ``p90_s``: the late bound (90%); ``tail_s``: the tail
-    bound (99%), what lent nodes are admitted by (queueing/tide.py); all None only when
-    ``source`` is "none".  ``samples``: runs behind the figure."""
+    bound (``tail_coverage``, 99 % by default), what lent nodes are admitted by (queueing/tide.py):
+    from history, its key's own tail (run_tails.py; inf while no key has runs enough), from a
+    statement, conformal as ``p90_s``; all None only when ``source`` is "none".  ``samples``:
+    runs behind the figure."""
 
     median_s: float | None
     p90_s: float | None
@@ -242,6 +245,7 @@ class DurationPredictor:
         # signed log-residuals of past predictions, per source and all together
         self.residuals = {source: SortedWindow(calibration_window) for source in SOURCES if source != "none"}
         self.all_residuals = SortedWindow(calibration_window)
+        self.tails = RunTails(max_keys)  # run counts by duration per key, for tail_s
         self.observed = 0
 
     # -- predicting ---------------------------------------------------------
@@ -256,7 +260,10 @@ class DurationPredictor:
         if found is None:
             return NO_PREDICTION
         level, window = found
-        return self._bounded(lower_median(window.ordered), level, len(window), window)
+        prediction = self._bounded(lower_median(window.ordered), level, len(window), window)
+        # A history's tail is its key's own (run_tails.py), not the conformal one _bounded gives.
+        tail = max(prediction.p90_s or 0.0, self.tails.bound(features.keys(), self.tail_coverage))
+        return prediction._replace(tail_s=tail)
 
     def likely_total(self, features: JobFeatures, elapsed_s: float) -> float | None:
         """The likely whole duration of a job that has run ``elapsed_s`` so far: the median of
@@ -353,6 +360,7 @@ class DurationPredictor:
         for entry in features.keys():
             if entry is not None:
                 self.history[entry[0]].add(entry[1], log_actual)
+        self.tails.add(features.keys(), seconds)
         self.observed += 1
 
     # -- introspection ------------------------------------------------------
@@ -360,7 +368,7 @@ class DurationPredictor:
     def key_count(self) -> int:
         """Keys held, over every level and both stated-ratio tables."""
         tables: Iterable[_Table] = (*self.history.values(), self.stated_user, self.stated_namespace)
-        return sum(len(table.windows) for table in tables)
+        return sum(len(table.windows) for table in tables) + self.tails.key_count()
 
     def max_runs_held(self) -> int:
         """The most runs (or ratios, or residuals) any one window holds."""

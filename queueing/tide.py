@@ -10,6 +10,7 @@ the notice as its grace period).  ``may_use`` is that rule; everything else here
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,6 +88,8 @@ def words(detail: Mapping[str, Any]) -> str:
         return (
             f"node-pool {pool} is reclaimed at {at}: nothing new starts there in its last {_span(detail['notice_s'])}"
         )
+    if detail["why"] == OUTLASTS and detail["bound"] == math.inf:
+        return f"too few runs like it on record to be sure it ends by {at}, when node-pool {pool} is reclaimed"
     if detail["why"] == UNPREDICTED:
         return f"has no run-time prediction, so it is not placed on node-pool {pool} (reclaimed at {at}) unless it checkpoints"
     return f"would run past {at}, when node-pool {pool} is reclaimed"

@@ -9,6 +9,7 @@ their PendingRows; the cycle's own status writes are handed back to it
 (CycleCache.written) instead of being read again.
 """
 
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -159,7 +160,7 @@ class CycleCache:
             attempts=row["attempts"],
             backoff_until=row["backoff_until"],
             expected_duration=row["predicted_duration_s"],
-            bound=row["predicted_tail_s"],
+            bound=_bound(row),
             demand=demand,
             preempted_by=row["preempted_by_id"],
             preempting=row["reason"] == str(Reason.PREEMPTING),
@@ -219,6 +220,15 @@ _PENDING_FIELDS = (
     "predicted_tail_s",
     "prediction_source",
 )
+
+
+def _bound(row: Mapping[str, Any]) -> float | None:
+    """What lent nodes judge the job by: its tail bound; inf if it has a prediction but no key
+    with runs enough to bound its tail (stored as NULL); None: no prediction."""
+    tail = row["predicted_tail_s"]
+    return tail if tail is not None else (math.inf if row["predicted_p90_s"] is not None else None)
+
+
 _PENDING_TIMES = ("submitted_at", "backoff_until", "eta", "eta_late", "eta_first_at", "eta_first_late")
 # A queued job's workload changes when its held object is edited (jobs/queued_edit.py): its
 # digest is part of the cached job's version, computed by the database for the rows read.

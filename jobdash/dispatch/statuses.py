@@ -2,6 +2,7 @@
 reason, message, start range) written back, only where it changed, each row only if it is
 still the version the snapshot read."""
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Mapping
@@ -70,7 +71,8 @@ def write_statuses(
             updates[row.job.id].update(
                 predicted_duration_s=p.median_s,
                 predicted_p90_s=p.p90_s,
-                predicted_tail_s=p.tail_s,
+                # (inf, no key with runs enough to bound its tail, is stored as NULL: JSON has no inf)
+                predicted_tail_s=p.tail_s if p.tail_s is None or math.isfinite(p.tail_s) else None,
                 prediction_source=p.source,
             )
         if status is None:

@@ -3,11 +3,10 @@
 VCs "a" and "b" with one node each and ``lent=1.0``: one more node per VC (night-0,
 night-1) from 22:00 to 08:00 UTC, cordoned at 07:30.  The replay starts at T0 =
 2017-10-01 00:00 UTC, inside the night: the pool is reclaimed at T0 + 8 h.  VC a submits a
-1 h job of 8 GPUs every 30 min (once one has run the predictor has a bound for them); VC b
-two 10 h jobs, which never get a prediction before the reclaim.  With one run behind it and
-nothing to calibrate it, a bound is the median x 4 at coverage 0.9 and x 12.4 at the default
-0.99 (queueing/predictor.py default_log_spread): these replays admit by the
-former, so that a's jobs (4 h < the 8 h left) may go on the pool.
+1 h job of 8 GPUs every 30 min; VC b two 10 h jobs.  The dispatcher has learned from 200
+earlier 1 h runs of a's (``LEARNED``, as a new leader learns from the jobs finished before
+it), so a's jobs have a tail bound (4096 s: the upper edge of 1 h's bucket, queueing/run_tails.py),
+and b's, with no run of their namespace on record, none: they never go on the pool.
 """
 
 import json
@@ -23,12 +22,13 @@ HOUR = 3600.0
 RECLAIM = T0 + 8 * HOUR
 NIGHT = [TraceJob(i, T0 + (i - 1) * 1800, HOUR, 8, "a") for i in range(1, 13)]
 NIGHT += [TraceJob(100 + i, T0 + 60 + i * 60, 10 * HOUR, 8, "b") for i in range(2)]
+LEARNED = [TraceJob(1000 + i, T0 - 10 * HOUR, HOUR, 8, "a") for i in range(200)]
 
 
-def night(blind: bool, coverage: float = 0.9) -> Replay:
+def night(blind: bool, learned: int = len(LEARNED)) -> Replay:
     jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
-    config = ReplayConfig(policy="priority", lent=1.0, tide_blind=blind, lent_coverage=coverage)
-    replay = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
+    config = ReplayConfig(policy="priority", lent=1.0, tide_blind=blind)
+    replay = Replay(jobs, {"a": 1, "b": 1}, config, start=T0, learned=LEARNED[:learned])
     replay.run()
     return replay
 
@@ -56,8 +56,8 @@ def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
         assert reclaim_at == RECLAIM
         assert bound is not None and planned_at + bound <= reclaim_at, job_id
         assert planned_at < reclaim_at - 1800  # nothing new in the notice
-    # b's jobs (no prediction) and a's first ones (no history yet) stayed off the pool.
-    assert not aware.lent_started & {100, 101, 1, 2, 3}
+    # b's jobs (no tail bound) stayed off the pool; a's went there.
+    assert not aware.lent_started & {100, 101} and aware.lent_started & {1, 2, 3}
     assert aware.stats["lent_admitted_outlasting"] == 0
     # The blind planner put jobs without a bound there.
     blind = night(True)
@@ -65,9 +65,9 @@ def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
     assert blind.lent_started & {100, 101}
 
 
-def test_the_default_tail_bound_keeps_jobs_known_from_one_run_off_the_night():
-    """At 0.99 a's bound is 12.4 h from one run: more than the night has left."""
-    cautious = night(False, coverage=0.99)
+def test_a_key_with_too_few_runs_for_its_tail_keeps_its_jobs_off_the_night():
+    """With 50 runs on record (98 needed at 0.99) a's jobs have no tail bound either."""
+    cautious = night(False, learned=50)
     assert not cautious.lent_started and not cautious.lent_admissions
     assert cautious.stats["lent_coverage"] == 0.99 and cautious.stats["reclaim_kills"] == 0
     assert all(rec.finished_at is not None for rec in cautious.all_records)
@@ -102,11 +102,11 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
     vcs.write_text("vc,node num\na,1\nb,1\n")
     common = ["--trace", str(trace), "--vc-nodes", str(vcs), "--policy", "priority", "--from", "2017-10-01"]
     common += ["--to", "2017-10-02", "--cache-dir", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "out")]
-    aware = ["--lend-nodes", "100", "--lent-coverage", "0.9"]
+    aware = ["--lend-nodes", "100", "--lent-coverage", "0.5"]  # (one run bounds a tail at 50 %)
     for extra in (aware, ["--lent", "1", "--tide-blind"], []):
         trace_replay.main(common + extra)
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [line["label"] for line in lines] == ["priority+lent1[cover=0.9]", "priority+lent1-blind", "priority"]
+    assert [line["label"] for line in lines] == ["priority+lent1[cover=0.5]", "priority+lent1-blind", "priority"]
     # The JSON line's share of the jobs admitted to lent nodes that a reclaim killed
     assert lines[0]["reclaim_killed_pct"] == 0.0 and lines[1]["reclaim_killed_pct"] == 14.29
     assert "reclaim_killed_pct" not in lines[2]
@@ -115,7 +115,7 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
     section = report.split("<!-- generated:tide -->")[1].split("<!-- /generated:tide -->")[0]
     rows = [line for line in section.splitlines() if line.startswith("| 2017")]
     assert [row.split(" | ")[1] for row in rows] == [
-        "priority+lent1[cover=0.9] (tide-aware)",
+        "priority+lent1[cover=0.5] (tide-aware)",
         "priority+lent1-blind (tide-blind)",
         "priority (no night nodes)",
     ]
@@ -127,11 +127,11 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
 
 
 def test_a_wider_bound_keeps_more_jobs_off_the_night_nodes():
-    """Job 4 is planned at 01:30 with a 4 h bound (04:30 < 08:00); at 2x its bound is 8 h."""
+    """a's bound is 4096 s (1 h's bucket); at 4x it is 4.6 h, which only the jobs planned by 03:25 fit."""
     jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
-    config = ReplayConfig(policy="priority", lent=1.0, lent_coverage=0.9, lent_bound_factor=2.0)
-    wide = Replay(jobs, {"a": 1, "b": 1}, config, start=T0)
+    config = ReplayConfig(policy="priority", lent=1.0, lent_bound_factor=4.0)
+    wide = Replay(jobs, {"a": 1, "b": 1}, config, start=T0, learned=LEARNED)
     wide.run()
-    assert 4 in night(False).lent_started and 4 not in wide.lent_started
+    assert wide.lent_admissions and len(wide.lent_started) < len(night(False).lent_started)
     for job_id, planned_at, bound, reclaim_at in wide.lent_admissions:
-        assert bound is not None and planned_at + bound <= reclaim_at, job_id
+        assert bound is not None and bound > 4 * HOUR and planned_at + bound <= reclaim_at, job_id

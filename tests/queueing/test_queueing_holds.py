@@ -26,8 +26,9 @@ def node(name="n1", gpus=8):
     return Node(name, {"cpu": 64_000, "memory": 512 * GI, "nvidia.com/gpu": gpus, "pods": 110}, {}, {})
 
 
-def decide(pending, nodes=(node(),), running=(), groups=None):
-    return plan(Snapshot(NOW, tuple(pending), tuple(), tuple(running), nodes=tuple(nodes), groups=groups or {}))
+def decide(pending, nodes=None, running=(), groups=None):
+    nodes = (node(),) if nodes is None else tuple(nodes)
+    return plan(Snapshot(NOW, tuple(pending), (), tuple(running), nodes=nodes, groups=groups or {}))
 
 
 def test_a_dependent_waits_with_the_reason_naming_its_dependencies():

@@ -44,7 +44,8 @@ def check(prediction: Prediction) -> None:
         assert prediction.median_s is None and prediction.p90_s is None and prediction.tail_s is None
         return
     assert prediction.median_s is not None and prediction.p90_s is not None and prediction.tail_s is not None
-    assert 0 <= prediction.median_s <= prediction.p90_s <= prediction.tail_s < math.inf
+    # (the tail is inf while no key has runs enough to bound it: run_tails.py)
+    assert 0 <= prediction.median_s <= prediction.p90_s <= prediction.tail_s
     assert prediction.samples >= 0
 
 
@@ -127,7 +128,7 @@ def test_memory_stays_within_the_caps(predictor, stream):
         for window in (*predictor.residuals.values(), predictor.all_residuals):
             assert len(window) <= predictor.calibration_window
             assert len(window.ordered) == len(window.order)
-    assert predictor.key_count() <= (len(LEVELS) + 2) * predictor.max_keys
+    assert predictor.key_count() <= (2 * len(LEVELS) + 2) * predictor.max_keys
     assert predictor.max_runs_held() <= max(predictor.runs_per_key, predictor.calibration_window)
 
 

@@ -303,3 +303,16 @@ def test_pools_that_bar_no_job_change_nothing(snapshot):
     without = plan(replace(snapshot, pending=pending, lent=()))
     assert with_pools.admissions == without.admissions
     assert with_pools.pending == without.pending
+
+
+def test_a_job_whose_tail_nobody_can_bound_yet_is_kept_off_and_told_why():
+    """An infinite bound: its key has too few runs for a 99 % tail (run_tails.py)."""
+    import math
+
+    result = decide([gpu_job(1, bound=math.inf)], [gpu_node("night-1")], [night()])
+    status = result.pending[1]
+    assert status.reason is Reason.OUTLASTS_LENT_POOL
+    assert (
+        status.message
+        == "too few runs like it on record to be sure it ends by 08:00, when node-pool night-a is reclaimed"
+    )
