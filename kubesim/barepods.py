@@ -1,7 +1,7 @@
 """Pods no controller owns, as the work clock sees them: a plain Pod annotated
 ``kubesim.io/duration-seconds`` is its own workload, its container exiting after that much
-running (with ``kubesim.io/fail: "true"``, exiting 1), as a real pod's process ends on its
-own. A plain Pod without the annotation runs until it is deleted, as before; a controller's
+running (or failing as ``kubesim.io/oom``, ``kubesim.io/exit-code`` or ``kubesim.io/fail``
+say, see ``WorkClock``), as a real pod's process ends on its own. A plain Pod without the annotation runs until it is deleted, as before; a controller's
 pods belong to their controller's workload."""
 
 from __future__ import annotations

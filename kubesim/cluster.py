@@ -83,7 +83,7 @@ class Cluster:
         self.jobset_controller = JobSetController(self.api, self.owners, self.job_controller, *backoff)
         self.trainer = TrainJobController(self.api, self.owners, self.jobset_controller, *backoff)
         self.scheduler = Scheduler(self.store, cfg.scheduler_scoring, cfg.scheduler_resources, cfg.scheduler_shape)
-        self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds)
+        self.kubelet = Kubelet(self.store, clock, cfg.start_delay_seconds, cfg.unpullable_images)
         self.node_lifecycle = NodeLifecycle(self.store)
         self.lent_pools = LentPools(self.api, cfg.lent_pools)
         self.work = WorkClock(

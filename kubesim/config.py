@@ -24,6 +24,9 @@ services: {"jobdash/jobdash-webhook": "http://127.0.0.1:8000"}  # webhook servic
 admission_config: admission.yaml  # kube-apiserver's --admission-control-config-file: the
                            # client certificates presented to webhooks (relative to this file)
 kubelet: {start_delay_seconds: 1.0}
+unpullable_images: [repo/x:v1]  # image references (exact match) the kubelet can never pull: their
+                           # pods stay Pending in ErrImagePull/ImagePullBackOff, as do images
+                           # tagged does-not-exist
 scheduler:                 # NodeResourcesFit's scoringStrategy (kube-scheduler's checks, nodefit.py)
   scoring: LeastAllocated  # or MostAllocated, RequestedToCapacityRatio
   resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]  # the default; weights 1..100
@@ -93,6 +96,7 @@ _TOP_KEYS = {
     "tls",
     "rbac",
     "lent_pools",
+    "unpullable_images",
 }
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LENT_KEYS = {"name", "prefix", "names", "count", "capacity", "allocatable", "labels", "annotations", "taints"}
@@ -124,6 +128,7 @@ class Config:
     tls: bool = False
     rbac: bool = False
     lent_pools: list[dict] = field(default_factory=list)
+    unpullable_images: list[str] = field(default_factory=list)
 
 
 def _section(data: dict, name: str, keys: set[str]) -> dict:
@@ -199,6 +204,10 @@ def from_dict(data: dict | None) -> Config:
             raise ValueError(f"{key}: must be true or false")
     config.tls = bool(data.get("tls", False))
     config.rbac = bool(data.get("rbac", False))
+    images = data.get("unpullable_images") or []
+    if not isinstance(images, list) or not all(isinstance(i, str) and i for i in images):
+        raise ValueError("unpullable_images: must be a list of image references")
+    config.unpullable_images = list(images)
     config.lent_pools = _lent_pools(data.get("lent_pools") or [], {n for g in config.nodes for n in node_names(g)})
     return config
 

@@ -1,4 +1,4 @@
-"""Kubelet and the work clock of every job kind, plus the loop that drives all controllers.
+"""The work clock of every job kind, plus the loop that drives all controllers.
 
 Every controller has ``step(now) -> bool`` (did it do anything) and ``next_deadline()``
 (the earliest cluster time at which it has something to do by itself). Work queues are
@@ -9,19 +9,16 @@ directly in virtual time (``settle``/``advance``), e.g. by tests and trace repla
 
 from __future__ import annotations
 
-import heapq
 import math
 import threading
 from typing import Protocol
 
-from .clock import Clock, ManualClock, rfc3339
-from .extender import device_plugin_annotations
-from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, FAIL_ANNOTATION
-from .model import Event, Store, evolve, key_of
-from .nodelifecycle import ready_status
+from .clock import Clock, ManualClock
+from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, FAIL_ANNOTATION, OOM_ANNOTATION
+from .kubelet import Kubelet
+from .model import Event, Store, key_of
 from .ownership import Owners
-from .resources import BY_GROUP_PLURAL, NODES, PODS, ResourceType
-from .scheduler import set_pod_condition
+from .resources import BY_GROUP_PLURAL, PODS, ResourceType
 
 Key = tuple[str, str, str]  # a workload: (plural, namespace, name)
 PodKey = tuple[str, str]
@@ -46,154 +43,6 @@ def controller_type(plural: str) -> ResourceType:
     return _BY_PLURAL[plural]
 
 
-class Kubelet:
-    """Starts a bound pod ``start_delay`` seconds after binding; ends pods when told to."""
-
-    name = "kubelet"
-
-    def __init__(self, store: Store, clock: Clock, start_delay: float = 1.0):
-        self.store, self.clock, self.start_delay = store, clock, start_delay
-        self._lock = threading.Lock()
-        self._heap: list[tuple[float, int, PodKey, str]] = []
-        self._seen: set[str] = set()  # uids already scheduled to start
-        self._ready_nodes: set[str] = set()  # nodes (back) in Ready: their pods to look at
-        self._seq = 0
-        self._ip = 0
-        store.hooks.append(self._on_event)
-
-    def _on_event(self, rt: ResourceType, event: Event) -> None:
-        if rt is NODES:
-            if event.type != "DELETED" and ready_status(event.obj) == "True":
-                with self._lock:
-                    self._ready_nodes.add(event.obj["metadata"]["name"])
-            return
-        if rt is not PODS or event.type == "DELETED":
-            if rt is PODS:
-                self._seen.discard(event.obj["metadata"]["uid"])
-            return
-        pod = event.obj
-        uid = pod["metadata"]["uid"]
-        if (
-            (pod.get("spec") or {}).get("nodeName")
-            and (pod.get("status") or {}).get("phase") == "Pending"
-            and uid not in self._seen
-        ):
-            with self._lock:
-                self._seen.add(uid)
-                self._seq += 1
-                heapq.heappush(self._heap, (self.clock.now() + self.start_delay, self._seq, key_of(pod), uid))
-
-    def next_deadline(self) -> float | None:
-        with self._lock:
-            return self._heap[0][0] if self._heap else None
-
-    def step(self, now: float) -> bool:
-        due = []
-        with self._lock:
-            while self._heap and self._heap[0][0] <= now:
-                due.append(heapq.heappop(self._heap))
-            ready, self._ready_nodes = self._ready_nodes, set()
-        for _, _, key, uid in due:
-            self._start(key, uid, now)
-        for name in sorted(ready):
-            self._node_back(name, now)
-        return bool(due or ready)
-
-    def _node_back(self, node: str, now: float) -> None:
-        """A node (back) in Ready: its kubelet starts the pods bound there meanwhile and reports
-        its running pods Ready again (the node lifecycle controller had marked them not Ready)."""
-        for pod in self.store.items(PODS):
-            if (pod.get("spec") or {}).get("nodeName") != node:
-                continue
-            status = pod.get("status") or {}
-            if status.get("phase") == "Pending" and pod["metadata"]["uid"] not in self._seen:
-                with self._lock:
-                    self._seen.add(pod["metadata"]["uid"])
-                    self._seq += 1
-                    heapq.heappush(self._heap, (now + self.start_delay, self._seq, key_of(pod), pod["metadata"]["uid"]))
-            elif status.get("phase") == "Running" and any(
-                c.get("type") == "Ready" and c.get("status") == "False" for c in status.get("conditions") or []
-            ):
-                with self.store.lock:
-                    current = self.store.find(PODS, *key_of(pod))
-                    if current is not None and current["metadata"]["uid"] == pod["metadata"]["uid"]:
-                        status = dict(current["status"])
-                        set_pod_condition(status, "Ready", "True", now)
-                        self.store.update(PODS, evolve(current, status=status))
-
-    def _start(self, key: PodKey, uid: str, now: float) -> None:
-        # Read-modify-write under the store lock: no client write can slip in between.
-        with self.store.lock:
-            pod = self.store.find(PODS, *key)
-            if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Pending":
-                return
-            node = self.store.find(NODES, "", pod["spec"].get("nodeName", ""))
-            if node is None or ready_status(node) != "True":
-                self._seen.discard(uid)  # no kubelet there to start it: again once the node is Ready
-                return
-            self._ip += 1
-            status = dict(pod["status"])
-            status.update(
-                phase="Running",
-                startTime=rfc3339(now),
-                hostIP="192.0.2.1",
-                podIP=f"10.{(self._ip >> 16) & 255}.{(self._ip >> 8) & 255}.{self._ip & 255}",
-            )
-            for ctype in ("Initialized", "ContainersReady", "Ready"):
-                set_pod_condition(status, ctype, "True", now)
-            status["containerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "image": c.get("image", ""),
-                    "imageID": f"docker-pullable://{c.get('image', '')}",
-                    "ready": True,
-                    "started": True,
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": rfc3339(now)}},
-                }
-                for c in pod["spec"].get("containers") or []
-            ]
-            started = evolve(pod, status=status)
-            devices = device_plugin_annotations(pod)
-            if devices:  # the device plugins' Allocate, as the containers are created
-                started["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **devices}
-            self.store.update(PODS, started)
-
-    def terminate(self, key: PodKey, exit_code: int, now: float) -> None:
-        """The containers exit; with restartPolicy OnFailure/Always a failure restarts them in place."""
-        with self.store.lock:
-            pod = self.store.find(PODS, *key)
-            if pod is None or pod["status"].get("phase") != "Running":
-                return
-            status = dict(pod["status"])
-            restart = exit_code != 0 and pod["spec"].get("restartPolicy") in ("OnFailure", "Always")
-            terminated = {
-                "exitCode": exit_code,
-                "reason": "Completed" if exit_code == 0 else "Error",
-                "startedAt": status.get("startTime", rfc3339(now)),
-                "finishedAt": rfc3339(now),
-            }
-            if restart:
-                status["containerStatuses"] = [
-                    {
-                        **c,
-                        "restartCount": c.get("restartCount", 0) + 1,
-                        "lastState": {"terminated": terminated},
-                        "state": {"running": {"startedAt": rfc3339(now)}},
-                    }
-                    for c in status.get("containerStatuses") or []
-                ]
-            else:
-                status["containerStatuses"] = [
-                    {**c, "ready": False, "started": False, "state": {"terminated": terminated}}
-                    for c in status.get("containerStatuses") or []
-                ]
-                status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
-                for ctype in ("ContainersReady", "Ready"):
-                    set_pod_condition(status, ctype, "False", now, "PodCompleted")
-            self.store.update(PODS, evolve(pod, status=status))
-
-
 class WorkClock:
     """A workload makes progress only while its whole gang runs; then its pods finish.
 
@@ -203,8 +52,10 @@ class WorkClock:
     once (``gang``) and which pods end how (``finish``). The clock of a workload runs
     while that many of its pods are Running. After ``kubesim.io/duration-seconds`` (from
     the workload, the objects under it, or its pods' annotations; else
-    ``workload.default_duration_seconds``) its pods exit 0 -- or, with
-    ``kubesim.io/fail: "true"``, its lead pod exits 1.
+    ``workload.default_duration_seconds``) its pods exit 0 -- or its lead pod fails, looked
+    up the same way: ``kubesim.io/oom: "true"`` (its main container OOMKilled, exit 137),
+    ``kubesim.io/exit-code: "N"`` (1..255, reason Error) or ``kubesim.io/fail: "true"``
+    (exit 1), the first that is set in that order.
 
     Checkpoints: when the gang stops running before the work is done (suspended, a pod
     deleted or failed, a container restarted in place), the work up to its last checkpoint is kept -- every
@@ -306,8 +157,11 @@ class WorkClock:
                 self._runs.pop(key, None)
                 self._kept.pop(key, None)  # the work is done: a restart starts over
                 rt = controller_type(key[0])
-                for pod, code in self.workloads[key[0]].finish(rt, obj, running, self._fails(key, obj, pods)):
-                    self.kubelet.terminate(key_of(pod), code, now)
+                failure = self._failure(obj, pods)
+                for pod, code in self.workloads[key[0]].finish(rt, obj, running, failure is not None):
+                    # The controller names the pods that fail; the annotations say how.
+                    ending = failure if code != 0 and failure is not None else (code, "")
+                    self.kubelet.terminate(key_of(pod), ending[0], now, ending[1])
                 with self._lock:
                     self._dirty.add(key)  # a restarted gang starts its clock again
         return bool(keys)
@@ -368,10 +222,6 @@ class WorkClock:
                 return value
         return next((v for p in pods if (v := (p["metadata"].get("annotations") or {}).get(name)) is not None), None)
 
-    def _annotation(self, key: Key, obj: dict, pods: list[dict], name: str) -> str | None:
-        """From the workload, its templates, the objects between it and its pods, or a pod."""
-        return self._lookup(self._chain(obj, pods), pods, name)
-
     def _seconds(self, chain: list[dict], pods: list[dict], name: str, default: float) -> float:
         value = self._lookup(chain, pods, name)
         try:
@@ -382,8 +232,26 @@ class WorkClock:
     def _duration(self, key: Key, obj: dict, pods: list[dict]) -> float:
         return self._seconds(self._chain(obj, pods), pods, DURATION_ANNOTATION, self.default_duration)
 
-    def _fails(self, key: Key, obj: dict, pods: list[dict]) -> bool:
-        return str(self._annotation(key, obj, pods, FAIL_ANNOTATION) or "").lower() == "true"
+    def _failure(self, obj: dict, pods: list[dict]) -> tuple[int, str] | None:
+        """How the lead pod ends, if it fails: (exit code, the main container's reason)."""
+        chain = self._chain(obj, pods)
+        if str(self._lookup(chain, pods, OOM_ANNOTATION) or "").lower() == "true":
+            return 137, "OOMKilled"  # the kernel's SIGKILL: 128 + 9
+        code = exit_code(self._lookup(chain, pods, EXIT_CODE_ANNOTATION))
+        if code is not None:
+            return code, "Error"
+        if str(self._lookup(chain, pods, FAIL_ANNOTATION) or "").lower() == "true":
+            return 1, "Error"
+        return None
+
+
+def exit_code(value: str | None) -> int | None:
+    """A ``kubesim.io/exit-code`` value, None when absent or not an integer in 1..255."""
+    try:
+        code = int(str(value).strip()) if value is not None else None
+    except ValueError:
+        return None
+    return code if code is not None and 1 <= code <= 255 else None
 
 
 def _restarts(pods: list[dict]) -> int:

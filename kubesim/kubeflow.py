@@ -20,7 +20,9 @@ JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 # The work clock's knobs, read from a job (or its pod templates).
 DURATION_ANNOTATION = "kubesim.io/duration-seconds"
 CHECKPOINT_ANNOTATION = "kubesim.io/checkpoint-seconds"  # work kept when the gang breaks
-FAIL_ANNOTATION = "kubesim.io/fail"
+FAIL_ANNOTATION = "kubesim.io/fail"  # "true": the lead pod exits 1
+EXIT_CODE_ANNOTATION = "kubesim.io/exit-code"  # "1".."255": the lead pod exits with it
+OOM_ANNOTATION = "kubesim.io/oom"  # "true": the lead pod's main container is OOMKilled (137)
 
 # runPolicy.managedBy values the training-operator's webhook accepts (ValidateRunPolicy).
 TRAINING_OPERATOR_MANAGER = "kubeflow.org/training-operator"
