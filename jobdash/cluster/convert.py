@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from queueing import failures
 from queueing.podspec import pod_shape
 from queueing.quantity import canonical
 from queueing.topology import HOSTNAME
@@ -129,10 +130,12 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
     labels = meta.get("labels") or {}
     spec = obj.get("spec") or {}
     gates = spec.get("schedulingGates")
+    status = obj.get("status") or {}
+    phase = status.get("phase") or "Pending"
     return PodInfo(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
-        phase=(obj.get("status") or {}).get("phase") or "Pending",
+        phase=phase,
         node_name=spec.get("nodeName"),
         labels={k: v for k, v in labels.items() if k in _POD_LABELS},
         requests=pod_requests(spec),
@@ -140,7 +143,19 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
         gates=tuple(gate.get("name", "") for gate in gates) if gates else (),
         selected_node=(spec.get("nodeSelector") or {}).get(HOSTNAME),
         cards=devices.pod_cards(meta.get("annotations") or {}),
+        failure=_failure(obj, phase, status),
     )
+
+
+def _failure(obj: Mapping[str, Any], phase: str, status: Mapping[str, Any]) -> failures.Failure | None:
+    """Read only for a pod that shows trouble: every pod change of the watch comes through here."""
+    if (
+        phase == "Failed"
+        or (phase == "Pending" and failures.image_pull_reason(status) is not None)
+        or failures.disruption_reason(status) is not None
+    ):
+        return failures.pod_failure(obj)
+    return None
 
 
 def job_object(kind_key: str, obj: Mapping[str, Any]) -> JobObject:

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from queueing.failures import Failure
+
 from .devices import NodeCards
 
 JOB_ID_LABEL = "jobdash.io/job-id"
@@ -107,6 +109,7 @@ class PodInfo:
     gates: tuple[str, ...] = ()  # its scheduling gates: nothing schedules it while it has one
     selected_node: str | None = None  # the node its nodeSelector names (kubernetes.io/hostname)
     cards: tuple[str, ...] = ()  # the shared cards it was given or pinned to, by their node's names
+    failure: Failure | None = None  # what went wrong with it (queueing.failures), if anything
 
     @property
     def terminated(self) -> bool:
