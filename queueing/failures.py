@@ -42,7 +42,7 @@ MAX_BACKOFF_S = 3600.0
 DISRUPTION_TARGET = "DisruptionTarget"
 _DISRUPTION_CLASSES = {
     "DeletionByTaintManager": NODE_LOST,
-    "TerminationByPodGC": NODE_LOST,
+    "DeletionByPodGC": NODE_LOST,  # (PodGC: "PodGC: node no longer exists")
     "EvictionByEvictionAPI": EVICTED,
     "TerminationByKubelet": EVICTED,
     "PreemptionByScheduler": PREEMPTED,

@@ -116,7 +116,7 @@ def test_image_pull_of_an_init_container():
     ("reason", "cls"),
     [
         ("DeletionByTaintManager", "NodeLost"),
-        ("TerminationByPodGC", "NodeLost"),
+        ("DeletionByPodGC", "NodeLost"),
         ("EvictionByEvictionAPI", "Evicted"),
         ("TerminationByKubelet", "Evicted"),
         ("PreemptionByScheduler", "Preempted"),
