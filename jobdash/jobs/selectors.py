@@ -7,7 +7,7 @@ from django.db.models import Case, Count, F, Q, QuerySet, When
 
 from . import roles
 from .exceptions import NotFound
-from .models import ACTIVE_STATES, ClusterState, Job, JobEvent, Namespace, Source, State
+from .models import ACTIVE_STATES, ClusterState, Job, JobEvent, Namespace, Source, State, Workflow
 
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
@@ -73,6 +73,28 @@ def jobs_visible_to(user) -> QuerySet[Job]:
         return Job.objects.none()
     return Job.objects.filter(Q(namespace__in=namespaces_visible_to(user)) | Q(submitted_by=user)).select_related(
         "namespace"
+    )
+
+
+def workflows_visible_to(user) -> QuerySet[Workflow]:
+    """The workflows of the namespaces the user sees, and the user's own."""
+    if not user.is_authenticated or not user.is_active:
+        return Workflow.objects.none()
+    seen = Q(namespace__in=namespaces_visible_to(user)) | Q(submitted_by=user)
+    return Workflow.objects.filter(seen).select_related("namespace")
+
+
+def workflow_get_visible(user, workflow_id: int) -> Workflow:
+    workflow = workflows_visible_to(user).filter(pk=workflow_id).first()
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id} not found")
+    return workflow
+
+
+def workflow_jobs(workflow: Workflow) -> list[Job]:
+    """Its jobs in submission (and array index) order, with their dependencies' ids."""
+    return list(
+        workflow.jobs.select_related("namespace").prefetch_related("dependencies").order_by("array_index", "id")
     )
 
 

@@ -4,8 +4,9 @@ membership, priority) comes before any write; the write is one round trip on Pos
 (hot_queries). jobs.services re-exports these: it is where callers find every write."""
 
 import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -13,11 +14,14 @@ from django.db import IntegrityError, connection, transaction
 
 import queueing
 from queueing import capabilities
+from queueing.job_options import JobOptions, options_from_annotations, with_fields
 from queueing.names import assign_generated_name
+from queueing.safe_yaml import document_path
+from queueing.workflows import array_name
 
-from . import cluster_port, hot_queries, roles, selectors
+from . import cluster_port, dependencies, hot_queries, roles, selectors
 from .exceptions import ClusterUnavailable, Conflict, FieldProblem, InvalidInput, JobdashError, NotMember
-from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State
+from .models import ACTIVE_STATES, Job, JobEvent, Namespace, Source, State, Workflow
 from .priority import priority_sources, resolve_priority, validate_priority
 from .signals import send_queue_changed
 from .storable import tree_problem
@@ -39,11 +43,14 @@ def manifest_check(
     *,
     namespace: str | None = None,
     runtime_source: queueing.workload.RuntimeSource | None = None,
+    name_index: int | None = None,
 ) -> tuple[dict, queueing.Workload]:
     """Parse and validate an untrusted manifest; no database access. A name from
     metadata.generateName is assigned here (as the API server would), and objects the job
     refers to (a TrainJob's runtime) are read from the cluster, in `namespace` when the
-    manifest names none (`runtime_source`: the ones read so far, in a bulk submission)."""
+    manifest names none (`runtime_source`: the ones read so far, in a bulk submission).
+    An array's job whose name lacks the index marker gets it appended (`name_index`,
+    queueing.workflows.array_name); its manifest is already the array's expansion."""
     try:
         document = queueing.load_document(manifest, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
         metadata = document.get("metadata") if isinstance(document, dict) else None
@@ -51,6 +58,8 @@ def manifest_check(
             if namespace and not metadata.get("namespace"):
                 metadata["namespace"] = namespace
             assign_generated_name(document)
+            if name_index is not None and isinstance(metadata.get("name"), str):
+                metadata["name"] = array_name(metadata["name"], name_index)
         workload = queueing.workload_from_manifest(document, runtime_source or _runtimes())
     except queueing.ManifestError as error:
         problems = [FieldProblem(e.path, e.message) for e in error.errors]
@@ -100,12 +109,16 @@ def _resolve_namespace(
 
 @dataclass(frozen=True)
 class Submission:
-    """One job of a bulk submission: what job_submit takes for one."""
+    """One job of a bulk submission: what job_submit takes for one. `options`: the API's fields
+    for the job's options (queueing.job_options.with_fields: after, retry, max_run_seconds, ...),
+    over its annotations'. `name_index`: an array's index to append to its name."""
 
     manifest: str | bytes
     priority: Any = 0
     priority_class: str = ""
     namespace: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    name_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,8 @@ class _Checked:
     ns: Namespace
     priority: int
     priority_class: str
+    options: JobOptions
+    after_path: str  # where a refused dependency is named
 
 
 def _check(
@@ -130,14 +145,27 @@ def _check(
 ) -> _Checked:
     priority = validate_priority(submission.priority)
     manifest, namespace = submission.manifest, submission.namespace
-    parsed, workload = manifest_check(manifest, namespace=namespace, runtime_source=runtime_source)
+    parsed, workload = manifest_check(
+        manifest, namespace=namespace, runtime_source=runtime_source, name_index=submission.name_index
+    )
     if isinstance(manifest, bytes):
         manifest = manifest.decode("utf-8")  # manifest_check proved it is UTF-8
     ns = _resolve_namespace(user, workload, namespace, namespaces)
     priority, priority_class = resolve_priority(
         user, ns, parsed, submission.priority_class, priority, source=priority_source
     )
-    return _Checked(manifest, parsed, workload, ns, priority, priority_class)
+    options = _options(workload, submission.options)
+    path = dependencies.after_path(submission.options)
+    return _Checked(manifest, parsed, workload, ns, priority, priority_class, options, path)
+
+
+def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptions:
+    """The job's options: its annotations', the API's fields over them; every problem at once."""
+    now = time.time()
+    try:
+        return with_fields(options_from_annotations(workload.annotations, now), fields, now)
+    except queueing.ManifestError as error:
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
 
 
 def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) -> Job:
@@ -164,6 +192,7 @@ def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) ->
         source=source,
         submitted_by=user if user is not None and user.is_authenticated else owner,
         submitted_by_name=actor,
+        options=checked.options.to_json(),
     )
 
 
@@ -190,8 +219,10 @@ def job_submit(
     namespace: str | None = None,
     submitted_by_name: str = "",
     owner=None,
+    options: Mapping[str, Any] | None = None,
 ) -> Job:
-    """Validate a manifest and store it as a Queued job, exactly as written.
+    """Validate a manifest and store it as a Queued job, exactly as written (`options`: the
+    API's fields for its workflow options, see Submission).
 
     `user` is None for submissions from cluster identities (the admission webhook); then
     `submitted_by_name` names the submitter and membership is not checked; `owner` is the
@@ -199,12 +230,19 @@ def job_submit(
     """
     if source not in Source.values:
         raise ValueError(f"unknown source {source!r}")
-    checked = _check(user, Submission(manifest, priority, priority_class, namespace))
+    checked = _check(user, Submission(manifest, priority, priority_class, namespace, options or {}))
+    edges = dependencies.resolve(checked.ns, checked.options, {}, checked.after_path)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
     job = _new_job(checked, user=user, source=source, actor=actor, owner=owner)
     note = _submitted_note(checked, source)
     try:
-        if connection.vendor == "postgresql":
+        if edges:  # (the job and its dependencies together, or neither)
+            with transaction.atomic():
+                job.save(force_insert=True)
+                JobEvent.objects.create(job=job, type="Submitted", message=note, actor=actor)
+                dependencies.store([job], [edges])
+                transaction.on_commit(send_queue_changed)
+        elif connection.vendor == "postgresql":
             # Within a caller's transaction, a savepoint: a refused insert must not abort it.
             with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
                 hot_queries.insert_submitted(job, note, actor)
@@ -257,12 +295,22 @@ def _too_many(limit: int) -> InvalidInput:
     )
 
 
-def jobs_submit_many(*, user, submissions: Sequence[Submission], source: str, submitted_by_name: str = "") -> list[Job]:
+def jobs_submit_many(
+    *,
+    user,
+    submissions: Sequence[Submission],
+    source: str,
+    submitted_by_name: str = "",
+    workflow: Workflow | None = None,
+    indexes: Sequence[int] | None = None,
+) -> list[Job]:
     """Validate every submission, then store them all as Queued jobs, in order, in one
     transaction: all or nothing.
 
     Every document is checked (as job_submit checks one, membership of its namespace
-    included) before anything is written. Refusals name the document: paths start with its
+    included) before anything is written; documents may depend on each other by name, never
+    in a circle. `workflow` (unsaved): the workflow they form, saved with them (its
+    namespace the first job's), `indexes` an array's. Refusals name the document: paths start with its
     index, `[3].spec...`. A refusal of the request as a whole wins (403, then 503);
     otherwise every document's problems come back together (400, or 413 when one is too
     large). Two documents naming the same job, or a name an active job holds, is a 409.
@@ -297,10 +345,20 @@ def jobs_submit_many(*, user, submissions: Sequence[Submission], source: str, su
             raise Conflict(
                 f"document [{first}] is a job named {one.workload.name!r} in namespace {one.ns.name!r} too"
             ).in_document(index)
+    edges = _edges(checked)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
+    new = [_new_job(one, user=user, source=source, actor=actor) for one in checked]
     try:
         with transaction.atomic():
-            jobs = Job.objects.bulk_create([_new_job(one, user=user, source=source, actor=actor) for one in checked])
+            if workflow is not None:
+                workflow.namespace = checked[0].ns
+                workflow.submitted_by = user if user is not None and user.is_authenticated else None
+                workflow.submitted_by_name = actor
+                workflow.save()
+                for i, job in enumerate(new):
+                    job.workflow, job.array_index = workflow, indexes[i] if indexes is not None else None
+            jobs = Job.objects.bulk_create(new)
+            dependencies.store(jobs, edges)
             JobEvent.objects.bulk_create(
                 JobEvent(job=job, type="Submitted", message=_submitted_note(one, source), actor=actor)
                 for job, one in zip(jobs, checked, strict=True)
@@ -313,6 +371,24 @@ def jobs_submit_many(*, user, submissions: Sequence[Submission], source: str, su
                 raise conflict.in_document(index) from None
         raise
     return jobs
+
+
+def _edges(checked: Sequence[_Checked]) -> list[list[dependencies.Edge]]:
+    """Each document's dependencies, on each other (by name, in one namespace) or on jobs stored."""
+    siblings: dict[tuple[int, str], int] = {(one.ns.pk, one.workload.name): i for i, one in enumerate(checked)}
+    edges, problems = [], []
+    for index, one in enumerate(checked):
+        named = {name: i for (ns, name), i in siblings.items() if ns == one.ns.pk}
+        try:
+            edges.append(dependencies.resolve(one.ns, one.options, named, one.after_path, index))
+        except InvalidInput as error:
+            problems.append(error.in_document(index))
+            edges.append([])
+    if problems:
+        raise _refusal(problems)
+    paths = [document_path(i, one.after_path) for i, one in enumerate(checked)]
+    dependencies.check_acyclic([one.workload.name for one in checked], edges, paths)
+    return edges
 
 
 def _refusal(refusals: list[JobdashError]) -> JobdashError:

@@ -1,6 +1,10 @@
+from datetime import UTC, datetime
+
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from queueing.job_options import JobOptions
 
 from .. import elastic, estimates
 from ..models import Job, JobEvent, Namespace, State
@@ -29,6 +33,25 @@ class JobSubmitSerializer(serializers.Serializer):
         help_text="A PriorityClass in the cluster; else the pods' priorityClassName, else the namespace's default.",
     )
     namespace = serializers.CharField(required=False, allow_blank=True, default="")
+    # Workflow options (issue 36), checked by queueing.job_options.with_fields (400s name the field).
+    after = serializers.JSONField(
+        required=False, help_text='Dependencies, as the annotation jobdash.io/after: "ok:train-1,any:42" or a list.'
+    )
+    keep_if_never_satisfied = serializers.JSONField(
+        required=False, help_text="Stay queued (DependencyNeverSatisfied) rather than be cancelled."
+    )
+    retry = serializers.JSONField(
+        required=False,
+        help_text='{"limit": 3, "on": ["NodeLost", "Evicted", "Preempted"], "exit_codes": [42], "backoff_seconds": 30}',
+    )
+    max_run_seconds = serializers.JSONField(required=False, help_text="Stopped (DeadlineExceeded) once run this long.")
+    start_by = serializers.JSONField(required=False, help_text="RFC 3339: cancelled if still queued then.")
+    array = serializers.CharField(
+        required=False, max_length=255, help_text='One job per index: "0-99", "1,3,5-7", "0-15:4", "0-99%5".'
+    )
+
+
+OPTION_FIELDS = ("after", "keep_if_never_satisfied", "retry", "max_run_seconds", "start_by")
 
 
 class PriorityClassSerializer(serializers.Serializer):
@@ -115,6 +138,18 @@ class JobSerializer(serializers.ModelSerializer):
         help_text="Per elastic role (e.g. an elastic PyTorchJob's Worker): minimum, maximum and current (the pods it "
         "runs once released; null before). Empty for a job with no elastic role."
     )
+    workflow = serializers.IntegerField(source="workflow_id", read_only=True, allow_null=True)
+    array_index = serializers.IntegerField(read_only=True, allow_null=True)
+    dependencies = serializers.SerializerMethodField(
+        help_text='[{"job": 42, "name": "train-1", "condition": "ok", "state": "Succeeded"}]: what it waits for.'
+    )
+    retries = serializers.IntegerField(read_only=True, help_text="Retries made after failures its policy retries.")
+    retry_limit = serializers.SerializerMethodField()
+    failure = serializers.SerializerMethodField(
+        help_text='Its last failure as classified: {"class": "NodeLost", "message": ..., "exit_code": null}.'
+    )
+    max_run_seconds = serializers.SerializerMethodField()
+    start_by = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -154,6 +189,14 @@ class JobSerializer(serializers.ModelSerializer):
             "preempted_for",
             "preempt_at",
             "preempted_by",
+            "workflow",
+            "array_index",
+            "dependencies",
+            "retries",
+            "retry_limit",
+            "failure",
+            "max_run_seconds",
+            "start_by",
             "manifest",
         ]
 
@@ -167,6 +210,28 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_past_late_bound(self, job: Job) -> bool:
         return estimates.past_late_bound(job, self.context.get("now") or timezone.now())
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_dependencies(self, job: Job) -> list[dict]:
+        return [
+            {"job": d.on_id, "name": d.on.name, "condition": d.condition, "state": d.on.state}
+            for d in job.dependencies.all()
+        ]
+
+    def get_retry_limit(self, job: Job) -> int:
+        return JobOptions.from_json(job.options).retry.limit
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_failure(self, job: Job) -> dict | None:
+        f = job.failure
+        return None if not f else {"class": f.get("cls"), "message": f.get("message"), "exit_code": f.get("exit_code")}
+
+    def get_max_run_seconds(self, job: Job) -> float | None:
+        return JobOptions.from_json(job.options).max_run_s
+
+    def get_start_by(self, job: Job) -> str | None:
+        at = JobOptions.from_json(job.options).start_by
+        return None if at is None else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
 
 
 class JobDetailSerializer(JobSerializer):

@@ -6,11 +6,13 @@ from . import views
 from .cluster import cluster_view
 from .lent_pools import LentPoolViewSet
 from .status import status_view
+from .workflows import WorkflowViewSet
 
 router = DefaultRouter()
 router.register("jobs", views.JobViewSet, basename="job")
 router.register("namespaces", views.NamespaceViewSet, basename="namespace")
 router.register("lent-pools", LentPoolViewSet, basename="lent-pool")
+router.register("workflows", WorkflowViewSet, basename="workflow")
 
 urlpatterns = [
     path("status/", status_view, name="api-status"),

@@ -18,13 +18,14 @@ from rest_framework.response import Response
 from queueing.safe_yaml import document_path
 from queueing.workload import ADAPTERS
 
-from .. import estimates, selectors, services
+from .. import estimates, selectors, services, workflows
 from ..exceptions import FieldProblem, InvalidInput
-from ..models import JobEvent, Source, State
+from ..models import JobDependency, JobEvent, Source, State
 from .errors import flatten
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT, UNAVAILABLE
 from .serializers import (
+    OPTION_FIELDS,
     ElasticQuotaSerializer,
     JobDetailSerializer,
     JobSerializer,
@@ -33,6 +34,7 @@ from .serializers import (
     PriorityClassSerializer,
     ReasonSerializer,
 )
+from .workflows import query_options, submit_workflow
 
 
 class JobFilter(django_filters.FilterSet):
@@ -111,7 +113,11 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
     lookup_value_regex = r"\d{1,18}"
 
     def get_queryset(self):
-        jobs = selectors.jobs_visible_to(self.request.user)
+        dependencies = Prefetch(
+            "dependencies",
+            queryset=JobDependency.objects.select_related("on").only("job", "condition", "on__name", "on__state"),
+        )
+        jobs = selectors.jobs_visible_to(self.request.user).prefetch_related(dependencies)
         if self.action == "retrieve":
             return jobs.prefetch_related(Prefetch("events", queryset=JobEvent.objects.order_by("created_at", "id")))
         return jobs
@@ -164,8 +170,23 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
     )
     def create(self, request):
         submissions, many = _body_submissions(request)
+        array = _array_spec(request)
+        if array is not None or (many and workflows.header(submissions[0].manifest) is not None):
+            if array is not None and many:
+                raise InvalidInput.at("array", "an array is one manifest: send one document")
+            _, jobs = submit_workflow(request.user, submissions, array)
+            return Response(JobSerializer(jobs, many=True).data, status=status.HTTP_201_CREATED)
         if not many:
-            job = services.job_submit(user=request.user, source=Source.API, **vars(submissions[0]))
+            one = submissions[0]
+            job = services.job_submit(
+                user=request.user,
+                source=Source.API,
+                manifest=one.manifest,
+                priority=one.priority,
+                priority_class=one.priority_class,
+                namespace=one.namespace,
+                options=one.options,
+            )
             return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)
         jobs = services.jobs_submit_many(user=request.user, submissions=submissions, source=Source.API)
         return Response(JobSerializer(jobs, many=True).data, status=status.HTTP_201_CREATED)
@@ -206,6 +227,7 @@ def _body_submissions(request) -> tuple[list[services.Submission], bool]:
             "priority": request.query_params.get("priority", 0),
             "priority_class": request.query_params.get("priority_class", ""),
             "namespace": request.query_params.get("namespace", "") or None,
+            "options": query_options(request.query_params),
         }
         documents = services.yaml_documents(request.data)
         if len(documents) == 1:
@@ -222,7 +244,16 @@ def _submission(data) -> services.Submission:
     manifest, priority, priority_class, namespace = (
         body.validated_data[k] for k in ("manifest", "priority", "priority_class", "namespace")
     )
-    return services.Submission(manifest, priority, priority_class, namespace or None)
+    options = {k: body.validated_data[k] for k in OPTION_FIELDS if k in body.validated_data}
+    return services.Submission(manifest, priority, priority_class, namespace or None, options)
+
+
+def _array_spec(request) -> str | None:
+    if isinstance(request.data, bytes):
+        return request.query_params.get("array") or None
+    if isinstance(request.data, dict) and request.data.get("array") is not None:
+        return str(request.data["array"])
+    return None
 
 
 def _submissions(items: list) -> list[services.Submission]:

@@ -1,0 +1,132 @@
+"""Workflows (issue 36): jobs submitted as one graph or as an array, cancelled as one.
+
+A workflow is declared by a multi-document YAML whose first document is
+`apiVersion: jobdash.io/v1, kind: Workflow` (`metadata.name`, optional `spec.concurrency`);
+its other documents are its jobs, which may depend on each other by name
+(`jobdash.io/after`). An array is one manifest submitted N times, the marker `{{index}}`
+replaced by each index (Slurm's `--array=0-99%5`: at most 5 admitted at once). Either way
+the jobs are stored together or not at all (submission.jobs_submit_many); each is then
+queued on its own, the workflow grouping them for its page, its cancel and an array's limit.
+"""
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import queueing
+from queueing.workflows import INDEX_MARKER, expand, parse_array
+
+from . import roles, selectors
+from .exceptions import Conflict, FieldProblem, InvalidInput
+from .models import ACTIVE_STATES, Job, State, Workflow
+from .services import compare_and_set
+from .signals import send_queue_changed
+from .submission import Submission, actor_name, jobs_submit_many
+
+API_VERSION, KIND = "jobdash.io/v1", "Workflow"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def header(text: str | bytes) -> tuple[str, int | None] | None:
+    """A workflow document's name and concurrency; None if the document declares no workflow."""
+    try:
+        document = queueing.load_document(text, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
+    except queueing.ManifestError:
+        return None  # (not a workflow: its checks as a job will say what is wrong)
+    if not isinstance(document, dict) or (document.get("apiVersion"), document.get("kind")) != (API_VERSION, KIND):
+        return None
+    metadata, spec = document.get("metadata"), document.get("spec") or {}
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    problems = []
+    if not isinstance(name, str) or len(name) > 63 or not _NAME.match(name):
+        problems.append(FieldProblem("metadata.name", "required: a DNS label (lower-case letters, digits, '-')"))
+    concurrency = spec.get("concurrency") if isinstance(spec, dict) else None
+    if concurrency is not None and (type(concurrency) is not int or concurrency < 1):
+        problems.append(FieldProblem("spec.concurrency", "must be a positive integer (jobs admitted at once)"))
+    if problems:
+        raise InvalidInput(problems).in_document(0)
+    return str(name), concurrency
+
+
+def workflow_submit(
+    *, user, name: str, submissions: Sequence[Submission], source: str, concurrency: int | None = None
+) -> tuple[Workflow, list[Job]]:
+    """A workflow of these jobs (a graph: they may depend on each other), all or nothing."""
+    workflow = Workflow(name=name, kind="dag", concurrency=concurrency)
+    jobs = jobs_submit_many(user=user, submissions=submissions, source=source, workflow=workflow)
+    return workflow, jobs
+
+
+def array_submit(*, user, submission: Submission, spec: str, source: str) -> tuple[Workflow, list[Job]]:
+    """One manifest as an array: a job per index, `{{index}}` replaced by it in the text and,
+    unless the name holds the marker, `-<index>` appended to the name."""
+    try:
+        array = parse_array(spec, "array", max_size=settings.JOBDASH_BULK_MAX_JOBS)
+    except queueing.ManifestError as error:
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
+    text = (
+        submission.manifest.decode("utf-8", "replace")
+        if isinstance(submission.manifest, bytes)
+        else submission.manifest
+    )
+    marked = _name_marked(text)
+    submissions = [
+        replace(submission, manifest=expand(text, index), name_index=None if marked else index)
+        for index in array.indexes
+    ]
+    workflow = Workflow(name=_base_name(text), kind="array", array=spec, concurrency=array.limit)
+    jobs = jobs_submit_many(user=user, submissions=submissions, source=source, workflow=workflow, indexes=array.indexes)
+    return workflow, jobs
+
+
+def _name_marked(text: str) -> bool:
+    """Whether the manifest's metadata.name holds the index marker (two expansions differ)."""
+    return _name(expand(text, 0)) != _name(expand(text, 1))
+
+
+def _name(text: str) -> Any:
+    try:
+        document = queueing.load_document(text, max_bytes=settings.JOBDASH_MAX_MANIFEST_BYTES)
+    except queueing.ManifestError:
+        return None
+    metadata = document.get("metadata") if isinstance(document, dict) else None
+    return metadata.get("name") or metadata.get("generateName") if isinstance(metadata, dict) else None
+
+
+def _base_name(text: str) -> str:
+    name = _name(text.replace(INDEX_MARKER, "")) or "array"
+    return str(name).strip("-.")[:63] or "array"
+
+
+def workflow_cancel(*, workflow_id: int, user, reason: str = "") -> Workflow:
+    """Every active job of the workflow is cancelled (as job_cancel, with the same rights)."""
+    workflow = selectors.workflow_get_visible(user, workflow_id)
+    doing = f"cancelling workflow {workflow.pk}"
+    if workflow.submitted_by_id is not None and workflow.submitted_by_id == getattr(user, "pk", None):
+        roles.require(user, workflow.namespace, roles.EDIT, doing)
+    else:
+        roles.require(user, workflow.namespace, roles.ADMIN, f"{doing} (submitted by {workflow.submitted_by_name})")
+    actor = actor_name(user)
+    note = f"cancelled with workflow {workflow.name} (#{workflow.pk}) by {actor}" + (f": {reason}" if reason else "")
+    with transaction.atomic():
+        updated = Workflow.objects.filter(pk=workflow.pk, cancelled_at__isnull=True).update(cancelled_at=timezone.now())
+        if not updated:
+            raise Conflict(f"workflow {workflow.pk} is already cancelled")
+        for job_id in workflow.jobs.filter(state__in=ACTIVE_STATES).values_list("id", flat=True):
+            compare_and_set(
+                job_id,
+                from_states=ACTIVE_STATES,
+                to_state=State.CANCELLED,
+                event="Cancelled",
+                note=note,
+                actor=actor,
+                message=note,
+            )
+        transaction.on_commit(send_queue_changed)
+    workflow.refresh_from_db()
+    return workflow
