@@ -15,6 +15,7 @@ from .fit import NodeFailure
 from .quantity import format_quantity
 from .tide import words as lent_words
 from .topology import level_name
+from .workflows import never_words, waits_words
 
 
 class Reason(StrEnum):
@@ -106,9 +107,6 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
         "pods": failure.pods,
         "placed": failure.placed,
     }
-
-
-_TO = {"ok": "succeed", "any": "end", "notok": "fail"}  # a dependency's condition: what it waits for
 
 
 def amount(resource: str, value: int) -> str:
@@ -207,12 +205,9 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
     if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
         return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"
     if reason is Reason.WAITING_FOR_DEPENDENCY:
-        return "waits for " + "; ".join(f"{name} (#{i}) to {_TO[cond]}" for i, name, cond in d["waits"])
+        return "waits for " + waits_words(d["waits"])
     if reason is Reason.DEPENDENCY_NEVER_SATISFIED:
-        never = "; ".join(
-            f"{name} (#{i}) {state.lower()}: it was to {_TO[cond]}" for i, name, cond, state in d["never"]
-        )
-        return f"{never} (kept queued as its submitter asked: cancel it or submit it anew)"
+        return f"{never_words(d['never'])} (kept queued as its submitter asked: cancel it or submit it anew)"
     if reason is Reason.ARRAY_CONCURRENCY_LIMIT:
         return f"array {d['name']} (#{d['group']}) runs {d['limit']} jobs at once, its limit"
     if reason is Reason.BACKING_OFF:

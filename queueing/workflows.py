@@ -8,7 +8,7 @@ met, and one that can never start is cancelled (or kept queued if its owner aske
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -41,6 +41,21 @@ def outcome(condition: str, state: str) -> str:
     if condition == "notok":
         return MET if state in _FAILED else NEVER if state == "Succeeded" else WAIT
     raise ValueError(f"unknown dependency condition {condition!r}")
+
+
+_TO = {"ok": "succeed", "any": "end", "notok": "fail"}  # what a dependent waits for a job to do
+
+
+def waits_words(waits: Iterable[Sequence[Any]]) -> str:
+    """(job id, name, condition) -> "train (#42) to succeed; prep (#41) to end"."""
+    return "; ".join(f"{name} (#{on}) to {_TO[condition]}" for on, name, condition in waits)
+
+
+def never_words(never: Iterable[Sequence[Any]]) -> str:
+    """(job id, name, condition, state) -> "train (#42) failed: it was to succeed"."""
+    return "; ".join(
+        f"{name} (#{on}) {state.lower()}: it was to {_TO[condition]}" for on, name, condition, state in never
+    )
 
 
 def combined(outcomes: Iterable[str]) -> str:

@@ -3,7 +3,7 @@ and handed as frozen ActiveJobs to the tracker, preemption and publish, so that 
 rebuilds a job's cluster key, gang or times from a row of its own."""
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jobdash.cluster.gateway import ObjectKey
@@ -43,6 +43,9 @@ class ActiveJob:
     requeue_requested_at: float | None = None
     eta_first: float | None = None
     eta_first_late: float | None = None
+    # Workflows (issue 36): its options (queueing.job_options.JobOptions.to_json) and retries made.
+    options: Mapping[str, Any] = field(default_factory=dict)
+    retries: int = 0
 
     @property
     def kind_key(self) -> str:
@@ -83,6 +86,8 @@ _FIELDS = (
     "predicted_duration_s",
     "predicted_p90_s",
     "prediction_source",
+    "options",
+    "retries",
 )
 _TIMES = ("released_at", "started_at", "requeue_requested_at", "eta_first", "eta_first_late", "preempt_at")
 
@@ -128,6 +133,8 @@ def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
             requeue_requested_at=row["requeue_requested_at"],
             eta_first=row["eta_first"],
             eta_first_late=row["eta_first_late"],
+            options=row["options"] or {},
+            retries=row["retries"],
         )
         for row in rows
     ]

@@ -52,6 +52,7 @@ from . import (
     snapshot_phase,
     tracker,
     transitions,
+    workflow_holds,
 )
 from . import reconcile as reconcile_pass
 from . import release as release_phase
@@ -216,6 +217,7 @@ class Dispatcher:
         jobs: list[ActiveJob] | None = None,
         pods: Mapping[ObjectKey, list[PodInfo]] | None = None,
         now: datetime | None = None,
+        failed_nodes: frozenset[str] = frozenset(),
     ) -> dict:
         """`jobs`, `pods`: the active jobs and their pods as this cycle's snapshot read them
         (None: read them now); `now`: the cycle's time (None: the clock's)."""
@@ -227,6 +229,7 @@ class Dispatcher:
             jobs=jobs,
             pods=pods,
             now=now or self.clock.now(),
+            failed_nodes=failed_nodes,
         )
 
     def cycle(self, term: int) -> CycleResult:
@@ -339,8 +342,9 @@ class Dispatcher:
             lap("statuses")
             # 6. track (the jobs active at the snapshot; those released since, from the next
             # cycle on), and repair what an interrupted release left behind
-            self.track(term, observed.active, observed.active_pods, now=started)
+            self.track(term, observed.active, observed.active_pods, now=started, failed_nodes=observed.failed_nodes)
             pod_groups.fail_never_created(observed.never_created, term, started)
+            workflow_holds.end(observed.never_met, term, started)  # never to be met, or too late
             result.repaired = self.repair(term, started)
             lap("track")
             # 7. replace: gangs that lost nodes placed anew, or queued again

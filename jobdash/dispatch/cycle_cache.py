@@ -164,6 +164,7 @@ class CycleCache:
             demand=demand,
             preempted_by=row["preempted_by_id"],
             preempting=row["reason"] == str(Reason.PREEMPTING),
+            group=row["workflow_id"],  # (an array's limit holds it: queueing/holds.py)
         )
         self._jobs[row["id"]] = (version, job)
         return job
@@ -219,6 +220,7 @@ _PENDING_FIELDS = (
     "predicted_p90_s",
     "predicted_tail_s",
     "prediction_source",
+    "workflow_id",
 )
 
 

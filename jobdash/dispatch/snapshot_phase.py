@@ -26,7 +26,7 @@ from queueing.devices import derived_totals
 from queueing.namespace_quota import NamespaceQuota
 from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
 
-from . import card_usage, lending, lost, pod_groups
+from . import card_usage, lending, lost, pod_groups, workflow_holds
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
 
@@ -55,6 +55,8 @@ class Observation:
     # The nodes and live pods the snapshot was built from (publish draws shared cards from them).
     node_infos: Sequence[NodeInfo] = ()
     live_pods: Sequence[PodInfo] = ()
+    # Queued jobs a dependency of which will never be met, and why (workflow_holds.end cancels them).
+    never_met: Mapping[int, str] = dataclasses.field(default_factory=dict)
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -259,9 +261,12 @@ def build(
 
     learning.retain(job.id for job in running)
     held = pod_groups.waiting_for_pods(gateway, (row.job for row in rows))
+    holds = workflow_holds.read(row.job for row in rows)
+    for job_id, dependent in holds.held.items():
+        held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
     snapshot = Snapshot(
         now=now,
-        pending=tuple(held.get(row.job.id, row.job) for row in rows),
+        pending=tuple(held.get(row.job.id, row.job) for row in rows if row.job.id not in holds.never),
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, managed, live_pods),
@@ -272,6 +277,18 @@ def build(
         topology_levels=topology_levels,
         replacements=found.replacements,
         lent=lending.lent_pools(node_infos, lending.declared_pools(), now),
+        groups=holds.groups,
     )
     never = pod_groups.never_created(held, now)
-    return Observation(snapshot, rows, active, by_job, dict(overruns), found.failed_nodes, never, node_infos, live_pods)
+    return Observation(
+        snapshot,
+        [row for row in rows if row.job.id not in holds.never],
+        active,
+        by_job,
+        dict(overruns),
+        found.failed_nodes,
+        never,
+        node_infos,
+        live_pods,
+        holds.never,
+    )

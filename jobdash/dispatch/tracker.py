@@ -30,7 +30,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
 from jobdash.jobs.models import Job, State
 
-from . import bulk, holding, preempt, resize, transitions
+from . import bulk, holding, preempt, resize, retries, transitions
 from .active import ActiveJob, read_active
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def track(
     jobs: list[ActiveJob] | None = None,
     pods: Mapping[gw.ObjectKey, list[gw.PodInfo]] | None = None,
     now: datetime | None = None,
+    failed_nodes: frozenset[str] = frozenset(),
 ) -> dict[str, int]:
     """One pass. `sweep`, kept by the caller between passes, is what the sweep for objects
     of cancelled jobs remembers (Sweep); without it the pass looks at every object.
@@ -88,7 +89,8 @@ def track(
     `jobs`: the active jobs as the cycle's snapshot read them, and `pods` their pods; a job
     released since is followed from the next pass on, and each move is a compare-and-set,
     so a job read a little earlier never moves a job that has moved meanwhile. None: read
-    them now. `now`: the cycle's time (default: the current time)."""
+    them now. `now`: the cycle's time (default: the current time). `failed_nodes`: the nodes
+    that failed (a failed job placed there lost its node: retries.classify)."""
     now = now or timezone.now()
     counts: dict[str, int] = defaultdict(int)
     if jobs is None:
@@ -99,7 +101,17 @@ def track(
     for job in jobs:
         try:
             counts[
-                _follow(gateway, config, job, gateway.job_object(job.key), pods.get(job.key, ()), now, moves, term)
+                _follow(
+                    gateway,
+                    config,
+                    job,
+                    gateway.job_object(job.key),
+                    pods.get(job.key, ()),
+                    now,
+                    moves,
+                    term,
+                    failed_nodes,
+                )
             ] += 1
         except gw.GatewayError as error:  # the cluster is unwell: try again next time
             log.warning("tracking job %s: %s", job.id, error, extra=logs.job(job.id, job.namespace))
@@ -151,6 +163,7 @@ def _follow(
     now: datetime,
     moves: _Moves,
     term: int | None = None,
+    failed_nodes: frozenset[str] = frozenset(),
 ) -> str:
     job_id, state, what, key = job.id, job.state, job.kind, job.key
     pods = list(pods)
@@ -167,11 +180,8 @@ def _follow(
     if info.phase == "Succeeded":
         moves.finished.append((job_id, State.SUCCEEDED, f"the {what} succeeded", state == State.RELEASED))
         return "succeeded"
-    if info.phase == "Failed":
-        moves.finished.append(
-            (job_id, State.FAILED, f"the {what} failed: {info.message}".rstrip(": "), state == State.RELEASED)
-        )
-        return "failed"
+    if info.phase == "Failed":  # retried, or Failed saying why (retries.py)
+        return retries.failed(gateway, job, retries.classify(job, info.message, pods, failed_nodes), now, term)
     if job.requeue_requested_at is not None and not kinds.can_take_back(job.kind_key):
         return _end_instead_of_take_back(gateway, job, now, term)
     if job.requeue_requested_at is not None:
@@ -188,7 +198,8 @@ def _follow(
             holding.taken_back(gateway, key, config.release_mode, term)
         return "requeued"
     if state == State.RUNNING:
-        return "running"
+        limit = retries.past_deadline(job, now)
+        return "running" if limit is None else retries.stop(gateway, job, limit, now, term)
     gang = job.gang
     if kinds.started(job.kind_key, job.workload, pods):
         moves.start(job, f"all {gang} pods are running")
@@ -198,6 +209,9 @@ def _follow(
         return "starting"
     if not kinds.can_take_back(job.kind_key):
         return _end_instead_of_take_back(gateway, job, now, term)
+    pulled = retries.image_pull(pods)
+    if pulled is not None:  # (waiting longer for an image that cannot be pulled will not help)
+        return retries.failed(gateway, job, pulled, now, term)
     attempts = job.attempts + 1
     running = sum(1 for pod in pods if pod.phase == "Running" and not pod.deleting)
     note = f"only {running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"

@@ -246,6 +246,55 @@ def requeue(
     )
 
 
+def retry(
+    job_id: int,
+    *,
+    note: str,
+    backoff_until: datetime,
+    failure: dict[str, Any],
+    term: int | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """A job whose failure its retry policy retries (issue 36): Released or Running -> Queued
+    in its old place (submitted_at kept), one more retry counted, the failure kept, predicted
+    again (its history has grown since)."""
+    return _fenced_compare_and_set(
+        job_id,
+        term,
+        from_states=(State.RELEASED, State.RUNNING),
+        to_state=State.QUEUED,
+        event="Retrying",
+        note=note,
+        actor=DISPATCHER,
+        now=now,
+        backoff_until=backoff_until,
+        reason="BackingOff",
+        message=note,
+        retries=F("retries") + 1,
+        failure=failure,
+        predicted_duration_s=None,
+        predicted_p90_s=None,
+        predicted_tail_s=None,
+        prediction_source="",
+    )
+
+
+def end_queued(job_id: int, note: str, *, reason: str, term: int | None = None, now: datetime | None = None) -> bool:
+    """A queued job that can never start, or must not start any more: Cancelled, `reason` on its row."""
+    return _fenced_compare_and_set(
+        job_id,
+        term,
+        from_states=(State.QUEUED,),
+        to_state=State.CANCELLED,
+        event="Cancelled",
+        note=f"{reason}: {note}",
+        actor=DISPATCHER,
+        now=now,
+        reason=reason,
+        message=note,
+    )
+
+
 def requeue_on_request(
     job_id: int, *, note: str, backoff_until: datetime, term: int | None = None, now: datetime | None = None
 ) -> bool:
@@ -301,8 +350,10 @@ def fail(
     term: int | None = None,
     now: datetime | None = None,
     event: str = "Failed",
+    **more: Any,
 ) -> bool:
-    """`event`: Refused when the cluster refused the job's object for good."""
+    """`event`: Refused when the cluster refused the job's object for good; `more`: fields of
+    the row particular to this failure (its classified `failure`, a `reason`)."""
     return _fenced_compare_and_set(
         job_id,
         term,
@@ -313,6 +364,7 @@ def fail(
         actor=DISPATCHER,
         now=now,
         message=note,
+        **more,
     )
 
 

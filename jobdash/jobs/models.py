@@ -212,6 +212,8 @@ class Job(models.Model):
     options = models.JSONField(default=dict, blank=True)
     retries = models.PositiveIntegerField(default=0)
     failure = models.JSONField(null=True, blank=True)
+    # Its "start by" deadline (options' start_by), a column so the cycle finds the expired cheaply.
+    start_by = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -244,6 +246,7 @@ class Job(models.Model):
             models.Index(fields=["preempted_for"], name="job_preempted_for", condition=Q(preempted_for__isnull=False)),
             models.Index(fields=["preempted_by"], name="job_preempted_by", condition=Q(preempted_by__isnull=False)),
             models.Index(fields=["workflow"], name="job_workflow", condition=Q(workflow__isnull=False)),
+            models.Index(fields=["start_by"], name="job_start_by", condition=Q(start_by__isnull=False)),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -193,6 +194,7 @@ def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) ->
         submitted_by=user if user is not None and user.is_authenticated else owner,
         submitted_by_name=actor,
         options=checked.options.to_json(),
+        start_by=None if checked.options.start_by is None else datetime.fromtimestamp(checked.options.start_by, UTC),
     )
 
 
