@@ -16,10 +16,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from jobdash.cluster import gateway as gw
-from jobdash.jobs.models import State
+from jobdash.jobs.models import JobEvent, State
 from queueing.failures import (
     EXIT_CODE,
     IMAGE_PULL,
+    NODE_LOST,
     Failure,
     backoff_s,
     deadline_exceeded,
@@ -37,14 +38,24 @@ log = logging.getLogger(__name__)
 
 def classify(job: ActiveJob, message: str, pods: Iterable[gw.PodInfo], failed_nodes: frozenset[str]) -> Failure:
     """The job's failure: the most telling of its pods'; a lost node if none says, but a node
-    the plan put it on failed (its pods went with the node, and their word with them)."""
-    pods = list(pods)
+    the plan put it on failed (the taint manager deleted its pods there, and their word with
+    them: only a watch that saw them go saw why)."""
     found = [pod.failure for pod in pods if pod.failure is not None]
     if not found:
         for role, index, node in job.placement:
             if node in failed_nodes:
-                return node_lost(f"{job.name}-{role.lower()}-{index}", node)
+                return node_lost(f"{role.lower()} {index}", node)
+        moved = _replaced_since_release(job.id)
+        if moved is not None:  # (its pods lost their node this run, and were placed again: pinning.replace)
+            return Failure(NODE_LOST, f"NodeLost: {moved}")
     return job_failure(found, message)
+
+
+def _replaced_since_release(job_id: int) -> str | None:
+    """The note of the job's last Replaced event since its last release, if any."""
+    events = JobEvent.objects.filter(job_id=job_id, type__in=("Released", "Replaced")).order_by("-id")
+    last = events.values_list("type", "message").first()
+    return last[1] if last is not None and last[0] == "Replaced" else None
 
 
 def image_pull(pods: Iterable[gw.PodInfo]) -> Failure | None:

@@ -211,7 +211,9 @@ def build(
     # (A job that cannot be taken back has nobody to make its pods again elsewhere: not replaced.)
     # (an elastic job giving back pods loses nothing with them: only the pods it keeps count)
     replaceable = [_kept(job) for job in active if kinds.can_take_back(job.kind_key)]
-    found = lost.lost(replaceable, by_job, node_infos, live_pods) if pin else lost.Lost((), frozenset())
+    found = (
+        lost.lost(replaceable, by_job, node_infos, live_pods) if pin else lost.Lost((), lost.failed_nodes(node_infos))
+    )
     lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
     in_flight, running = [], []
     overruns: dict[str, list[str]] = defaultdict(list)
