@@ -1,5 +1,6 @@
 """Reads. Every query that decides what a user may see lives here."""
 
+from collections.abc import Iterable
 from contextlib import contextmanager
 
 from django.db import connection, transaction
@@ -7,7 +8,7 @@ from django.db.models import Case, Count, F, Q, QuerySet, When
 
 from . import roles
 from .exceptions import NotFound
-from .models import ACTIVE_STATES, ClusterState, Job, JobEvent, Namespace, Source, State, Workflow
+from .models import ACTIVE_STATES, ClusterState, Job, JobDependency, JobEvent, Namespace, Source, State, Workflow
 
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
@@ -96,6 +97,20 @@ def workflow_jobs(workflow: Workflow) -> list[Job]:
     return list(
         workflow.jobs.select_related("namespace").prefetch_related("dependencies").order_by("array_index", "id")
     )
+
+
+def workflow_counts(workflow_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Each workflow's jobs counted by state, in one query (a list page's progress)."""
+    counts: dict[int, dict[str, int]] = {}
+    rows = Job.objects.filter(workflow_id__in=list(workflow_ids)).values_list("workflow_id", "state")
+    for workflow_id, state, n in rows.annotate(n=Count("id")).order_by():
+        counts.setdefault(workflow_id, {})[state] = n
+    return counts
+
+
+def job_dependencies(job: Job) -> list[JobDependency]:
+    """What the job waits for, with each target's name and state."""
+    return list(job.dependencies.select_related("on").order_by("id"))
 
 
 def jobs_of(user, limit: int = 20) -> QuerySet[Job]:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import views, workflow_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,4 +12,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/requeue/", views.job_requeue, name="job-requeue"),
     path("submit/check/", views.submit_check, name="submit-check"),
     path("cluster/", views.cluster, name="cluster"),
+    path("workflows/", workflow_views.workflow_list, name="workflow-list"),
+    path("workflows/<int:workflow_id>/", workflow_views.workflow_detail, name="workflow-detail"),
+    path("workflows/<int:workflow_id>/cancel/", workflow_views.workflow_cancel, name="workflow-cancel"),
 ]

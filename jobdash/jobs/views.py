@@ -23,10 +23,11 @@ from . import (
     roles,
     selectors,
     services,
+    workflow_presenters,
 )
 from .exceptions import InvalidInput, JobdashError, NotFound, NotMember
-from .forms import PriorityForm, ReasonForm, SubmitForm
-from .models import Job, Source, State
+from .forms import OPTION_FIELDS, PriorityForm, ReasonForm, SubmitForm
+from .models import Job, Source, State, Workflow
 from .presenters import cluster_page
 
 # How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
@@ -114,6 +115,7 @@ def job_detail(request, job_id: int):
         job = _visible_job(request.user, job_id)
         events = list(selectors.job_events(job))
         pods = dashboard.job_pods(job)
+        dependencies = selectors.job_dependencies(job)
     now = timezone.now()
     _decorate([job], now)
     # The job page alone: the first range it was given (while it waits, once the range has
@@ -136,6 +138,7 @@ def job_detail(request, job_id: int):
         "may_cancel": roles.may_act_on(request.user, job),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
+        "workflow": workflow_presenters.job_facts(job, dependencies),
     }
     if request.htmx:
         return render(request, "jobs/_job_live.html", context)
@@ -223,10 +226,13 @@ def submit(request):
     classes = priority.priority_classes()
     if request.method == "POST":
         form = SubmitForm(request.POST, namespaces=namespaces, priority_classes=classes)
-        job = form.submit(user=request.user, source=Source.WEB) if form.is_valid() else None
-        if job is not None:
-            messages.success(request, f"Job {job.name} queued in {job.namespace.name}.")
-            return redirect("job-detail", job_id=job.pk)
+        made = form.submit(user=request.user, source=Source.WEB) if form.is_valid() else None
+        if isinstance(made, Workflow):
+            messages.success(request, f"Workflow {made.name} queued in {made.namespace.name}.")
+            return redirect("workflow-detail", workflow_id=made.pk)
+        if made is not None:
+            messages.success(request, f"Job {made.name} queued in {made.namespace.name}.")
+            return redirect("job-detail", job_id=made.pk)
     else:
         initial = {"namespace": namespaces[0] if len(namespaces) == 1 else ""}
         example = request.GET.get("example")
@@ -236,7 +242,12 @@ def submit(request):
     return render(
         request,
         "jobs/submit.html",
-        {"form": form, "examples": examples.example_names(), "staff": selectors.sees_all_namespaces(request.user)},
+        {
+            "form": form,
+            "option_fields": [form[name] for name in OPTION_FIELDS],
+            "examples": examples.example_names(),
+            "staff": selectors.sees_all_namespaces(request.user),
+        },
     )
 
 

@@ -103,11 +103,21 @@ def _base_name(text: str) -> str:
     return str(name).strip("-.")[:63] or "array"
 
 
+def _owns(user, workflow: Workflow) -> bool:
+    return workflow.submitted_by_id is not None and workflow.submitted_by_id == getattr(user, "pk", None)
+
+
+def may_cancel(user, workflow: Workflow) -> bool:
+    """Whether workflow_cancel would let `user` cancel it (the page shows its button by it):
+    edit for its submitter, admin for anyone else."""
+    return roles.grant(user, workflow.namespace).allows(roles.EDIT if _owns(user, workflow) else roles.ADMIN)
+
+
 def workflow_cancel(*, workflow_id: int, user, reason: str = "") -> Workflow:
     """Every active job of the workflow is cancelled (as job_cancel, with the same rights)."""
     workflow = selectors.workflow_get_visible(user, workflow_id)
     doing = f"cancelling workflow {workflow.pk}"
-    if workflow.submitted_by_id is not None and workflow.submitted_by_id == getattr(user, "pk", None):
+    if _owns(user, workflow):
         roles.require(user, workflow.namespace, roles.EDIT, doing)
     else:
         roles.require(user, workflow.namespace, roles.ADMIN, f"{doing} (submitted by {workflow.submitted_by_name})")
