@@ -45,12 +45,12 @@ def dependent_starts(
     durations: Callable[[int], float | None],
     ends: Mapping[int, float | None],
     now: float,
-) -> dict[int, float]:
+) -> tuple[dict[int, float], dict[int, str]]:
     """Likely starts of jobs that wait for others: when the last of their dependencies is
     likely to end. ``starts``: the forecast's starts of queued jobs; ``durations(id)``: a queued
     job's expected run time; ``ends``: likely ends of the jobs admitted already (None: unknown).
     A dependency that is itself a dependent is resolved first (a chain preprocess -> train ->
-    evaluate adds up). No start when any end is unknown."""
+    evaluate adds up). No start when any end is unknown: a note says whose."""
     found: dict[int, float | None] = {}
 
     def start(job_id: int, trail: frozenset[int]) -> float | None:
@@ -78,13 +78,16 @@ def dependent_starts(
         duration = durations(job_id)
         return None if begun is None or duration is None else begun + duration
 
-    result = {}
-    for job_id in dependents:
-        if not dependents[job_id].never:
+    result, notes = {}, {}
+    for job_id, after in dependents.items():
+        if not after.never:
             at = start(job_id, frozenset())
             if at is not None:
                 result[job_id] = at
-    return result
+            else:
+                names = ", ".join(f"{name} (#{on})" for on, name, _ in after.waiting)
+                notes[job_id] = f"it starts once {names} ended, and when that will be is not known"
+    return result, notes
 
 
 class Holds:
@@ -117,13 +120,13 @@ def forecast_dependents(
     admitted: Sequence[PendingJob],
     starts: Mapping[int, float],
     expected: Callable[[PendingJob], float | None],
-) -> dict[int, float]:
+) -> tuple[dict[int, float], dict[int, str]]:
     """``dependent_starts`` for a planned cycle: the ends of the jobs running, starting and
     admitted now, and the queued jobs' forecast starts and expected run times."""
     now = snapshot.now
     dependents = {job.id: job.after for job in snapshot.pending if job.after is not None}
     if not dependents:
-        return {}
+        return {}, {}
     ends: dict[int, float | None] = {}
     for running in snapshot.running:
         end = running.likely_end if running.likely_end is not None else running.expected_end

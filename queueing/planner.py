@@ -492,9 +492,7 @@ class _Planner:
         starts, notes, otherwise = forecast(
             snapshot, self.queues, admitted, quota_free, cluster_free, self.eta_horizon_s, estimate
         )
-        starts.update(
-            forecast_dependents(
-                snapshot, admitted, starts, lambda j: estimate(j.workload, j.namespace, j.expected_duration)
-            )
+        found, waits = forecast_dependents(
+            snapshot, admitted, starts, lambda j: estimate(j.workload, j.namespace, j.expected_duration)
         )
-        return starts, notes, otherwise
+        return {**starts, **found}, {**notes, **waits}, otherwise
