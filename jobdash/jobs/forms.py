@@ -188,7 +188,7 @@ class SubmitForm(forms.Form):
                 for text in documents[1:]
             ]
             return workflows.workflow_submit(
-                user=user, name=name, submissions=jobs, source=source, concurrency=concurrency
+                user=user, name=name, submissions=jobs, source=source, concurrency=concurrency, first_document=1
             )[0]
         return services.job_submit(
             user=user,

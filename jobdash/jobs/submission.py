@@ -305,6 +305,7 @@ def jobs_submit_many(
     submitted_by_name: str = "",
     workflow: Workflow | None = None,
     indexes: Sequence[int] | None = None,
+    first_document: int = 0,
 ) -> list[Job]:
     """Validate every submission, then store them all as Queued jobs, in order, in one
     transaction: all or nothing.
@@ -313,7 +314,7 @@ def jobs_submit_many(
     included) before anything is written; documents may depend on each other by name, never
     in a circle. `workflow` (unsaved): the workflow they form, saved with them (its
     namespace the first job's), `indexes` an array's. Refusals name the document: paths start with its
-    index, `[3].spec...`. A refusal of the request as a whole wins (403, then 503);
+    index, `[3].spec...` (counted from `first_document`: a workflow's stream starts with its header). A refusal of the request as a whole wins (403, then 503);
     otherwise every document's problems come back together (400, or 413 when one is too
     large). Two documents naming the same job, or a name an active job holds, is a 409.
     """
@@ -337,7 +338,7 @@ def jobs_submit_many(
                 )
             )
         except JobdashError as error:
-            refusals.append(error.in_document(index))
+            refusals.append(error.in_document(first_document + index))
     if refusals:
         raise _refusal(refusals)
     first_named: dict[tuple[int, str], int] = {}
@@ -345,9 +346,10 @@ def jobs_submit_many(
         first = first_named.setdefault((one.ns.pk, one.workload.name), index)
         if first != index:
             raise Conflict(
-                f"document [{first}] is a job named {one.workload.name!r} in namespace {one.ns.name!r} too"
-            ).in_document(index)
-    edges = _edges(checked)
+                f"document [{first_document + first}] is a job named {one.workload.name!r} in namespace "
+                f"{one.ns.name!r} too"
+            ).in_document(first_document + index)
+    edges = _edges(checked, first_document)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
     new = [_new_job(one, user=user, source=source, actor=actor) for one in checked]
     try:
@@ -370,12 +372,12 @@ def jobs_submit_many(
         for index, one in enumerate(checked):
             conflict = _name_taken(one)
             if conflict is not None:
-                raise conflict.in_document(index) from None
+                raise conflict.in_document(first_document + index) from None
         raise
     return jobs
 
 
-def _edges(checked: Sequence[_Checked]) -> list[list[dependencies.Edge]]:
+def _edges(checked: Sequence[_Checked], first_document: int) -> list[list[dependencies.Edge]]:
     """Each document's dependencies, on each other (by name, in one namespace) or on jobs stored."""
     siblings: dict[tuple[int, str], int] = {(one.ns.pk, one.workload.name): i for i, one in enumerate(checked)}
     edges, problems = [], []
@@ -384,11 +386,11 @@ def _edges(checked: Sequence[_Checked]) -> list[list[dependencies.Edge]]:
         try:
             edges.append(dependencies.resolve(one.ns, one.options, named, one.after_path, index))
         except InvalidInput as error:
-            problems.append(error.in_document(index))
+            problems.append(error.in_document(first_document + index))
             edges.append([])
     if problems:
         raise _refusal(problems)
-    paths = [document_path(i, one.after_path) for i, one in enumerate(checked)]
+    paths = [document_path(first_document + i, one.after_path) for i, one in enumerate(checked)]
     dependencies.check_acyclic([one.workload.name for one in checked], edges, paths)
     return edges
 

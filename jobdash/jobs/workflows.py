@@ -54,11 +54,20 @@ def header(text: str | bytes) -> tuple[str, int | None] | None:
 
 
 def workflow_submit(
-    *, user, name: str, submissions: Sequence[Submission], source: str, concurrency: int | None = None
+    *,
+    user,
+    name: str,
+    submissions: Sequence[Submission],
+    source: str,
+    concurrency: int | None = None,
+    first_document: int = 0,
 ) -> tuple[Workflow, list[Job]]:
-    """A workflow of these jobs (a graph: they may depend on each other), all or nothing."""
+    """A workflow of these jobs (a graph: they may depend on each other), all or nothing.
+    `first_document`: the first job's place in the request (1 after a Workflow document)."""
     workflow = Workflow(name=name, kind="dag", concurrency=concurrency)
-    jobs = jobs_submit_many(user=user, submissions=submissions, source=source, workflow=workflow)
+    jobs = jobs_submit_many(
+        user=user, submissions=submissions, source=source, workflow=workflow, first_document=first_document
+    )
     return workflow, jobs
 
 

@@ -87,11 +87,12 @@ def test_a_cycle_or_an_unknown_name_refuses_the_whole_workflow(api, mnist):
     stream = "\n---\n".join([header, mnist("a", after="ok:c"), mnist("b", after="ok:a"), mnist("c", after="ok:b")])
     response = api.post(URL, stream, content_type=YAML)
     assert response.status_code == 400
-    assert errors(response) == [('[0].metadata.annotations["jobdash.io/after"]', "dependency cycle: a -> c -> b -> a")]
+    # (paths count the stream's documents: the Workflow header is [0])
+    assert errors(response) == [('[1].metadata.annotations["jobdash.io/after"]', "dependency cycle: a -> c -> b -> a")]
     stream = "\n---\n".join([header, mnist("a"), mnist("b", after="ok:x")])
     response = api.post(URL, stream, content_type=YAML)
     assert errors(response) == [
-        ('[1].metadata.annotations["jobdash.io/after"]', "no job named 'x' in namespace 'team-a'")
+        ('[2].metadata.annotations["jobdash.io/after"]', "no job named 'x' in namespace 'team-a'")
     ]
     assert not Job.objects.exists() and not Workflow.objects.exists()
 

@@ -68,12 +68,15 @@ def submit_workflow(user, submissions: Sequence[services.Submission], array: str
     jobs = list(submissions[1:])
     if not jobs:
         raise InvalidInput.at("", "a workflow needs at least one job after its Workflow document")
-    return workflows.workflow_submit(user=user, name=name, submissions=jobs, source=Source.API, concurrency=concurrency)
+    return workflows.workflow_submit(
+        user=user, name=name, submissions=jobs, source=Source.API, concurrency=concurrency, first_document=1
+    )
 
 
 class WorkflowSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace.name")
     submitted_by = serializers.CharField(source="submitted_by_name")
+    kind = serializers.CharField(read_only=True, help_text='"dag" (a graph of dependencies) or "array".')
     progress = serializers.SerializerMethodField(help_text="Its jobs by state, e.g. {'Succeeded': 2, 'Queued': 1}.")
 
     class Meta:
