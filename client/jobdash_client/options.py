@@ -69,7 +69,7 @@ def option_fields(
     duration such as "2h" counted by the server from the submission."""
     fields: dict[str, Any] = {}
     if after is not None:
-        fields["after"] = [after] if isinstance(after, str) else list(after)
+        fields["after"] = after if isinstance(after, str) else list(after)  # "ok:a,any:b" as the annotation
     if keep_if_never_satisfied is not None:
         fields["keep_if_never_satisfied"] = keep_if_never_satisfied
     retry = {
@@ -89,7 +89,8 @@ def option_fields(
 
 def query_parameters(fields: dict[str, Any]) -> list[tuple[str, str]]:
     """The same options as the query parameters of a YAML body (`after` repeated)."""
-    params = [("after", item) for item in fields.get("after", [])]
+    after = fields.get("after", [])
+    params = [("after", item) for item in ([after] if isinstance(after, str) else after)]
     if "keep_if_never_satisfied" in fields:
         params.append(("keep_if_never_satisfied", "true" if fields["keep_if_never_satisfied"] else "false"))
     for key, value in fields.get("retry", {}).items():
