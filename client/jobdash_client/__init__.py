@@ -5,6 +5,10 @@ jd = Client("http://127.0.0.1:8000", token="...")
 job = jd.submit("examples/mnist-cpu.yaml", priority=10)
 print(job.state, job.position, job.reason, job.eta, job.eta_late)
 jobs = jd.submit_many(["a.yaml", "b.yaml"])  # one request: all are queued, or none
+evaluate = jd.submit("evaluate.yaml", after=["ok:train"], retry_limit=2, max_run_seconds=7200)
+sweep = jd.submit("sweep.yaml", array="0-99%5")  # a list: one job per index, {{index}} replaced
+pipeline = jd.submit_workflow("pipeline.yaml")  # a stream led by a jobdash.io/v1 Workflow document
+print(jd.workflow(pipeline.id).progress_text())  # 1/3 Succeeded, 1 Running, 1 Queued
 
 jd.wait(job.id, until="finished")
 """
@@ -13,16 +17,32 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union, overload
 
 import requests
 import yaml
 
-__all__ = ["Client", "Job", "JobdashError", "FieldError", "FINISHED", "Unreachable", "WaitTimeout"]
+from .options import Options, option_fields, query_parameters
+from .workflows import Workflow, WorkflowJob
+
+if TYPE_CHECKING:
+    from typing import Unpack  # (Python 3.11; the annotations are not evaluated at run time)
+
+__all__ = [
+    "Client",
+    "Job",
+    "JobdashError",
+    "FieldError",
+    "FINISHED",
+    "Unreachable",
+    "WaitTimeout",
+    "Workflow",
+    "WorkflowJob",
+]
 
 FINISHED = ("Succeeded", "Failed", "Cancelled")
 UNTIL = ("Released", "Running", *FINISHED, "finished")
@@ -87,6 +107,14 @@ class Job:
     predicted_tail_s: float | None = None  # ... 99 % (by default): what lent nodes are admitted by
     prediction_source: str = ""  # which history predicted it: "user+name", ..., "none"
     past_late_bound: bool = False  # queued after the late bound it was first given
+    workflow: int | None = None  # the workflow (graph or array) it belongs to
+    array_index: int | None = None
+    dependencies: Sequence[Mapping[str, Any]] = ()  # {"job", "name", "condition", "state"}: what it waits for
+    retries: int = 0  # retries made after failures its policy retries
+    retry_limit: int | None = None
+    failure: Mapping[str, Any] | None = None  # its last failure: {"class", "message", "exit_code"}
+    max_run_seconds: float | None = None  # stopped (DeadlineExceeded) once it has run this long
+    start_by: str | None = None  # cancelled if still queued then (ISO 8601)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -110,6 +138,14 @@ class Job:
             predicted_tail_s=data.get("predicted_tail_s"),
             prediction_source=data.get("prediction_source") or "",
             past_late_bound=bool(data.get("past_late_bound")),
+            workflow=data.get("workflow"),
+            array_index=data.get("array_index"),
+            dependencies=tuple(data.get("dependencies") or ()),
+            retries=data.get("retries") or 0,
+            retry_limit=data.get("retry_limit"),
+            failure=data.get("failure"),
+            max_run_seconds=data.get("max_run_seconds"),
+            start_by=data.get("start_by"),
         )
 
     @property
@@ -140,17 +176,59 @@ class Client:
 
     # --- calls ---
 
+    @overload
     def submit(
         self,
         manifest: ManifestLike,
         priority: int = 0,
         namespace: str | None = None,
         priority_class: str | None = None,
-    ) -> Job:
+        *,
+        array: None = None,
+        **options: Unpack[Options],
+    ) -> Job: ...
+
+    @overload
+    def submit(
+        self,
+        manifest: ManifestLike,
+        priority: int = 0,
+        namespace: str | None = None,
+        priority_class: str | None = None,
+        *,
+        array: str,
+        **options: Unpack[Options],
+    ) -> list[Job]: ...
+
+    def submit(
+        self,
+        manifest: ManifestLike,
+        priority: int = 0,
+        namespace: str | None = None,
+        priority_class: str | None = None,
+        *,
+        array: str | None = None,
+        **options: Unpack[Options],
+    ) -> Job | list[Job]:
         """Submit a training job: a path to a YAML file, YAML text, or a dict. `priority_class`
         names a PriorityClass of the cluster (within your namespace's limit); a numeric
-        `priority` is for staff only."""
-        body = _submission(manifest, priority, namespace, priority_class)
+        `priority` is for staff only.
+
+        Workflow options (jobdash_client.options.Options; each over the manifest's
+        jobdash.io/* annotation): `after`, its dependencies ("ok:NAME", "any:ID",
+        "notok:NAME"; a bare name or id means ok); `keep_if_never_satisfied`; retries after
+        failures of the classes `retry_on` (NodeLost, Evicted, Preempted, ImagePull,
+        OOMKilled, ExitCode, Unknown) or of the exit codes `retry_exit_codes`, at most
+        `retry_limit` of them, the first after `retry_backoff_seconds` (doubling);
+        `max_run_seconds`; `start_by` (an RFC 3339 time, a datetime, or a duration such as
+        "2h" from now): cancelled if still queued then.
+        With `array` ("0-99", "0-99%5", "1,3,5-7", "0-15:4") one job per index, `{{index}}`
+        replaced by it in the manifest, the name suffixed -INDEX (unless it holds {{index}}):
+        the answer is the list of the jobs, which form one workflow."""
+        body = {**_submission(manifest, priority, namespace, priority_class), **option_fields(**options)}
+        if array is not None:
+            body["array"] = array
+            return [Job.from_json(j) for j in self._request("POST", "jobs/", json=body)]
         return Job.from_json(self._request("POST", "jobs/", json=body))
 
     def submit_many(
@@ -159,13 +237,52 @@ class Client:
         priority: int = 0,
         namespace: str | None = None,
         priority_class: str | None = None,
+        **options: Unpack[Options],
     ) -> list[Job]:
         """Submit several jobs in one request (each a path, YAML text or a dict, as for
-        `submit`; the options apply to each): the server queues all of them, in order, or
-        none. A refusal's error paths start with the index of the manifest at fault,
-        `[2].spec...`. At most the server's JOBDASH_BULK_MAX_JOBS (1000 by default) per call."""
-        body = [_submission(m, priority, namespace, priority_class) for m in manifests]
+        `submit`; the options, `submit`'s workflow options too, apply to each): the server
+        queues all of them, in order, or none. A refusal's error paths start with the index
+        of the manifest at fault, `[2].spec...`. At most the server's JOBDASH_BULK_MAX_JOBS
+        (1000 by default) per call."""
+        fields = option_fields(**options)
+        body = [{**_submission(m, priority, namespace, priority_class), **fields} for m in manifests]
         return [Job.from_json(j) for j in self._request("POST", "jobs/", json=body)]
+
+    def submit_workflow(
+        self,
+        *documents: ManifestLike,
+        namespace: str | None = None,
+        priority_class: str | None = None,
+        **options: Unpack[Options],
+    ) -> Workflow:
+        """Submit one workflow: a YAML stream (text or a file) whose first document is
+        `apiVersion: jobdash.io/v1, kind: Workflow, metadata: {name: NAME}` (optionally
+        `spec: {concurrency: N}`), its jobs after it; or the documents one by one, the
+        Workflow first. The jobs may name each other in their jobdash.io/after annotations;
+        all are queued or none (a cycle or an unknown name is refused). `submit`'s workflow
+        options apply to each job."""
+        text = "\n---\n".join(_manifest_text(document) for document in documents)
+        params: list[tuple[str, str]] = query_parameters(option_fields(**options))
+        if namespace:
+            params.append(("namespace", namespace))
+        if priority_class:
+            params.append(("priority_class", priority_class))
+        headers = {"Content-Type": "application/yaml"}
+        answer = self._request("POST", "workflows/", data=text.encode(), params=params, headers=headers)
+        return Workflow.from_json(answer)
+
+    def workflows(self, namespace: str | None = None) -> list[Workflow]:
+        """Every workflow you may see (newest first), with its jobs' count per state."""
+        params = {"namespace": namespace} if namespace else {}
+        return [Workflow.from_json(w) for w in self._pages("workflows/", {**params, "page_size": PAGE_SIZE})]
+
+    def workflow(self, workflow_id: int) -> Workflow:
+        """A workflow with its jobs: their states, reasons and what each waits for."""
+        return Workflow.from_json(self._request("GET", f"workflows/{workflow_id}/"))
+
+    def cancel_workflow(self, workflow_id: int) -> Workflow:
+        """Cancel every active job of the workflow."""
+        return Workflow.from_json(self._request("POST", f"workflows/{workflow_id}/cancel/"))
 
     def set_priority_class(self, job_id: int, name: str) -> Job:
         """Change a Queued job's priority class (and with it its priority)."""

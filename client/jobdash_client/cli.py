@@ -1,5 +1,5 @@
-"""The `jobdash` command: submit, list, queue, describe, cancel, wait, watch and login,
-on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
+"""The `jobdash` command: submit, list, queue, describe, cancel, wait, watch, workflows,
+workflow and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import requests
 import yaml
 
-from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout
+from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout, cli_options
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
@@ -75,16 +75,30 @@ def login(args: argparse.Namespace) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    """One manifest: one job. Several (files, or documents of a file): one bulk request, so
-    every job is queued or none is."""
+    """One manifest: one job (or with --array, one job per index). Several (files, or
+    documents of a file): one bulk request, so every job is queued or none is; a file led by
+    a jobdash.io/v1 Workflow document: one workflow of the jobs after it."""
     client, manifests = _client(args), _manifests(args.files)
-    labels = [label for label, _ in manifests]
+    options = cli_options.from_args(args)
+    texts = [text for _, text in manifests]
+    workflow = cli_options.declares_workflow(texts[0])
+    _check_submission(args, manifests, workflow)
+    labels = [label for label, _ in manifests][1 if workflow else 0 :]  # (a workflow's errors index its jobs)
     try:
-        if len(manifests) == 1:
-            created = [client.submit(manifests[0][1], args.priority, args.namespace, args.priority_class)]
+        if workflow:
+            submitted = client.submit_workflow(
+                *texts, namespace=args.namespace, priority_class=args.priority_class, **options
+            )
+            _show(args, out.workflow_data(submitted), lambda: out.describe_workflow(submitted))
+            return 0
+        if args.array is not None:
+            created = client.submit(
+                texts[0], args.priority, args.namespace, args.priority_class, array=args.array, **options
+            )
+        elif len(manifests) == 1:
+            created = [client.submit(texts[0], args.priority, args.namespace, args.priority_class, **options)]
         else:
-            texts = [text for _, text in manifests]
-            created = client.submit_many(texts, args.priority, args.namespace, args.priority_class)
+            created = client.submit_many(texts, args.priority, args.namespace, args.priority_class, **options)
     except JobdashError as error:
         if error.status in (401, 404):
             raise  # the same for every file
@@ -92,11 +106,27 @@ def submit(args: argparse.Namespace) -> int:
         for problem in problems:
             label, detail = _located(problem, labels)
             _say(f"{label + ': ' if label else ''}refused (HTTP {error.status})" + (f": {detail}" if detail else ""))
-        if len(manifests) > 1:
-            _say(f"nothing was submitted: the {len(manifests)} jobs go in one request, all or none")
+        if len(labels) > 1:
+            _say(f"nothing was submitted: the {len(labels)} jobs go in one request, all or none")
         return 1
-    _show(args, out.to_data(created), lambda: out.submitted_rows(created))
+    human = out.submitted_rows(created)
+    if args.array is not None and created:
+        human += f"\narray {created[0].workflow}: {len(created)} jobs (jobdash workflow ID describes it)"
+    _show(args, out.to_data(created), lambda: human)
     return 0
+
+
+def _check_submission(args: argparse.Namespace, manifests: list[tuple[str, str]], workflow: bool) -> None:
+    """What the command can tell at once: an array is of one manifest, a workflow is its own file."""
+    heads = [label for label, text in manifests[1:] if cli_options.declares_workflow(text)]
+    if heads:
+        raise Failure(f"{heads[0]}: a Workflow document comes first, in a file submitted on its own")
+    if workflow and len(args.files) > 1:
+        raise Failure(f"{_label(args.files[0])}: a workflow file is submitted on its own")
+    if workflow and args.array is not None:
+        raise Failure("--array makes an array of one manifest, not of a workflow")
+    if args.array is not None and len(manifests) > 1:
+        raise Failure(f"--array makes an array of one manifest; {len(manifests)} were given")
 
 
 def _located(problem: FieldError | None, labels: list[str]) -> tuple[str, str]:
@@ -152,6 +182,24 @@ def cancel(args: argparse.Namespace) -> int:
     if cancelled:
         _show(args, out.to_data(cancelled), lambda: "\n".join(f"job {j.id} {j.describe()}" for j in cancelled))
     return 1 if failed else 0
+
+
+def list_workflows(args: argparse.Namespace) -> int:
+    workflows = _client(args).workflows(args.namespace)
+    _show(
+        args,
+        [out.workflow_data(w) for w in workflows],
+        lambda: out.workflow_rows(workflows) if workflows else "No workflows.",
+    )
+    return 0
+
+
+def workflow(args: argparse.Namespace) -> int:
+    args.subject = f"workflow {args.id}"
+    client = _client(args)
+    shown = client.cancel_workflow(args.id) if args.cancel else client.workflow(args.id)
+    _show(args, out.workflow_data(shown), lambda: out.describe_workflow(shown))
+    return 0
 
 
 def wait(args: argparse.Namespace) -> int:
@@ -226,13 +274,17 @@ def _manifests(files: Sequence[str]) -> list[tuple[str, str]]:
             text = sys.stdin.read() if name == "-" else Path(name).read_text()
         except OSError as error:
             raise Failure(f"{name}: {error.strerror or error}") from None
-        label = "(stdin)" if name == "-" else name
+        label = _label(name)
         documents = [d for d in re.split(r"(?m)^---[ \t]*(?:#.*)?$\n?", text) if not _empty(d)]
         if len(documents) > 1:
             manifests += [(f"{label} (document {i})", d) for i, d in enumerate(documents, 1)]
         else:
             manifests.append((label, text))
     return manifests
+
+
+def _label(name: str) -> str:
+    return "(stdin)" if name == "-" else name
 
 
 def _empty(document: str) -> bool:
@@ -338,6 +390,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("-n", "--namespace", help="the namespace, when the manifest names none")
     sub.add_argument("--priority-class", help="a PriorityClass of the cluster, within the namespace's limit")
     sub.add_argument("--priority", type=int, default=0, help="a numeric priority (staff only)")
+    cli_options.add_flags(sub)
 
     sub = command("list", list_jobs, "list jobs", output)
     sub.add_argument("-n", "--namespace")
@@ -373,6 +426,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--timeout", type=_positive, help="seconds (default: no limit)")
     sub.add_argument("--poll", type=_positive, default=2.0, help="seconds between reads (2)")
     sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+    sub = command("workflows", list_workflows, "list workflows: jobs submitted as one graph or one array", output)
+    sub.add_argument("-n", "--namespace")
+
+    sub = command("workflow", workflow, "a workflow: its jobs in dependency order, what each waits for", output)
+    sub.add_argument("id", type=int, metavar="ID")
+    sub.add_argument("--cancel", action="store_true", help="cancel every active job of it")
 
     sub = command("watch", watch, "reprint the queue every few seconds until Ctrl-C", output)
     sub.add_argument("namespace", nargs="?", metavar="NS", help="default: every namespace you see")

@@ -1,5 +1,5 @@
-"""What the `jobdash` command prints: aligned tables (like kubectl), a job's description,
-and the API's objects as JSON or YAML."""
+"""What the `jobdash` command prints: aligned tables (like kubectl), a job's or a
+workflow's description, and the API's objects as JSON or YAML."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from . import Job, _moment, _start_range
+from . import Job, Workflow, _moment, _start_range
+from .workflows import WorkflowJob
 
 NONE = "-"
 
@@ -157,6 +158,7 @@ def describe(job: Job) -> str:
     if raw.get("eta_first"):
         lines.append(("First range", _start_range(raw["eta_first"], raw.get("eta_first_late"))))
     lines.append(("Run time", _run_time(job)))
+    lines += _workflow_lines(job)
     lines.append(("Demand", ", ".join(f"{k}={v}" for k, v in job.demand.items())))
     by = f" by {raw['submitted_by']}" if raw.get("submitted_by") else ""
     via = f" ({raw['source']})" if raw.get("source") else ""
@@ -175,6 +177,35 @@ def describe(job: Job) -> str:
     return f"{text}\nEvents:\n{timeline}" if events else f"{text}\nEvents:  {NONE}"
 
 
+# What a dependency's condition waits for (as the reason WaitingForDependency words it).
+WAITS_FOR = {"ok": "to succeed", "any": "to finish", "notok": "to fail"}
+
+
+def _workflow_lines(job: Job) -> list[tuple[str, Any]]:
+    """Its workflow, dependencies, retries and deadlines (only those it has, but retries)."""
+    lines: list[tuple[str, Any]] = []
+    if job.workflow is not None:
+        index = "" if job.array_index is None else f", index {job.array_index}"
+        lines.append(("Workflow", f"{job.workflow}{index}"))
+    if job.dependencies:
+        waits = (
+            f"{d.get('name')} (#{d.get('job')}) {WAITS_FOR.get(d.get('condition', ''), d.get('condition'))}: "
+            f"{d.get('state')}"
+            for d in job.dependencies
+        )
+        lines.append(("Dependencies", "; ".join(waits)))
+    retries = f"{job.retries} of {NONE if job.retry_limit is None else job.retry_limit}"
+    if job.failure:
+        message, cls = job.failure.get("message") or "", job.failure.get("class") or "Unknown"
+        retries += f"; last failure: {message if message.startswith(cls + ':') else f'{cls}: {message}'}"
+    lines.append(("Retries", retries))
+    if job.max_run_seconds is not None:
+        lines.append(("Max run time", span(job.max_run_seconds)))
+    if job.start_by is not None:
+        lines.append(("Start by", moment(job.start_by)))
+    return lines
+
+
 def _run_time(job: Job) -> str:
     if job.predicted_duration_s is None:
         return "no prediction yet" if not job.prediction_source else "no prediction (no history like it)"
@@ -182,6 +213,61 @@ def _run_time(job: Job) -> str:
     if job.predicted_p90_s is not None:
         shown += f", 90 % within {span(job.predicted_p90_s)}"
     return shown + (f" (from {job.prediction_source} history)" if job.prediction_source else "")
+
+
+# --- workflows ---
+
+
+def workflow_rows(workflows: Iterable[Workflow]) -> str:
+    rows = ((w.id, w.name, w.namespace, w.kind, w.total, w.progress_text()) for w in workflows)
+    return table(("ID", "NAME", "NAMESPACE", "KIND", "JOBS", "PROGRESS"), rows)
+
+
+def describe_workflow(workflow: Workflow) -> str:
+    kind = f"{workflow.kind} {workflow.array}" if workflow.array else workflow.kind
+    lines: list[tuple[str, Any]] = [
+        ("Name", f"{workflow.namespace}/{workflow.name}"),
+        ("ID", workflow.id),
+        ("Kind", kind),
+        ("Concurrency", "no limit" if workflow.concurrency is None else f"{workflow.concurrency} jobs at once"),
+        ("Submitted", moment(workflow.created_at) + (f" by {workflow.submitted_by}" if workflow.submitted_by else "")),
+    ]
+    if workflow.cancelled_at:
+        lines.append(("Cancelled", moment(workflow.cancelled_at)))
+    lines.append(("Progress", workflow.progress_text()))
+    text = "\n".join(f"{label + ':':<14}{value}" for label, value in lines)
+    names = {job.id: job.name for job in workflow.jobs}
+    rows = []
+    for depth, job in dependency_tree(workflow.jobs):
+        waits = "; ".join(f"{names.get(on, '')} (#{on}) {WAITS_FOR.get(c, c)}".lstrip() for c, on in job.after)
+        rows.append(("  " * depth + f"{job.id} {job.name}", job.state, job.reason, job.retries or "", waits))
+    shown = table(("JOB", "STATE", "REASON", "RETRIES", "WAITS FOR"), rows)
+    return f"{text}\nJobs:\n" + "\n".join("  " + line for line in shown.splitlines())
+
+
+def dependency_tree(jobs: Sequence[WorkflowJob]) -> list[tuple[int, WorkflowJob]]:
+    """(depth, job) in dependency order: each job after every job it waits for, indented under
+    the last of them; jobs waiting for none of the workflow's start at depth 0, in order."""
+    known = {job.id for job in jobs}
+    waits_for = {job.id: {on for _, on in job.after if on in known} for job in jobs}
+    dependents: dict[int, list[WorkflowJob]] = {job.id: [] for job in jobs}
+    for job in jobs:
+        for on in waits_for[job.id]:
+            dependents[on].append(job)
+    shown: list[tuple[int, WorkflowJob]] = []
+    done: set[int] = set()
+    stack = [(0, job) for job in reversed(jobs) if not waits_for[job.id]]
+    while stack:  # (a stack, not recursion: a chain may be a thousand jobs long)
+        depth, job = stack.pop()
+        shown.append((depth, job))
+        done.add(job.id)
+        ready = [d for d in dependents[job.id] if d.id not in done and waits_for[d.id] <= done]
+        stack += [(depth + 1, d) for d in reversed(ready)]
+    return shown
+
+
+def workflow_data(workflow: Workflow) -> Any:
+    return dict(workflow.raw)
 
 
 def banner(what: str, interval: float | None) -> str:

@@ -1,5 +1,6 @@
 """Helpers shared by the client and command-line tests."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 from jobdash.jobs.models import Job
@@ -19,3 +20,17 @@ def give_a_late_estimate(job_id: int, likely: datetime, late: datetime) -> None:
         predicted_p90_s=7560.0,
         prediction_source="user+name",
     )
+
+
+def columns(table: str) -> list[dict[str, str]]:
+    """A table's rows by its header's columns (each starts where its header does)."""
+    header, *rows = table.strip("\n").splitlines()
+    found = list(re.finditer(r"\S+(?: \S+)*", header))  # names may hold single spaces: "LIKELY START"
+    names, starts = [m.group() for m in found], [m.start() for m in found]
+    ends = starts[1:] + [None]
+    return [{n: row[s:e].strip() for n, s, e in zip(names, starts, ends, strict=True)} for row in rows]
+
+
+def with_annotation(text: str, key: str, value: str) -> str:
+    """A manifest of dispatch_support.manifest() with one more annotation on the job."""
+    return text.replace("  annotations:\n", f'  annotations:\n    {key}: "{value}"\n', 1)

@@ -2,7 +2,6 @@
 
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -15,47 +14,12 @@ import yaml
 from jobdash.jobs.models import Job, Namespace
 from jobdash_client import Client
 from kubesim.testing import running_kubesim
-from tests.client.support import give_a_late_estimate
+from tests.client.support import columns, give_a_late_estimate
 from tests.jobdash.dispatch_support import cluster_config, manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLIENT = Path(__file__).resolve().parents[2] / "client"
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def server(member):
-    return member
-
-
-@pytest.fixture
-def jobdash(server, tmp_path):
-    """Run `jobdash ARGS` with JOBDASH_URL / JOBDASH_TOKEN set (env= replaces them), no config file."""
-    url, token = server
-
-    def run(*args, env=None, input=None, check=None, stdout=None):
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("JOBDASH_")}
-        given = {"JOBDASH_URL": url, "JOBDASH_TOKEN": token} if env is None else env
-        clean.update({"HOME": str(tmp_path), "JOBDASH_CONFIG": str(tmp_path / "config.yaml"), **given})
-        clean["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CLIENT), clean.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "jobdash_client.cli", *map(str, args)]
-        streams = {"capture_output": True} if stdout is None else {"stdout": stdout, "stderr": subprocess.PIPE}
-        done = subprocess.run(command, env=clean, input=input, text=True, timeout=60, **streams)
-        assert "Traceback" not in done.stderr, done.stderr
-        if check is not None:
-            assert done.returncode == check, (done.returncode, done.stdout, done.stderr)
-        return done
-
-    return run
-
-
-def columns(table: str) -> list[dict[str, str]]:
-    """A table's rows by its header's columns (each starts where its header does)."""
-    header, *rows = table.strip("\n").splitlines()
-    found = list(re.finditer(r"\S+(?: \S+)*", header))  # names may hold single spaces: "LIKELY START"
-    names, starts = [m.group() for m in found], [m.start() for m in found]
-    ends = starts[1:] + [None]
-    return [{n: row[s:e].strip() for n, s, e in zip(names, starts, ends, strict=True)} for row in rows]
 
 
 def test_the_entry_point_is_installed():
