@@ -352,8 +352,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--bound-factor must be positive")
         if not 0 <= args.elastic <= 1:
             parser.error("--elastic must be a share of the multi-GPU jobs, 0..1 (e.g. 0.3)")
-        if args.elastic and "none" in names:
-            parser.error("--elastic needs a policy other than none")
+        if args.elastic and ("none" in names or "elastic" in quotas):
+            parser.error("--elastic needs a policy other than none, and quotas other than elastic")
         if args.tide_blind and not args.lent:
             parser.error("--tide-blind needs --lent")
         if args.lent and (quotas != [FIXED] or "none" in names):

@@ -66,7 +66,6 @@ class ElasticJobs:
         self.elastic_ids: set[int] = set()  # the trace's jobs run as elastic ones
         self.grown_jobs: set[int] = set()
         self.reclaim_shrunk: set[int] = set()  # jobs a reclaim shrank instead of preempting
-        self.preemption_shrunk: set[int] = set()
         self.stats.update(
             elastic_share=self.config.elastic,
             elastic_jobs=0,
@@ -79,8 +78,6 @@ class ElasticJobs:
             elastic_shrinks=0,
             reclaim_shrinks=0,
             reclaim_shrunk_jobs=0,
-            preemption_shrinks=0,
-            preemption_shrunk_jobs=0,
         )
 
     def _is_elastic(self, job: TraceJob) -> bool:

@@ -139,6 +139,8 @@ class ReplayConfig:
             raise ValueError(f"elastic must be a share of the multi-GPU jobs, 0..1, got {self.elastic!r}")
         if self.elastic and self.policy == NO_QUEUE:
             raise ValueError("elastic jobs need a queue (a policy other than none)")
+        if self.elastic and self.quota == ELASTIC:  # (Preemption.shrink_to is not replayed yet)
+            raise ValueError("elastic jobs are replayed with fixed or borrowing quotas only")
         if self.tide_blind and not self.lent:
             raise ValueError("tide_blind needs lent nodes (lent > 0)")
 
