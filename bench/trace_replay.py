@@ -117,6 +117,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         tide_blind=task.get("tide_blind", False),
         lent_coverage=task.get("lent_coverage", TAIL_COVERAGE),
         lent_bound_factor=task.get("bound_factor", 1.0),
+        elastic=task.get("elastic", 0.0),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -291,6 +292,14 @@ def main(argv: list[str] | None = None) -> None:
         default=1.0,
         help="with --lent: the bound each queued job carries is its --lent-bound times this (a margin to tune)",
     )
+    parser.add_argument(
+        "--elastic",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="issue 35: this share of the multi-GPU jobs (by a hash of the job id) are elastic PyTorchJobs: "
+        "1-GPU Workers, minimum half, maximum all (bench/replay/elastic_jobs.py)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -341,6 +350,10 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--lent-coverage must lie strictly between 0 and 1 (e.g. 0.99)")
         if args.bound_factor <= 0:
             parser.error("--bound-factor must be positive")
+        if not 0 <= args.elastic <= 1:
+            parser.error("--elastic must be a share of the multi-GPU jobs, 0..1 (e.g. 0.3)")
+        if args.elastic and ("none" in names or "elastic" in quotas):
+            parser.error("--elastic needs a policy other than none, and quotas other than elastic")
         if args.tide_blind and not args.lent:
             parser.error("--tide-blind needs --lent")
         if args.lent and (quotas != [FIXED] or "none" in names):
@@ -370,6 +383,7 @@ def main(argv: list[str] | None = None) -> None:
                 "tide_blind": args.tide_blind,
                 "bound_factor": args.bound_factor,
                 "lent_coverage": args.lent_coverage,
+                "elastic": args.elastic,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -385,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.tide_blind,
                     args.bound_factor,
                     args.lent_coverage,
+                    args.elastic,
                 ),
             }
             for name, quota in runs

@@ -21,12 +21,11 @@ from queueing import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, pl
 from queueing.reasons import Reason
 from queueing.workload import PodSet, Workload
 
-from .mapping import QUOTA_KEY, TOPOLOGY_LEVELS, workload_of
+from .mapping import QUOTA_KEY, TOPOLOGY_LEVELS
 from .records import COHORT, INF, RELEASED, JobRecord
 
 # Waiting for capacity: the first such job of a namespace is its head (planner._head_waits).
 _HEAD_REASONS = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
-_COUNT_TFJOBS = "count/tfjobs.kubeflow.org"
 
 
 class AdmissionCycles:
@@ -58,20 +57,19 @@ class AdmissionCycles:
         self.dirty_quotas.clear()
         return self.quota_objs
 
-    _outstanding_cache: dict[tuple[int, int], dict[str, int]] = {}
+    _outstanding_cache: dict[tuple[str, int, int], dict[str, int]] = {}
 
-    def _outstanding(self, gpus: int, missing: int) -> dict[str, int]:
-        """snapshot_phase._outstanding: the quota demand of the pods not created yet (the TFJob exists)."""
-        key = (gpus, missing)
+    def _outstanding(self, rec: JobRecord, missing: int) -> dict[str, int]:
+        """snapshot_phase._outstanding: the quota demand of the pods not created yet (the job's object exists)."""
+        key = (rec.kind.plural, rec.job.gpus, missing)
         found = self._outstanding_cache.get(key)
         if found is None:
-            workload = workload_of(gpus)
+            workload = rec.workload
             pod_sets = tuple(PodSet(ps.role, missing, ps.requests, ps.limits) for ps in workload.pod_sets)
             demand = Workload(
                 workload.kind, workload.api_version, workload.name, workload.namespace, pod_sets
             ).quota_demand()
-            demand.pop(_COUNT_TFJOBS, None)
-            found = self._outstanding_cache[key] = {k: v for k, v in demand.items() if v}
+            found = self._outstanding_cache[key] = {k: v for k, v in demand.items() if v and not k.startswith("count/")}
         return found
 
     def _in_flight(self, rec: JobRecord, lost: frozenset = frozenset()) -> InFlightJob:
@@ -86,9 +84,9 @@ class AdmissionCycles:
             rec.inflight = InFlightJob(
                 rec.job.id,
                 rec.job.vc,
-                workload_of(rec.job.gpus),
+                rec.in_flight_workload,
                 placements=placements,
-                outstanding=self._outstanding(rec.job.gpus, rec.gang - rec.n_pods),
+                outstanding=self._outstanding(rec, rec.gang - rec.n_pods),
                 released_at=rec.released_at or 0.0,
             )
             rec.inflight_key = None if lost else key
@@ -162,13 +160,15 @@ class AdmissionCycles:
             del self.pending[admission.job_id]
             rec.borrowing = admission.borrowing
             stats["borrowing_admitted"] += admission.borrowing
-            self._create(rec, now, admission.placement)
+            self._create(rec, now, admission.placement, admission.counts)
             self._admitted(rec, now)
         stats["admitted"] += len(result.admissions)
         if result.admissions:
             began = time.perf_counter()
             self.cluster.settle()
             stats["cluster_s"] += time.perf_counter() - began
+        if result.resizes:  # (elastic_jobs.py) running elastic jobs grow
+            self._grow(result.resizes, now)
         if self.preempts:
             if result.preemptions:
                 self._mark_victims(result.preemptions, now)
@@ -281,7 +281,7 @@ class AdmissionCycles:
         return min(candidates) if candidates else None
 
     def _next_cycle(self) -> float:
-        if not self.pending and not self.inflight:
+        if not self.pending and not self.inflight and not self._may_grow():
             return INF
         due = self.changed_at
         trigger = self._next_trigger()

@@ -59,7 +59,7 @@ from typing import Any
 
 from kubesim.clock import ManualClock
 from kubesim.cluster import Cluster
-from kubesim.resources import NODES, TFJOBS
+from kubesim.resources import NODES
 from queueing import NamespaceQuota, Node, PendingJob, RunningJob
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.policies import get_policy
@@ -68,6 +68,7 @@ from queueing.predictor import DurationPredictor, JobFeatures
 from queueing.quantity import canonical
 
 from .cycle import AdmissionCycles
+from .elastic_jobs import ElasticJobs
 from .history import DurationHistory
 from .lending import Lending, night_pool
 from .mapping import (
@@ -77,7 +78,6 @@ from .mapping import (
     job_name,
     pods_of,
     tfjob_manifest,
-    workload_of,
 )
 from .oracle import OracleSjfPolicy
 from .pinning import Pinning
@@ -111,7 +111,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
+class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -260,6 +260,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
         self._init_lending(vc_nodes)
+        self._init_elastic()
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -277,7 +278,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
     # -- arrivals, releases, take-backs --------------------------------------------------------
 
     def _submit(self, job: TraceJob, now: float) -> None:
-        rec = JobRecord(job)
+        rec = JobRecord(job, elastic=self._is_elastic(job))
         if self.predictor is not None:
             rec.prediction = self.predictor.predict(self.features(job.vc, job.gpus))
             rec.estimate = rec.prediction.median_s
@@ -308,7 +309,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
             job.vc,
             0,
             job.submit,
-            workload_of(job.gpus),
+            rec.workload,
             attempts=rec.attempts,
             backoff_until=backoff_until,
             expected_duration=self._expected(rec),
@@ -319,7 +320,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         if backoff_until is not None:
             heapq.heappush(self.backoffs, (backoff_until, job.id))
 
-    def _create(self, rec: JobRecord, now: float, placement) -> None:
+    def _create(self, rec: JobRecord, now: float, placement, counts=None) -> None:
         rec.state = RELEASED
         rec.released_at = now
         rec.releases += 1
@@ -329,13 +330,15 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         rec.preempted_by = None  # (the dispatcher's claim clears it)
         # Held only with a placement to send its pods to (release.py: seed plans none).
         pin = self.config.pin and self.policy is not None and bool(rec.placement)
-        if rec.suspended:  # preempted before: its TFJob is still there, suspended
+        if rec.elastic:  # (elastic_jobs.py) with the Workers admitted
+            self._elastic_create(rec, counts, pin)
+        elif rec.suspended:  # preempted before: its TFJob is still there, suspended
             if pin:
                 self._hold_object(rec)
             self._set_suspend(rec, False)
         else:
             manifest = tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration)
-            self.cluster.create_tfjob(self._held(manifest, rec.job.gpus) if pin else manifest)
+            self.cluster.create_tfjob(self._held(manifest, rec) if pin else manifest)
         if self.policy is not None:
             self.inflight[rec.job.id] = rec
             heapq.heappush(self.timeouts, (now + self.config.start_timeout_s, rec.job.id, rec.releases))
@@ -346,7 +349,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         pinned, a suspended job's templates are then restored (holding.suspended)."""
         rec.suspended = suspend
         body: dict[str, Any] = {"spec": {"runPolicy": {"suspend": suspend}}}
-        self.cluster.api.patch(TFJOBS, rec.job.vc, job_name(rec.job.id), "application/merge-patch+json", body)
+        self.cluster.api.patch(rec.kind, rec.job.vc, job_name(rec.job.id), "application/merge-patch+json", body)
         if suspend and self.config.pin and self.policy is not None:
             self._restore_object(rec)
 
@@ -360,8 +363,10 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending):
         if rec.preemptions and (rec.attempts + 1 < self.config.max_attempts or not count_attempt):
             self._set_suspend(rec, True)
         else:
-            self.cluster.api.delete(TFJOBS, rec.job.vc, job_name(rec.job.id))
+            self.cluster.api.delete(rec.kind, rec.job.vc, job_name(rec.job.id))
             rec.suspended = False
+            if rec.elastic:
+                self._elastic_deleted(rec)
         self.inflight.pop(rec.job.id, None)
         rec.inflight = None
         self.gated_jobs.discard(rec.job.id)

@@ -249,10 +249,14 @@ class Lending:
                 self.stats["reclaim_notices"] += 1
 
     def _reclaim(self, now: float) -> None:
-        """What still runs on the pool is preempted (suspended, queued again in its place);
-        released jobs with pods bound or planned there are taken back."""
+        """What still runs on the pool is preempted (suspended, queued again in its place), but
+        an elastic job whose Workers there are extra gives them back and runs on
+        (elastic_jobs.py); released jobs with pods bound or planned there are taken back."""
         for rec in [r for r in self.records.values() if r.state in (RUNNING, RELEASED) and self._on_lent(r)]:
-            if rec.state == RUNNING:
+            keep = self._extras_on(rec, self.lent_nodes) if rec.state == RUNNING else None
+            if keep is not None:
+                self._shrink_at_reclaim(rec, keep, now)
+            elif rec.state == RUNNING:
                 self.stats["reclaim_kills"] += 1
                 self.stats["reclaim_killed_gpu_s"] += rec.gpus * (now - rec.run_started_at)
                 self.reclaim_killed.add(rec.job.id)

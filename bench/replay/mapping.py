@@ -85,6 +85,45 @@ def tfjob_manifest(job_id: int, namespace: str, gpus: int, duration: float | Non
     }
 
 
+def elastic_minimum(gpus: int) -> int:
+    """An elastic job's minimum Workers: half of them (at least one)."""
+    return max(1, gpus // 2)
+
+
+def pytorchjob_manifest(
+    job_id: int, namespace: str, gpus: int, duration: float | None, workers: int | None = None
+) -> dict[str, Any]:
+    """The elastic PyTorchJob a user of VC ``namespace`` would write for this trace row (issue
+    35): ``gpus`` Workers of 1 GPU, elasticPolicy minReplicas half of them (at least 1),
+    maxReplicas all; ``workers``: the replicas it is sent with (a partial admission's)."""
+    pod_spec: dict[str, Any] = {
+        "containers": [{"name": "pytorch", "image": "philly/replay:1", "resources": pod_resources(1)}]
+    }
+    metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
+    if duration is not None:
+        metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
+    worker = {
+        "replicas": gpus if workers is None else workers,
+        "restartPolicy": "Never",
+        "template": {"spec": pod_spec},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": metadata,
+        "spec": {
+            "elasticPolicy": {"minReplicas": elastic_minimum(gpus), "maxReplicas": gpus},
+            "pytorchReplicaSpecs": {"Worker": worker},
+        },
+    }
+
+
+@cache
+def elastic_workload_of(gpus: int) -> Workload:
+    """The Workload of the elastic PyTorchJob of ``gpus`` GPUs (one per job size)."""
+    return workload_from_manifest(pytorchjob_manifest(0, "shape", gpus, None))
+
+
 @cache
 def workload_of(gpus: int) -> Workload:
     """The Workload the queueing adapter builds from such a manifest; one per job size,

@@ -312,4 +312,8 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed
         jobs = stats["lent_jobs"]
         line["reclaim_killed_pct"] = round(100.0 * stats["reclaim_killed_jobs"] / jobs, 2) if jobs else 0.0
+    if stats.get("elastic_share"):  # (issue 35) what elastic growth ran, and the jobs shrinking saved
+        line["elastic_grown_gpu_h"] = round(stats["elastic_grown_gpu_s"] / 3600, 1)
+        line["elastic_lent_extra_gpu_h"] = round(stats["elastic_lent_extra_gpu_s"] / 3600, 1)
+        line["reclaim_shrunk_jobs"] = stats["reclaim_shrunk_jobs"]
     return line

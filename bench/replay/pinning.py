@@ -26,49 +26,54 @@ import time
 from typing import Any
 
 from kubesim.api import SYSTEM
-from kubesim.resources import PODS, TFJOBS
+from kubesim.resources import PODS
 from queueing import placement as placing
 from queueing.replacement import Replacement
 from queueing.workload import adapter_for
 
-from .mapping import HOSTNAME, job_name, workload_of
-from .records import RELEASED, JobRecord
+from .mapping import HOSTNAME, job_name
+from .records import RELEASED, RUNNING, JobRecord
 
 TFJOB_ADAPTER = adapter_for("kubeflow.org/v1", "TFJob")
+PYTORCH_ADAPTER = adapter_for("kubeflow.org/v1", "PyTorchJob")
 MERGE = "application/merge-patch+json"
-ROLE = "Worker"  # the TFJob's only pod set here: every pod's role
+ROLE = "Worker"  # the jobs' only pod set here (TFJob's, elastic PyTorchJob's): every pod's role
+
+
+def _adapter(rec: JobRecord):
+    adapter = PYTORCH_ADAPTER if rec.elastic else TFJOB_ADAPTER
+    assert adapter is not None
+    return adapter
 
 
 class Pinning:
     """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
 
-    def _held(self, manifest: dict[str, Any], gpus: int) -> dict[str, Any]:
-        """A TFJob manifest with its templates gated (holding.created)."""
-        assert TFJOB_ADAPTER is not None
-        return placing.hold(TFJOB_ADAPTER, manifest, workload_of(gpus))
+    def _held(self, manifest: dict[str, Any], rec: JobRecord) -> dict[str, Any]:
+        """A job's manifest with its templates gated (holding.created)."""
+        return placing.hold(_adapter(rec), manifest, rec.workload)
 
     def _hold_object(self, rec: JobRecord) -> None:
-        """A suspended TFJob's templates gated before it is unsuspended (holding.unsuspended)."""
-        assert TFJOB_ADAPTER is not None
-        workload = workload_of(rec.job.gpus)
+        """A suspended job's templates gated before it is unsuspended (holding.unsuspended)."""
+        adapter, workload = _adapter(rec), rec.workload
         self.cluster.api.update_with(
-            TFJOBS,
+            rec.kind,
             rec.job.vc,
             job_name(rec.job.id),
-            lambda obj: placing.hold(TFJOB_ADAPTER, obj, workload),
+            lambda obj: placing.hold(adapter, obj, workload),
             SYSTEM,
             False,
             "",
         )
 
     def _restore_object(self, rec: JobRecord) -> None:
-        """A suspended TFJob's templates as the user wrote them (holding.suspended)."""
-        assert TFJOB_ADAPTER is not None
+        """A suspended job's templates as the user wrote them (holding.suspended)."""
+        adapter = _adapter(rec)
         self.cluster.api.update_with(
-            TFJOBS,
+            rec.kind,
             rec.job.vc,
             job_name(rec.job.id),
-            lambda obj: placing.restore(TFJOB_ADAPTER, obj),
+            lambda obj: placing.restore(adapter, obj),
             SYSTEM,
             False,
             "",
@@ -108,7 +113,7 @@ class Pinning:
                     gone.append(slot)
             if gone:
                 replacements.append(
-                    Replacement(rec.job.id, rec.job.vc, workload_of(rec.job.gpus), tuple(kept), tuple(gone))
+                    Replacement(rec.job.id, rec.job.vc, rec.in_flight_workload, tuple(kept), tuple(gone))
                 )
         return tuple(replacements)
 
@@ -162,7 +167,8 @@ class Pinning:
         sent = 0
         for job_id in sorted(self.gated_jobs):
             rec = self.records.get(job_id)
-            if rec is None or not rec.placement or rec.state != RELEASED:
+            # (a running elastic job's new Workers too: phase 9 sends them as a release's)
+            if rec is None or not rec.placement or not (rec.state == RELEASED or rec.state == RUNNING and rec.elastic):
                 continue
             pods = [
                 # (the dispatcher's JobPod has no index: kinds.pod_role and the pod's node only)

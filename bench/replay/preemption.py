@@ -18,11 +18,10 @@ import dataclasses
 import heapq
 import time
 
-from kubesim.resources import TFJOBS
 from queueing import RunningJob
 from queueing.reasons import Reason
 
-from .mapping import job_name, workload_of
+from .mapping import job_name
 from .records import QUEUED, RUNNING, JobRecord
 
 
@@ -40,7 +39,7 @@ class Preemptions:
         return RunningJob(
             rec.job.id,
             rec.job.vc,
-            workload_of(rec.job.gpus),
+            rec.workload,
             started_at=rec.run_started_at,
             expected_end=expected_end,
             priority=0,
@@ -48,6 +47,7 @@ class Preemptions:
             placements=placements,
             preemptions=rec.preemptions,
             preempted_for=rec.preempted_for,
+            counts={"Worker": rec.gang} if rec.elastic else {},
         )
 
     def _mark_victims(self, preemptions, now: float) -> None:
@@ -102,7 +102,7 @@ class Preemptions:
         self.stats["preemptions"] += 1
         self._integrate(now)
         self._ran(rec, now)
-        key = (TFJOBS.plural, rec.job.vc, job_name(rec.job.id))
+        key = (rec.kind.plural, rec.job.vc, job_name(rec.job.id))
         kept, since = self.cluster.work.progress(key)
         assert rec.run_started_at is not None  # (it runs)
         run = now - rec.run_started_at
@@ -113,6 +113,9 @@ class Preemptions:
         rec.run_s += run
         self._set_suspend(rec, True)
         self.cluster.settle()  # the operator deletes the pods: quota and nodes freed
+        if rec.elastic:  # (elastic_jobs.py) the work its run kept
+            self._fold(rec, now)
+            self._extras(rec, now)
         kept_now, _ = self.cluster.work.progress(key)
         if since is not None:
             run = now - since  # (the same instant, as kubesim saw the gang form)

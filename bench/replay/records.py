@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueing import InFlightJob
+from kubesim.resources import PYTORCHJOBS, TFJOBS
+from queueing import InFlightJob, Workload
 from queueing.planner import DEFAULT_ETA_HORIZON_S
 from queueing.predictor import Prediction
 
-from .mapping import per_pod_requests, pods_of
+from .mapping import elastic_workload_of, per_pod_requests, pods_of, workload_of
 from .trace import TraceJob
 
 INF = float("inf")
@@ -49,6 +50,7 @@ def run_label(
     tide_blind: bool = False,
     bound_factor: float = 1.0,
     lent_coverage: float = TAIL_COVERAGE,
+    elastic: float = 0.0,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -71,6 +73,8 @@ def run_label(
         knobs = [f"cover={lent_coverage:g}"] if lent_coverage != TAIL_COVERAGE else []
         knobs += [f"bound={bound_factor:g}x"] if bound_factor != 1 else []
         text += f"[{','.join(knobs)}]" if knobs else ""
+    if elastic:  # (issue 35) this share of the multi-GPU jobs are elastic PyTorchJobs
+        text += f"+elastic{elastic:g}"
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -112,6 +116,9 @@ class ReplayConfig:
     # (JOBDASH_LENT_COVERAGE), times lent_bound_factor.
     lent_coverage: float = TAIL_COVERAGE
     lent_bound_factor: float = 1.0
+    # This share of the multi-GPU jobs (by a hash of the job id) are elastic PyTorchJobs
+    # (elastic_jobs.py): 1-GPU Workers, minimum half of them, maximum all.
+    elastic: float = 0.0
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
@@ -128,6 +135,12 @@ class ReplayConfig:
             raise ValueError(f"lent_coverage must lie strictly between 0 and 1, got {self.lent_coverage!r}")
         if not self.lent_bound_factor > 0:
             raise ValueError(f"lent_bound_factor must be positive, got {self.lent_bound_factor!r}")
+        if not 0 <= self.elastic <= 1:
+            raise ValueError(f"elastic must be a share of the multi-GPU jobs, 0..1, got {self.elastic!r}")
+        if self.elastic and self.policy == NO_QUEUE:
+            raise ValueError("elastic jobs need a queue (a policy other than none)")
+        if self.elastic and self.quota == ELASTIC:  # (Preemption.shrink_to is not replayed yet)
+            raise ValueError("elastic jobs are replayed with fixed or borrowing quotas only")
         if self.tide_blind and not self.lent:
             raise ValueError("tide_blind needs lent nodes (lent > 0)")
 
@@ -175,13 +188,40 @@ class JobRecord:
         "preempted_by",
         "lost_s",
         "lent_gpus",
+        "kind",
+        "workload",
+        "elastic",
+        "admitted",
+        "work_left",
+        "segments",
+        "kept_s",
+        "extras",
+        "extras_since",
+        "grown",
     )
 
-    def __init__(self, job: TraceJob):
+    def __init__(self, job: TraceJob, elastic: bool = False):
         self.job = job
-        self.gang, self.per_pod_gpus = pods_of(job.gpus)
+        # An elastic job (elastic_jobs.py): a PyTorchJob of 1-GPU Workers; ``gang`` is the
+        # Workers it runs now (``admitted`` at its release, more once grown, fewer once shrunk).
+        self.elastic = elastic
+        self.gang, self.per_pod_gpus = (job.gpus, 1) if elastic else pods_of(job.gpus)
         self.gpus = self.gang * self.per_pod_gpus
-        self.requests = per_pod_requests(job.gpus)
+        self.requests = per_pod_requests(self.per_pod_gpus)
+        self.kind = PYTORCHJOBS if elastic else TFJOBS
+        self.workload = elastic_workload_of(job.gpus) if elastic else workload_of(job.gpus)
+        self.admitted = self.gang
+        # Work accounting of an elastic job: work = duration x GPUs (pod-seconds), done at one
+        # pod-second per Worker-second.  ``work_left``: what is left at the start of kubesim's
+        # current run (``segments``: (since, Workers) of that run; None while its gang is not
+        # whole); ``kept_s``: kubesim's kept work then (WorkClock.progress).
+        self.work_left = job.duration * job.gpus
+        self.segments: list[tuple[float, int]] | None = None
+        self.kept_s = 0.0
+        # Its running Workers above ``admitted`` (grown), and those of them on lent nodes, since.
+        self.extras = (0, 0)
+        self.extras_since = 0.0
+        self.grown = False
         self.state = QUEUED
         self.attempts = 0
         self.estimate: float | None = None
@@ -219,6 +259,13 @@ class JobRecord:
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
+
+    @property
+    def in_flight_workload(self) -> Workload:
+        """Its workload as released: an elastic job's with the Workers it runs now."""
+        if self.elastic and self.gang != self.job.gpus:
+            return self.workload.with_counts({"Worker": self.gang})
+        return self.workload
 
     @property
     def wait_s(self) -> float | None:

@@ -37,7 +37,8 @@ def tide_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def key(s: dict[str, Any]) -> tuple:
         blind = bool(s["stats"].get("tide_blind"))
-        return (s["window"], s.get("compress", 1), s["policy"], lent_share(s) == 0, lent_share(s), blind)
+        elastic = float(s["stats"].get("elastic_share", 0.0))
+        return (s["window"], s.get("compress", 1), s["policy"], lent_share(s) == 0, lent_share(s), blind, elastic)
 
     return sorted(lent + plain, key=key)
 
@@ -92,4 +93,32 @@ def tide_table(runs: list[dict[str, Any]]) -> str:
             f"Goal: at most {GOAL_KILLED_PCT:g}% of the jobs admitted to lent nodes killed by a reclaim:",
             *goal,
         ]
+    elastic = [s for s in runs if s["stats"].get("elastic_share")]
+    if elastic:
+        rows += ["", elastic_table(elastic)]
+    return "\n".join(rows)
+
+
+def elastic_table(runs: list[dict[str, Any]]) -> str:
+    """The runs with elastic jobs: what growth ran, and the jobs shrinking kept running."""
+    rows = [
+        "Elastic jobs (`--elastic`): GPU-h run by Workers above the count admitted (of them on lent "
+        "nodes), work lost when Workers joined (back to the last checkpoint), jobs shrunk instead of "
+        "preempted at a reclaim (the lent replays have fixed quotas and one priority: nothing is preempted otherwise):",
+        "",
+        "| submissions | run | elastic jobs | admitted partly | grown: jobs (resizes) | GPU-h by growth | "
+        "... on lent nodes | GPU-h lost at growth restarts | shrunk at a reclaim: jobs (times) | "
+        "killed by a reclaim (share) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in runs:
+        st = s["stats"]
+        jobs, killed = st.get("lent_jobs", 0), st.get("reclaim_killed_jobs", 0)
+        share = f"{killed:,} ({100.0 * killed / jobs:.1f}%)" if jobs else "-"
+        rows.append(
+            f"| {submissions(s)} | {s['label']} | {st['elastic_jobs']:,} | {st['elastic_partial_admissions']:,} | "
+            f"{st['elastic_grown_jobs']:,} ({st['elastic_grows']:,}) | {_hours(st['elastic_grown_gpu_s'])} | "
+            f"{_hours(st['elastic_lent_extra_gpu_s'])} | {_hours(st['elastic_restart_lost_gpu_s'])} | "
+            f"{st['reclaim_shrunk_jobs']:,} ({st['reclaim_shrinks']:,}) | {share} |"
+        )
     return "\n".join(rows)

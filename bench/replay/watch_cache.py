@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 
 from kubesim.quota import pod_requests
-from kubesim.resources import NODES, PODS, RESOURCEQUOTAS, TFJOBS
+from kubesim.resources import NODES, PODS, PYTORCHJOBS, RESOURCEQUOTAS, TFJOBS
 from kubesim.tfjob import JOB_NAME_LABEL, REPLICA_INDEX_LABEL
 from queueing.placement import GATE
 from queueing.quantity import canonical
@@ -26,7 +26,7 @@ class WatchCache:
     def _on_event(self, rt, event) -> None:
         if rt is PODS:
             self._pod_event(event)
-        elif rt is TFJOBS:
+        elif rt is TFJOBS or rt is PYTORCHJOBS:
             self._tfjob_event(event)
         elif rt is NODES:
             self._node_event(event)
@@ -106,6 +106,8 @@ class WatchCache:
         self._partial(rec, now)
         if rec.state == RELEASED and rec.n_running >= rec.gang:
             self._started(rec, now)
+        if rec.elastic:
+            self._elastic_pods(rec, now)
 
     def _foreign_pod(self, event) -> None:
         """A pod that did not come through the replay (none does on the trace; a test makes
@@ -214,6 +216,8 @@ class WatchCache:
         self.running.pop(rec.job.id, None)
         del self.records[rec.job.id]
         self._ran(rec, now)
+        if rec.elastic:
+            self._extras(rec, now)
         rec.pods = {}
         rec.bound_nodes = {}
         self.gated_jobs.discard(rec.job.id)
