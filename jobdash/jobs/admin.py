@@ -98,7 +98,16 @@ class NamespaceAdmin(admin.ModelAdmin):
         (None, {"fields": ["name", "members", "groups", "roles_from"]}),
         (
             "Queueing",
-            {"fields": ["weight", "policy", "default_priority_class", "max_priority_class", "queue_all_pods"]},
+            {
+                "fields": [
+                    "weight",
+                    "policy",
+                    "default_priority_class",
+                    "max_priority_class",
+                    "queue_all_pods",
+                    "default_max_run_seconds",
+                ]
+            },
         ),
         (
             "Elastic quota",

@@ -82,6 +82,13 @@ class Namespace(models.Model):
     )
     # Plain Pods (no controller) are queued when they ask for a device (an extended resource);
     # with this, every one of them is.
+    # Issue 36: a job that names no maximum run time (jobdash.io/max-run-time) gets this one.
+    default_max_run_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Blank: none. Jobs that state no maximum run time are stopped after this many seconds.",
+    )
     queue_all_pods = models.BooleanField(
         default=False,
         help_text="Queue every plain Pod (one no controller owns) created here, not only those asking for "

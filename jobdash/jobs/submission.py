@@ -4,6 +4,7 @@ membership, priority) comes before any write; the write is one round trip on Pos
 (hot_queries). jobs.services re-exports these: it is where callers find every write."""
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -156,6 +157,8 @@ def _check(
         user, ns, parsed, submission.priority_class, priority, source=priority_source
     )
     options = _options(workload, submission.options)
+    if options.max_run_s is None and ns.default_max_run_seconds:  # (the namespace's default)
+        options = dataclasses.replace(options, max_run_s=float(ns.default_max_run_seconds))
     path = dependencies.after_path(submission.options)
     return _Checked(manifest, parsed, workload, ns, priority, priority_class, options, path)
 

@@ -129,3 +129,12 @@ def test_cancelling_a_workflow_cancels_its_active_jobs_once(api, mnist):
     assert response.status_code == 200, response.content
     assert response.json()["progress"] == {"Cancelled": 2}
     assert api.post(f"{WORKFLOWS}{workflow['id']}/cancel/").status_code == 409
+
+
+def test_a_namespace_default_maximum_run_time_applies_to_jobs_that_state_none(api, mnist):
+    from jobdash.jobs.models import Namespace
+
+    Namespace.objects.filter(name="team-a").update(default_max_run_seconds=3600)
+    own = api.post(URL, {"manifest": mnist("own"), "max_run_seconds": 60}, format="json").json()
+    default = api.post(URL, {"manifest": mnist("default")}, format="json").json()
+    assert (own["max_run_seconds"], default["max_run_seconds"]) == (60, 3600)
