@@ -83,7 +83,8 @@ def submit(args: argparse.Namespace) -> int:
     texts = [text for _, text in manifests]
     workflow = cli_options.declares_workflow(texts[0])
     _check_submission(args, manifests, workflow)
-    labels = [label for label, _ in manifests][1 if workflow else 0 :]  # (a workflow's errors index its jobs)
+    labels = [label for label, _ in manifests]  # (a workflow's errors count its header as [0], as the file does)
+    jobs = len(labels) - (1 if workflow else 0)
     try:
         if workflow:
             submitted = client.submit_workflow(
@@ -106,8 +107,8 @@ def submit(args: argparse.Namespace) -> int:
         for problem in problems:
             label, detail = _located(problem, labels)
             _say(f"{label + ': ' if label else ''}refused (HTTP {error.status})" + (f": {detail}" if detail else ""))
-        if len(labels) > 1:
-            _say(f"nothing was submitted: the {len(labels)} jobs go in one request, all or none")
+        if jobs > 1:
+            _say(f"nothing was submitted: the {jobs} jobs go in one request, all or none")
         return 1
     human = out.submitted_rows(created)
     if args.array is not None and created:

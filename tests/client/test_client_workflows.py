@@ -91,8 +91,8 @@ def test_submit_workflow_from_documents_with_options_for_each_job(client, tmp_pa
             with_annotation(manifest("a"), "jobdash.io/after", "b"),
             with_annotation(manifest("b"), "jobdash.io/after", "a"),
         )
-    assert [(e.path, e.message) for e in cycle.value.errors] == [
-        ('[0].metadata.annotations["jobdash.io/after"]', "dependency cycle: a -> b -> a")
+    assert [(e.path, e.message) for e in cycle.value.errors] == [  # (document [0] is the Workflow)
+        ('[1].metadata.annotations["jobdash.io/after"]', "dependency cycle: a -> b -> a")
     ]
 
 
