@@ -138,15 +138,23 @@ class Kubelet:
                         set_pod_condition(status, "Ready", "True", now)
                         self.store.update(PODS, evolve(current, status=status))
 
+    def _pending_here(self, key: PodKey, uid: str) -> dict | None:
+        """The pod, still Pending, on a Ready node (a kubelet there to act on it); call under the
+        store lock. Not on a Ready node: forgotten, and seen again once the node is Ready."""
+        pod = self.store.find(PODS, *key)
+        if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Pending":
+            return None
+        node = self.store.find(NODES, "", pod["spec"].get("nodeName", ""))
+        if node is None or ready_status(node) != "True":
+            self._seen.discard(uid)
+            return None
+        return pod
+
     def _start(self, key: PodKey, uid: str, now: float) -> None:
         # Read-modify-write under the store lock: no client write can slip in between.
         with self.store.lock:
-            pod = self.store.find(PODS, *key)
-            if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Pending":
-                return
-            node = self.store.find(NODES, "", pod["spec"].get("nodeName", ""))
-            if node is None or ready_status(node) != "True":
-                self._seen.discard(uid)  # no kubelet there to start it: again once the node is Ready
+            pod = self._pending_here(key, uid)
+            if pod is None:
                 return
             self._ip += 1
             status = dict(pod["status"])
@@ -175,12 +183,8 @@ class Kubelet:
         """A sync of a pod whose image does not pull: pull again (ErrImagePull) or, inside the
         back-off, report ImagePullBackOff; then schedule the next sync."""
         with self.store.lock:
-            pod = self.store.find(PODS, *key)
-            if pod is None or pod["metadata"]["uid"] != uid or pod["status"].get("phase") != "Pending":
-                return
-            node = self.store.find(NODES, "", pod["spec"].get("nodeName", ""))
-            if node is None or ready_status(node) != "True":
-                self._seen.discard(uid)  # the kubelet is gone: it starts over once the node is Ready
+            pod = self._pending_here(key, uid)
+            if pod is None:
                 return
             containers = pod["spec"].get("containers") or []
             waiting = [c for c in containers if not self.pullable(c.get("image", ""))]

@@ -65,7 +65,7 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     roles.require_on_job(user, job, f"cancelling job {job.pk}")
     actor = actor_name(user)
     note = f"cancelled by {actor}" + (f": {reason}" if reason else "")
-    cancelled = _cancel(job.pk, note, actor, from_states=ACTIVE_STATES)
+    cancelled = cancel_row(job.pk, note, actor, from_states=ACTIVE_STATES)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if not cancelled:
         raise Conflict(f"job {job.pk} is already {job.state}")
@@ -77,7 +77,7 @@ def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> boo
     """The admission webhook saw someone other than jobdash delete the cluster object a
     Queued job holds (suspend mode): the job is cancelled, the deleting cluster identity as
     its actor. Returns whether it was cancelled (False when it left Queued meanwhile)."""
-    cancelled = _cancel(job_id, f"its {kind} was deleted by {deleted_by}", deleted_by, from_states=(State.QUEUED,))
+    cancelled = cancel_row(job_id, f"its {kind} was deleted by {deleted_by}", deleted_by, from_states=(State.QUEUED,))
     if cancelled:
         transaction.on_commit(send_queue_changed)
     return cancelled
@@ -90,13 +90,14 @@ def job_cancel_queued_object_deleted(*, job_id: int, namespace: str, name: str, 
     Returns whether it was cancelled (False when it left Queued meanwhile)."""
     by = f"by {deleted_by}" if deleted_by else "from the cluster"
     note = f"its QueuedJob {namespace}/{name} was deleted {by}: it left the queue"
-    cancelled = _cancel(job_id, note, deleted_by or "cluster", from_states=(State.QUEUED,))
+    cancelled = cancel_row(job_id, note, deleted_by or "cluster", from_states=(State.QUEUED,))
     if cancelled:
         transaction.on_commit(send_queue_changed)
     return cancelled
 
 
-def _cancel(job_id: int, note: str, actor: str, *, from_states) -> bool:
+def cancel_row(job_id: int, note: str, actor: str, *, from_states) -> bool:
+    """The job Cancelled (if still in one of `from_states`), with its event and `note` as its message."""
     return compare_and_set(
         job_id,
         from_states=from_states,

@@ -23,8 +23,8 @@ from queueing.workflows import INDEX_MARKER, expand, parse_array
 
 from . import roles, selectors
 from .exceptions import Conflict, FieldProblem, InvalidInput
-from .models import ACTIVE_STATES, Job, State, Workflow
-from .services import compare_and_set
+from .models import ACTIVE_STATES, Job, Workflow
+from .services import cancel_row
 from .signals import send_queue_changed
 from .submission import Submission, actor_name, jobs_submit_many
 
@@ -137,15 +137,7 @@ def workflow_cancel(*, workflow_id: int, user, reason: str = "") -> Workflow:
         if not updated:
             raise Conflict(f"workflow {workflow.pk} is already cancelled")
         for job_id in workflow.jobs.filter(state__in=ACTIVE_STATES).values_list("id", flat=True):
-            compare_and_set(
-                job_id,
-                from_states=ACTIVE_STATES,
-                to_state=State.CANCELLED,
-                event="Cancelled",
-                note=note,
-                actor=actor,
-                message=note,
-            )
+            cancel_row(job_id, note, actor, from_states=ACTIVE_STATES)
         transaction.on_commit(send_queue_changed)
     workflow.refresh_from_db()
     return workflow
