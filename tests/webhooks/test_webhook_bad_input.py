@@ -61,3 +61,20 @@ def test_the_property_test_can_see_a_valid_review(webhook, team_a):
     an accident of the setup."""
     assert webhook(trial_tfjob("trial-1"))["allowed"] is False
     assert Job.objects.count() == 1
+
+
+def test_workflow_annotations_from_kubectl_are_read_and_refused_naming_the_annotation(webhook, team_a):
+    """issue 36: a job created with kubectl waits for another by its annotation; a bad one is refused."""
+    first = webhook(trial_tfjob("trial-1"), user=KATIB)
+    assert first["allowed"] is False  # (deny mode: queued by jobdash, released later)
+    body = trial_tfjob("trial-2")
+    body["metadata"].setdefault("annotations", {})["jobdash.io/after"] = "ok:trial-1"
+    webhook(body, user=KATIB)
+    dependent = Job.objects.get(name="trial-2")
+    assert [(d.on.name, d.condition) for d in dependent.dependencies.all()] == [("trial-1", "ok")]
+    bad = trial_tfjob("trial-3")
+    bad["metadata"].setdefault("annotations", {})["jobdash.io/retry-limit"] = "lots"
+    answer = webhook(bad, user=KATIB)
+    assert answer["allowed"] is False and answer["status"]["code"] == 422
+    assert 'metadata.annotations["jobdash.io/retry-limit"]' in answer["status"]["message"]
+    assert not Job.objects.filter(name="trial-3").exists()
