@@ -96,10 +96,12 @@ class Holds:
     def __init__(self, groups: Mapping[int, GroupLimit]) -> None:
         self.groups = groups
         self.admitted = {group: limit.admitted for group, limit in groups.items()}
+        self.dependents: list[PendingJob] = []  # the jobs held by their dependencies, for the forecast
 
     def held(self, job: PendingJob) -> Outcome | None:
         after = job.after
         if after is not None:
+            self.dependents.append(job)
             if after.never:
                 return Reason.DEPENDENCY_NEVER_SATISFIED, {"never": after.never}
             return Reason.WAITING_FOR_DEPENDENCY, {"waits": after.waiting}
@@ -117,14 +119,16 @@ class Holds:
 
 def forecast_dependents(
     snapshot: Snapshot,
+    held: Sequence[PendingJob],
     admitted: Sequence[PendingJob],
     starts: Mapping[int, float],
     expected: Callable[[PendingJob], float | None],
 ) -> tuple[dict[int, float], dict[int, str]]:
     """``dependent_starts`` for a planned cycle: the ends of the jobs running, starting and
-    admitted now, and the queued jobs' forecast starts and expected run times."""
+    admitted now, and the queued jobs' forecast starts and expected run times. `held`: the jobs
+    phase 3a held for their dependencies (none: nothing is read of the queue)."""
     now = snapshot.now
-    dependents = {job.id: job.after for job in snapshot.pending if job.after is not None}
+    dependents = {job.id: job.after for job in held if job.after is not None}
     if not dependents:
         return {}, {}
     ends: dict[int, float | None] = {}

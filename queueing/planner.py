@@ -39,7 +39,7 @@ from .policies import DEFAULT_POLICY, get_policy, namespace_overrides, queue_ord
 from .policy import Policy
 from .preemptor import Preemptor
 from .quota_fit import quota_check
-from .reasons import Outcome, PendingStatus, Reason
+from .reasons import Outcome, PendingStatus, Reason, never_fits_nodes
 from .replacement import replace
 from .shrink import leaving_pods
 from .snapshot import PendingJob, Snapshot
@@ -49,7 +49,7 @@ from .topology import Topology
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
 _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
-_NOT_PLAYED = frozenset({_NEVER_QUOTA, _NEVER_NODES, Reason.WAITING_FOR_DEPENDENCY, Reason.DEPENDENCY_NEVER_SATISFIED})
+_AFTER, _NEVER_AFTER = Reason.WAITING_FOR_DEPENDENCY, Reason.DEPENDENCY_NEVER_SATISFIED
 # PendingStatus(...) without the Python-level __new__ of a NamedTuple: one per queued job.
 _new_status = tuple.__new__
 # Outcomes that depend only on the job's shape and the capacity left.
@@ -280,7 +280,13 @@ class _Planner:
                     },
                 )
             waiting.append((job, position, outcome))
-            if outcome[0] not in _NOT_PLAYED:  # (a dependent starts when its dependencies end)
+            reason = outcome[0]  # (a dependent is not played forward: it starts when its dependencies end)
+            if (
+                reason is not _NEVER_QUOTA
+                and reason is not _NEVER_NODES
+                and reason is not _AFTER
+                and reason is not _NEVER_AFTER
+            ):
                 queue = self.queues.get(namespace)
                 if queue is None:
                     self.queues[namespace] = [(rank, job)]
@@ -353,7 +359,7 @@ class _Planner:
                     "hard": hard[never],
                 }
         if self.state.node_fit:
-            never_nodes = self._never_fits_nodes(job)
+            never_nodes = never_fits_nodes(job.gang, self.cluster_max)
             if never_nodes is not None:
                 return never_nodes
         if short is not None:
@@ -425,20 +431,6 @@ class _Planner:
             "hard": hard[short],
         }
 
-    def _never_fits_nodes(self, job: PendingJob) -> Outcome | None:
-        """Cheap screen for a pod larger than every node (checked even while quota is short)."""
-        cluster_max = self.cluster_max
-        for group in job.gang:
-            for name, amount in group.requests:
-                if amount > cluster_max.get(name, 0):
-                    return Reason.NEVER_FITS_NODES, {
-                        "resource": name,
-                        "needed": amount,
-                        "free": cluster_max.get(name, 0),
-                        "role": group.role,
-                    }
-        return None
-
     def _head_waits(
         self, job: PendingJob, namespace: NamespaceState, nodes: bool, within: frozenset[int] | None = None
     ) -> None:
@@ -493,6 +485,10 @@ class _Planner:
             snapshot, self.queues, admitted, quota_free, cluster_free, self.eta_horizon_s, estimate
         )
         found, waits = forecast_dependents(
-            snapshot, admitted, starts, lambda j: estimate(j.workload, j.namespace, j.expected_duration)
+            snapshot,
+            self.holds.dependents,
+            admitted,
+            starts,
+            lambda j: estimate(j.workload, j.namespace, j.expected_duration),
         )
         return {**starts, **found}, {**notes, **waits}, otherwise

@@ -7,15 +7,18 @@ message is for people and is rendered from them on demand, which keeps a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .fit import NodeFailure
 from .quantity import format_quantity
 from .tide import words as lent_words
 from .topology import level_name
 from .workflows import never_words, waits_words
+
+if TYPE_CHECKING:  # snapshot.py imports fit.py, which this module imports
+    from .snapshot import PodGroup
 
 
 class Reason(StrEnum):
@@ -107,6 +110,20 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
         "pods": failure.pods,
         "placed": failure.placed,
     }
+
+
+def never_fits_nodes(gang: Iterable[PodGroup], cluster_max: Mapping[str, int]) -> Outcome | None:
+    """Cheap screen for a pod larger than every node (checked even while quota is short)."""
+    for group in gang:
+        for name, amount in group.requests:
+            if amount > cluster_max.get(name, 0):
+                return Reason.NEVER_FITS_NODES, {
+                    "resource": name,
+                    "needed": amount,
+                    "free": cluster_max.get(name, 0),
+                    "role": group.role,
+                }
+    return None
 
 
 def amount(resource: str, value: int) -> str:
