@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "jobdash.accounts",
     "jobdash.dispatch",
     "jobdash.embedded",
+    "jobdash.usage",
     "webhooks",
 ]
 

@@ -82,6 +82,11 @@ class Namespace(models.Model):
     )
     # Plain Pods (no controller) are queued when they ask for a device (an extended resource);
     # with this, every one of them is.
+    # Issue 37: GPU-hours a month (UTC); past them its jobs only borrow (first to be preempted) or wait.
+    gpu_hour_budget = models.PositiveIntegerField(null=True, blank=True, help_text="Blank: no budget.")
+    over_budget = models.CharField(
+        max_length=8, choices=[("borrow", "borrow only"), ("wait", "wait")], default="borrow", blank=True
+    )
     # Issue 36: a job that names no maximum run time (jobdash.io/max-run-time) gets this one.
     default_max_run_seconds = models.PositiveIntegerField(
         null=True,
