@@ -1,6 +1,11 @@
 """Dominant-resource fair share (DRF) across namespaces, the ``fair`` policy's phase 3:
 when the cluster, not the quota, is the limit, the namespace with the lowest weighted
-dominant share admits next, its share grows, and the turn passes on."""
+dominant share admits next, its share grows, and the turn passes on.
+
+With memory (``Policy.usage_half_life_days``, Slurm's fair-share): a namespace's turn also
+counts what it used before, ``Snapshot.usage`` (GPU-hours decayed with the half-life) as its
+part of everyone's; so a team that used much last week waits behind one that did not, and
+the reason of its waiting jobs says so ("team-b used 1,200 GPU-h lately, twice its share")."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ class FairShare:
     def __init__(self, state: CycleState):
         self.state = state
         self._usage_counted = False
+        self.over: dict[str, tuple[float, float]] = {}  # namespace -> (GPU-hours, times its share)
 
     def admit(
         self,
@@ -44,8 +50,9 @@ class FairShare:
                 queues[job.namespace] = [(rank, job)]
             else:
                 queue.append((rank, job))
+        past = self._past(queues)
         # (share, namespace, where its queue resumes): ties go to the namespace name.
-        heap = [(_share(state.namespaces[name], capacity), name, 0) for name in queues]
+        heap = [(_share(state.namespaces[name], capacity) + past.get(name, 0.0), name, 0) for name in queues]
         heapq.heapify(heap)
         while heap:
             _, name, resume = heapq.heappop(heap)
@@ -54,13 +61,39 @@ class FairShare:
                 rank, job = queue[index]
                 outcome = consider(job)
                 if outcome is not None:
-                    record(rank, job, outcome)
+                    record(rank, job, self.said(name, outcome))
                     continue
                 # Admitted: its share grew, so it queues again for the next turn.
                 namespace = state.namespaces[name]
                 _add_usage(namespace, job.totals)
-                heapq.heappush(heap, (_share(namespace, capacity), name, index + 1))
+                heapq.heappush(heap, (_share(namespace, capacity) + past.get(name, 0.0), name, index + 1))
                 break
+
+    def _past(self, queues: Mapping[str, object]) -> dict[str, float]:
+        """Each waiting namespace's past use as its part of everyone's, over its weight."""
+        self.over = {}
+        usage, policy = self.state.snapshot.usage, self.state.policy
+        total = sum(usage.values())
+        if policy.usage_half_life_days is None or not total > 0:
+            return {}
+        namespaces = self.state.namespaces
+        weights = sum(ns.weight for ns in namespaces.values()) or 1
+        past = {}
+        for name in queues:
+            part = usage.get(name, 0.0) / total
+            past[name] = part / namespaces[name].weight
+            times = part / (namespaces[name].weight / weights)
+            if times > 1.0:
+                self.over[name] = (usage.get(name, 0.0), times)
+        return past
+
+    def said(self, name: str, outcome: Outcome) -> Outcome:
+        """A waiting job's reason, with its namespace's past use when that is over its share."""
+        over = self.over.get(name)
+        if over is None or not outcome[0].for_room:
+            return outcome
+        hours, times = over
+        return outcome[0], {**outcome[1], "used": {"namespace": name, "gpu_hours": hours, "times_share": times}}
 
     def _cluster_capacity(self) -> dict[str, int]:
         capacity: dict[str, int] = {}

@@ -28,6 +28,9 @@ class Policy(ABC):
     reservation_after_s: float | None = None  # a head waiting longer reserves what it needs; None: never
     max_reservations: int = 0  # node reservations per cycle (each holds capacity cluster-wide)
     fair_share: bool = False  # interleave namespaces by weighted dominant share
+    # With fair_share: past use counts too (Slurm's fair-share): Snapshot.usage, each namespace's
+    # GPU-hours decayed with this half-life; None: only what runs now counts.
+    usage_half_life_days: float | None = None
     # A head short of quota gets a shadow reservation at once, and later jobs backfill around it (backfill.py).
     backfill: bool = False
     hold_after_s: float | None = None  # with backfill: a head waiting longer holds its quota outright; None: never
@@ -41,6 +44,8 @@ class Policy(ABC):
     def __post_init__(self) -> None:
         if self.hold_after_s is not None and self.hold_after_s < 0:
             raise ValueError("hold_after_s must be >= 0 or None")
+        if self.usage_half_life_days is not None and not self.usage_half_life_days > 0:
+            raise ValueError("usage_half_life_days must be > 0 or None")
 
     @abstractmethod
     def order(self, jobs: Sequence[PendingJob], now: float) -> list[PendingJob]:

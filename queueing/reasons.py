@@ -232,6 +232,13 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
     raise ValueError(f"no message for {reason!r}")
 
 
+def used_words(used: Mapping[str, Any]) -> str:
+    """Fair share with memory: "; team-b used 1,200 GPU-h lately, twice its share"."""
+    times = used["times_share"]
+    ratio = "twice" if 1.95 <= times < 2.05 else f"{times:.1f} times"
+    return f"; {used['namespace']} used {used['gpu_hours']:,.0f} GPU-h lately, {ratio} its share"
+
+
 class PendingStatus(NamedTuple):
     """Where a pending job stands after a cycle.  ``position`` is 1-based within
     its namespace's queue; ``eta`` is an estimated start time or None (then
@@ -247,4 +254,5 @@ class PendingStatus(NamedTuple):
 
     @property
     def message(self) -> str:
-        return describe(self.reason, self.detail, self.namespace)
+        text = describe(self.reason, self.detail, self.namespace)
+        return text + used_words(self.detail["used"]) if "used" in self.detail else text

@@ -423,6 +423,8 @@ class Snapshot:
     lent: tuple[LentPool, ...] = ()
     # Arrays with a concurrency limit, by their group (holds.py): PendingJob.group's.
     groups: Mapping[int, GroupLimit] = field(default_factory=dict)
+    # Fair share with memory (fair_share.py): each namespace's past GPU-hours, decayed.
+    usage: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -137,6 +137,7 @@ class AdmissionCycles:
             topology_levels=TOPOLOGY_LEVELS,
             replacements=lost,
             lent=self._lent(),
+            usage=self.memory.usage(now),
         )
         planned_at = time.perf_counter()
         # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,

@@ -100,6 +100,7 @@ from .records import (  # noqa: F401 (the replay's data, importable from here as
     ReplayResult,
 )
 from .trace import TraceJob
+from .usage_memory import UsageMemory
 from .watch_cache import WatchCache
 
 
@@ -260,6 +261,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
         self._init_lending(vc_nodes)
+        self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()
 
     def estimate(self, vc: str, gpus: int) -> float | None:

@@ -282,10 +282,13 @@ class Lending:
                 self.stats["lent_admitted_outlasting"] += 1
 
     def _ran(self, rec: JobRecord, now: float) -> None:
-        """A run of the job ends (finished or preempted): its GPU-seconds on lent nodes."""
+        """A run of the job ends (finished or preempted): its GPU-seconds on lent nodes, and in
+        its VC's memory (fair share with memory: usage_memory.py)."""
         if rec.lent_gpus and rec.run_started_at is not None:
             self.stats["lent_gpu_s"] += rec.lent_gpus * (now - rec.run_started_at)
         rec.lent_gpus = 0
+        if rec.run_started_at is not None:
+            self.memory.add(rec.job.vc, rec.gpus * (now - rec.run_started_at), now)
 
     def _started_lent(self, rec: JobRecord) -> None:
         """A run starts (its whole gang runs): its GPUs on lent nodes, noted until it ends."""

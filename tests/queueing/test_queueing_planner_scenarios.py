@@ -312,6 +312,25 @@ def test_fair_share_gives_scarce_capacity_to_the_namespace_using_least():
     assert plan(snapshot, "fair").admitted == (2,)
 
 
+def test_fair_share_with_memory_gives_the_turn_to_the_namespace_that_used_least_lately():
+    """issue 37: both run nothing now; team-a used 1,200 GPU-h lately and team-b 400: at
+    equal weights team-a used 1.5 times its share, and waits, saying so."""
+    pending = [job(1, tfjob(1, gpu=1), namespace="team-a", priority=5), job(2, tfjob(1, gpu=1), namespace="team-b")]
+    nodes = [node("n", cpu=64_000, gpu=8, allocated={"nvidia.com/gpu": 7})]
+    usage = {"team-a": 1200.0, "team-b": 400.0}
+    snapshot = Snapshot(NOW, tuple(pending), nodes=tuple(nodes), usage=usage)
+    assert plan(snapshot, "fair").admitted == (1,)  # (no memory: priority breaks the tie)
+    remembering = get_policy("fair", usage_half_life_days=7.0)
+    result = plan(snapshot, remembering)
+    assert result.admitted == (2,)
+    waiting = result.pending[1]
+    assert waiting.message.endswith("; team-a used 1,200 GPU-h lately, 1.5 times its share")
+    twice = Snapshot(NOW, tuple(pending), nodes=tuple(nodes), usage={"team-a": 1200.0, "team-b": 0.0})
+    assert plan(twice, remembering).pending[1].message.endswith("used 1,200 GPU-h lately, twice its share")
+    with pytest.raises(ValueError, match="usage_half_life_days"):
+        get_policy("fair", usage_half_life_days=0)
+
+
 def test_backing_off_jobs_wait_with_their_reason_and_eta_at_the_earliest_the_backoff_end():
     snapshot = world([job(1, tfjob(1), backoff_until=NOW + 300, attempts=2)], nodes=[node("n")])
     status = plan(snapshot).pending[1]
