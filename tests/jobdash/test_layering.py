@@ -100,10 +100,14 @@ LAYERS: dict[str, frozenset[str]] = {
             "jobdash.leader",
             "jobdash.metrics",
             "jobdash.logs",
+            "jobdash.usage",
             FRAMEWORKS,
             LIBRARIES,
         }
     ),
+    # What each team used (issue 37): folded from jobs/' timelines; the dispatcher reads it
+    # for fair share with memory.
+    "jobdash.usage": frozenset({"queueing", "jobdash.jobs", FRAMEWORKS, LIBRARIES}),
     # The election: its backends, reporting who leads to metrics and logs.
     "jobdash.leader": frozenset({"jobdash.metrics", "jobdash.logs", FRAMEWORKS, LIBRARIES}),
     # Who a person is (identity.py) and how they sign in (OIDC through authlib, the
