@@ -93,7 +93,7 @@ class FairShare:
         if over is None or not outcome[0].for_room:
             return outcome
         hours, times = over
-        return outcome[0], {**outcome[1], "used": {"namespace": name, "gpu_hours": hours, "times_share": times}}
+        return outcome[0], {**outcome[1], "history": {"namespace": name, "gpu_hours": hours, "times_share": times}}
 
     def _cluster_capacity(self) -> dict[str, int]:
         capacity: dict[str, int] = {}

@@ -31,6 +31,16 @@ class Dependencies:
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """A namespace past its GPU-hour budget this month (issue 37): ``mode`` "wait" holds its
+    jobs; "borrow" admits them last, on what nobody else wants, as borrowing (first to go)."""
+
+    used_hours: float
+    budget_hours: float
+    mode: str = "borrow"
+
+
+@dataclass(frozen=True, slots=True)
 class GroupLimit:
     """An array's limit: at most ``limit`` of its jobs admitted at once; ``admitted`` are now."""
 
@@ -93,8 +103,11 @@ def dependent_starts(
 class Holds:
     """Phase 3a's workflow holds over one cycle: the arrays' admissions counted as they happen."""
 
-    def __init__(self, groups: Mapping[int, GroupLimit]) -> None:
+    def __init__(self, groups: Mapping[int, GroupLimit], budgets: Mapping[str, Budget] | None = None) -> None:
         self.groups = groups
+        budgets = budgets or {}
+        self.waiting = {name: budget for name, budget in budgets.items() if budget.mode == "wait"}
+        self.borrow_only = frozenset(name for name, budget in budgets.items() if budget.mode != "wait")
         self.admitted = {group: limit.admitted for group, limit in groups.items()}
         self.dependents: list[PendingJob] = []  # the jobs held by their dependencies, for the forecast
 
@@ -105,12 +118,25 @@ class Holds:
             if after.never:
                 return Reason.DEPENDENCY_NEVER_SATISFIED, {"never": after.never}
             return Reason.WAITING_FOR_DEPENDENCY, {"waits": after.waiting}
+        budget = self.waiting.get(job.namespace)
+        if budget is not None:
+            return Reason.OVER_BUDGET, {"used": budget.used_hours, "budget": budget.budget_hours}
         group = job.group
         if group is not None:
             limit = self.groups.get(group)
             if limit is not None and self.admitted[group] >= limit.limit:
                 return Reason.ARRAY_CONCURRENCY_LIMIT, {"group": group, "name": limit.name, "limit": limit.limit}
         return None
+
+    def last(self, passes: list[list[PendingJob]]) -> list[list[PendingJob]]:
+        """The admission passes with the jobs of namespaces past their budget ("borrow") moved
+        to a last pass of their own: they get what the others leave."""
+        if not self.borrow_only:
+            return passes
+        late = self.borrow_only
+        return [[j for j in jobs if j.namespace not in late] for jobs in passes] + [
+            [j for jobs in passes for j in jobs if j.namespace in late]
+        ]
 
     def admit(self, job: PendingJob) -> None:
         if job.group in self.admitted:

@@ -149,7 +149,7 @@ class _Planner:
         self.admitted_jobs: list[PendingJob] = []
         self.backfill = CycleBackfill(snapshot)  # heads' shadow reservations, per namespace
         self.probing = False  # an elastic job's smaller gangs tried (elastic_jobs.admit)
-        self.holds = Holds(snapshot.groups)  # workflows: dependencies, arrays' limits
+        self.holds = Holds(snapshot.groups, snapshot.budgets)  # dependencies, arrays' limits, budgets
 
     def run(self) -> Plan:
         state = self.state
@@ -201,6 +201,7 @@ class _Planner:
                 + [job for job in jobs if job.id not in first_ids and job.preempted_by in waiting_ids]
                 for jobs in passes
             ]
+        passes = self.holds.last(passes)  # (past their budget: after everyone else)
         ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 or preemptors else None
         consider, record = self._consider_holding if leaving else self._consider, self._record
         for job in ahead:
@@ -327,7 +328,9 @@ class _Planner:
             return Reason.BACKING_OFF, {"until": job.backoff_until, "attempts": job.attempts}
         if job.pods_created is not None:
             return Reason.WAITING_FOR_PODS, {"created": job.pods_created, "total": job.workload.pods}
-        if (job.after is not None or job.group is not None) and (held := self.holds.held(job)) is not None:
+        if (job.after is not None or job.group is not None or job.namespace in self.holds.waiting) and (
+            held := self.holds.held(job)
+        ) is not None:
             return held
         if namespace.blocked_by is not None:
             return namespace.held_back  # the same for every job behind the head: built once
@@ -415,6 +418,7 @@ class _Planner:
                 free[key] -= job.demand.get(key, 0)
         namespace.admitted.append(job)
         borrowing = self.state.elastic.admit(job) if self.state.elastic.active else False
+        borrowing = borrowing or job.namespace in self.holds.borrow_only
         self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
         self.admitted_jobs.append(job)
         return None

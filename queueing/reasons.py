@@ -47,6 +47,8 @@ class Reason(StrEnum):
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"  # waits: [(job id, name, condition)]
     DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # never: [(job id, name, condition, state)]
     ARRAY_CONCURRENCY_LIMIT = "ArrayConcurrencyLimit"  # group, name, limit
+    # Past its namespace's GPU-hour budget this month, which says its jobs wait (holds.Budget).
+    OVER_BUDGET = "OverBudget"  # used, budget (GPU-hours)
     # Never: waiting would not help; the job must change (or the quota / nodes).
     NEVER_FITS_QUOTA = "NeverFitsQuota"  # resource, needed, hard
     NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role
@@ -225,6 +227,11 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
         return "waits for " + waits_words(d["waits"])
     if reason is Reason.DEPENDENCY_NEVER_SATISFIED:
         return f"{never_words(d['never'])} (kept queued as its submitter asked: cancel it or submit it anew)"
+    if reason is Reason.OVER_BUDGET:
+        return (
+            f"{namespace} used {d['used']:,.0f} of its {d['budget']:,.0f} GPU-h budget this month: "
+            "its jobs wait for the next month or a larger budget"
+        )
     if reason is Reason.ARRAY_CONCURRENCY_LIMIT:
         return f"array {d['name']} (#{d['group']}) runs {d['limit']} jobs at once, its limit"
     if reason is Reason.BACKING_OFF:
@@ -255,4 +262,4 @@ class PendingStatus(NamedTuple):
     @property
     def message(self) -> str:
         text = describe(self.reason, self.detail, self.namespace)
-        return text + used_words(self.detail["used"]) if "used" in self.detail else text
+        return text + used_words(self.detail["history"]) if "history" in self.detail else text

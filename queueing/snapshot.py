@@ -26,7 +26,7 @@ from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
 if TYPE_CHECKING:  # policy.py, replacement.py and holds.py import this module
-    from .holds import Dependencies, GroupLimit
+    from .holds import Budget, Dependencies, GroupLimit
     from .policy import Policy
     from .replacement import Replacement
 
@@ -425,6 +425,8 @@ class Snapshot:
     groups: Mapping[int, GroupLimit] = field(default_factory=dict)
     # Fair share with memory (fair_share.py): each namespace's past GPU-hours, decayed.
     usage: Mapping[str, float] = field(default_factory=dict)
+    # Namespaces past their GPU-hour budget this month (holds.Budget): held, or admitted last.
+    budgets: Mapping[str, Budget] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -91,3 +91,26 @@ def test_an_array_never_has_more_than_its_limit_admitted(limit, admitted, size, 
     assert admitted + len(result.admitted) <= limit
     # (and it admits up to the limit when the nodes have room: 8 one-GPU jobs per node)
     assert len(result.admitted) == min(limit - admitted, size, 8 * nodes)
+
+
+def test_a_namespace_past_its_budget_waits_or_takes_what_is_left_as_borrowing():
+    """issue 37: team-a used 1,050 of 1,000 GPU-h this month."""
+    from queueing.holds import Budget
+
+    def team(job_id, namespace):
+        one = job(job_id, gpus=4)
+        return PendingJob(one.id, namespace, 0, one.submitted_at, one.workload, expected_duration=600.0)
+
+    pending = [team(1, "team-a"), team(2, "team-b"), team(3, "team-b")]
+    over = {"team-a": Budget(1050.0, 1000.0, "wait")}
+    result = plan(Snapshot(NOW, tuple(pending), nodes=(node(),), budgets=over))
+    assert set(result.admitted) == {2, 3}
+    assert result.pending[1].reason is Reason.OVER_BUDGET
+    assert result.pending[1].message.startswith("team-a used 1,050 of its 1,000 GPU-h budget this month")
+    # "borrow": it is admitted after everyone else (it comes first in the queue order), as borrowing
+    borrow = {"team-a": Budget(1050.0, 1000.0, "borrow")}
+    result = plan(Snapshot(NOW, tuple(pending), nodes=(node(),), budgets=borrow))
+    assert set(result.admitted) == {2, 3}  # 8 GPUs: team-b's two jobs first
+    roomy = plan(Snapshot(NOW, tuple(pending), nodes=(node(), node("n2")), budgets=borrow))
+    admitted = {a.job_id: a.borrowing for a in roomy.admissions}
+    assert admitted == {1: True, 2: False, 3: False}

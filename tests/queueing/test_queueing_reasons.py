@@ -56,6 +56,7 @@ DETAILS = {
     Reason.WAITING_FOR_DEPENDENCY: {"waits": [[42, "train-1", "ok"], [41, "prep", "any"]]},
     Reason.DEPENDENCY_NEVER_SATISFIED: {"never": [[42, "train-1", "ok", "Cancelled"]]},
     Reason.ARRAY_CONCURRENCY_LIMIT: {"group": 7, "name": "sweep", "limit": 5},
+    Reason.OVER_BUDGET: {"used": 1050.0, "budget": 1000.0},
 }
 
 
