@@ -236,6 +236,10 @@ JOBDASH_LEADER_TTL_SECONDS = env_number("JOBDASH_LEADER_TTL_SECONDS", 10.0, mini
 JOBDASH_LEADER_LOCK_DELAY_SECONDS = env_number("JOBDASH_LEADER_LOCK_DELAY_SECONDS", 1.0, minimum=0.0)
 CONSUL_HTTP_ADDR = os.environ.get("CONSUL_HTTP_ADDR", "127.0.0.1:8500")
 JOBDASH_TICK_SECONDS = env_number("JOBDASH_TICK_SECONDS", 2.0, minimum=0.05)
+# Retention (issue 37): finished jobs older than this many days are archived to
+# JOBDASH_ARCHIVE_DIR and removed by a daily beat task; 0 keeps them for ever.
+JOBDASH_RETENTION_DAYS = env_number("JOBDASH_RETENTION_DAYS", 180, minimum=0)
+JOBDASH_ARCHIVE_DIR = Path(os.environ.get("JOBDASH_ARCHIVE_DIR") or VAR_DIR / "archive")
 JOBDASH_STATUS_INTERVAL_SECONDS = env_number("JOBDASH_STATUS_INTERVAL_SECONDS", 3.0, minimum=0.0)
 # The leader's writes of the queue to the cluster a cycle: QueuedJob objects (creates,
 # updates, deletes; positions move every cycle) and Kubernetes Events.

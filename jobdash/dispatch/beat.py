@@ -9,6 +9,7 @@ import logging
 from datetime import timedelta
 
 from celery.beat import Scheduler
+from celery.schedules import crontab
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -20,6 +21,7 @@ from . import transitions
 
 log = logging.getLogger(__name__)
 CYCLE_ENTRY = "jobdash-admission-cycle"
+RETENTION_ENTRY = "jobdash-retention-sweep"
 
 
 class LeaderGatedScheduler(Scheduler):
@@ -52,6 +54,11 @@ class LeaderGatedScheduler(Scheduler):
                 },
             }
         )
+        if settings.JOBDASH_RETENTION_DAYS:
+            # Daily at a quiet hour (UTC); the sweep's batches keep it from blocking anything anyway.
+            self.merge_inplace(
+                {RETENTION_ENTRY: {"task": "jobdash.retention_sweep", "schedule": crontab(minute=17, hour=3)}}
+            )
 
     def _elected(self, leadership) -> None:
         try:

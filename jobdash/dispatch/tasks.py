@@ -101,3 +101,11 @@ def kick_cycle() -> bool:
         return False
     admission_cycle.apply_async(countdown=window)
     return True
+
+
+@shared_task(name="jobdash.retention_sweep", ignore_result=True)
+def retention_sweep(term: int | None = None) -> dict:
+    """Daily, emitted by the leader's beat (JOBDASH_RETENTION_DAYS; 0: not scheduled)."""
+    from jobdash.usage import retention
+
+    return retention.sweep().as_dict()

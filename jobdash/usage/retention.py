@@ -1,0 +1,259 @@
+"""Retention (issue 37): finished jobs older than JOBDASH_RETENTION_DAYS are archived with their
+events and dependency rows (archive.py) and removed, a batch of BATCH jobs per transaction.
+
+A batch's job rows are locked (FOR UPDATE SKIP LOCKED) only from its selection to its commit,
+and every row that references a job is deleted by an index on its job column (the constraints
+PostgreSQL checks at commit use the same ones), so no lock is held long and no table is
+scanned. Kept: a job another active job depends on, and a job with an event the usage fold
+has not passed yet (UsageMark.event_id): its hours must be in UsageDay before its timeline
+goes. UsageDay itself is never touched."""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobdash.jobs.models import (
+    ACTIVE_STATES,
+    FINISHED_STATES,
+    EventOutbox,
+    Job,
+    JobDependency,
+    JobEvent,
+    PodGroupMember,
+    QueuedMirror,
+)
+
+from . import archive
+from .models import Archive, UsageMark
+
+log = logging.getLogger(__name__)
+BATCH = 5000
+
+_JOB = Job._meta.db_table
+_EVENT = JobEvent._meta.db_table
+_DEPENDENCY = JobDependency._meta.db_table
+
+# Every table with a foreign key to a job, and its column: deleted before the jobs (Django's
+# CASCADE is the ORM's, not the database's). tests/jobdash/test_retention.py checks that this
+# names every such constraint and that each column leads an index.
+REFERENCES = (
+    (QueuedMirror._meta.db_table, "job_id"),
+    (PodGroupMember._meta.db_table, "job_id"),
+    (_DEPENDENCY, "job_id"),
+    (_DEPENDENCY, "on_id"),
+    (_EVENT, "job_id"),
+)
+# Links without a constraint (Django's SET_NULL): cleared on the jobs that point at a removed one.
+SELF_LINKS = ("preempted_for_id", "preempted_by_id")
+
+_ELIGIBLE = f"""
+    FROM {_JOB} j
+    WHERE j.state = ANY(%(finished)s) AND j.finished_at < %(cutoff)s
+      AND NOT EXISTS (SELECT 1 FROM {_EVENT} e WHERE e.job_id = j.id AND e.id > %(mark)s)
+      AND NOT EXISTS (
+        SELECT 1 FROM {_DEPENDENCY} d JOIN {_JOB} a ON a.id = d.job_id
+        WHERE d.on_id = j.id AND a.state = ANY(%(active)s))
+"""
+
+
+@dataclass
+class Sweep:
+    """What one sweep did (or, dry, would do)."""
+
+    cutoff: datetime
+    mark: int
+    jobs: int = 0
+    events: int = 0
+    batches: int = 0
+    longest_batch_s: float = 0.0
+    files: dict[str, int] = field(default_factory=dict)  # path (or month, dry) -> jobs
+
+    def as_dict(self) -> dict:
+        return {
+            "cutoff": self.cutoff.isoformat(),
+            "usage_mark": self.mark,
+            "jobs": self.jobs,
+            "events": self.events,
+            "batches": self.batches,
+            "longest_batch_s": round(self.longest_batch_s, 3),
+            "files": self.files,
+        }
+
+
+def _params(cutoff: datetime, mark: int) -> dict:
+    return {
+        "finished": [str(s) for s in FINISHED_STATES],
+        "active": [str(s) for s in ACTIVE_STATES],
+        "cutoff": cutoff,
+        "mark": mark,
+    }
+
+
+def _mark() -> int:
+    return UsageMark.objects.filter(id=1).values_list("event_id", flat=True).first() or 0
+
+
+def sweep(
+    days: int | None = None, *, dry_run: bool = False, batch: int = BATCH, directory: Path | None = None
+) -> Sweep:
+    """Archive and remove the finished jobs older than `days` (JOBDASH_RETENTION_DAYS; 0:
+    nothing goes). Dry: count them by month, write and delete nothing."""
+    days = settings.JOBDASH_RETENTION_DAYS if days is None else days
+    done = Sweep(cutoff=timezone.now() - timedelta(days=days), mark=_mark())
+    if days <= 0:
+        return done
+    params = _params(done.cutoff, done.mark)
+    if dry_run:
+        return _count(done, params)
+    writer = _Writer(Path(directory or settings.JOBDASH_ARCHIVE_DIR))
+    while True:
+        started = time.monotonic()
+        count = _batch(params, batch, writer, done)
+        if not count:
+            break
+        if count < 0:
+            continue  # a month's file was opened: the same batch again
+        done.batches += 1
+        done.longest_batch_s = max(done.longest_batch_s, time.monotonic() - started)
+    done.files = {str(path): row.jobs for path, row in writer.rows.items()}
+    if done.jobs:
+        log.info(
+            "retention: archived and removed %s jobs (%s events) finished before %s",
+            done.jobs,
+            done.events,
+            done.cutoff,
+        )
+    return done
+
+
+def _count(done: Sweep, params: dict) -> Sweep:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT to_char(date_trunc('month', j.finished_at AT TIME ZONE 'UTC'), 'YYYY-MM'), count(*), "
+            f"sum((SELECT count(*) FROM {_EVENT} e WHERE e.job_id = j.id)) {_ELIGIBLE} GROUP BY 1 ORDER BY 1",
+            params,
+        )
+        for month, jobs, events in cursor.fetchall():
+            done.files[month] = jobs
+            done.jobs += jobs
+            done.events += int(events or 0)
+    return done
+
+
+class _Writer:
+    """This sweep's files: one per month the jobs finished in, YYYY-MM.<n>.jsonl.gz, n the
+    first number no earlier sweep used; its Archive row committed before anything is written
+    to it (outside any batch), so every file has one and `archive.read` trusts its counts."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory.resolve()
+        self.paths: dict[date, Path] = {}
+        self.rows: dict[Path, Archive] = {}
+
+    def open(self, month: date) -> None:
+        n = 1
+        while (path := self.directory / f"{month:%Y-%m}.{n}.jsonl.gz").exists() or Archive.objects.filter(
+            path=str(path)
+        ).exists():
+            n += 1
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        self.rows[path] = Archive.objects.create(month=month, path=str(path))
+        self.paths[month] = path
+
+
+def _month(moment: datetime) -> date:
+    moment = moment.astimezone(UTC)
+    return date(moment.year, moment.month, 1)
+
+
+def _batch(params: dict, size: int, writer: _Writer, done: Sweep) -> int:
+    """One batch in one transaction: lock up to `size` eligible jobs, write them to the
+    archive, delete them and what references them, count them in their files' rows. -1: the
+    batch needs a file not opened yet (opened now; nothing was written)."""
+    written: list[tuple[Path, int]] = []
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT j.id, j.finished_at {_ELIGIBLE} LIMIT %(limit)s FOR UPDATE OF j SKIP LOCKED",
+                    {**params, "limit": size},
+                )
+                rows = cursor.fetchall()
+            if not rows:
+                return 0
+            missing = {_month(finished) for _, finished in rows} - writer.paths.keys()
+            if missing:
+                raise _Missing(missing)
+            ids = [job_id for job_id, _ in rows]
+            by_month = _records(ids)
+            for month, (lines, _) in by_month.items():
+                path = writer.paths[month]
+                written.append((path, archive.append(path, lines)))
+            _delete(ids)
+            for month, (lines, events) in by_month.items():
+                row = writer.rows[writer.paths[month]]
+                Archive.objects.filter(id=row.id).update(jobs=row.jobs + len(lines), events=row.events + events)
+    except _Missing as need:
+        for month in need.months:
+            writer.open(month)
+        return -1
+    except BaseException:
+        for path, size_before in written:  # the batch did not commit: neither does its archive
+            archive.truncate(path, size_before)
+        raise
+    for month, (lines, events) in by_month.items():
+        row = writer.rows[writer.paths[month]]
+        row.jobs += len(lines)
+        row.events += events
+        done.events += events
+    done.jobs += len(ids)
+    return len(ids)
+
+
+class _Missing(Exception):
+    def __init__(self, months: set[date]):
+        self.months = months
+
+
+def _records(ids: list[int]) -> dict[date, tuple[list[bytes], int]]:
+    """The jobs' archive lines by the month they finished in, and how many events they hold."""
+    fields = [f.attname for f in Job._meta.concrete_fields]
+    jobs = Job.objects.filter(id__in=ids).order_by("id").values(*fields, "namespace__name")
+    timelines: dict[int, list[Any]] = {}
+    for event in JobEvent.objects.filter(job_id__in=ids).order_by("job_id", "created_at", "id").values():
+        timelines.setdefault(event["job_id"], []).append(event)
+    waits: dict[int, list[Any]] = {}
+    waited_on: dict[int, list[Any]] = {}
+    for dep in JobDependency.objects.filter(job_id__in=ids).values("id", "job_id", "on_id", "condition"):
+        waits.setdefault(dep["job_id"], []).append(dep)
+    for dep in JobDependency.objects.filter(on_id__in=ids).values("id", "job_id", "on_id", "condition"):
+        waited_on.setdefault(dep["on_id"], []).append(dep)
+    by_month: dict[date, tuple[list[bytes], int]] = {}
+    for job in jobs:
+        job["namespace"] = job.pop("namespace__name")
+        timeline = timelines.get(job["id"], [])
+        lines, events = by_month.get(_month(job["finished_at"]), ([], 0))
+        lines.append(archive.encode(job, timeline, waits.get(job["id"], []), waited_on.get(job["id"], [])))
+        by_month[_month(job["finished_at"])] = (lines, events + len(timeline))
+    return by_month
+
+
+def _delete(ids: list[int]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {EventOutbox._meta.db_table} WHERE event_id IN (SELECT id FROM {_EVENT} WHERE job_id = ANY(%s))",
+            [ids],
+        )
+        for table, column in REFERENCES:
+            cursor.execute(f"DELETE FROM {table} WHERE {column} = ANY(%s)", [ids])
+        for column in SELF_LINKS:
+            cursor.execute(f"UPDATE {_JOB} SET {column} = NULL WHERE {column} = ANY(%s)", [ids])
+        cursor.execute(f"DELETE FROM {_JOB} WHERE id = ANY(%s)", [ids])
