@@ -53,6 +53,8 @@ REFERENCES = (
 # Links without a constraint (Django's SET_NULL): cleared on the jobs that point at a removed one.
 SELF_LINKS = ("preempted_for_id", "preempted_by_id")
 
+# A row's version: every update of a row makes a new one, elsewhere (xmin and ctid).
+_VERSION = "j.xmin::text || ' ' || j.ctid::text"
 _ELIGIBLE = f"""
     FROM {_JOB} j
     WHERE j.state = ANY(%(finished)s) AND j.finished_at < %(cutoff)s
@@ -72,7 +74,7 @@ class Sweep:
     jobs: int = 0
     events: int = 0
     batches: int = 0
-    longest_batch_s: float = 0.0
+    longest_transaction_s: float = 0.0  # the longest any job row was locked
     files: dict[str, int] = field(default_factory=dict)  # path (or month, dry) -> jobs
 
     def as_dict(self) -> dict:
@@ -82,7 +84,7 @@ class Sweep:
             "jobs": self.jobs,
             "events": self.events,
             "batches": self.batches,
-            "longest_batch_s": round(self.longest_batch_s, 3),
+            "longest_transaction_s": round(self.longest_transaction_s, 3),
             "files": self.files,
         }
 
@@ -113,15 +115,12 @@ def sweep(
     if dry_run:
         return _count(done, params)
     writer = _Writer(Path(directory or settings.JOBDASH_ARCHIVE_DIR))
-    while True:
-        started = time.monotonic()
+    idle = 0
+    while idle < 3:  # jobs held by someone else through three reads wait for the next sweep
         count = _batch(params, batch, writer, done)
         if not count:
             break
-        if count < 0:
-            continue  # a month's file was opened: the same batch again
-        done.batches += 1
-        done.longest_batch_s = max(done.longest_batch_s, time.monotonic() - started)
+        idle = idle + 1 if count < 0 else 0
     done.files = {str(path): row.jobs for path, row in writer.rows.items()}
     if done.jobs:
         log.info(
@@ -174,59 +173,80 @@ def _month(moment: datetime) -> date:
     return date(moment.year, moment.month, 1)
 
 
+@dataclass
+class _Line:
+    month: date
+    data: bytes
+    events: int
+
+
 def _batch(params: dict, size: int, writer: _Writer, done: Sweep) -> int:
-    """One batch in one transaction: lock up to `size` eligible jobs, write them to the
-    archive, delete them and what references them, count them in their files' rows. -1: the
-    batch needs a file not opened yet (opened now; nothing was written)."""
+    """One batch: up to `size` eligible jobs read and encoded without a lock, then in one
+    short transaction those still as read locked, appended to their files, deleted with what
+    references them, and counted in their files' rows. The jobs removed, 0 when none is left."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT j.id, {_VERSION}, j.finished_at {_ELIGIBLE} LIMIT %(limit)s", {**params, "limit": size})
+        read = cursor.fetchall()
+    if not read:
+        return 0
+    for month in {_month(finished) for *_, finished in read} - writer.paths.keys():
+        writer.open(month)
+    versions = {job_id: version for job_id, version, _ in read}
+    lines = _records(list(versions))
+    members = _members(lines)  # compressed now, outside the lock, for when every job is still as read
     written: list[tuple[Path, int]] = []
+    started = time.monotonic()
     try:
         with transaction.atomic():
             with connection.cursor() as cursor:
+                # Rechecked under the lock: a job written since (a new version, a new event,
+                # an active dependent) or held by someone else waits for another sweep.
                 cursor.execute(
-                    f"SELECT j.id, j.finished_at {_ELIGIBLE} LIMIT %(limit)s FOR UPDATE OF j SKIP LOCKED",
-                    {**params, "limit": size},
+                    f"SELECT j.id, {_VERSION} {_ELIGIBLE} AND j.id = ANY(%(ids)s) FOR UPDATE OF j SKIP LOCKED",
+                    {**params, "ids": list(versions)},
                 )
-                rows = cursor.fetchall()
-            if not rows:
-                return 0
-            missing = {_month(finished) for _, finished in rows} - writer.paths.keys()
-            if missing:
-                raise _Missing(missing)
-            ids = [job_id for job_id, _ in rows]
-            by_month = _records(ids)
-            for month, (lines, _) in by_month.items():
+                ids = sorted(job_id for job_id, version in cursor.fetchall() if versions[job_id] == version)
+            if len(ids) < len(versions):
+                members = _members({job_id: lines[job_id] for job_id in ids})
+            for month, (data, _, _) in members.items():
                 path = writer.paths[month]
-                written.append((path, archive.append(path, lines)))
+                written.append((path, archive.append_member(path, data)))
             _delete(ids)
-            for month, (lines, events) in by_month.items():
+            for month, (_, jobs, events) in members.items():
                 row = writer.rows[writer.paths[month]]
-                Archive.objects.filter(id=row.id).update(jobs=row.jobs + len(lines), events=row.events + events)
-    except _Missing as need:
-        for month in need.months:
-            writer.open(month)
-        return -1
+                Archive.objects.filter(id=row.id).update(jobs=row.jobs + jobs, events=row.events + events)
     except BaseException:
         for path, size_before in written:  # the batch did not commit: neither does its archive
             archive.truncate(path, size_before)
         raise
-    for month, (lines, events) in by_month.items():
+    done.longest_transaction_s = max(done.longest_transaction_s, time.monotonic() - started)
+    done.batches += 1
+    for month, (_, jobs, events) in members.items():
         row = writer.rows[writer.paths[month]]
-        row.jobs += len(lines)
+        row.jobs += jobs
         row.events += events
         done.events += events
     done.jobs += len(ids)
-    return len(ids)
+    # Every job read was eligible: one that was not removed is kept only for now (written or
+    # locked meanwhile); -1 asks for the next batch without counting this one as the end.
+    return len(ids) or -1
 
 
-class _Missing(Exception):
-    def __init__(self, months: set[date]):
-        self.months = months
+def _members(lines: dict[int, _Line]) -> dict[date, tuple[bytes, int, int]]:
+    """Per month: one gzip member of its lines, the jobs in it, their events."""
+    by_month: dict[date, list[_Line]] = {}
+    for job_id in sorted(lines):
+        by_month.setdefault(lines[job_id].month, []).append(lines[job_id])
+    return {
+        month: (archive.member([line.data for line in group]), len(group), sum(line.events for line in group))
+        for month, group in by_month.items()
+    }
 
 
-def _records(ids: list[int]) -> dict[date, tuple[list[bytes], int]]:
-    """The jobs' archive lines by the month they finished in, and how many events they hold."""
+def _records(ids: list[int]) -> dict[int, _Line]:
+    """Each job's archive line: its row, its namespace's name, its events and dependency rows."""
     fields = [f.attname for f in Job._meta.concrete_fields]
-    jobs = Job.objects.filter(id__in=ids).order_by("id").values(*fields, "namespace__name")
+    jobs = Job.objects.filter(id__in=ids).values(*fields, "namespace__name")
     timelines: dict[int, list[Any]] = {}
     for event in JobEvent.objects.filter(job_id__in=ids).order_by("job_id", "created_at", "id").values():
         timelines.setdefault(event["job_id"], []).append(event)
@@ -236,14 +256,13 @@ def _records(ids: list[int]) -> dict[date, tuple[list[bytes], int]]:
         waits.setdefault(dep["job_id"], []).append(dep)
     for dep in JobDependency.objects.filter(on_id__in=ids).values("id", "job_id", "on_id", "condition"):
         waited_on.setdefault(dep["on_id"], []).append(dep)
-    by_month: dict[date, tuple[list[bytes], int]] = {}
+    lines: dict[int, _Line] = {}
     for job in jobs:
         job["namespace"] = job.pop("namespace__name")
         timeline = timelines.get(job["id"], [])
-        lines, events = by_month.get(_month(job["finished_at"]), ([], 0))
-        lines.append(archive.encode(job, timeline, waits.get(job["id"], []), waited_on.get(job["id"], [])))
-        by_month[_month(job["finished_at"])] = (lines, events + len(timeline))
-    return by_month
+        data = archive.encode(job, timeline, waits.get(job["id"], []), waited_on.get(job["id"], []))
+        lines[job["id"]] = _Line(_month(job["finished_at"]), data, len(timeline))
+    return lines
 
 
 def _delete(ids: list[int]) -> None:
