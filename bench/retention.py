@@ -57,6 +57,10 @@ def _insert_jobs(
         "submitted_at": "now() - make_interval(secs => %(age)s + 7200 + g %% 3600)",
         "started_at": "now() - make_interval(secs => %(age)s + 3600 + g %% 3600)",
         "finished_at": "CASE WHEN %(finished)s THEN now() - make_interval(secs => %(age)s + g %% 86400) END",
+        # Every job that waited was given a start range (the track record reads them).
+        "eta_first_at": "now() - make_interval(secs => %(age)s + 7200 + g %% 3600)",
+        "eta_first": "now() - make_interval(secs => %(age)s + 3500 + g %% 3600)",
+        "eta_first_late": "now() - make_interval(secs => %(age)s + 3000 + g %% 3600)",
     }
     columns, values, params = [], [], {}
     for field in Job._meta.concrete_fields:
@@ -129,26 +133,36 @@ def _reads(namespace) -> dict:
 
 
 def _plans(namespace) -> dict:
-    """The index each read's main query uses (EXPLAIN, plain settings)."""
+    """Every query the page and the pending read send, EXPLAINed: the scans on the job table
+    each uses (a "Seq Scan on jobs_job" would read every row)."""
     from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
 
-    from jobdash.dispatch.cycle_cache import _feed_query
-    from jobdash.jobs.models import Job, State
+    from jobdash.dispatch.cycle_cache import CycleCache, queued_rows
+    from jobdash.jobs import dashboard
 
-    plans = {}
-    queries = {
-        "finished_table": Job.objects.filter(namespace=namespace, state__in=["Succeeded", "Failed", "Cancelled"])
-        .order_by("-submitted_at", "-id")
-        .values("id")[:25],
-        "state_counts": Job.objects.filter(namespace=namespace).values("state"),
+    reads = {
+        "namespace_page": lambda: dashboard.namespace_page(
+            namespace, dashboard.Filters.parse({}), page=None, running_page_number=None, live=False, now=timezone.now()
+        ),
+        "pending_read": lambda: queued_rows(CycleCache()),
     }
-    with connection.cursor() as cursor:
-        for name, queryset in queries.items():
-            sql, params = queryset.query.sql_with_params()
-            cursor.execute(f"EXPLAIN {sql}", params)
-            plans[name] = [row[0].strip() for row in cursor.fetchall() if "Scan" in row[0]]
-        cursor.execute(f"EXPLAIN {_feed_query(True)}", [State.QUEUED])
-        plans["pending_read"] = [row[0].strip() for row in cursor.fetchall() if "Scan" in row[0]]
+    plans = {}
+    for name, read in reads.items():
+        read()
+        with CaptureQueriesContext(connection) as captured:
+            read()
+        slowest = sorted(captured.captured_queries, key=lambda q: -float(q["time"]))[:3]
+        plans[f"{name}_slowest_queries"] = [f"{float(q['time']) * 1000:.1f} ms: {q['sql'][:90]}" for q in slowest]
+        scans = []
+        with connection.cursor() as cursor:
+            for query in captured.captured_queries:
+                if "jobs_job" not in query["sql"] or not query["sql"].lstrip().upper().startswith("SELECT"):
+                    continue
+                cursor.execute(f"EXPLAIN {query['sql']}")
+                scans += [row[0].strip().lstrip("-> ") for row in cursor.fetchall() if "Scan" in row[0]]
+        plans[name] = scans
     return plans
 
 

@@ -33,11 +33,6 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def encode(job: dict, events: list[dict], dependencies: list[dict], dependents: list[dict]) -> bytes:
-    record = {**job, "events": events, "dependencies": dependencies, "dependents": dependents}
-    return json.dumps(record, default=json_default, separators=(",", ":")).encode() + b"\n"
-
-
 def decode(line: bytes | str) -> dict:
     """A job back as written, its times as datetimes again (the archive holds ISO strings)."""
     record = json.loads(line)

@@ -66,7 +66,14 @@ def _snapshot(job_ids) -> dict[int, dict]:
 
 
 def test_old_finished_jobs_are_archived_and_removed_and_read_back_field_for_field(team_a, tmp_path):
-    done = _job(team_a, "done", State.SUCCEEDED, started_at=OLD - timedelta(hours=2), priority=7)
+    done = _job(
+        team_a,
+        "done",
+        State.SUCCEEDED,
+        started_at=OLD - timedelta(hours=2),
+        priority=7,
+        predicted_duration_s=1234.5678901,
+    )
     failed = _job(team_a, "failed", State.FAILED, failure={"reason": "OOMKilled"}, finished_at=OLD - timedelta(days=40))
     after = _job(team_a, "after", State.CANCELLED)
     JobDependency.objects.create(job=after, on=failed, condition="any")
@@ -225,3 +232,32 @@ def test_a_sweep_killed_midway_leaves_every_job_whole_or_gone_and_the_next_one_f
     for job_id, row in before.items():
         assert {name: back[job_id][name] for name in FIELDS} == {name: row[name] for name in FIELDS}
         assert back[job_id]["events"] == row["events"]
+
+
+@pytest.mark.parametrize("days", [180, 0])
+def test_the_leaders_beat_schedules_the_sweep_daily_unless_retention_is_off(settings, days):
+    from jobdash.celery import app
+    from jobdash.dispatch.beat import RETENTION_ENTRY, LeaderGatedScheduler
+
+    settings.JOBDASH_RETENTION_DAYS = days
+    scheduler = LeaderGatedScheduler(app=app, lazy=True)
+    scheduler.setup_schedule()
+    entry = scheduler.schedule.get(RETENTION_ENTRY)
+    if days:
+        assert entry.task == "jobdash.retention_sweep"
+        assert entry.schedule.remaining_estimate(timezone.now()) <= timedelta(days=1)
+    else:
+        assert entry is None
+
+
+def test_the_beat_task_sweeps_with_the_settings(team_a, tmp_path, settings):
+    from jobdash.dispatch.tasks import retention_sweep
+
+    settings.JOBDASH_RETENTION_DAYS = 30
+    settings.JOBDASH_ARCHIVE_DIR = tmp_path
+    _job(team_a, "old", State.FAILED)
+    _job(team_a, "young", State.FAILED, finished_at=timezone.now() - timedelta(days=29))
+    _fold_everything()
+    assert retention_sweep(term=3)["jobs"] == 1
+    assert list(Job.objects.values_list("name", flat=True)) == ["young"]
+    assert [p.name for p in tmp_path.iterdir()] == [f"{OLD:%Y-%m}.1.jsonl.gz"]
