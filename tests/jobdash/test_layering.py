@@ -181,6 +181,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "kubesim",
             "jobdash.jobs",
             "jobdash.dispatch",
+            "jobdash.usage",
             "jobdash.cluster",
             FRAMEWORKS,
             KUBERNETES,
