@@ -2,6 +2,7 @@
 the rest stay; the archive reads back field for field; a dry run writes nothing; a sweep
 killed mid-way leaves every job whole or gone, and the next one finishes."""
 
+import gzip
 import io
 import json
 import os
@@ -190,7 +191,7 @@ def _sweep_process(tmp_path) -> subprocess.Popen:
         "JOBDASH_ARCHIVE_DIR": str(tmp_path),
     }
     return subprocess.Popen(
-        [sys.executable, "manage.py", "retention_sweep", "--days", "30", "--batch", "20"],
+        [sys.executable, "manage.py", "retention_sweep", "--days", "30", "--batch", "10"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -203,7 +204,7 @@ def test_a_sweep_killed_midway_leaves_every_job_whole_or_gone_and_the_next_one_f
     from jobdash.jobs.models import Namespace
 
     team = Namespace.objects.create(name="team-k")
-    jobs = [_job(team, f"j{n}", State.SUCCEEDED) for n in range(600)]
+    jobs = [_job(team, f"j{n}", State.SUCCEEDED) for n in range(1000)]
     _fold_everything()
     before = _snapshot([j.id for j in jobs])
 
@@ -261,3 +262,23 @@ def test_the_beat_task_sweeps_with_the_settings(team_a, tmp_path, settings):
     assert retention_sweep(term=3)["jobs"] == 1
     assert list(Job.objects.values_list("name", flat=True)) == ["young"]
     assert [p.name for p in tmp_path.iterdir()] == [f"{OLD:%Y-%m}.1.jsonl.gz"]
+
+
+def test_a_file_is_read_up_to_the_jobs_its_archive_row_counts(team_a, tmp_path):
+    """What a sweep killed between appending a batch and committing it leaves: complete lines
+    past the committed count, or a member cut short; neither is read back."""
+    for n in range(3):
+        _job(team_a, f"old-{n}", State.SUCCEEDED)
+    _fold_everything()
+    swept = retention.sweep(30, directory=tmp_path)
+    path = Path(next(iter(swept.files)))
+    committed = [job["id"] for job in archive.read(path)]
+    assert len(committed) == 3
+    line = gzip.decompress(path.read_bytes()).splitlines()[0]
+    again = json.dumps({**json.loads(line), "id": 999}).encode() + b"\n"
+    archive.append_member(path, archive.member([again]) + archive.member([again])[:15])
+    assert [job["id"] for job in archive.read(path)] == committed
+    # A copy without its Archive row: every complete line, up to the member cut short.
+    copy = tmp_path / "copy.jsonl.gz"
+    copy.write_bytes(path.read_bytes())
+    assert [job["id"] for job in archive.read(copy)] == [*committed, 999]
