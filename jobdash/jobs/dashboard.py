@@ -187,8 +187,10 @@ def history(namespace: Namespace, *, hours: int = 6, buckets: int = 24, now: dat
             & (Q(finished_at__isnull=True) | Q(finished_at__gt=end)),
         )
         aggregates[f"a{i}"] = Count("id", filter=Q(released_at__gt=end - step, released_at__lte=end))
+    # Still active, or finished within the window: each side has its index (job_state_ns_submitted,
+    # job_state_finished), so a namespace's million finished jobs are not read (bench/retention.py).
     touching = (Q(released_at__isnull=True) | Q(released_at__gt=start)) & (
-        Q(finished_at__isnull=True) | Q(finished_at__gt=start)
+        Q(state__in=ACTIVE_STATES) | Q(state__in=FINISHED_STATES, finished_at__gt=start)
     )
     row = Job.objects.filter(touching, namespace=namespace, submitted_at__lte=now).aggregate(**aggregates)
     return History(
