@@ -47,7 +47,7 @@ class Amounts(NamedTuple):
     cpu_s: float = 0.0  # core-seconds
     memory_gib_s: float = 0.0
 
-    def __add__(self, other: object) -> Amounts:  # type: ignore[override]
+    def __add__(self, other: object) -> Amounts:
         if not isinstance(other, Amounts):
             return NotImplemented
         return Amounts(self.gpu_s + other.gpu_s, self.cpu_s + other.cpu_s, self.memory_gib_s + other.memory_gib_s)
@@ -115,4 +115,6 @@ def decayed(usage_by_day: Mapping[date, float], today: date, half_life_days: flo
     older than today (today's counts whole; 0 or less: no decay)."""
     if half_life_days <= 0:
         return float(sum(usage_by_day.values()))
-    return sum(amount * 0.5 ** (max(0, (today - day).days) / half_life_days) for day, amount in usage_by_day.items())
+    return float(
+        sum(amount * 0.5 ** (max(0, (today - day).days) / half_life_days) for day, amount in usage_by_day.items())
+    )

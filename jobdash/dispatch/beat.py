@@ -15,6 +15,7 @@ from django.db import close_old_connections
 from jobdash import logs, metrics
 from jobdash.leader import LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
+from jobdash.usage.tasks import FOLD_ENTRY, FOLD_EVERY_SECONDS
 
 from . import transitions
 
@@ -50,6 +51,7 @@ class LeaderGatedScheduler(Scheduler):
                     "task": "jobdash.admission_cycle",
                     "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS),
                 },
+                FOLD_ENTRY: {"task": "jobdash.usage_fold", "schedule": timedelta(seconds=FOLD_EVERY_SECONDS)},
             }
         )
 
