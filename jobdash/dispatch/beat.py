@@ -15,12 +15,13 @@ from django.db import close_old_connections
 from jobdash import logs, metrics
 from jobdash.leader import LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
-from jobdash.usage.tasks import FOLD_ENTRY, FOLD_EVERY_SECONDS
 
 from . import transitions
 
 log = logging.getLogger(__name__)
 CYCLE_ENTRY = "jobdash-admission-cycle"
+# The usage fold (jobdash/usage/tasks.py), named by its task name: dispatch does not import usage.
+FOLD_ENTRY, FOLD_EVERY_SECONDS = "jobdash-usage-fold", 60.0
 
 
 class LeaderGatedScheduler(Scheduler):

@@ -20,11 +20,17 @@ from .services import job_runs, open_of
 GROUPS = ("namespace", "user", "kind", "priority_class", "day", "borrowed")
 
 
-def _snapshot() -> None:
-    """The rest of this transaction reads one snapshot (PostgreSQL; SQLite's readers are)."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+def _snapshot(outermost: bool) -> None:
+    """The rest of this transaction reads one snapshot (PostgreSQL; SQLite's readers do). In
+    a transaction begun by the caller, it can no longer be asked for: there the mark is
+    locked instead, so no fold commits while the day rows and the events are read."""
+    if connection.vendor != "postgresql":
+        return
+    if not outermost:
+        UsageMark.objects.select_for_update().filter(id=1).first()
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
 def unfolded(now: datetime) -> dict[UsageKey, Amounts]:
@@ -68,8 +74,9 @@ def usage(
     if namespaces is not None:
         where &= Q(namespace__in=list(namespaces))
     sums: dict[tuple, list[float]] = {}
+    outermost = not connection.in_atomic_block
     with transaction.atomic():
-        _snapshot()
+        _snapshot(outermost)
         folded = (
             UsageDay.objects.filter(where)
             .values(*group_by)

@@ -1,11 +1,9 @@
-"""The beat task that keeps UsageDay current: every minute, every settled event folded."""
+"""The task that keeps UsageDay current: the leader's beat sends it every minute
+(jobdash/dispatch/beat.py); it folds every settled event."""
 
 from celery import shared_task
 
 from . import services
-
-FOLD_ENTRY = "jobdash-usage-fold"
-FOLD_EVERY_SECONDS = 60.0
 
 
 @shared_task(name="jobdash.usage_fold", ignore_result=True)
