@@ -26,7 +26,7 @@ def settle_seconds() -> float:
     inserted, not when its transaction commits: an event of a transaction still open may get
     an id below one already committed. Folding only settled events keeps the mark from
     passing one not yet visible; reads add the unsettled ones themselves (selectors)."""
-    return float(getattr(settings, "JOBDASH_USAGE_SETTLE_SECONDS", 30))
+    return float(settings.JOBDASH_USAGE_SETTLE_SECONDS)
 
 
 def locked_mark() -> UsageMark:
