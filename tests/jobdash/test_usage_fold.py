@@ -122,3 +122,22 @@ def test_unsettled_events_wait_for_the_next_fold():
     far_past = datetime(2026, 1, 30, 19, tzinfo=UTC)  # before every event: none has settled
     assert services.fold(now=far_past, settle_s=0) == 0
     assert services.fold(settle_s=0) > 0
+
+
+def test_the_leaders_beat_sends_the_fold_every_minute_and_the_task_folds(settings):
+    from jobdash.celery import app
+    from jobdash.dispatch.beat import FOLD_ENTRY, LeaderGatedScheduler
+    from jobdash.usage.tasks import usage_fold
+
+    scheduler = LeaderGatedScheduler(app=app, lazy=True)
+    scheduler.setup_schedule()
+    entry = scheduler.schedule[FOLD_ENTRY]
+    assert entry.task == usage_fold.name == "jobdash.usage_fold"
+    assert entry.schedule.run_every.total_seconds() == 60
+    app.loader.import_default_modules()
+    assert "jobdash.usage_fold" in app.tasks  # found by the worker's autodiscovery
+
+    runs, _ = write_histories(10, seed=5)
+    settings.JOBDASH_USAGE_SETTLE_SECONDS = 0
+    assert usage_fold.run(term=3)["folded"] > 0
+    assert_same(folded_totals(), summarize(r for r in runs if r.end is not None))
