@@ -308,6 +308,8 @@ JOBDASH_OWN_IDENTITIES = [
 JOBDASH_START_TIMEOUT_SECONDS = env_number("JOBDASH_START_TIMEOUT_SECONDS", 300.0, minimum=1.0)
 JOBDASH_MAX_ATTEMPTS = env_number("JOBDASH_MAX_ATTEMPTS", 5, minimum=1)
 JOBDASH_BACKOFF_SECONDS = env_number("JOBDASH_BACKOFF_SECONDS", 10.0, minimum=0.0)
+# Usage (issue 37): how old a job event must be before the fold takes it (jobdash/usage/services.py).
+JOBDASH_USAGE_SETTLE_SECONDS = env_number("JOBDASH_USAGE_SETTLE_SECONDS", 30.0, minimum=0.0)
 JOBDASH_RELEASE_CONCURRENCY = env_number("JOBDASH_RELEASE_CONCURRENCY", 16, minimum=1)
 # The whole reconcile (adopting objects whose jobs still say Queued) every this many cycles;
 # claims stranded without their object are re-sent every cycle.

@@ -322,6 +322,13 @@ class Client:
     def cancel(self, job_id: int) -> Job:
         return Job.from_json(self._request("POST", f"jobs/{job_id}/cancel/"))
 
+    def usage(self, from_day: str | None = None, to_day: str | None = None, group_by: Sequence[str] = ()) -> dict:
+        """GPU-, CPU- and memory-hours over UTC days (YYYY-MM-DD, both included; the server's
+        default: this month so far), grouped by any of namespace, user, kind, priority_class,
+        day, borrowed: {"from", "to", "group_by", "rows"}."""
+        given = {"from": from_day, "to": to_day, "group_by": ",".join(group_by)}
+        return dict(self._request("GET", "usage/", params={k: v for k, v in given.items() if v}))
+
     def wait(
         self,
         job_id: int,

@@ -1,5 +1,5 @@
 """The `jobdash` command: submit, list, queue, describe, cancel, wait, watch, workflows,
-workflow and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
+workflow, usage and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import requests
 import yaml
 
-from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout, cli_options
+from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout, cli_options, cli_usage
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
@@ -183,6 +183,11 @@ def cancel(args: argparse.Namespace) -> int:
     if cancelled:
         _show(args, out.to_data(cancelled), lambda: "\n".join(f"job {j.id} {j.describe()}" for j in cancelled))
     return 1 if failed else 0
+
+
+def usage(args: argparse.Namespace) -> int:
+    print(cli_usage.run(_client(args), args))
+    return 0
 
 
 def list_workflows(args: argparse.Namespace) -> int:
@@ -434,6 +439,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("workflow", workflow, "a workflow: its jobs in dependency order, what each waits for", output)
     sub.add_argument("id", type=int, metavar="ID")
     sub.add_argument("--cancel", action="store_true", help="cancel every active job of it")
+
+    cli_usage.add_arguments(command("usage", usage, "GPU-, CPU- and memory-hours used per day, namespace, user..."))
 
     sub = command("watch", watch, "reprint the queue every few seconds until Ctrl-C", output)
     sub.add_argument("namespace", nargs="?", metavar="NS", help="default: every namespace you see")

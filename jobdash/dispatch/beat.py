@@ -22,6 +22,8 @@ from . import transitions
 log = logging.getLogger(__name__)
 CYCLE_ENTRY = "jobdash-admission-cycle"
 RETENTION_ENTRY = "jobdash-retention-sweep"
+# The usage fold (jobdash/usage/tasks.py), named by its task name.
+FOLD_ENTRY, FOLD_EVERY_SECONDS = "jobdash-usage-fold", 60.0
 
 
 class LeaderGatedScheduler(Scheduler):
@@ -52,6 +54,7 @@ class LeaderGatedScheduler(Scheduler):
                     "task": "jobdash.admission_cycle",
                     "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS),
                 },
+                FOLD_ENTRY: {"task": "jobdash.usage_fold", "schedule": timedelta(seconds=FOLD_EVERY_SECONDS)},
             }
         )
         if settings.JOBDASH_RETENTION_DAYS:

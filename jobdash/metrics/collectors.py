@@ -1,5 +1,6 @@
 """The families read from the database at each scrape (JobsCollector: jobdash_jobs and
-jobdash_queue_length; CardsCollector: the shared GPU cards' memory), and the registries a
+jobdash_queue_length; CardsCollector: the shared GPU cards' memory; UsageCollector:
+jobdash_gpu_seconds_total), and the registries a
 scrape is answered from: this process's, every process's of PROMETHEUS_MULTIPROC_DIR
 (prometheus_client's multiprocess mode), and the web's, which adds the database families
 to them.
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
@@ -94,6 +95,22 @@ class CardsCollector(Collector):
         yield used
 
 
+class UsageCollector(Collector):
+    """`jobdash_gpu_seconds_total` by namespace: every GPU-second run, from the usage rows plus
+    what the fold has not reached (open runs up to now). Only grows, as a counter must: runs
+    are never taken back (retention keeps the usage rows)."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        from jobdash.usage.selectors import usage
+
+        family = CounterMetricFamily(
+            "jobdash_gpu_seconds", "GPU-seconds run by the jobs of each namespace.", labels=["namespace"]
+        )
+        for row in usage(None, None, ["namespace"]):
+            family.add_metric([row["namespace"]], row["gpu_hours"] * 3600)
+        yield family
+
+
 class _Union(Collector):
     def __init__(self, *collectors: Any):
         self.collectors = collectors
@@ -119,5 +136,5 @@ def process_registry() -> CollectorRegistry:
 
 def web_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Union(process_registry(), JobsCollector(), CardsCollector()))
+    registry.register(_Union(process_registry(), JobsCollector(), CardsCollector(), UsageCollector()))
     return registry

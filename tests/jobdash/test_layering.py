@@ -115,7 +115,12 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.accounts": frozenset({FRAMEWORKS, LIBRARIES}),
     # The families and their exposition; the database collectors read the job table and the
     # shared cards the cycle published.
-    "jobdash.metrics": frozenset({"jobdash.jobs.models", "jobdash.jobs.card_selectors", FRAMEWORKS, LIBRARIES}),
+    "jobdash.metrics": frozenset(
+        {"jobdash.jobs.models", "jobdash.jobs.card_selectors", "jobdash.usage.selectors", FRAMEWORKS, LIBRARIES}
+    ),
+    # Usage (issue 37): folds jobs/' timelines, reads its models, selectors (who sees which
+    # namespace) and exceptions; its page and API are its own.
+    "jobdash.usage": frozenset({"queueing", "jobdash.jobs", FRAMEWORKS, LIBRARIES}),
     # /healthz, for both listeners: the database, nothing else.
     "jobdash.health": frozenset({FRAMEWORKS}),
     # structlog's set-up, which the settings load before anything else.
@@ -145,6 +150,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "jobdash.health",
             "jobdash.metrics",
             "jobdash.accounts",
+            "jobdash.usage",
             "queueing.devices",
             FRAMEWORKS,
             LIBRARIES,

@@ -1,0 +1,127 @@
+"""Folding the jobs' timelines into UsageDay (issue 37). A fold is one transaction that locks
+the UsageMark row, reads the events after its mark in id order, closes the runs they end,
+adds those runs' seconds to the day rows and moves the mark: two processes (a failover,
+a beat task and a rebuild) never fold one event twice, and a fold killed midway leaves
+nothing behind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from jobdash.jobs.models import Job, JobEvent
+from queueing.usage import Amounts, Run, UsageKey, resources, runs_from_events, summarize
+
+from .models import UsageDay, UsageMark
+
+UPSERT_CHUNK = 1_000
+
+
+def settle_seconds() -> float:
+    """How old an event must be before it is folded. Ids are handed out when a row is
+    inserted, not when its transaction commits: an event of a transaction still open may get
+    an id below one already committed. Folding only settled events keeps the mark from
+    passing one not yet visible; reads add the unsettled ones themselves (selectors)."""
+    return float(settings.JOBDASH_USAGE_SETTLE_SECONDS)
+
+
+def locked_mark() -> UsageMark:
+    """The mark, locked until the transaction ends (made on first use)."""
+    UsageMark.objects.bulk_create([UsageMark(id=1)], ignore_conflicts=True)
+    return UsageMark.objects.select_for_update().get(id=1)
+
+
+def open_of(mark: UsageMark) -> dict[int, float]:
+    return {int(job_id): float(start) for job_id, start in (mark.open or {}).items()}
+
+
+def job_runs(spans: Iterable[tuple[int, float, float]]) -> list[Run]:
+    """(job id, start, end) -> Runs with the jobs' resources and labels (jobs removed since: none)."""
+    spans = list(spans)
+    jobs = {
+        row[0]: row[1:]
+        for row in Job.objects.filter(id__in={job_id for job_id, _, _ in spans})
+        .values_list("id", "namespace__name", "submitted_by_name", "kind", "priority_class", "borrowing", "workload")
+        .order_by()
+    }
+    runs = []
+    for job_id, start, end in spans:
+        if job_id not in jobs:
+            continue
+        namespace, user, kind, priority_class, borrowing, workload = jobs[job_id]
+        gpus, cpu_m, memory_b = resources((workload or {}).get("requests", {}))
+        runs.append(Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, priority_class, borrowing))
+    return runs
+
+
+def add_to_days(totals: Mapping[UsageKey, Amounts]) -> None:
+    """Adds to the day rows, making those missing: INSERT ... ON CONFLICT DO UPDATE (both
+    PostgreSQL and SQLite speak it), one statement per chunk."""
+    table = connection.ops.quote_name(UsageDay._meta.db_table)
+    keys = ["day", "namespace", "user", "kind", "priority_class", "borrowed"]
+    amounts = ["gpu_s", "cpu_s", "memory_gib_s"]
+    columns = ", ".join(connection.ops.quote_name(c) for c in keys + amounts)
+    conflict = ", ".join(connection.ops.quote_name(c) for c in keys)
+    update = ", ".join(f"{(q := connection.ops.quote_name(c))} = {table}.{q} + EXCLUDED.{q}" for c in amounts)
+    row_slots = "(" + ", ".join(["%s"] * len(keys + amounts)) + ")"
+    items = [(*key, *value) for key, value in totals.items() if value != Amounts()]
+    with connection.cursor() as cursor:
+        for i in range(0, len(items), UPSERT_CHUNK):
+            chunk = items[i : i + UPSERT_CHUNK]
+            values = ", ".join([row_slots] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) VALUES {values} ON CONFLICT ({conflict}) DO UPDATE SET {update}",
+                [value for row in chunk for value in row],
+            )
+
+
+def fold(limit: int = 10_000, now: datetime | None = None, settle_s: float | None = None) -> int:
+    """Folds up to `limit` settled events after the mark; returns how many."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settle_seconds() if settle_s is None else settle_s)
+    with transaction.atomic():
+        mark = locked_mark()
+        events = []
+        rows = (
+            JobEvent.objects.filter(id__gt=mark.event_id)
+            .order_by("id")
+            .values_list("id", "job_id", "type", "created_at")[:limit]
+        )
+        for row in rows:
+            if row[3] > cutoff:
+                break  # the events after it wait, settled or not: the mark only moves forward
+            events.append(row)
+        if not events:
+            return 0
+        closed, still_open = runs_from_events(
+            ((job_id, kind, at.timestamp()) for _, job_id, kind, at in events), open_of(mark)
+        )
+        add_to_days(summarize(job_runs(closed)))
+        mark.event_id = events[-1][0]
+        mark.open = {str(job_id): start for job_id, start in still_open.items()}
+        mark.folded_at = now
+        mark.save(update_fields=["event_id", "open", "folded_at"])
+    return len(events)
+
+
+def fold_all(batch: int = 10_000, now: datetime | None = None, settle_s: float | None = None) -> int:
+    """Folds every settled event, a transaction per `batch`."""
+    total = 0
+    while folded := fold(batch, now=now, settle_s=settle_s):
+        total += folded
+    return total
+
+
+def rebuild(batch: int = 10_000, now: datetime | None = None, settle_s: float | None = None) -> int:
+    """Forgets every day row and folds every event from the first, under the mark's lock all
+    along (a beat fold meanwhile waits, then finds nothing to do)."""
+    with transaction.atomic():
+        mark = locked_mark()
+        UsageDay.objects.all().delete()
+        mark.event_id, mark.open, mark.folded_at = 0, {}, None
+        mark.save(update_fields=["event_id", "open", "folded_at"])
+        return fold_all(batch, now=now, settle_s=settle_s)

@@ -1,0 +1,93 @@
+"""The usage reports (issue 37): members see their namespaces' usage, staff everyone's; a bad
+parameter is a 400 naming it; the page draws a bar per day and lists the groups."""
+
+import pytest
+
+from jobdash.usage import selectors
+
+from .usage_support import write_histories
+
+pytestmark = pytest.mark.django_db
+RANGE = {"from": "2026-01-30", "to": "2026-02-05"}
+
+
+@pytest.fixture
+def histories(team_a, team_b):
+    return write_histories(40, seed=7)
+
+
+def test_members_see_their_namespaces_and_staff_all(histories, api, staff_api):
+    mine = api.get("/api/v1/usage/", {**RANGE, "group_by": "namespace"}).json()
+    assert {r["namespace"] for r in mine["rows"]} == {"team-a"}
+    every = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "namespace"}).json()
+    assert {r["namespace"] for r in every["rows"]} == {"team-a", "team-b"}
+    (team_a,) = [r for r in every["rows"] if r["namespace"] == "team-a"]
+    assert mine["rows"][0] == team_a
+    assert (mine["from"], mine["to"]) == ("2026-01-30", "2026-02-05")
+
+
+def test_the_groups_split_the_same_total(histories, staff_api):
+    def total(group_by):
+        rows = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": group_by}).json()["rows"]
+        return sum(r["gpu_hours"] for r in rows), rows
+
+    whole, _ = total("namespace")
+    for group_by in ("user", "kind,priority_class", "day,borrowed", "namespace,user,kind,priority_class,day,borrowed"):
+        split, rows = total(group_by)
+        assert split == pytest.approx(whole, rel=1e-9)
+        assert set(rows[0]) == {*group_by.split(","), "gpu_hours", "cpu_hours", "memory_gib_hours"}
+    days = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "day"}).json()["rows"]
+    assert [r["day"] for r in days] == sorted(r["day"] for r in days) and days[0]["day"] >= "2026-01-30"
+
+
+@pytest.mark.parametrize(
+    "params, path",
+    [
+        ({"from": "2026-13-01"}, "from"),
+        ({"to": "yesterday"}, "to"),
+        ({"from": "2026-02-05", "to": "2026-02-01"}, "to"),
+        ({"group_by": "namespace,colour"}, "group_by"),
+    ],
+)
+def test_a_bad_parameter_is_a_400_naming_it(api, client, alice, params, path):
+    answer = api.get("/api/v1/usage/", params)
+    assert answer.status_code == 400
+    assert [e["path"] for e in answer.json()["errors"]] == [path]
+    as_csv = api.get("/api/v1/usage/", {**params, "format": "csv"})
+    assert as_csv.status_code == 400 and as_csv.content.decode().startswith(f"path,message\n{path},")
+    client.force_login(alice)
+    page = client.get("/usage/", params)
+    assert page.status_code == 400 and 'role="alert"' in page.content.decode()
+
+
+def test_the_page_draws_each_day_and_links_its_csv(histories, client, alice):
+    client.force_login(alice)
+    page = client.get("/usage/", {**RANGE, "group_by": ["namespace", "user"]}).content.decode()
+    assert page.count("<rect ") == 7  # one bar per day, empty ones too
+    assert 'href="/usage/"' in page  # in the navigation
+    assert "group_by=namespace&amp;group_by=user" in page and "format=csv" in page
+    rows = selectors.usage(
+        __import__("datetime").date(2026, 1, 30),
+        __import__("datetime").date(2026, 2, 5),
+        ["namespace", "user"],
+        ["team-a"],
+    )
+    for row in rows:
+        assert f"<td>{row['namespace']}</td><td>{row['user']}</td>" in page
+    csv_text = client.get("/usage/", {**RANGE, "group_by": ["namespace", "user"], "format": "csv"}).content.decode()
+    assert csv_text.splitlines()[0] == "namespace,user,gpu_hours,cpu_hours,memory_gib_hours"
+    assert len(csv_text.splitlines()) == len(rows) + 1
+
+
+def test_month_and_decayed_gpu_hours(histories):
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 2, 20, tzinfo=UTC)
+    month = selectors.month_gpu_hours(None, now)
+    february = selectors.usage(datetime(2026, 2, 1).date(), None, ["namespace"], None, now)
+    assert month == {r["namespace"]: r["gpu_hours"] for r in february}
+    decayed = selectors.decayed_gpu_hours(now, half_life_days=7)
+    whole = {r["namespace"]: r["gpu_hours"] for r in selectors.usage(None, None, ["namespace"], None, now)}
+    for namespace, hours in decayed.items():
+        assert 0 < hours < whole[namespace]
+    assert selectors.decayed_gpu_hours(now, half_life_days=0) == pytest.approx(whole)

@@ -1,0 +1,160 @@
+"""Usage from timelines (issue 37): runs, days, sums and decay; folding a timeline in any
+batches, stopped and resumed anywhere (a failover), sums to what the runs give directly."""
+
+import json
+from datetime import UTC, date, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from queueing.usage import (
+    ENDS,
+    Amounts,
+    Run,
+    UsageKey,
+    decayed,
+    resources,
+    runs_from_events,
+    split_by_day,
+    summarize,
+)
+from tests.examples import examples
+
+# Two hours before the end of January: runs cross midnights and the month's end.
+T0 = datetime(2026, 1, 31, 22, 0, tzinfo=UTC).timestamp()
+
+
+def at(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def test_split_by_day_cuts_at_utc_midnights_and_the_month_end():
+    parts = split_by_day(at("2026-01-31T23:00:00"), at("2026-02-02T01:30:00"))
+    assert parts == [(date(2026, 1, 31), 3600.0), (date(2026, 2, 1), 86400.0), (date(2026, 2, 2), 5400.0)]
+    assert split_by_day(10.0, 10.0) == []
+    assert split_by_day(at("2026-03-01T00:00:00"), at("2026-03-01T00:00:01")) == [(date(2026, 3, 1), 1.0)]
+
+
+def test_a_run_ends_at_the_next_end_event_and_an_unended_one_stays_open():
+    events = [
+        (1, "Submitted", 0.0),
+        (1, "Running", 10.0),
+        (2, "Running", 15.0),
+        (1, "Preempting", 20.0),  # still running through its grace period
+        (1, "Preempted", 30.0),
+        (1, "Cancelled", 35.0),  # not running: no run ends
+        (3, "Running", 40.0),
+        (3, "Succeeded", 100.0),
+    ]
+    closed, still_open = runs_from_events(events)
+    assert closed == [(1, 10.0, 30.0), (3, 40.0, 100.0)]
+    assert still_open == {2: 15.0}
+    closed, still_open = runs_from_events([(2, "Retrying", 50.0)], still_open)
+    assert closed == [(2, 15.0, 50.0)] and still_open == {}
+
+
+def test_summarize_counts_gpus_cores_and_gib_per_day_and_label():
+    run = Run(7, at("2026-01-31T23:00:00"), at("2026-02-01T01:00:00"), 2, 4000, 2**31, "a", "ann", "K", "hi", True)
+    totals = summarize([run])
+    assert totals == {
+        UsageKey(date(2026, 1, 31), "a", "ann", "K", "hi", True): Amounts(7200.0, 14400.0, 7200.0),
+        UsageKey(date(2026, 2, 1), "a", "ann", "K", "hi", True): Amounts(7200.0, 14400.0, 7200.0),
+    }
+
+
+def test_resources_sum_every_gpu_resource():
+    assert resources({"cpu": 1500, "memory": 2**30, "nvidia.com/gpu": 2, "amd.com/gpu": 1, "pods": 3}) == (
+        3.0,
+        1500.0,
+        float(2**30),
+    )
+
+
+def test_decay_halves_each_half_life():
+    today = date(2026, 2, 15)
+    assert decayed({today: 100.0}, today, 7) == 100.0
+    assert decayed({date(2026, 2, 8): 100.0}, today, 7) == pytest.approx(50.0)
+    assert decayed({date(2026, 2, 1): 100.0, date(2026, 2, 8): 100.0}, today, 7) == pytest.approx(75.0)
+    assert decayed({date(2026, 2, 1): 100.0}, today, 0) == 100.0
+
+
+LABELS = st.tuples(
+    st.sampled_from(["team-a", "team-b", "team-c"]),
+    st.sampled_from(["ann", "bob"]),
+    st.sampled_from(["K1", "K2"]),
+    st.sampled_from(["", "high"]),
+    st.booleans(),
+)
+# One stretch of a job's life: waits `gap` s, runs `length` s, then ends with `end` (None: it
+# still runs, the last stretch), with events that do not end a run sprinkled in.
+STRETCH = st.tuples(st.integers(0, 20_000), st.integers(0, 3 * 86_400), st.sampled_from(sorted(ENDS)), st.booleans())
+JOB = st.tuples(
+    LABELS,
+    st.tuples(st.integers(0, 4), st.integers(0, 64_000), st.integers(0, 2**38)),
+    st.lists(STRETCH, max_size=4),
+    st.booleans(),  # still running at the end
+)
+
+
+def histories(jobs):
+    """The interleaved timeline (job id, type, time) and the runs each job really had."""
+    events, runs = [], []
+    for job_id, (_labels, _amounts, stretches, running) in enumerate(jobs, start=1):
+        t = T0 + job_id * 37
+        events.append((job_id, "Submitted", t))
+        for gap, length, end, noise in stretches:
+            if noise:
+                events.append((job_id, "Cancelled", t + gap / 2))  # an end with no run: counts nothing
+            t += gap
+            events.append((job_id, "Running", t))
+            if noise:
+                events.append((job_id, "Preempting", t + length / 2))
+            events.append((job_id, end, t + length))
+            runs.append((job_id, t, t + length))
+            t += length
+        if running:
+            t += 60
+            events.append((job_id, "Running", t))
+            runs.append((job_id, t, None))
+    # Time order, a job's own events in the order written (ties: as the ids would be).
+    order = sorted(range(len(events)), key=lambda i: (events[i][2], i))
+    return [events[i] for i in order], runs
+
+
+def as_run(jobs, job_id, start, end):
+    (namespace, user, kind, pc, borrowed), (gpus, cpu_m, memory_b), _, _ = jobs[job_id - 1]
+    return Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowed)
+
+
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=st.lists(JOB, max_size=12), cuts=st.lists(st.integers(1, 8), max_size=40), data=st.data())
+def test_folding_in_any_batches_with_failovers_equals_the_direct_sum(jobs, cuts, data):
+    events, real_runs = histories(jobs)
+    now = (max((e[2] for e in events), default=T0)) + data.draw(st.integers(0, 2 * 86_400))
+    # The fold: batches of random sizes; after each, only what a fold persists survives (the
+    # totals, the open runs as JSON, the mark), as when the next batch is another process's.
+    totals: dict[UsageKey, Amounts] = {}
+    persisted_open = "{}"
+    mark = 0
+    for size in [*cuts, len(events)]:
+        batch = events[mark : mark + size]
+        open_runs = {int(k): v for k, v in json.loads(persisted_open).items()}
+        closed, open_runs = runs_from_events(batch, open_runs)
+        for key, amounts in summarize(as_run(jobs, *run) for run in closed).items():
+            totals[key] = totals.get(key, Amounts()) + amounts
+        persisted_open, mark = json.dumps(open_runs), mark + len(batch)
+    assert mark == len(events)
+    open_runs = {int(k): v for k, v in json.loads(persisted_open).items()}
+    assert open_runs == {job_id: start for job_id, start, end in real_runs if end is None}
+    # What a read adds: the open runs up to now.
+    for key, amounts in summarize(as_run(jobs, job_id, start, now) for job_id, start in open_runs.items()).items():
+        totals[key] = totals.get(key, Amounts()) + amounts
+
+    direct = summarize(as_run(jobs, job_id, start, now if end is None else end) for job_id, start, end in real_runs)
+    assert {k for k, v in totals.items() if v != Amounts()} == {k for k, v in direct.items() if v != Amounts()}
+    for key, amounts in direct.items():
+        got = totals.get(key, Amounts())
+        assert got.gpu_s == amounts.gpu_s  # whole GPUs times whole seconds: exact
+        assert got.cpu_s == pytest.approx(amounts.cpu_s, rel=1e-12, abs=1e-9)
+        assert got.memory_gib_s == pytest.approx(amounts.memory_gib_s, rel=1e-12, abs=1e-9)
