@@ -48,20 +48,18 @@ class LeaderGatedScheduler(Scheduler):
 
     def setup_schedule(self) -> None:
         super().setup_schedule()
-        self.merge_inplace(
-            {
-                CYCLE_ENTRY: {
-                    "task": "jobdash.admission_cycle",
-                    "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS),
-                },
-                FOLD_ENTRY: {"task": "jobdash.usage_fold", "schedule": timedelta(seconds=FOLD_EVERY_SECONDS)},
-            }
-        )
+        entries = {
+            CYCLE_ENTRY: {
+                "task": "jobdash.admission_cycle",
+                "schedule": timedelta(seconds=settings.JOBDASH_TICK_SECONDS),
+            },
+            FOLD_ENTRY: {"task": "jobdash.usage_fold", "schedule": timedelta(seconds=FOLD_EVERY_SECONDS)},
+        }
         if settings.JOBDASH_RETENTION_DAYS:
             # Daily at a quiet hour (UTC); the sweep's batches keep it from blocking anything anyway.
-            self.merge_inplace(
-                {RETENTION_ENTRY: {"task": "jobdash.retention_sweep", "schedule": crontab(minute=17, hour=3)}}
-            )
+            entries[RETENTION_ENTRY] = {"task": "jobdash.retention_sweep", "schedule": crontab(minute=17, hour=3)}
+        # (one merge: merge_inplace drops the entries the dict it is given lacks)
+        self.merge_inplace(entries)
 
     def _elected(self, leadership) -> None:
         try:

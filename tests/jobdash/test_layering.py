@@ -105,8 +105,9 @@ LAYERS: dict[str, frozenset[str]] = {
             LIBRARIES,
         }
     ),
-    # What each team used (issue 37): folded from jobs/' timelines; the dispatcher reads it
-    # for fair share with memory.
+    # What each team used (issue 37): folds jobs/' timelines, reads its models, selectors (who
+    # sees which namespace) and exceptions; its page and API are its own; the dispatcher reads
+    # it for fair share with memory and budgets.
     "jobdash.usage": frozenset({"queueing", "jobdash.jobs", FRAMEWORKS, LIBRARIES}),
     # The election: its backends, reporting who leads to metrics and logs.
     "jobdash.leader": frozenset({"jobdash.metrics", "jobdash.logs", FRAMEWORKS, LIBRARIES}),
@@ -118,9 +119,6 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.metrics": frozenset(
         {"jobdash.jobs.models", "jobdash.jobs.card_selectors", "jobdash.usage.selectors", FRAMEWORKS, LIBRARIES}
     ),
-    # Usage (issue 37): folds jobs/' timelines, reads its models, selectors (who sees which
-    # namespace) and exceptions; its page and API are its own.
-    "jobdash.usage": frozenset({"queueing", "jobdash.jobs", FRAMEWORKS, LIBRARIES}),
     # /healthz, for both listeners: the database, nothing else.
     "jobdash.health": frozenset({FRAMEWORKS}),
     # structlog's set-up, which the settings load before anything else.
