@@ -238,12 +238,13 @@ def test_a_sweep_killed_midway_leaves_every_job_whole_or_gone_and_the_next_one_f
 @pytest.mark.parametrize("days", [180, 0])
 def test_the_leaders_beat_schedules_the_sweep_daily_unless_retention_is_off(settings, days):
     from jobdash.celery import app
-    from jobdash.dispatch.beat import RETENTION_ENTRY, LeaderGatedScheduler
+    from jobdash.dispatch.beat import CYCLE_ENTRY, FOLD_ENTRY, RETENTION_ENTRY, LeaderGatedScheduler
 
     settings.JOBDASH_RETENTION_DAYS = days
     scheduler = LeaderGatedScheduler(app=app, lazy=True)
     scheduler.setup_schedule()
     entry = scheduler.schedule.get(RETENTION_ENTRY)
+    assert {CYCLE_ENTRY, FOLD_ENTRY} <= set(scheduler.schedule)  # (the sweep's entry drops no other)
     if days:
         assert entry.task == "jobdash.retention_sweep"
         assert entry.schedule.remaining_estimate(timezone.now()) <= timedelta(days=1)
