@@ -250,6 +250,9 @@ JOBDASH_EVENTS_PER_CYCLE = env_number("JOBDASH_EVENTS_PER_CYCLE", 200, minimum=0
 JOBDASH_PUBLISH_QPS = env_number("JOBDASH_PUBLISH_QPS", 50.0, minimum=0.1)
 JOBDASH_PUBLISH_BURST = env_number("JOBDASH_PUBLISH_BURST", 100, minimum=1)
 JOBDASH_POLICY = os.environ.get("JOBDASH_POLICY", "priority")
+# Fair share with memory (issue 37): with the fair policy, each namespace's past GPU-hours count,
+# decayed with this half-life in days (Slurm's PriorityDecayHalfLife); 0: only what runs now.
+JOBDASH_FAIR_HALF_LIFE_DAYS = env_number("JOBDASH_FAIR_HALF_LIFE_DAYS", 0.0, minimum=0.0)
 JOBDASH_NODE_FIT = env_bool("JOBDASH_NODE_FIT", True)
 JOBDASH_RELEASE_MODE = env_choice("JOBDASH_RELEASE_MODE", "create", ("create", "unsuspend"))
 JOBDASH_WEBHOOK_MODE = env_choice("JOBDASH_WEBHOOK_MODE", "deny", ("deny", "suspend"))

@@ -61,6 +61,7 @@ from .clock import Clock, WallClock
 from .collector import CollectorPause
 from .statuses import write_statuses
 from .table_stats import TableStatistics
+from .team_usage import TeamUsage
 from .write_budget import PUBLISH_SHARE, WriteBudget
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class DispatchSettings:
     publish_qps: float = 50.0  # ... and both together, a second on average (write_budget)
     publish_burst: int = 100
     publish_share: float = PUBLISH_SHARE  # of the leader's time, at most, for both
+    usage_half_life_days: float | None = None  # fair share with memory (JOBDASH_FAIR_HALF_LIFE_DAYS)
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -118,6 +120,7 @@ class DispatchSettings:
             events_per_cycle=settings.JOBDASH_EVENTS_PER_CYCLE,
             publish_qps=settings.JOBDASH_PUBLISH_QPS,
             publish_burst=settings.JOBDASH_PUBLISH_BURST,
+            usage_half_life_days=settings.JOBDASH_FAIR_HALF_LIFE_DAYS or None,
         )
 
 
@@ -145,8 +148,11 @@ class Dispatcher:
         self.config = config or DispatchSettings.from_django()
         self.clock = clock or WallClock()
         self.policy = queueing.get_policy(
-            self.config.policy, preempt_lower_priority=self.config.preempt_within_namespace
+            self.config.policy,
+            preempt_lower_priority=self.config.preempt_within_namespace,
+            usage_half_life_days=self.config.usage_half_life_days,
         )
+        self.team_usage = TeamUsage(self.config.usage_half_life_days)  # past use, budgets (issue 37)
         self.cache = cycle_cache.CycleCache()
         self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
         self._cycles = 0
@@ -263,6 +269,7 @@ class Dispatcher:
             topology_levels=config.topology_levels,
             pin=config.pin,
             now=started.timestamp(),
+            team_usage=self.team_usage,
         )
         result.pending = len(observed.pending)
         lap("snapshot")
@@ -393,6 +400,7 @@ class Dispatcher:
             publish.pod_phases(observed.active, observed.active_pods, sharing),
             publish.gpus_by_job(observed.active, observed.active_pods),
             shared_cards,
+            observed.budgets,
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")

@@ -132,8 +132,14 @@ def publish(
     pods: dict | None = None,
     gpus: Mapping[str, Mapping[str, int]] | None = None,
     cards: Mapping[str, list[dict]] | None = None,
+    budgets: Mapping[str, dict] | None = None,
 ) -> None:
+    """`budgets`: each namespace budget's use this month (team_usage.py), under its quota's entry
+    (a namespace with no ResourceQuota has none: its budget is shown from the console)."""
     quotas, nodes = cluster_summary(snapshot, gpus, cards)
+    for name, budget in (budgets or {}).items():
+        if name in quotas:
+            quotas[name]["budget"] = budget
     fields = {"updated_at": timezone.now(), "quotas": quotas, "nodes": nodes, "pods": pods or {}}
     # Every cycle publishes: one UPDATE, not update_or_create's transaction, locking read and update.
     if not ClusterState.objects.filter(id=1).update(**fields):

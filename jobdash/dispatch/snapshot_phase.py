@@ -29,6 +29,7 @@ from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
 from . import card_usage, lending, lost, pod_groups, workflow_holds
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
+from .team_usage import TeamUsage
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class Observation:
     live_pods: Sequence[PodInfo] = ()
     # Queued jobs a dependency of which will never be met, and why (workflow_holds.end cancels them).
     never_met: Mapping[int, str] = dataclasses.field(default_factory=dict)
+    # Every namespace budget's use this month (team_usage.py), for the pages (publish).
+    budgets: Mapping[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def _outstanding(job: ActiveJob, created: list[PodInfo], exists: bool) -> dict[str, int]:
@@ -189,11 +192,16 @@ def build(
     topology_levels: tuple[str, ...] = (),
     pin: bool = False,
     now: float | None = None,
+    team_usage: TeamUsage | None = None,
 ) -> Observation:
     """`now`: the cycle's time, in seconds since the epoch (default: the current time);
     `pin`: pods run where the plan put them (their lost places are then replaced)."""
     now = timezone.now().timestamp() if now is None else now
-    namespaces = list(Namespace.objects.values("name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit"))
+    namespaces = list(
+        Namespace.objects.values(
+            "name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit", "gpu_hour_budget", "over_budget"
+        )
+    )
     managed = {row["name"]: row for row in namespaces}
     rows = pending_rows(cache, release_mode=release_mode)
     # The cache keeps finished pods and objects until they are deleted: read only the live
@@ -264,6 +272,7 @@ def build(
     learning.retain(job.id for job in running)
     held = pod_groups.waiting_for_pods(gateway, (row.job for row in rows))
     holds = workflow_holds.read(row.job for row in rows)
+    over_budget, budgets = team_usage.budgets(namespaces, now) if team_usage is not None else ({}, {})
     for job_id, dependent in holds.held.items():
         held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
     snapshot = Snapshot(
@@ -280,6 +289,8 @@ def build(
         replacements=found.replacements,
         lent=lending.lent_pools(node_infos, lending.declared_pools(), now),
         groups=holds.groups,
+        usage=team_usage.past(now) if team_usage is not None else {},
+        budgets=over_budget,
     )
     never = pod_groups.never_created(held, now)
     return Observation(
@@ -293,4 +304,5 @@ def build(
         node_infos,
         live_pods,
         holds.never,
+        budgets,
     )

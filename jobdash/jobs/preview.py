@@ -11,6 +11,7 @@ from queueing.quota_fit import quota_lines
 from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
 from . import card_fit, selectors, services
+from .budgets import budget_words
 from .exceptions import InvalidInput
 from .presenters import demand_summary, quota_quantity
 
@@ -81,6 +82,7 @@ class Preview:
     fits: bool | None = None  # None: no quota known (no ResourceQuota, or no cycle yet)
     queued_ahead: int = 0
     cards: list[dict] = field(default_factory=list)  # card_fit.card_checks: pod sets asking a share of a card
+    budget: str = ""  # the namespace's GPU-hour budget, once 80 % of it is used (presenters.budget_words)
 
 
 def manifest_preview(user, text: str, namespace: str = "") -> Preview:
@@ -119,6 +121,7 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
         return preview
     preview.namespace = name
     quota = selectors.cluster_quotas().get(name)
+    preview.budget = budget_words(name, (quota or {}).get("budget"))
     if not quota or not quota.get("hard"):
         return preview
     for fit in quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {})):

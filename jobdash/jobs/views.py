@@ -25,6 +25,7 @@ from . import (
     services,
     workflow_presenters,
 )
+from .budgets import budget_words
 from .exceptions import InvalidInput, JobdashError, NotFound, NotMember
 from .forms import OPTION_FIELDS, PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source, State, Workflow
@@ -139,6 +140,9 @@ def job_detail(request, job_id: int):
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
         "workflow": workflow_presenters.job_facts(job, dependencies),
+        "budget": budget_words(job.namespace.name, selectors.cluster_quotas().get(job.namespace.name, {}).get("budget"))
+        if job.is_active
+        else "",
     }
     if request.htmx:
         return render(request, "jobs/_job_live.html", context)
