@@ -32,7 +32,7 @@ def usage_page(request):
     csv_params["format"] = "csv"
     context = {
         "asked": asked,
-        "rows": [{"groups": [row[g] for g in asked.group_by], **row} for row in rows],
+        "rows": [{"groups": [str(row[g]) for g in asked.group_by], **row} for row in rows],
         "chart": chart,
         "groups": selectors.GROUPS,
         "csv_query": csv_params.urlencode(),
