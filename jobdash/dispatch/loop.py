@@ -1,19 +1,23 @@
 """The dispatcher without Celery: one thread that runs reconcile once, then a cycle and the
-tracker on every tick or kick. Used by `manage.py run_dispatcher` and embedded mode."""
+tracker on every tick or kick, and (there being no beat) the usage fold every minute. Used by
+`manage.py run_dispatcher` and embedded mode."""
 
 import logging
 import threading
+import time
 
 from django.db import close_old_connections, connections
 
 from jobdash import logs, metrics
 from jobdash.leader import Elector, LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
+from jobdash.usage import services as usage
 
 from . import kick, transitions
 from .cycle import Dispatcher
 
 log = logging.getLogger(__name__)
+FOLD_EVERY_S = 60.0
 
 
 class DispatcherLoop:
@@ -76,6 +80,7 @@ class DispatcherLoop:
 
     def _run(self) -> None:
         reconciled_term = None
+        folded_at = float("-inf")
         while not self._stopping.is_set():
             self.wake.wait(self.tick_seconds)
             self.wake.clear()
@@ -89,6 +94,9 @@ class DispatcherLoop:
                     log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
                     reconciled_term = term
                 self.dispatcher.cycle(term)
+                if time.monotonic() - folded_at >= FOLD_EVERY_S:  # (the usage fold is beat's, without Celery ours)
+                    folded_at = time.monotonic()
+                    usage.fold()
             except transitions.StaleTerm as error:
                 self._step_down(term, error)
             except Exception:

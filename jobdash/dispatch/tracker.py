@@ -29,6 +29,7 @@ from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
 from jobdash.jobs.models import Job, State
+from queueing.failures import UNKNOWN
 
 from . import bulk, holding, preempt, resize, retries, transitions
 from .active import ActiveJob, read_active
@@ -181,7 +182,10 @@ def _follow(
         moves.finished.append((job_id, State.SUCCEEDED, f"the {what} succeeded", state == State.RELEASED))
         return "succeeded"
     if info.phase == "Failed":  # retried, or Failed saying why (retries.py)
-        return retries.failed(gateway, job, retries.classify(job, info.message, pods, failed_nodes), now, term)
+        failure = retries.classify(job, info.message, pods, failed_nodes)
+        if failure.cls == UNKNOWN and any(not pod.terminated and not pod.deleting for pod in pods):
+            return "cache-lag"  # (the object's watch ran ahead of its pods': their word comes next pass)
+        return retries.failed(gateway, job, failure, now, term)
     if job.requeue_requested_at is not None and not kinds.can_take_back(job.kind_key):
         return _end_instead_of_take_back(gateway, job, now, term)
     if job.requeue_requested_at is not None:
