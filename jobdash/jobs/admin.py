@@ -109,6 +109,7 @@ class NamespaceAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Budget", {"fields": ["gpu_hour_budget", "over_budget"]}),
         (
             "Elastic quota",
             {
