@@ -180,6 +180,7 @@ def _back_to_queue(
     note: str,
     backoff_until: datetime | None,
     reason: str = "BackingOff",
+    event: str = "Requeued",
     **more,
 ) -> bool:
     return _fenced_compare_and_set(
@@ -187,7 +188,7 @@ def _back_to_queue(
         term,
         from_states=from_states,
         to_state=State.QUEUED,
-        event="Requeued",
+        event=event,
         note=note,
         actor=DISPATCHER,
         backoff_until=backoff_until,
@@ -258,18 +259,14 @@ def retry(
     """A job whose failure its retry policy retries (issue 36): Released or Running -> Queued
     in its old place (submitted_at kept), one more retry counted, the failure kept, predicted
     again (its history has grown since)."""
-    return _fenced_compare_and_set(
+    return _back_to_queue(
         job_id,
         term,
         from_states=(State.RELEASED, State.RUNNING),
-        to_state=State.QUEUED,
-        event="Retrying",
         note=note,
-        actor=DISPATCHER,
-        now=now,
         backoff_until=backoff_until,
-        reason="BackingOff",
-        message=note,
+        event="Retrying",
+        now=now,
         retries=F("retries") + 1,
         failure=failure,
         predicted_duration_s=None,
