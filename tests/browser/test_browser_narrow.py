@@ -41,7 +41,7 @@ def check_narrow(tab, path: str) -> str:
     overflow = tab.evaluate(OVERFLOW)
     assert overflow == {"page": 0, "tables": [], "wide": []}, (path, overflow)
     links = tab.evaluate(NAV)
-    assert len(links) == 7, links  # staff: Queues, Submit, Workflows, API token, API docs, Cluster, Admin
+    assert len(links) == 8, links  # staff: Queues, Submit, Workflows, Usage, API token, API docs, Cluster, Admin
     for link in links:
         assert link["width"] > 0 and link["left"] >= 0 and link["right"] <= PHONE["width"], (path, link)
         assert link["lines"] == 1, (path, link)  # "API token" on one line

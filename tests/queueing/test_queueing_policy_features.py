@@ -30,6 +30,7 @@ FEATURES = (
     "reservation_after_s",
     "max_reservations",
     "fair_share",
+    "usage_half_life_days",
     "backfill",
     "hold_after_s",
     "unknown_duration_s",
@@ -38,12 +39,12 @@ FEATURES = (
 )
 # What each named policy means, feature by feature (the order is FEATURES').
 EXPECTED = {
-    "seed": (False, False, True, None, 0, False, False, None, None, None, False),
-    "fifo": (True, True, False, None, 0, False, False, None, None, None, False),
-    "fifo-besteffort": (True, False, False, None, 0, False, False, None, None, None, False),
-    "priority": (True, False, False, HOUR, 8, False, True, 12 * HOUR, None, None, False),
-    "fair": (True, False, False, HOUR, 8, True, True, 12 * HOUR, None, None, False),
-    "shortest": (True, False, False, HOUR, 8, False, False, None, HOUR, 6 * HOUR, False),
+    "seed": (False, False, True, None, 0, False, None, False, None, None, None, False),
+    "fifo": (True, True, False, None, 0, False, None, False, None, None, None, False),
+    "fifo-besteffort": (True, False, False, None, 0, False, None, False, None, None, None, False),
+    "priority": (True, False, False, HOUR, 8, False, None, True, 12 * HOUR, None, None, False),
+    "fair": (True, False, False, HOUR, 8, True, None, True, 12 * HOUR, None, None, False),
+    "shortest": (True, False, False, HOUR, 8, False, None, False, None, HOUR, 6 * HOUR, False),
 }
 
 
