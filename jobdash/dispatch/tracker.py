@@ -46,6 +46,8 @@ class TrackerSettings:
 
 
 FULL_SWEEP_EVERY_S = 60.0
+UNREAD_WAIT_S = 10.0  # a failed job's pods still running in the cache: how long their word is awaited
+_UNREAD: dict[int, float] = {}  # job id -> when its failure was first seen unread (monotonic)
 
 
 @dataclass
@@ -184,7 +186,12 @@ def _follow(
     if info.phase == "Failed":  # retried, or Failed saying why (retries.py)
         failure = retries.classify(job, info.message, pods, failed_nodes)
         if failure.cls == UNKNOWN and any(not pod.terminated and not pod.deleting for pod in pods):
-            return "cache-lag"  # (the object's watch ran ahead of its pods': their word comes next pass)
+            # The object's watch may run ahead of its pods': their word comes in a pass or two.
+            # (Not for ever: a kind that leaves its pods running after a failure ends unread.)
+            first = _UNREAD.setdefault(job_id, time.monotonic())
+            if time.monotonic() - first < UNREAD_WAIT_S:
+                return "cache-lag"
+        _UNREAD.pop(job_id, None)
         return retries.failed(gateway, job, failure, now, term)
     if job.requeue_requested_at is not None and not kinds.can_take_back(job.kind_key):
         return _end_instead_of_take_back(gateway, job, now, term)
