@@ -31,7 +31,7 @@ class NamespaceState:
     in_flight: int | None = None  # the first in-flight job, for one-at-a-time policies
     admitted: list[PendingJob] = field(default_factory=list)  # admitted this cycle, in order
     head_seen: bool = False  # the first job that could not start has been met
-    blocked_by: int | None = None  # strict order: the head that blocks the rest
+    blocked_by: int | None = None  # strict order: the head that blocks the rest (0: all held, its budget)
     held_back: Outcome | None = None  # the outcome of a policy hold
     usage: dict[str, int] = field(default_factory=dict)  # node resources of its running, in-flight and admitted jobs
     failed: dict[tuple[object, ...], Outcome] = field(default_factory=dict)  # capacity outcome by job shape

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from .reasons import Outcome, Reason
 
 if TYPE_CHECKING:  # snapshot.py imports this module
+    from .cycle_state import NamespaceState
     from .snapshot import InFlightJob, PendingJob, Snapshot
 
 
@@ -118,15 +119,21 @@ class Holds:
             if after.never:
                 return Reason.DEPENDENCY_NEVER_SATISFIED, {"never": after.never}
             return Reason.WAITING_FOR_DEPENDENCY, {"waits": after.waiting}
-        budget = self.waiting.get(job.namespace)
-        if budget is not None:
-            return Reason.OVER_BUDGET, {"used": budget.used_hours, "budget": budget.budget_hours}
         group = job.group
         if group is not None:
             limit = self.groups.get(group)
             if limit is not None and self.admitted[group] >= limit.limit:
                 return Reason.ARRAY_CONCURRENCY_LIMIT, {"group": group, "name": limit.name, "limit": limit.limit}
         return None
+
+    def hold_namespaces(self, namespaces: Mapping[str, NamespaceState]) -> None:
+        """Namespaces past their budget ("wait") hold every job, as a policy hold of the whole
+        namespace: one outcome, no work per job."""
+        for name, budget in self.waiting.items():
+            namespace = namespaces.get(name)
+            if namespace is not None:
+                namespace.blocked_by = 0
+                namespace.held_back = Reason.OVER_BUDGET, {"used": budget.used_hours, "budget": budget.budget_hours}
 
     def last(self, passes: list[list[PendingJob]]) -> list[list[PendingJob]]:
         """The admission passes with the jobs of namespaces past their budget ("borrow") moved

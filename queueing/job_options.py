@@ -85,6 +85,12 @@ class JobOptions:
             "start_by": self.start_by,
         }
 
+    @staticmethod
+    def max_run_of(data: Mapping[str, Any] | None) -> float | None:
+        """The stored options' maximum run time alone: what the tracker asks of every running
+        job each cycle, without building the whole JobOptions."""
+        return _float_or_none((data or {}).get("max_run_s"))
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> JobOptions:
         """The stored shape back (what to_json wrote; a missing key takes its default)."""

@@ -155,6 +155,7 @@ class _Planner:
         state = self.state
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         state.namespaces.update(namespace_states(state.snapshot, state.policy, self.overrides))
+        self.holds.hold_namespaces(state.namespaces)  # (past their budget: held as a whole)
         self.cluster_max = state.pool.cluster_max  # the most of each resource one empty node has
         # Gangs admitted before that lost nodes to failures take new ones before anyone else.
         replaced = replace(state.pool, state.snapshot.replacements)
@@ -328,9 +329,7 @@ class _Planner:
             return Reason.BACKING_OFF, {"until": job.backoff_until, "attempts": job.attempts}
         if job.pods_created is not None:
             return Reason.WAITING_FOR_PODS, {"created": job.pods_created, "total": job.workload.pods}
-        if (job.after is not None or job.group is not None or job.namespace in self.holds.waiting) and (
-            held := self.holds.held(job)
-        ) is not None:
+        if job.in_workflow and (held := self.holds.held(job)) is not None:
             return held
         if namespace.blocked_by is not None:
             return namespace.held_back  # the same for every job behind the head: built once

@@ -200,6 +200,7 @@ class PendingJob:
     # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotation.
     checkpoints: bool = field(init=False, repr=False, compare=False)
     elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read once per cycle
+    in_workflow: bool = field(init=False, repr=False, compare=False)  # after or group: phase 3a asks holds.py
 
     # Written out, not generated: ``demand`` may be omitted here, and is always set on the job.
     def __init__(
@@ -235,6 +236,7 @@ class PendingJob:
         set_(self, "bound", bound)
         set_(self, "after", after if after is not None and (after.waiting or after.never) else None)
         set_(self, "group", group)
+        set_(self, "in_workflow", self.after is not None or group is not None)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
         totals = node_totals(gang)

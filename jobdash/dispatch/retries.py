@@ -97,7 +97,7 @@ def failed(gateway: gw.ClusterGateway, job: ActiveJob, failure: Failure, now: da
 
 def past_deadline(job: ActiveJob, now: datetime) -> float | None:
     """Its maximum run time, if it has run that long."""
-    limit = JobOptions.from_json(job.options).max_run_s
+    limit = JobOptions.max_run_of(job.options)
     if limit is None or job.started_at is None or now.timestamp() - job.started_at < limit:
         return None
     return limit

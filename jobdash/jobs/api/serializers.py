@@ -219,7 +219,7 @@ class JobSerializer(serializers.ModelSerializer):
         ]
 
     def get_retry_limit(self, job: Job) -> int:
-        return JobOptions.from_json(job.options).retry.limit
+        return _options(job).retry.limit
 
     @extend_schema_field(serializers.DictField(allow_null=True))
     def get_failure(self, job: Job) -> dict | None:
@@ -227,11 +227,19 @@ class JobSerializer(serializers.ModelSerializer):
         return None if not f else {"class": f.get("cls"), "message": f.get("message"), "exit_code": f.get("exit_code")}
 
     def get_max_run_seconds(self, job: Job) -> float | None:
-        return JobOptions.from_json(job.options).max_run_s
+        return _options(job).max_run_s
 
     def get_start_by(self, job: Job) -> str | None:
-        at = JobOptions.from_json(job.options).start_by
+        at = _options(job).start_by
         return None if at is None else datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _options(job: Job) -> JobOptions:
+    """The job's options, parsed once per job however many fields read them."""
+    parsed = getattr(job, "_parsed_options", None)
+    if parsed is None:
+        parsed = job._parsed_options = JobOptions.from_json(job.options)  # type: ignore[attr-defined]
+    return parsed
 
 
 class JobDetailSerializer(JobSerializer):
