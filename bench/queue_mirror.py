@@ -101,7 +101,7 @@ def main() -> None:
                 time.sleep(0.05)
                 dispatcher._all_statuses_at = float("-inf")  # every status round complete
                 if len(shifting) % ROUND_EVERY == 0:  # a round of moves, as every 10 s at a 2 s tick
-                    dispatcher._mirror_moves_at = float("-inf")
+                    dispatcher.out.moves_at = float("-inf")
                 result = dispatcher.cycle(1)
                 settle()
                 shifting.append(result.phases)

@@ -34,6 +34,7 @@ from .reasons import PendingStatus, Reason
 from .safe_yaml import DEFAULT_MAX_BYTES, Document, TooManyDocuments, load_document, load_documents
 from .snapshot import InFlightJob, Node, PendingJob, RunningJob, Snapshot, Taint
 from .tide import CHECKPOINTS_ANNOTATION, LentPool, clock_words
+from .time_triggers import next_trigger
 from .workload import (
     ADAPTERS,
     BY_KEY,
@@ -97,6 +98,7 @@ __all__ = [
     "get_policy",
     "load_document",
     "load_documents",
+    "next_trigger",
     "parse_duration",
     "parse_job",
     "parse_quantity",

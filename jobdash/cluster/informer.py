@@ -56,6 +56,10 @@ class Informer:
         self._thread: threading.Thread | None = None
         self.resource_version = ""
         self.served = True  # False while the cluster answers 404 for this resource
+        # Counts the changes of what the cache holds: an event whose converted item equals the
+        # one held (a status heartbeat, a field the conversion drops) is no change. The
+        # dispatcher compares it between cycles to tell a quiet cluster from a busy one.
+        self.revision = 0
         self.relists = 0
         self.watches = 0  # watch requests opened; a watch ending normally is followed by another
         self.reconnects = 0  # watches that broke with an error
@@ -196,6 +200,8 @@ class Informer:
             if not token:
                 break
         with self._lock:
+            if items != self._items:
+                self.revision += 1
             self._items = items
             self._indexes = {name: {} for name in self._index_fns}
             for key, item in items.items():
@@ -243,6 +249,8 @@ class Informer:
         with self._lock:
             if type_ in ("DELETED", "ADDED", "MODIFIED"):
                 old = self._items.pop(key, None)
+                if old != item:
+                    self.revision += 1
                 if old is not None and self._index_fns:
                     self._index_remove(key, old)
             if item is not None:

@@ -225,6 +225,13 @@ class KubeGateway:
     def informers(self) -> Mapping[str, Informer]:
         return self._informers
 
+    def revision(self, *, mirror: bool = False) -> int:
+        """A number that changes whenever what the cache holds of quotas, nodes, pods and job
+        objects changes (with `mirror`: of the QueuedJob objects alone)."""
+        if mirror:
+            return self._informers["queuedjob"].revision
+        return sum(informer.revision for kind, informer in self._informers.items() if kind != "queuedjob")
+
     def queued_objects(self) -> list[QueuedObject] | None:
         informer = self._informers["queuedjob"]
         return informer.items() if informer.served and informer.synced.is_set() else None

@@ -1,6 +1,8 @@
 """The admission cycle, in numbered phases, each timed (after Kueue's schedule(); the
 phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 
+0. quiet     - nothing changed since a cycle whose plan did nothing: phases 1 to 10 are
+               skipped, the mirror and events run only if they left writes (quiet.py)
 1. snapshot  - database + watch cache -> queueing.Snapshot and the active jobs (snapshot_phase.build)
 2. plan      - queueing.plan(): admissions, preemptions, and position/reason/ETA for every other job
 3. release   - claim under the leader's term (release.start); the objects are then sent
@@ -21,7 +23,7 @@ phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
 11. mirror   - each Queued job's QueuedJob object made, updated or deleted, a deleted one's
                job cancelled (mirror.sync; at most `mirror_writes` writes a cycle)
 12. events   - the outbox's state changes sent as Kubernetes Events (cluster_events.send;
-               at most `events_per_cycle` a cycle)
+               at most `events_per_cycle` a cycle; 11 and 12 share a write budget: queue_out.py)
 Then one Cycle row records the cycle and its phase timings, for the status page.
 """
 
@@ -35,18 +37,17 @@ from django.conf import settings
 
 import queueing
 from jobdash import logs, metrics
-from jobdash.cluster.gateway import ClusterGateway, GatewayError, ObjectKey, PodInfo
+from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
 from . import (
     card_usage,
-    cluster_events,
     cycle_cache,
-    mirror,
     pinning,
     pod_groups,
     preempt,
     publish,
+    quiet,
     reclaim,
     resize,
     snapshot_phase,
@@ -59,10 +60,11 @@ from . import release as release_phase
 from .active import ActiveJob
 from .clock import Clock, WallClock
 from .collector import CollectorPause
+from .queue_out import QueueOut
 from .statuses import write_statuses
 from .table_stats import TableStatistics
 from .team_usage import TeamUsage
-from .write_budget import PUBLISH_SHARE, WriteBudget
+from .write_budget import PUBLISH_SHARE
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -155,12 +157,17 @@ class Dispatcher:
         self.team_usage = TeamUsage(self.config.usage_half_life_days)  # past use, budgets (issue 37)
         self.cache = cycle_cache.CycleCache()
         self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
-        self._cycles = 0
+        self._cycles = 0  # full cycles (the reconcile's count)
+        self._recorded = 0  # Cycle rows written (the pruning's count)
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write
-        self._mirror_moves_at = float("-inf")  # ... and of the last complete round of QueuedJob moves
-        self._mirror_paused_until = float("-inf")  # the cluster refused QueuedJob writes: not before
-        self.publishing = WriteBudget(self.config.publish_qps, self.config.publish_burst)
-        self._publish_not_before = float("-inf")  # monotonic: the mirror's and events' next turn
+        self.out = QueueOut(
+            qps=self.config.publish_qps,
+            burst=self.config.publish_burst,
+            share=self.config.publish_share,
+            mirror_writes=self.config.mirror_writes,
+            events_per_cycle=self.config.events_per_cycle,
+        )
+        self.quiet = quiet.QuietWatch()  # whether a cycle may skip planning: nothing changed
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
 
@@ -258,6 +265,10 @@ class Dispatcher:
             clock = now
 
         config = self.config
+        # 0. quiet: nothing changed since a cycle whose plan did nothing: no plan (quiet.py)
+        looked = self.quiet.look(self.gateway, term)
+        if self.quiet.quiet(started.timestamp(), looked, self.cache):
+            return self._quiet_cycle(term, started, result, lap)
         # 1. snapshot
         seen = transitions.claims_seen()
         observed = snapshot_phase.build(
@@ -349,7 +360,9 @@ class Dispatcher:
             lap("statuses")
             # 6. track (the jobs active at the snapshot; those released since, from the next
             # cycle on), and repair what an interrupted release left behind
-            self.track(term, observed.active, observed.active_pods, now=started, failed_nodes=observed.failed_nodes)
+            tracked = self.track(
+                term, observed.active, observed.active_pods, now=started, failed_nodes=observed.failed_nodes
+            )
             pod_groups.fail_never_created(observed.never_created, term, started)
             workflow_holds.end(observed.never_met, term, started)  # never to be met, or too late
             result.repaired = self.repair(term, started)
@@ -404,52 +417,26 @@ class Dispatcher:
         )
         metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
         lap("publish")
-        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent. Both only
-        # with half the budget's burst in hand: a cycle a second or so under a burst of
-        # submissions, not a full read of the queue every cycle for a few writes.
-        pool = release_phase.sending_pool(config.concurrency)
-        budget = self.publishing
-        publishing_from = time.monotonic()
-        batch = budget.refill(started) >= max(1, budget.burst // 2) and publishing_from >= self._publish_not_before
-        try:
-            if batch and time.monotonic() >= self._mirror_paused_until:
-                moves_due = time.monotonic() - self._mirror_moves_at >= mirror.MOVES_INTERVAL_S
-                limit = min(config.mirror_writes, int(budget.tokens))
-                result.mirrored = mirror.sync(self.gateway, term=term, limit=limit, pool=pool, moves_due=moves_due)
-                budget.spend(mirror.writes(result.mirrored))
-                if moves_due:
-                    self._mirror_moves_at = time.monotonic()
-                if result.mirrored.get("refused"):  # (a role without QueuedJobs): not each cycle
-                    self._mirror_paused_until = time.monotonic() + mirror.REFUSED_PAUSE_S
-        except GatewayError as error:
-            log.warning("cycle: mirror: %s", error)
-        lap("mirror")
-        try:
-            limit = min(config.events_per_cycle, int(budget.tokens))
-            if batch and limit:
-                result.events = cluster_events.send(self.gateway, limit=limit, pool=pool)
-                budget.spend(cluster_events.writes(result.events))
-        except GatewayError as error:
-            log.warning("cycle: events: %s", error)
-        lap("events")
-        if batch:  # a long queue's read and compare: at most publish_share of the leader's time
-            spent = time.monotonic() - publishing_from
-            self._publish_not_before = time.monotonic() + spent * (1 / config.publish_share - 1)
-        metrics.observe_cycle(result.phases)
-        Cycle.objects.create(
-            started_at=started,
-            duration_ms=sum(result.phases.values()),
+        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent (queue_out)
+        self.out.run(
+            self.gateway,
             term=term,
-            policy=plan.policy,
-            pending=result.pending,
-            admitted=result.admitted,
-            released=result.released.get("created", 0),
-            phases=result.phases,
+            started=started,
+            concurrency=config.concurrency,
+            changed=True,
+            lap=lap,
+            result=result,
+        )
+        self.quiet.remember(
+            looked,
+            snapshot=observed.snapshot,
+            plan=plan,
+            policy=self.policy,
+            active=observed.active,
+            acted=quiet.acted(tracked, result.released, result.repaired, result.pinned) or bool(replaced[0]),
         )
         self._cycles += 1
-        if self._cycles % PRUNE_EVERY == 0:
-            prune_cycles()
-        self.statistics.refresh()
+        self._record(term, started, result, plan.policy)
         if result.admitted:
             log.info(
                 "cycle: %d pending, %d admitted, %s; %s",
@@ -459,6 +446,41 @@ class Dispatcher:
                 result.phases,
             )
         return result
+
+    def _quiet_cycle(self, term: int, started: datetime, result: CycleResult, lap) -> CycleResult:
+        """Nothing changed since a cycle whose plan did nothing (quiet.py): phases 1 to 10
+        would decide and write the same. The mirror and the events finish what they left."""
+        result.pending = self.quiet.pending
+        lap("quiet")
+        self.out.run(
+            self.gateway,
+            term=term,
+            started=started,
+            concurrency=self.config.concurrency,
+            changed=False,
+            lap=lap,
+            result=result,
+        )
+        self._record(term, started, result, self.policy.name)
+        return result
+
+    def _record(self, term: int, started: datetime, result: CycleResult, policy: str) -> None:
+        """One Cycle row (the status page's), the phase metrics, and now and then the pruning."""
+        metrics.observe_cycle(result.phases)
+        Cycle.objects.create(
+            started_at=started,
+            duration_ms=sum(result.phases.values()),
+            term=term,
+            policy=policy,
+            pending=result.pending,
+            admitted=result.admitted,
+            released=result.released.get("created", 0),
+            phases=result.phases,
+        )
+        self._recorded += 1
+        if self._recorded % PRUNE_EVERY == 0:
+            prune_cycles()
+        self.statistics.refresh()
 
 
 def prune_cycles(keep: int | None = None) -> int:

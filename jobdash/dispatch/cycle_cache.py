@@ -314,6 +314,24 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
     return rows, None
 
 
+def queue_unchanged(cache: CycleCache) -> bool:
+    """Whether no job row was written since the last read but by this leader's own status
+    writes (queued rows whose versions it holds); if so the read's horizon moves on, as
+    queued_rows would have moved it, having nothing to read. False off PostgreSQL (no
+    horizon), after a read that was never made, and while predictions wait to be stored."""
+    if cache.horizon is None or cache.unpredicted or connections[Job.objects.db].vendor != "postgresql":
+        return False
+    with connections[Job.objects.db].cursor() as cursor:
+        cursor.execute(_feed_query(False), [cache.horizon])
+        feed = cursor.fetchall()
+    known = cache.rows
+    for _horizon, job_id, version, _namespace, state in feed:
+        if job_id is not None and (state != State.QUEUED or (known.get(job_id) or ("",))[0] != version):
+            return False
+    cache.horizon = feed[0][0]
+    return True
+
+
 def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
     read, touched = queued_rows(cache)
     previous = cache.pending

@@ -143,10 +143,8 @@ def run_until(dispatcher, sim, gateway, job: Job, wanted: str, term: int = 1, st
         if state(job) == wanted:
             return
         sim.advance(1.0)
-        # give the watch cache a moment to see what kubesim did
-        eventually(lambda: True)
-        pods = len(sim.cluster.pods("team-a")) + len(sim.cluster.pods("team-b"))
-        eventually(lambda pods=pods: len(gateway.pods()) == pods, timeout=3)
+        # the watch cache sees what kubesim did (a cycle that saw no change plans nothing)
+        eventually(lambda: pods_seen(sim, gateway), timeout=3, message="the watch cache never caught up")
     raise AssertionError(f"job {job.name} is {state(job)}, never {wanted}")
 
 
