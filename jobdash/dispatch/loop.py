@@ -18,6 +18,10 @@ from .cycle import Dispatcher
 
 log = logging.getLogger(__name__)
 FOLD_EVERY_S = 60.0
+# A burst of watch events (a gang's pods starting, a wave of finishes) and submissions
+# arriving while a cycle runs, or just after it, makes one cycle: the next starts at least
+# this long after the last one ended. A job waits that much longer at most.
+COALESCE_S = 0.05
 
 
 class DispatcherLoop:
@@ -81,8 +85,12 @@ class DispatcherLoop:
     def _run(self) -> None:
         reconciled_term = None
         folded_at = float("-inf")
+        ended = float("-inf")  # monotonic time the last cycle ended
         while not self._stopping.is_set():
             self.wake.wait(self.tick_seconds)
+            gap = COALESCE_S - (time.monotonic() - ended)
+            if gap > 0 and not self._stopping.is_set():
+                time.sleep(gap)  # what else arrives meanwhile is this cycle's too
             self.wake.clear()
             term = self._term
             if term is None or self._stopping.is_set():
@@ -102,5 +110,6 @@ class DispatcherLoop:
             except Exception:
                 log.exception("dispatcher cycle failed; retrying at the next tick")
             finally:
+                ended = time.monotonic()
                 close_old_connections()
         connections.close_all()  # this thread's connections: nobody else will close them
