@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .cards import CardPool
 from .node_views import UNLIMITED as UNLIMITED
-from .node_views import view as node_view
+from .node_views import pool_base
 from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
 STRATEGIES = ("best", "first", "worst")
@@ -100,33 +100,16 @@ class NodePool:
         # free / eventual start as the node's shared read-only view and are copied on the
         # first charge (_own): a cycle touches a few nodes of hundreds, and building every
         # node's dicts anew each cycle was a third of a trace replay's time.
-        self.free: list[Mapping[str, int]] = []
-        self.eventual: list[Mapping[str, int]] = []  # free once running pods end: for reservations
-        self.capacity: list[Mapping[str, int]] = []  # an empty node: for "never fits"
+        base = pool_base(self.nodes)
+        self.free: list[Mapping[str, int]] = list(base.free)
+        self.eventual: list[Mapping[str, int]] = list(base.capacity)  # free once running pods end: for reservations
+        self.capacity: list[Mapping[str, int]] = base.capacity  # an empty node: for "never fits" (read only)
         self._owned: list[tuple[dict[str, int], dict[str, int]] | None] = [None] * len(self.nodes)
-        self.schedulable: list[int] = []
-        self._plain: list[int] = []  # schedulable nodes without blocking taints
-        self.cluster_max: dict[str, int] = {}  # the most of each resource one empty node has
-        self.totals: dict[str, int] = {}
+        self.schedulable: list[int] = base.schedulable  # (read only)
+        self._plain: list[int] = base.plain  # schedulable nodes without blocking taints (read only)
+        self.cluster_max: dict[str, int] = base.cluster_max  # the most of each resource one empty node has (read only)
+        self.totals: dict[str, int] = dict(base.totals)
         totals = self.totals
-        seen_capacity: set[int] = set()
-        for number, node in enumerate(self.nodes):
-            view = node_view(node)
-            self.free.append(view.free)
-            self.eventual.append(view.capacity)
-            self.capacity.append(view.capacity)
-            if node.unschedulable:
-                continue
-            self.schedulable.append(number)
-            if not view.tainted:
-                self._plain.append(number)
-            if id(view.capacity) not in seen_capacity:  # shared by nodes of one shape
-                seen_capacity.add(id(view.capacity))
-                for name, amount in view.capacity.items():
-                    if amount > self.cluster_max.get(name, 0):
-                        self.cluster_max[name] = amount
-            for name, amount in view.positive:
-                totals[name] = totals.get(name, 0) + amount
         by_name: dict[str, int] | None = None
         for job in in_flight:
             if by_name is None:

@@ -53,3 +53,83 @@ def view(node: Node) -> NodeView:
         _VIEWS.clear()
     _VIEWS[id(node)] = (node, view)
     return view
+
+
+class PoolBase(NamedTuple):
+    """What a cycle's node pool starts from, for one tuple of nodes: per node its free view
+    and capacity, the schedulable nodes (and those without blocking taints), the most of
+    each resource one empty node has, and the free totals of the schedulable nodes."""
+
+    nodes: tuple[Node, ...]
+    free: list[Mapping[str, int]]
+    capacity: list[Mapping[str, int]]
+    schedulable: list[int]
+    plain: list[int]
+    cluster_max: dict[str, int]
+    totals: dict[str, int]
+
+
+# The last base made: a cycle's nodes are mostly the previous cycle's objects (a node is
+# made anew when its pods change), so the next base is that one with a few nodes redone.
+_LAST: list[PoolBase] = []
+
+
+def _full(nodes: tuple[Node, ...]) -> PoolBase:
+    base = PoolBase(nodes, [], [], [], [], {}, {})
+    seen: set[int] = set()
+    for number, node in enumerate(nodes):
+        found = view(node)
+        base.free.append(found.free)
+        base.capacity.append(found.capacity)
+        if node.unschedulable:
+            continue
+        base.schedulable.append(number)
+        if not found.tainted:
+            base.plain.append(number)
+        if id(found.capacity) not in seen:  # shared by nodes of one shape
+            seen.add(id(found.capacity))
+            for name, amount in found.capacity.items():
+                if amount > base.cluster_max.get(name, 0):
+                    base.cluster_max[name] = amount
+        for name, amount in found.positive:
+            base.totals[name] = base.totals.get(name, 0) + amount
+    return base
+
+
+def _redone(last: PoolBase, nodes: tuple[Node, ...], changed: list[int]) -> PoolBase | None:
+    """``last`` with the ``changed`` nodes' free views and totals redone; None when one of
+    them changed more than its pods (name, shape, taints or schedulability)."""
+    free, totals = list(last.free), dict(last.totals)
+    for number in changed:
+        old, new = last.nodes[number], nodes[number]
+        was, now = view(old), view(new)
+        if (
+            old.name != new.name
+            or old.unschedulable != new.unschedulable
+            or was.tainted != now.tainted
+            or was.capacity is not now.capacity
+        ):
+            return None
+        free[number] = now.free
+        if not new.unschedulable:
+            for name, amount in was.positive:
+                totals[name] = totals.get(name, 0) - amount
+            for name, amount in now.positive:
+                totals[name] = totals.get(name, 0) + amount
+    return PoolBase(nodes, free, last.capacity, last.schedulable, last.plain, last.cluster_max, totals)
+
+
+def pool_base(nodes: tuple[Node, ...]) -> PoolBase:
+    """The base of a pool of these nodes (treat it as read-only: copy what you change)."""
+    last = _LAST[0] if _LAST else None
+    base = None
+    if last is not None and len(last.nodes) == len(nodes):
+        changed = [number for number, (a, b) in enumerate(zip(last.nodes, nodes, strict=True)) if a is not b]
+        if not changed:
+            return last
+        if len(changed) * 4 <= len(nodes):
+            base = _redone(last, nodes, changed)
+    if base is None:
+        base = _full(nodes)
+    _LAST[:] = [base]
+    return base
