@@ -101,6 +101,16 @@ def measure(
         "held_beyond_run_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(overhead.items())},
         "release_to_running_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(to_running.items())},
         "tfjobs_created": sum(created.values()),
+        # Which jobs were created twice, and when (for the report of a double release).
+        "double_released_jobs": {
+            f"{namespace}/{name}": [
+                (a["kind"], round(a["time"], 3))
+                for a in audit
+                if a["code"] == 201 and not a.get("dry_run") and (a["namespace"], a["name"]) == (namespace, name)
+            ]
+            for (namespace, name), n in sorted(created.items())
+            if n > 1
+        },
         "finished_in_time": finished,
         "submit_lag_s": {
             "mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
