@@ -8,17 +8,29 @@ kubesim at real-time speed 1.
     python -m bench.kueue_baseline --only compare      # just the scale-0.02 side-by-side
     python -m bench.kueue_baseline --policy fifo --scale 0.1 --only main   # while iterating
     python -m bench.kueue_baseline --only main --bulk  # bulk submission (see below)
+    python -m bench.kueue_baseline --only main --config large        # Kueue's large-scale config
+    python -m bench.kueue_baseline --only main --runs 5 --rangespec bench/results/kueue_rangespec_baseline.yaml
+    python -m bench.kueue_baseline --only main --check bench/results/kueue_rangespec_baseline.yaml
+
+Kueue's method (bench.kueue_method, which cites Kueue's files): `--runs N` repeats the main
+run N times, each with a fresh stack, and the summary's `main_runs` gives min / mean / max of
+wall_s, usage_pct, kueue_usage_pct and tta_s per class; `--rangespec PATH` writes the
+thresholds Kueue's rangespec procedure derives from the means; `--check PATH` exits 1 (after
+printing the summary) naming each metric a main run misses, as Kueue's CI checker does.
 
 Run it through the harness (PostgreSQL and Redis): `.venv/bin/python tests/harness.py --
 .venv/bin/python -m bench.kueue_baseline`.
 
-The shape (Kueue's test/performance/scheduler, "baseline"): 30 namespaces with a
+The shapes are in bench.kueue_shape; `--config large` is Kueue's large-scale config (1,000
+namespaces of quota 20 in 10 cohorts of 100, per namespace 35 small / 11 medium / 4 large
+jobs created every 60 / 300 / 700 ms, running 150 / 350 / 700 ms: 50,000 jobs at scale 1,
+on 667 nodes). The default, "baseline" (Kueue's test/performance/scheduler): 30 namespaces with a
 ResourceQuota of requests.cpu: 20; per namespace 350 small jobs (1 CPU, 200 ms, one
 created every 100 ms, priority 50), 100 medium (5 CPU, 500 ms, every 500 ms, priority
 100), 50 large (20 CPU, 1 s, every 1.2 s, priority 200): 15,000 TFJobs at scale 1.
 `--scale` is the fraction of jobs per namespace (rates unchanged).
 
-Processes: kubesim (`python -m kubesim serve`, 20 nodes x 32 CPU, kubelet start delay
+Processes: kubesim (`python -m kubesim serve`, 20 nodes x 32 CPU at baseline, kubelet start delay
 50 ms) and the dispatcher (`python manage.py run_dispatcher`, election none) each run on
 their own, as in production; this process submits through jobs.services.job_submit
 (source "api") from submitter processes at the given rates, then waits until every job
@@ -40,6 +52,8 @@ Measured:
   by the tracker's lag, either way (a job noticed only once finished gets started_at =
   finished_at). admitted_pct counts release -> finish (the quota an admitted job holds,
   which is what Kueue's usage counts);
+- kueue_usage_pct: usage as Kueue's checker computes it: the quota admitted jobs held
+  (release -> finish) over quota x (first submission -> last finish), see bench.kueue_method;
 - tta_s: average submit -> release (Job.released_at - submitted_at) per class;
 - double_releases: TFJob names created (201) more than once in kubesim's audit;
 - lost: jobs not Succeeded at the end.
@@ -53,27 +67,23 @@ import multiprocessing
 import os
 import platform
 import queue
+import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from bench import stack
+from bench import kueue_method, stack
 from bench.kueue_measure import measure
-from bench.kueue_shape import (
-    CLASSES,
-    NAMESPACES,
-    NODE_CPU,
-    NODES,
-    QUOTA_CPU,
-    START_DELAY_S,
-    ideal_seconds,
-    namespace_names,
-    node_bound_seconds,
-    schedule,
-)
+from bench.kueue_shape import BASELINE, SHAPES, Shape
 
 KUEUE = {"wall_s": 351.0, "usage_pct": 55.9, "tta_s": {"large": 16.5, "medium": 76.8, "small": 215.0}}
+# Kueue's means per config, from the comments of its rangespec files (usage as its checker
+# computes it: compare with kueue_usage_pct).
+KUEUE_MEANS = {
+    "baseline": KUEUE,
+    "large": {"wall_s": 1179.4, "usage_pct": 38.64, "tta_s": {"large": 105.6, "medium": 256.4, "small": 700.4}},
+}
 POLICY_TICKS = {"seed": 10.0}  # the article's poll; everything else 2 s
 ACTIVE = ("Queued", "Released", "Running")
 
@@ -90,7 +100,7 @@ def batches(items, window_s: float) -> list[tuple[float, list]]:
     return [(max(item[0] for item in group), group) for _window, group in sorted(grouped.items())]
 
 
-def _submit(user_id: int, items, start_at: float, results, bulk: bool) -> None:
+def _submit(user_id: int, shape: Shape, items, start_at: float, results, bulk: bool) -> None:
     """One submitter process: create `items` at their offsets from `start_at` (epoch); with
     `bulk`, the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call."""
     import resource
@@ -105,8 +115,10 @@ def _submit(user_id: int, items, start_at: float, results, bulk: bool) -> None:
         user = User.objects.get(pk=user_id)
         manifests = {}
         for _at, namespace, cls, i in items:
-            _count, _every, cpu, run, _prio = CLASSES[cls]
-            manifests[(namespace, cls, i)] = stack.tfjob_yaml(f"{cls}-{i:04d}", namespace, str(cpu), run)
+            job_class = shape.classes[cls]
+            manifests[(namespace, cls, i)] = stack.tfjob_yaml(
+                f"{cls}-{i:04d}", namespace, str(job_class.cpu), job_class.run_s
+            )
         if bulk:
             for at, group in batches(items, BULK_WINDOW_S):
                 delay = start_at + at - time.time()
@@ -116,7 +128,7 @@ def _submit(user_id: int, items, start_at: float, results, bulk: bool) -> None:
                 sent = time.time() - start_at
                 lags += [max(0.0, sent - item[0]) for item in group]
                 submissions = [
-                    Submission(manifests[(namespace, cls, i)], priority=CLASSES[cls][4])
+                    Submission(manifests[(namespace, cls, i)], priority=shape.classes[cls].priority)
                     for _at, namespace, cls, i in group
                 ]
                 jobs_submit_many(user=user, submissions=submissions, source="api")
@@ -126,7 +138,12 @@ def _submit(user_id: int, items, start_at: float, results, bulk: bool) -> None:
                 if delay > 0:
                     time.sleep(delay)
                 lags.append(max(0.0, -delay))
-                job_submit(user=user, manifest=manifests[(namespace, cls, i)], source="api", priority=CLASSES[cls][4])
+                job_submit(
+                    user=user,
+                    manifest=manifests[(namespace, cls, i)],
+                    source="api",
+                    priority=shape.classes[cls].priority,
+                )
     except BaseException as exc:
         error = repr(exc)
     finally:
@@ -142,7 +159,9 @@ class Submitter:
     sends the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call.
     `profile_dir`: py-spy profiles of each submitter process."""
 
-    def __init__(self, user, items, processes: int, *, bulk: bool = False, profile_dir: Path | None = None):
+    def __init__(
+        self, user, shape: Shape, items, processes: int, *, bulk: bool = False, profile_dir: Path | None = None
+    ):
         from django.db import connections
 
         self.items = items
@@ -154,10 +173,10 @@ class Submitter:
         self.results = context.Queue()
         self.start_at = time.time() + 0.5
         self.started_at = time.monotonic() + 0.5
-        names = namespace_names()
-        slices = [[item for item in items if names.index(item[1]) % processes == p] for p in range(processes)]
+        index = {name: i for i, name in enumerate(shape.namespace_names())}
+        slices = [[item for item in items if index[item[1]] % processes == p] for p in range(processes)]
         self.processes = [
-            context.Process(target=_submit, args=(user.pk, part, self.start_at, self.results, bulk), daemon=True)
+            context.Process(target=_submit, args=(user.pk, shape, part, self.start_at, self.results, bulk), daemon=True)
             for part in slices
             if part
         ]
@@ -216,6 +235,7 @@ def wait_until_finished(submitter: Submitter, total: int, timeout_s: float) -> b
 
 
 def run(
+    shape: Shape,
     scale: float,
     policy: str,
     *,
@@ -228,15 +248,16 @@ def run(
     scoring: str = "LeastAllocated",
 ) -> dict:
     tick = tick_s if tick_s is not None else POLICY_TICKS.get(policy, 2.0)
-    items = schedule(scale)
-    user = stack.reset_database(namespace_names())
+    items = shape.schedule(scale)
+    names = shape.namespace_names()
+    user = stack.reset_database(names)
     with tempfile.TemporaryDirectory(prefix="bench-kueue-") as tmp:
         workdir = Path(tmp)
         config = stack.cluster_config(
-            {name: {"requests.cpu": str(QUOTA_CPU)} for name in namespace_names()},
-            nodes=NODES,
-            node_cpu=NODE_CPU,
-            start_delay_s=START_DELAY_S,
+            {name: {"requests.cpu": str(shape.quota_cpu)} for name in names},
+            nodes=shape.nodes,
+            node_cpu=shape.node_cpu,
+            start_delay_s=shape.start_delay_s,
             scoring=scoring,
         )
         kubesim = stack.Kubesim(config, workdir, profile=profile_dir / f"kubesim-{policy}.txt" if profile_dir else None)
@@ -253,7 +274,8 @@ def run(
                 else None,
             )
             stack.log(
-                f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) at scale {scale}: {len(items)} jobs"
+                f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) "
+                f"{shape.name} at scale {scale}: {len(items)} jobs"
             )
             cpu_before = {
                 "dispatcher": stack.cpu_seconds(dispatcher.process.pid),
@@ -261,9 +283,9 @@ def run(
                 "postgres": stack.postgres_cpu_seconds(),
                 "bench": time.process_time(),
             }
-            submitter = Submitter(user, items, submitters, bulk=bulk, profile_dir=profile_dir)
+            submitter = Submitter(user, shape, items, submitters, bulk=bulk, profile_dir=profile_dir)
             # Generous: polling only, the seed policy releases one job per namespace every other tick.
-            timeout = 120 + 30 * ideal_seconds(scale) + 2.5 * tick * len(items) / NAMESPACES
+            timeout = 120 + 30 * shape.ideal_seconds(scale) + 2.5 * tick * len(items) / shape.namespaces
             finished = wait_until_finished(submitter, len(items), timeout)
             cpu = {
                 "dispatcher": stack.cpu_seconds(dispatcher.process.pid) - cpu_before["dispatcher"],
@@ -282,12 +304,12 @@ def run(
                 keep_logs.mkdir(parents=True, exist_ok=True)
                 for path in workdir.glob("*.log"):
                     (keep_logs / path.name).write_text(path.read_text())
-    result = measure(scale, policy, audit, submitter, finished, cpu)
+    result = measure(shape, scale, policy, audit, submitter, finished, cpu)
     result["tick_s"] = tick
     result["scoring"] = scoring
-    bound = max(ideal_seconds(scale), node_bound_seconds(scale))
+    bound = max(shape.ideal_seconds(scale), shape.node_bound_seconds(scale))
     result["node_bound_s"] = round(bound, 2)
-    result["usage_bound_pct"] = round(100 * ideal_seconds(scale) / bound, 1)
+    result["usage_bound_pct"] = round(100 * shape.ideal_seconds(scale) / bound, 1)
     result["loop"] = "polling" if polling_only else "events"
     result["submission"] = f"bulk ({BULK_WINDOW_S} s windows)" if bulk else "per job"
     return result
@@ -295,7 +317,11 @@ def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--config", choices=sorted(SHAPES), default=BASELINE.name, help="Kueue's config (default baseline)"
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of jobs per namespace (default 1.0)")
+    parser.add_argument("--runs", type=int, default=1, help="main runs, each with a fresh stack (default 1)")
     parser.add_argument("--policy", default="priority", help="policy of the main run (default: priority)")
     parser.add_argument("--tick", type=float, default=None, help="tick of the main run (default 2 s; seed 10 s)")
     parser.add_argument("--compare-scale", type=float, default=0.02)
@@ -314,26 +340,41 @@ def main() -> None:
     )
     parser.add_argument("--profile", type=Path, default=None, help="record py-spy profiles into this directory")
     parser.add_argument("--logs", type=Path, default=None, help="keep the kubesim and dispatcher logs here")
+    parser.add_argument(
+        "--rangespec", type=Path, default=None, help="write thresholds derived from the main runs' means (YAML)"
+    )
+    parser.add_argument(
+        "--check", type=Path, default=None, help="a rangespec (YAML): exit 1 naming each metric a main run misses"
+    )
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs: at least 1")
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    spec = kueue_method.load_rangespec(args.check) if args.check else None
+    shape = SHAPES[args.config]
 
     stack.setup_django()
     results = []
+    mains = []
     if args.only in (None, "main"):
-        results.append(
-            run(
-                args.scale,
-                args.policy,
-                tick_s=args.tick,
-                profile_dir=args.profile,
-                keep_logs=args.logs,
-                submitters=args.submitters,
-                bulk=args.bulk,
-                scoring=args.scoring,
+        for index in range(args.runs):
+            logs = args.logs / f"run-{index + 1}" if args.logs and args.runs > 1 else args.logs
+            mains.append(
+                run(
+                    shape,
+                    args.scale,
+                    args.policy,
+                    tick_s=args.tick,
+                    profile_dir=args.profile,
+                    keep_logs=logs,
+                    submitters=args.submitters,
+                    bulk=args.bulk,
+                    scoring=args.scoring,
+                )
             )
-        )
-        print(json.dumps(results[-1]), flush=True)
+            print(json.dumps(mains[-1]), flush=True)
+        results += mains
     compare = {}
     if args.only in (None, "compare"):
         # The article's dispatcher (seed, woken by its 10 s poll only), seed in jobdash's
@@ -344,6 +385,7 @@ def main() -> None:
             ("priority", "priority", False),
         ):
             compare[label] = run(
+                shape,
                 args.compare_scale,
                 policy,
                 profile_dir=args.profile,
@@ -359,11 +401,24 @@ def main() -> None:
             k: main_run[k]
             for k in ("policy", "scale", "jobs", "wall_s", "ideal_s", "usage_pct", "tta_s", "double_releases", "lost")
         },
+        "config": shape.name,
         "double_releases": sum(r["double_releases"] for r in results),
         "lost": sum(r["lost"] for r in results),
-        "kueue": KUEUE,
+        "kueue": KUEUE_MEANS[shape.name],
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
+    failures = []
+    if mains:
+        # Over the main runs (the keys above are the first run's, as they always were).
+        summary["main_runs"] = {"count": len(mains), **kueue_method.summarize(mains)}
+        if args.rangespec:
+            derived = kueue_method.derive_rangespec(mains)
+            kueue_method.write_rangespec(args.rangespec, derived, f"{shape.name} at scale {args.scale}")
+            summary["rangespec"] = {"path": str(args.rangespec), **derived}
+        if spec is not None:
+            for index, r in enumerate(mains):
+                failures += [f"run {index + 1}: {line}" for line in kueue_method.check(spec, r)]
+            summary["check"] = {"path": str(args.check), "failures": failures}
     if compare:
         default = compare["priority"]
         summary["side_by_side"] = {
@@ -378,11 +433,25 @@ def main() -> None:
     summary["runs"] = [
         {
             k: r.get(k)
-            for k in ("policy", "loop", "submission", "scale", "wall_s", "usage_pct", "double_releases", "lost")
+            for k in (
+                "policy",
+                "loop",
+                "submission",
+                "scale",
+                "wall_s",
+                "usage_pct",
+                "kueue_usage_pct",
+                "double_releases",
+                "lost",
+            )
         }
         for r in results
     ]
     print(json.dumps(summary), flush=True)
+    for line in failures:
+        print(f"check failed: {line}", file=sys.stderr)
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

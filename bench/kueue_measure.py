@@ -11,7 +11,8 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from bench import stack
-from bench.kueue_shape import CLASSES, NAMESPACES, QUOTA_CPU, ideal_seconds
+from bench.kueue_method import kueue_usage_pct
+from bench.kueue_shape import Shape
 
 if TYPE_CHECKING:
     from bench.kueue_baseline import Submitter
@@ -39,7 +40,7 @@ def cycle_stats() -> dict:
 
 
 def measure(
-    scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict
+    shape: Shape, scale: float, policy: str, audit: list[dict], submitter: Submitter, finished: bool, cpu_usage: dict
 ) -> dict:
     from jobdash.jobs.models import Job
 
@@ -54,11 +55,13 @@ def measure(
     overhead: dict[str, list[float]] = defaultdict(list)
     to_running: dict[str, list[float]] = defaultdict(list)
     used = nominal = held = 0.0
+    holds = []  # (cpu, released, finished or None): the quota each admitted job held
     for _namespace, name, state, submitted, released, started, finished_at in rows:
         cls = name.split("-")[0]
-        _count, _every, cpu, run, _prio = CLASSES[cls]
+        cpu, run = shape.classes[cls].cpu, shape.classes[cls].run_s
         if released is not None:
             by_class[cls].append((released - submitted).total_seconds())
+            holds.append((cpu, released.timestamp(), finished_at.timestamp() if finished_at else None))
         if state == "Succeeded":
             nominal += cpu * run
             if started and finished_at:
@@ -71,7 +74,7 @@ def measure(
     first = min(r[3] for r in rows)
     last = max((r[6] for r in rows if r[6] is not None), default=None)
     wall = (last - first).total_seconds() if last else float("nan")
-    capacity = NAMESPACES * QUOTA_CPU * wall
+    capacity = shape.namespaces * shape.quota_cpu * wall
     created = Counter((a["namespace"], a["name"]) for a in audit if a["code"] == 201 and not a.get("dry_run"))
     lost = sum(1 for r in rows if r[2] != "Succeeded")
     return {
@@ -79,7 +82,8 @@ def measure(
         "scale": scale,
         "jobs": len(rows),
         "wall_s": round(wall, 2),
-        "ideal_s": round(ideal_seconds(scale), 2),
+        "config": shape.name,
+        "ideal_s": round(shape.ideal_seconds(scale), 2),
         "usage_pct": round(100 * nominal / capacity, 1),
         "tta_s": {cls: round(statistics.fmean(v), 3) if v else None for cls, v in sorted(by_class.items())},
         "double_releases": sum(n - 1 for n in created.values() if n > 1),
@@ -87,10 +91,26 @@ def measure(
         # beyond the required keys
         "usage_rows_pct": round(100 * used / capacity, 1),
         "admitted_pct": round(100 * held / capacity, 1),
+        # Kueue's checker's usage (bench.kueue_method): the quota held, first submission to last finish.
+        "kueue_usage_pct": round(
+            kueue_usage_pct(holds, shape.namespaces * shape.quota_cpu, first.timestamp(), last.timestamp()), 2
+        )
+        if last and last > first
+        else None,
         "tta_max_s": {cls: round(max(v), 3) if v else None for cls, v in sorted(by_class.items())},
         "held_beyond_run_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(overhead.items())},
         "release_to_running_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(to_running.items())},
         "tfjobs_created": sum(created.values()),
+        # Which jobs were created twice, and when (for the report of a double release).
+        "double_released_jobs": {
+            f"{namespace}/{name}": [
+                (a["kind"], round(a["time"], 3))
+                for a in audit
+                if a["code"] == 201 and not a.get("dry_run") and (a["namespace"], a["name"]) == (namespace, name)
+            ]
+            for (namespace, name), n in sorted(created.items())
+            if n > 1
+        },
         "finished_in_time": finished,
         "submit_lag_s": {
             "mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
