@@ -321,19 +321,19 @@ class ForecastSamples:
 
     def resolve(self, now: float) -> list[Outcome]:
         """The shown ranges resolved since the last call: those of the jobs that started, and
-        those the jobs still waiting have outwaited by ``now`` (missed, each once)."""
+        the late bounds the jobs still waiting have outwaited by ``now`` (missed, each once).
+
+        A likely time is resolved only at the start, missed or not: half of them are missed
+        by design, and counting those as they happen but the hits only as jobs start skews
+        every hour of a building queue toward misses (on October's replay the likely time
+        drifted to 31 % of jobs starting after it, against 41 % so).  A late bound is missed
+        by one job in ten, and a backlog passing it is the news the level must have now."""
         for entry in self.jobs.values():
             for sample in entry.samples:
-                flags = sample[4]
-                if not flags:
-                    continue
-                likely_missed = 1 if flags & LIKELY_OPEN and now > sample[2] else None
-                late_missed = 1 if flags & LATE_OPEN and now > sample[3] else None
-                if likely_missed is None and late_missed is None:
-                    continue
-                sample[4] = flags & ~(LIKELY_OPEN if likely_missed else 0) & ~(LATE_OPEN if late_missed else 0)
-                band = band_of(max(sample[1] - sample[0], 0.0))
-                self.outcomes.append((entry.namespace, band, likely_missed, late_missed))
+                if sample[4] & LATE_OPEN and now > sample[3]:
+                    sample[4] &= ~LATE_OPEN
+                    band = band_of(max(sample[1] - sample[0], 0.0))
+                    self.outcomes.append((entry.namespace, band, None, 1))
         outcomes = list(self.outcomes)
         self.outcomes.clear()
         return outcomes

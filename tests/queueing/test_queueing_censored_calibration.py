@@ -86,23 +86,27 @@ def test_a_short_step_counts_for_its_share_and_bad_input_is_ignored():
     assert burst.alpha == pytest.approx(0.1 + 0.01 * 0.1 - 5 * 0.01 * 0.9)
     full.step(math.nan)
     full.step(0.5, 0.0)
-    assert full.alpha == pytest.approx(0.1 - 0.05 * 0.9)
+    assert full.alpha == pytest.approx(0.1 - 0.01 * 0.9)  # (the default gamma, 0.01)
     with pytest.raises(ValueError):
         AdaptiveLevel(1.0)
 
 
-def test_a_job_outwaiting_its_range_is_resolved_missed_once_and_not_again_when_it_starts():
+def test_a_job_outwaiting_its_late_bound_is_resolved_missed_at_once_and_its_likely_time_at_its_start():
     samples = ForecastSamples(every_s=0)
     samples.note("a", 0.0, 100.0, namespace="ns", shown=(200.0, 400.0))
     samples.note("b", 0.0, 100.0, namespace="ns", shown=(200.0, 400.0))
     samples.note("c", 0.0, 100.0)  # shown nothing: nothing to resolve
-    assert samples.resolve(300.0) == [("ns", 0, 1, None), ("ns", 0, 1, None)]  # past the likely time
-    samples.started("a", 350.0)
-    samples.started("b", 500.0)
-    # a started within its bound; b past it, missed at its start (no sweep saw it past)
-    assert sorted(samples.resolve(600.0)) == [("ns", 0, None, 0), ("ns", 0, None, 1)]
+    assert samples.resolve(300.0) == []  # past the likely times: known only at the starts
+    assert samples.resolve(450.0) == [("ns", 0, None, 1), ("ns", 0, None, 1)]  # past the bounds: missed now
+    samples.started("a", 500.0)
+    samples.note("d", 0.0, 100.0, namespace="ns", shown=(200.0, 400.0))
+    samples.started("d", 150.0)
+    # a: its likely time missed, its bound already counted; d: both met
+    assert samples.resolve(600.0) == [("ns", 0, 1, None), ("ns", 0, 0, 0)]
     assert samples.resolve(700.0) == []
-    assert list(samples.censored(700.0)) == [(None, 0, math.log((700.0 + FLOOR_S) / (100.0 + FLOOR_S)))]
+    # b and c still wait: each forecast of theirs is a residual of at least what they waited so far
+    floor = math.log((700.0 + FLOOR_S) / (100.0 + FLOOR_S))
+    assert list(samples.censored(700.0)) == [("ns", 0, floor), (None, 0, floor)]
 
 
 def _trained(calibrator, namespace=None, factor=1.0, count=100):
