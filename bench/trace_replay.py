@@ -46,6 +46,12 @@ there); at the reclaim what still runs there is preempted and queued again in it
 ``--tide-blind``: the same nodes, the planner not told (label ``priority+lent0.3-blind``).
 ``--report-tide`` writes only the report's section on them, from every window's summaries.
 
+``--eta-oracle`` (issue 38): each forecasting cycle also forecasts knowing every job's run
+time, and knowing the queued jobs' only (bench/replay/true_forecast.py), the yardsticks of
+the likely start's error (``eta.true_durations``, ``eta.queued_true_durations``);
+``--report-calibration`` writes only the report's block on start-range calibration per
+window and load, from the summaries of every window run with it.
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
 preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
