@@ -58,9 +58,10 @@ def write_statuses(
     and the cache learns what was written, so that the next snapshot does not read it back."""
     now = time.time() if now is None else now
     overruns = overruns or {}
-    if ranges is not None and forecasts is not None:
-        # What the jobs still waiting say before their ranges are made: the ranges they have
-        # outwaited count as missed, their waits so far as censored (every 10 min at most).
+    if ranges is not None and forecasts is not None and forecasted:
+        # What the jobs still waiting say before their ranges are made: the bounds they have
+        # outwaited count as missed, their waits so far as censored. In the complete rounds
+        # only, every 10 min at most (0.3 s of CPU with 10,000 jobs waiting for 8 hours).
         ranges.update(now, forecasts)
     # Per job the fields to write: a new job's status, first range and prediction in one row
     # update (each update of a row is a new version of it, with its index entries).
