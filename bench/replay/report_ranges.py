@@ -4,6 +4,7 @@ start and its late bound, by run and by band of the forecast wait, with the targ
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +179,16 @@ def calibration_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def window_text(summary: dict[str, Any]) -> str:
+    """The submissions replayed (a compressed window's as the trace has them) and the pace."""
     start, end = (summary.get("window") or ["?", "?"])[:2]
-    return f"{start[:10]} to {end[:10]}{'' if summary.get('compress', 1) == 1 else ', ' + pace(summary)}"
+    factor = summary.get("compress", 1)
+    if factor == 1:
+        return f"{start[:10]} to {end[:10]}"
+    try:
+        first, last = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    except ValueError:
+        return f"{start[:10]}, {pace(summary)}"
+    return f"{start[:10]} to {(first + (last - first) * factor).isoformat()[:10]}, {pace(summary)}"
 
 
 def calibration_table(runs: list[dict[str, Any]]) -> str:
@@ -196,7 +205,7 @@ def calibration_table(runs: list[dict[str, Any]]) -> str:
         later, covered = a["late_pct"], a["interval_coverage_pct"]
         ratio, queued_ratio = known.get("likely_over_known"), queued.get("likely_over_known")
         rows.append(
-            f"| {window_text(s)} | {s['label']} | {a['samples']:,} | {later:.0f}% {_mark(LATER_GOAL, later)} | "
+            f"| {window_text(s)} | {s['label']} | {a['samples']:,} | {later:.1f}% {_mark(LATER_GOAL, later)} | "
             f"{covered:.1f}% {_mark(COVERAGE_GOAL, covered)} | {a['median_rel_error']:.2f} | "
             f"{known['median_rel_error']:.3f} / {queued.get('median_rel_error', float('nan')):.2f} | "
             f"{_ratio(ratio)} {_mark((0.0, ERROR_GOAL), ratio)} | {_ratio(queued_ratio)} | "
