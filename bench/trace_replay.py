@@ -46,6 +46,12 @@ there); at the reclaim what still runs there is preempted and queued again in it
 ``--tide-blind``: the same nodes, the planner not told (label ``priority+lent0.3-blind``).
 ``--report-tide`` writes only the report's section on them, from every window's summaries.
 
+``--eta-oracle`` (issue 38): each forecasting cycle also forecasts knowing every job's run
+time, and knowing the queued jobs' only (bench/replay/true_forecast.py), the yardsticks of
+the likely start's error (``eta.true_durations``, ``eta.queued_true_durations``);
+``--report-calibration`` writes only the report's block on start-range calibration per
+window and load, from the summaries of every window run with it.
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
 preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
@@ -121,6 +127,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
+    config.eta_oracle = task.get("eta_oracle", False)
     start = task["start"] if task["start"] is not None else (jobs[0].submit if jobs else 0.0)
     factor = task.get("compress", 1)
     jobs = compress(jobs, start, factor)
@@ -142,6 +149,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     summary["release"] = "gated" if task["pin"] and task["policy"] != "none" else "scheduler"
     summary["topology"] = True
     summary["compress"] = factor
+    summary["eta_oracle"] = config.eta_oracle
     summary["learned_before"] = len(learned)
     summary["grace_s"] = config.grace_s
     summary["preemption_limit"] = config.preemption_limit
@@ -309,6 +317,12 @@ def main(argv: list[str] | None = None) -> None:
         "(default: pinned, as the dispatcher: gated pods sent to their planned nodes)",
     )
     parser.add_argument("--tick", type=float, help="cycle tick in seconds (default: 10 for seed, 2 otherwise)")
+    parser.add_argument(
+        "--eta-oracle",
+        action="store_true",
+        help="issue 38: each forecasting cycle also forecasts knowing every run time (bench/replay/true_forecast.py), "
+        "the yardstick of the likely start's error (costs a second forecast per hour)",
+    )
     parser.add_argument("--parallel", type=int, default=1, help="replays at once (one process each)")
     parser.add_argument("--progress", action="store_true", help="a line on stderr per simulated day")
     parser.add_argument("--report", action="store_true", help="write bench/results/trace_replay.md and plots")
@@ -317,6 +331,12 @@ def main(argv: list[str] | None = None) -> None:
         "--report-tide",
         action="store_true",
         help="only the report's section on lent nodes (issue 35), from the summaries of every window",
+    )
+    parser.add_argument(
+        "--report-calibration",
+        action="store_true",
+        help="only the report's block on start-range calibration per window and load (issue 38), "
+        "from the summaries of every window run with --eta-oracle",
     )
     parser.add_argument(
         "--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)"
@@ -330,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     cache = Path(args.cache_dir) / window_key
     if args.lend_nodes is not None:
         args.lent = args.lend_nodes / 100
-    if not (args.report_only or args.report_tide):
+    if not (args.report_only or args.report_tide or args.report_calibration):
         names = []
         for entry in args.policy or ["all"]:
             for name in entry.split(","):
@@ -372,6 +392,7 @@ def main(argv: list[str] | None = None) -> None:
                 "options": options,
                 "pin": args.pin,
                 "tick": args.tick,
+                "eta_oracle": args.eta_oracle,
                 "progress": args.progress,
                 "jobs_out": None,
                 "quota": quota,
@@ -434,6 +455,13 @@ def main(argv: list[str] | None = None) -> None:
         written = write_report(summaries, Path(args.results_dir))
         for path in written:
             print(f"# wrote {path}", file=sys.stderr)
+    if args.report or args.report_only or args.report_calibration:
+        from bench.replay.report_ranges import write_calibration
+
+        every = [json.loads(path.read_text()) for path in sorted(Path(args.cache_dir).glob("*/*.json"))]
+        calibrated = write_calibration(every, Path(args.results_dir))
+        if calibrated is not None:
+            print(f"# wrote {calibrated} (calibration per window and load)", file=sys.stderr)
     if args.report or args.report_only or args.report_tide:
         from bench.replay.report import write_tide
 

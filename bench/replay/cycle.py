@@ -23,6 +23,7 @@ from queueing.workload import PodSet, Workload
 
 from .mapping import QUOTA_KEY, TOPOLOGY_LEVELS
 from .records import COHORT, INF, RELEASED, JobRecord
+from .true_forecast import true_duration_etas
 
 # Waiting for capacity: the first such job of a namespace is its head (planner._head_waits).
 _HEAD_REASONS = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RESERVED_FOR_OLDER_JOB})
@@ -152,7 +153,7 @@ class AdmissionCycles:
         stats["max_pending"] = max(stats["max_pending"], len(snapshot.pending))
         stats["queue_len_sum"] += len(snapshot.pending)
         if with_eta:
-            self._sample_etas(now, result)
+            self._sample_etas(now, result, snapshot)
             self.next_eta = (
                 math.floor((now - self.start) / self.config.eta_every_s) + 1
             ) * self.config.eta_every_s + self.start
@@ -194,10 +195,12 @@ class AdmissionCycles:
         self.stats["likely_end_s"] += time.perf_counter() - began
         return tuple(running)
 
-    def _sample_etas(self, now: float, result) -> None:
-        """Every waiting job's forecast is noted (the calibrator learns from them once the job
-        starts); a sample of this cycle's forecasts, spread over the queue, goes through the
-        calibrator as it stands now: (job, forecast start, now, likely start, late bound)."""
+    def _sample_etas(self, now: float, result, snapshot: Snapshot) -> None:
+        """Every waiting job's forecast goes through the calibrator as it stands now and is
+        noted with the range it gave (the calibrator learns from them once the job starts, or
+        as it outwaits them: ``StartCalibrator.update``); a sample of them, spread over the
+        queue, is kept: (job, forecast start, now, likely start, late bound), with the start
+        the same forecast gives knowing every run time (``eta_oracle``) if asked for."""
         stats = self.stats
         stats["eta_cycles"] += 1
         waiting = [status for status in result.pending.values() if not status.reason.never]
@@ -205,15 +208,25 @@ class AdmissionCycles:
         with_eta = [status for status in waiting if status.eta is not None]
         self.eta_with_estimate += len(with_eta)
         self.eta_with_note += sum(1 for status in waiting if status.eta is None and status.eta_note)
-        note, records = self.forecasts.note, self.records
-        for status in with_eta:  # (not a job requeued after a preemption: as the dispatcher)
-            if records[status.job_id].started_at is None:
-                note(status.job_id, now, status.eta)
+        self.calibrator.update(now, self.forecasts)  # (what the waits so far say, before the ranges)
+        note, records, start_range = self.forecasts.note, self.records, self.calibrator.range
+        shown = {}
+        for status in with_eta:
+            shown[status.job_id] = start_range(now, status.eta, status.namespace)
+            if records[status.job_id].started_at is None:  # (not a job requeued after a preemption: as the dispatcher)
+                note(status.job_id, now, status.eta, namespace=status.namespace, shown=shown[status.job_id])
         step = max(1, len(with_eta) // self.config.eta_sample)
-        start_range = self.calibrator.range
-        for status in with_eta[::step]:
-            likely, late = start_range(now, status.eta)
+        sampled = with_eta[::step]
+        known = queued_known = {}
+        if self.config.eta_oracle and sampled:
+            horizon = self.config.eta_horizon_s
+            known = true_duration_etas(snapshot, self.policy, records, horizon)
+            queued_known = true_duration_etas(snapshot, self.policy, records, horizon, running_known=False)
+        for status in sampled:
+            likely, late = shown[status.job_id]
             self.eta_samples.append((status.job_id, status.eta, now, likely, late))
+            if self.config.eta_oracle:
+                self.eta_oracle.append((known.get(status.job_id), queued_known.get(status.job_id)))
 
     def _track(self, now: float) -> None:
         """Start timeouts (dispatch/tracker.py), checked once per cycle like the tracker."""

@@ -228,6 +228,8 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
         self.held_buckets: list[float] = []
         self.last_progress = self.start
         self.eta_samples: list[tuple[int, float, float, float, float]] = []
+        # Per sample, with config.eta_oracle: the starts forecast knowing every run time, and the queued jobs' only.
+        self.eta_oracle: list[tuple[float | None, float | None]] = []
         self.eta_cycles = self.eta_pending_seen = self.eta_with_estimate = self.eta_with_note = 0
         self.stats: dict[str, Any] = {
             "cycles": 0,
@@ -483,6 +485,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             eta_with_estimate=self.eta_with_estimate,
             stats=self.stats,
             eta_with_note=self.eta_with_note,
+            eta_oracle=self.eta_oracle,
         )
 
     def _drained(self, t: float) -> bool:

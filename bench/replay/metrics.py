@@ -204,12 +204,20 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
     # last (re)start (exact for one preemption; fixed quotas preempt nothing).
     starts = {rec.job.id: (rec.started_at, rec.run_started_at) for rec in result.jobs}
     raw, likely, covered, widths = [], [], 0, []
+    # The same samples' forecasts knowing every run time / the waiting jobs' only (where given).
+    yardsticks: dict[str, tuple[list, list]] = {"true_durations": ([], []), "queued_true_durations": ([], [])}
     bands: list[list[tuple[float, float, float, float]]] = [[] for _ in range(len(BANDS) + 1)]
-    for job_id, predicted, at, likely_at, late_at in result.eta_samples:
+    samples = result.eta_samples
+    oracle = result.eta_oracle if len(result.eta_oracle) == len(samples) else [(None, None)] * len(samples)
+    for (job_id, predicted, at, likely_at, late_at), knowing in zip(samples, oracle, strict=True):
         first, last = starts.get(job_id, (None, None))
         actual = first if first is not None and first >= at else last
         if actual is None or actual < at:
             continue
+        for (forecasts, likelies), known in zip(yardsticks.values(), knowing, strict=True):
+            if known is not None:
+                forecasts.append((known, actual, at))
+                likelies.append((likely_at, actual, at))
         raw.append((predicted, actual, at))
         likely.append((likely_at, actual, at))
         covered += actual <= late_at
@@ -230,6 +238,17 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
         "interval_coverage_pct": round(100.0 * covered / len(raw), 1) if raw else 0.0,
         "median_late_over_likely": round(percentile(widths, 50), 2),
     }
+    for key, (forecasts, likelies) in yardsticks.items():
+        if forecasts:  # (issue 38) the likely start's error against a forecast knowing run times
+            known_error = _errors(forecasts)["median_rel_error"]
+            likely_error = _errors(likelies)["median_rel_error"]
+            figures[key] = {
+                "samples": len(forecasts),
+                "median_rel_error": known_error,
+                "late_pct": _errors(forecasts)["late_pct"],
+                "likely_median_rel_error": likely_error,
+                "likely_over_known": round(likely_error / known_error, 2) if known_error else None,
+            }
     by_band = []
     for index, samples in enumerate(bands):
         if not samples:

@@ -95,6 +95,7 @@ class ReplayConfig:
     eta_every_s: float | None = HOUR  # the first cycle of each such period also computes ETAs
     eta_horizon_s: float = DEFAULT_ETA_HORIZON_S
     eta_sample: int = 100  # ETAs kept per sampled cycle (spread over the queue)
+    eta_oracle: bool = False  # also forecast each sampled cycle with the true run times (true_forecast.py)
     history_size: int = 20  # dispatch.snapshot_phase.HISTORY_SIZE
     history_window: int = 2000  # snapshot_phase.history() reads the last 2000 finished jobs
     # Pinned placement (issue #31, the dispatcher's default): templates held by the placement
@@ -296,3 +297,6 @@ class ReplayResult:
     eta_with_estimate: int
     stats: dict[str, Any]
     eta_with_note: int = 0  # waiting jobs with no ETA but a note saying why
+    # Per eta sample, the start the same forecast gives knowing every run time, and knowing the
+    # waiting jobs' only (config.eta_oracle: true_forecast.py).
+    eta_oracle: list[tuple[float | None, float | None]] = field(default_factory=list)

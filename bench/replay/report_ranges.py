@@ -4,6 +4,8 @@ start and its late bound, by run and by band of the forecast wait, with the targ
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from .records import FIXED, NEW_ESTIMATOR, OLD_ESTIMATOR
@@ -150,3 +152,88 @@ def ranges_targets(runs: list[dict[str, Any]]) -> str:
             f"{slowest['runtime_s']:.0f} s wall | {_met(slowest['runtime_s'] <= TARGET_RUNTIME_S)} |"
         )
     return "\n".join(rows)
+
+
+# Issue 38: calibration per window and per load, from the summaries of every window.
+CALIBRATION_HEADING = """### Calibrated in every regime (issue 38)
+
+<!-- generated:calibration -->
+<!-- /generated:calibration -->
+"""
+LATER_GOAL, COVERAGE_GOAL, ERROR_GOAL = (40.0, 60.0), (88.0, 93.0), 1.2
+
+
+def calibration_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The default policy's runs with the new estimator, fixed quotas, start ranges and the
+    forecast knowing run times beside them (``--eta-oracle``): by window, then pace."""
+    runs = [
+        s
+        for s in summaries
+        if s["policy"] == DEFAULT
+        and s.get("estimator") == NEW_ESTIMATOR
+        and s.get("quota", FIXED) == FIXED
+        and not s.get("lent")
+        and "true_durations" in s.get("eta", {})
+    ]
+    return sorted(runs, key=lambda s: (s.get("compress", 1), s.get("window", ["", ""]), s["label"]))
+
+
+def window_text(summary: dict[str, Any]) -> str:
+    """The submissions replayed (a compressed window's as the trace has them) and the pace."""
+    start, end = (summary.get("window") or ["?", "?"])[:2]
+    factor = summary.get("compress", 1)
+    if factor == 1:
+        return f"{start[:10]} to {end[:10]}"
+    try:
+        first, last = datetime.fromisoformat(start), datetime.fromisoformat(end)
+    except ValueError:
+        return f"{start[:10]}, {pace(summary)}"
+    return f"{start[:10]} to {(first + (last - first) * factor).isoformat()[:10]}, {pace(summary)}"
+
+
+def calibration_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| window | run | samples | start later than the likely time (goal 40-60 %) | "
+        "90 % late bound covers (goal 88-93 %) | likely time: median relative error | "
+        "the forecast knowing every run time / the queued jobs' only | likely / knowing every run time "
+        f"(goal <= {ERROR_GOAL:g} x) | likely / knowing the queued jobs' | replay wall (CPU) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        a, st = s["eta"], s.get("stats", {})
+        known, queued = a["true_durations"], a.get("queued_true_durations", {})
+        later, covered = a["late_pct"], a["interval_coverage_pct"]
+        ratio, queued_ratio = known.get("likely_over_known"), queued.get("likely_over_known")
+        rows.append(
+            f"| {window_text(s)} | {s['label']} | {a['samples']:,} | {later:.1f}% {_mark(LATER_GOAL, later)} | "
+            f"{covered:.1f}% {_mark(COVERAGE_GOAL, covered)} | {a['median_rel_error']:.2f} | "
+            f"{known['median_rel_error']:.3f} / {queued.get('median_rel_error', float('nan')):.2f} | "
+            f"{_ratio(ratio)} {_mark((0.0, ERROR_GOAL), ratio)} | {_ratio(queued_ratio)} | "
+            f"{s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
+        )
+    return "\n".join(rows)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.2f} x"
+
+
+def _mark(goal: tuple[float, float], value: float | None) -> str:
+    return "(met)" if value is not None and goal[0] <= value <= goal[1] else "(not met)"
+
+
+def write_calibration(summaries: list[dict[str, Any]], out: Path) -> Path | None:
+    """Rewrite the block on calibration per window and load (issue 38), at the end of the
+    start-time ranges section, from the summaries of every window; None if none qualifies."""
+    from .report import REPORT, SKELETON, _replace
+
+    runs = calibration_runs(summaries)
+    if not runs:
+        return None
+    path = out / REPORT
+    text = path.read_text() if path.exists() else SKELETON
+    if "<!-- generated:calibration -->" not in text:
+        anchor = "<!-- /generated:targets-ranges -->"
+        text = text.replace(anchor, f"{anchor}\n\n{CALIBRATION_HEADING.rstrip()}", 1) if anchor in text else text
+    path.write_text(_replace(text, "calibration", calibration_table(runs)))
+    return path

@@ -187,10 +187,8 @@ class WatchCache:
                     expected_end = now + estimate
                     heapq.heappush(self.expected_ends.setdefault(rec.job.vc, []), (expected_end, rec.job.id))
             self.running[rec.job.id] = self._running_job(rec, expected_end)
-            observe = self.calibrator.observe
-            for forecast_wait, actual_wait in self.forecasts.started(rec.job.id, now):
-                observe(forecast_wait, actual_wait)  # each forecast it was given, against its real wait
-                self.stats["calibration_observed"] += 1
+            # Each forecast it was given, against its real wait, and the ranges it was shown resolved.
+            self.stats["calibration_observed"] += self.calibrator.learn_start(self.forecasts, rec.job.id, now)
 
     def _tfjob_event(self, event) -> None:
         obj = event.obj

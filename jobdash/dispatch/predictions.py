@@ -3,7 +3,8 @@
 One `Learning` per Dispatcher (per leader process): a `queueing.DurationPredictor`
 fed with every job that succeeded, and a `queueing.eta_calibration.StartCalibrator`
 fed, as each job starts, with the forecasts it was given while it waited (`forecasts`,
-sampled in memory by `write_statuses`). A new leader learns the recent past from the
+sampled in memory by `write_statuses`, with the ranges shown; the jobs still waiting are
+fed to it there too, as censored waits: `StartCalibrator.update`). A new leader learns the recent past from the
 database on its first cycle (the last `BOOTSTRAP` finished and started jobs, oldest
 first; for a start, the job's first forecast, the one kept on its row), then only what
 happened since the cycle before: two indexed reads per cycle, by finish and by start time.
@@ -111,18 +112,18 @@ class Learning:
 
     def _learn_starts(self) -> None:
         # (a preempted job waited its first run too: not what its forecasts were about)
-        fields = ("eta_first_at", "eta_first_forecast")
+        fields = ("eta_first_at", "eta_first_forecast", "namespace__name")
         rows = self._recent(self._started, "started_at", fields, started_at__isnull=False, preemptions=0)
-        observe = self.calibrator.observe
+        calibrator = self.calibrator
         for row in rows:
             job_id, started_at = row["id"], row["started_at"]
             given_at, forecast = row["eta_first_at"], row["eta_first_forecast"]
-            sampled = self.forecasts.started(job_id, started_at.timestamp())
-            if sampled:
-                for forecast_wait, actual_wait in sampled:
-                    observe(forecast_wait, actual_wait)
-            elif given_at is not None and forecast is not None:  # waited under another leader
-                observe((forecast - given_at).total_seconds(), (started_at - given_at).total_seconds())
+            # Its sampled forecasts observed, and the ranges it was shown resolved.
+            if calibrator.learn_start(self.forecasts, job_id, started_at.timestamp()):
+                continue
+            if given_at is not None and forecast is not None:  # waited under another leader
+                waits = (forecast - given_at).total_seconds(), (started_at - given_at).total_seconds()
+                calibrator.observe(*waits, row["namespace__name"])
 
     @staticmethod
     def features(workload: Workload, namespace: str, submitted_by: str) -> JobFeatures:

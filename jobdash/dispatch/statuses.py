@@ -58,6 +58,11 @@ def write_statuses(
     and the cache learns what was written, so that the next snapshot does not read it back."""
     now = time.time() if now is None else now
     overruns = overruns or {}
+    if ranges is not None and forecasts is not None and forecasted:
+        # What the jobs still waiting say before their ranges are made: the bounds they have
+        # outwaited count as missed, their waits so far as censored. In the complete rounds
+        # only, every 10 min at most (0.3 s of CPU with 10,000 jobs waiting for 8 hours).
+        ranges.update(now, forecasts)
     # Per job the fields to write: a new job's status, first range and prediction in one row
     # update (each update of a row is a new version of it, with its index entries).
     updates: dict[int, dict[str, object]] = defaultdict(dict)
@@ -87,16 +92,16 @@ def write_statuses(
         ):
             # Nothing of it is written this cycle (below, it would be skipped): only its
             # forecast is sampled, without building its range and message.
-            if forecast is not None and forecasts is not None:
-                forecasts.note(row.job.id, now, forecast)
+            if forecast is not None and forecasts is not None:  # (with the range its row shows)
+                forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(row.eta, row.eta_late))
             continue
         eta = late = None
         if not forecasted:
             eta, late = row.eta, row.eta_late
         elif forecast is not None:
-            eta, late = ranges.range(now, forecast) if ranges is not None else (forecast, None)
+            eta, late = ranges.range(now, forecast, row.job.namespace) if ranges is not None else (forecast, None)
             if forecasts is not None:
-                forecasts.note(row.job.id, now, forecast)
+                forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(eta, late))
             if row.eta_first_at is None:
                 first = map(as_datetime, (now, eta, late, forecast))
                 updates[row.job.id].update(zip(FIRST_RANGE, first, strict=True))

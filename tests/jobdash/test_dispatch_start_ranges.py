@@ -79,6 +79,10 @@ def test_a_waiting_job_is_shown_a_range_that_contains_its_actual_start(user, sim
     assert started.eta_first == shown.eta_first  # the first range is kept after the start
     dispatcher.cycle(term)
     assert dispatcher.cache.learning.calibrator.observed == 1  # and its start was learned from
+    # The range it was shown, resolved at its start (for the calibrator's next update): in its
+    # namespace, started by its late bound.
+    outcomes = list(dispatcher.cache.learning.forecasts.outcomes)
+    assert [(namespace, late) for namespace, _, _, late in outcomes] == [(started.namespace.name, 0)]
     assert dispatcher.cache.learning.forecasts.jobs == {}  # (the forecast sampled while it waited)
     successor = Dispatcher(gateway, settings(backoff_s=0.0), clock=dispatcher.clock)
     successor.cycle(term)  # a new leader learns the same start from the first forecast on its row

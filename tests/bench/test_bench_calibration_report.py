@@ -1,0 +1,47 @@
+"""Issue 38: the replay feeds the start calibrator as the dispatcher does, forecasts knowing
+the run times beside its own (--eta-oracle), and reports calibration per window and load."""
+
+import pytest
+
+from bench.replay.engine import Replay, ReplayConfig
+from bench.replay.metrics import summarize
+from bench.replay.report_ranges import calibration_runs, calibration_table, write_calibration
+from tests.bench.test_bench_trace_replay import T0, TWO_VCS, busy
+
+
+@pytest.fixture(scope="module")
+def known():
+    jobs = sorted(busy(), key=lambda j: (j.submit, j.id))
+    config = ReplayConfig(policy="priority", eta_every_s=600.0, eta_oracle=True)
+    engine = Replay(jobs, TWO_VCS, config, T0)
+    return engine, engine.run()
+
+
+def test_the_forecast_knowing_run_times_sits_beside_each_sample(known):
+    engine, result = known
+    assert len(result.eta_oracle) == len(result.eta_samples) > 50
+    eta = summarize(result)["eta"]
+    everything, queued = eta["true_durations"], eta["queued_true_durations"]
+    assert 0 < everything["samples"] <= eta["samples"] and 0 < queued["samples"] <= eta["samples"]
+    # Knowing every run time, the forecast of a replay with no new arrivals ahead is all but exact.
+    assert everything["median_rel_error"] < eta["raw_median_rel_error"]
+    assert everything["likely_over_known"] == pytest.approx(
+        everything["likely_median_rel_error"] / everything["median_rel_error"], abs=0.01
+    )
+    # The ranges shown were resolved and the waits fed to the calibrator (the dispatcher's feed).
+    assert engine.calibrator.pooled.late.typical > 0 and engine.calibrator.namespaces.keys() == {"a", "b"}
+
+
+def test_calibration_is_reported_per_window_with_its_goals(known, tmp_path):
+    _, result = known
+    summary = summarize(result) | {"label": "priority", "compress": 1, "window": ["2017-10-01T00", "2017-10-02T00"]}
+    without = summary | {"eta": {key: value for key, value in summary["eta"].items() if key != "true_durations"}}
+    assert calibration_runs([summary, without, summary | {"policy": "fifo"}]) == [summary]
+    table = calibration_table([summary])
+    assert "2017-10-01 to 2017-10-02" in table and table.count("(met)") + table.count("(not met)") == 3
+    report = tmp_path / "trace_replay.md"
+    report.write_text("# r\n\n<!-- generated:targets-ranges -->\nx\n<!-- /generated:targets-ranges -->\n\n## next\n")
+    assert write_calibration([summary], tmp_path) == report
+    text = report.read_text()
+    assert text.index("/generated:targets-ranges") < text.index("generated:calibration") < text.index("## next")
+    assert write_calibration([without], tmp_path) is None
