@@ -33,8 +33,19 @@ import tracemalloc
 from pathlib import Path
 
 from bench.sharing_workload import CARD_MIB, CARDS, GPU_COUNT, GPU_MEM, MEMORY_GIB, NOTEBOOKS, memory_mib
-from queueing import InFlightJob, NamespaceQuota, Node, PendingJob, PodSet, RunningJob, Snapshot, Taint, Workload, plan
-from queueing import node_views
+from queueing import (
+    InFlightJob,
+    NamespaceQuota,
+    Node,
+    PendingJob,
+    PodSet,
+    RunningJob,
+    Snapshot,
+    Taint,
+    Workload,
+    node_views,
+    plan,
+)
 from queueing.cards import CardPod, SharedCards
 from queueing.fit import NodePool
 from queueing.planner import DEFAULT_ETA_HORIZON_S
