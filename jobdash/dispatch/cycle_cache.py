@@ -24,7 +24,7 @@ from jobdash.cluster import kinds
 from jobdash.jobs.models import Job, Namespace, State
 from queueing import Reason, Workload, capabilities
 from queueing.predictor import Prediction
-from queueing.snapshot import PendingJob
+from queueing.snapshot import Node, PendingJob
 
 from . import bulk
 from .predictions import Learning
@@ -106,6 +106,8 @@ class CycleCache:
         self.horizon: int | None = None
         self.full_read_at = float("-inf")
         self.learning = Learning()
+        # Each node's Node as the last snapshot made it, with what it was made of (snapshot_phase._nodes).
+        self.nodes: dict[str, tuple[tuple, Node]] = {}
 
     @staticmethod
     def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:

@@ -106,9 +106,16 @@ def _kept(job: ActiveJob) -> ActiveJob:
     return dataclasses.replace(job, placement=placement, workload=job.workload.with_counts(keep))
 
 
-def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo], cards: Mapping[str, SharedCards]) -> tuple[Node, ...]:
+def _nodes(
+    node_infos: list[NodeInfo],
+    pods: list[PodInfo],
+    cards: Mapping[str, SharedCards],
+    kept: dict[str, tuple[tuple, Node]],
+) -> tuple[Node, ...]:
     """`pods`: at least every pod not terminated (terminated pods charge no node); `cards`:
-    what is on the shared cards of the nodes that share them (card_usage)."""
+    what is on the shared cards of the nodes that share them (card_usage); `kept`: the last
+    cycle's Node of each node, with what it was made of, used again where nothing changed
+    (what the planner derives from a node is computed once per object: queueing.node_views)."""
     allocated: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for pod in pods:
         if pod.node_name and not pod.terminated:
@@ -116,20 +123,32 @@ def _nodes(node_infos: list[NodeInfo], pods: list[PodInfo], cards: Mapping[str, 
             for name, amount in pod.requests.items():
                 charged[name] += amount
             charged["pods"] += 1
-    return tuple(
-        Node(
-            name=node.name,
-            allocatable=node.allocatable,
-            allocated=dict(allocated.get(node.name, {})),
-            labels=node.labels,
-            taints=tuple(
+    made = []
+    for node in sorted(node_infos, key=lambda n: n.name):
+        charged = dict(allocated.get(node.name, {}))
+        shared = cards.get(node.name)
+        key = (node, sorted(charged.items()), shared)
+        last = kept.get(node.name)
+        if last is None or last[0][0] is not node or last[0][1:] != key[1:]:
+            taints = tuple(
                 Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", "NoSchedule")) for t in node.taints
-            ),
-            unschedulable=node.unschedulable,
-            cards=cards.get(node.name),
-        )
-        for node in sorted(node_infos, key=lambda n: n.name)
-    )
+            )
+            last = kept[node.name] = (
+                key,
+                Node(
+                    name=node.name,
+                    allocatable=node.allocatable,
+                    allocated=charged,
+                    labels=node.labels,
+                    taints=taints,
+                    unschedulable=node.unschedulable,
+                    cards=shared,
+                ),
+            )
+        made.append(last[1])
+    for name in kept.keys() - {node.name for node in node_infos}:
+        del kept[name]
+    return tuple(made)
 
 
 def _derived_used(pods: Iterable[PodInfo]) -> dict[str, dict[str, int]]:
@@ -281,7 +300,12 @@ def build(
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, managed, live_pods),
-        nodes=_nodes(node_infos, live_pods, card_usage.shared_cards(node_infos, live_pods, active, by_job, lost_slots)),
+        nodes=_nodes(
+            node_infos,
+            live_pods,
+            card_usage.shared_cards(node_infos, live_pods, active, by_job, lost_slots),
+            cache.nodes,
+        ),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,
