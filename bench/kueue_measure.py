@@ -102,15 +102,7 @@ def measure(
         "release_to_running_s": {cls: round(statistics.fmean(v), 3) for cls, v in sorted(to_running.items())},
         "tfjobs_created": sum(created.values()),
         # Which jobs were created twice, and when (for the report of a double release).
-        "double_released_jobs": {
-            f"{namespace}/{name}": [
-                (a["kind"], round(a["time"], 3))
-                for a in audit
-                if a["code"] == 201 and not a.get("dry_run") and (a["namespace"], a["name"]) == (namespace, name)
-            ]
-            for (namespace, name), n in sorted(created.items())
-            if n > 1
-        },
+        "double_released_jobs": _doubles(audit, created),
         "finished_in_time": finished,
         "submit_lag_s": {
             "mean": round(statistics.fmean(submitter.lags), 3) if submitter.lags else None,
@@ -121,3 +113,26 @@ def measure(
         "submitters": len(submitter.processes),
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def _doubles(audit: list[dict], created: Counter) -> dict[str, dict]:
+    """Each job whose object was created more than once: when (kubesim's clock), and what its
+    row says happened in between (its events and message), to tell a retry from a bug."""
+    from jobdash.jobs.models import Job
+
+    found = {}
+    for (namespace, name), n in sorted(created.items()):
+        if n < 2:
+            continue
+        job = Job.objects.filter(namespace__name=namespace, name=name).first()
+        found[f"{namespace}/{name}"] = {
+            "created_at": [
+                round(a["time"], 3)
+                for a in audit
+                if a["code"] == 201 and not a.get("dry_run") and (a["namespace"], a["name"]) == (namespace, name)
+            ],
+            "events": [] if job is None else list(job.events.order_by("id").values_list("type", flat=True)),
+            "attempts": None if job is None else job.attempts,
+            "message": None if job is None else job.message,
+        }
+    return found
