@@ -33,7 +33,7 @@ from queueing.job_options import JobOptions
 from . import cycle_cache, pod_groups
 from .active import ActiveJob
 
-REPLAN_EVERY_S = 60.0  # (the start ranges of a queue where nothing moves, refreshed this often)
+REPLAN_EVERY_S = 120.0  # (the start ranges of a queue where nothing moves, refreshed this often)
 
 
 def _tables_version() -> str:
