@@ -269,6 +269,7 @@ class Dispatcher:
         looked = self.quiet.look(self.gateway, term)
         if self.quiet.quiet(started.timestamp(), looked, self.cache):
             return self._quiet_cycle(term, started, result, lap)
+        self.quiet.forget()
         # 1. snapshot
         seen = transitions.claims_seen()
         observed = snapshot_phase.build(

@@ -96,6 +96,11 @@ class QuietWatch:
         checks first, and the horizon moves only when everything else held)."""
         return self.seen == seen and now < self.until and cycle_cache.queue_unchanged(cache)
 
+    def forget(self) -> None:
+        """A full cycle begins: until it ends and remembers, no cycle is quiet (one that fails
+        half way may have read a change, moving the horizon past it, and planned nothing)."""
+        self.seen, self.until = None, -math.inf
+
     def remember(
         self,
         seen: Seen,

@@ -94,3 +94,21 @@ def test_a_long_quiet_world_is_planned_again_every_replan_interval(world, sim, g
     dispatcher, clock, *_ = world
     clock.advance(121)  # quiet.REPLAN_EVERY_S
     assert "plan" in dispatcher.cycle(term).phases
+
+
+def test_a_cycle_that_fails_half_way_leaves_the_next_one_to_plan(world, user, term, monkeypatch):
+    """The failed cycle read the new job (its horizon moved past it) but wrote nothing: the
+    next must not take the world for quiet."""
+    dispatcher, *_ = world
+    newcomer = submit(user, "newcomer", cpu="1")  # team-a is full: it waits
+
+    def broken(*_args, **_kwargs):
+        raise OSError("the database went away")
+
+    monkeypatch.setattr("jobdash.dispatch.cycle.write_statuses", broken)
+    with pytest.raises(OSError):
+        dispatcher.cycle(term)
+    monkeypatch.undo()
+    assert "plan" in dispatcher.cycle(term).phases
+    newcomer.refresh_from_db()
+    assert newcomer.position is not None and newcomer.reason
