@@ -18,9 +18,9 @@ from .cycle import Dispatcher
 
 log = logging.getLogger(__name__)
 FOLD_EVERY_S = 60.0
-# A burst of watch events (a gang's pods starting, a wave of finishes) and submissions
-# arriving while a cycle runs, or just after it, makes one cycle: the next starts at least
-# this long after the last one ended. A job waits that much longer at most.
+# A burst of watch events (a gang's pods starting, a wave of finishes) and submissions makes
+# one cycle: cycles start at most this often. What arrives during a longer cycle is the next
+# one's already, so only after short cycles does the loop wait, and a job at most this long.
 COALESCE_S = 0.05
 
 
@@ -85,16 +85,17 @@ class DispatcherLoop:
     def _run(self) -> None:
         reconciled_term = None
         folded_at = float("-inf")
-        ended = float("-inf")  # monotonic time the last cycle ended
+        began = float("-inf")  # monotonic time the last cycle began
         while not self._stopping.is_set():
             self.wake.wait(self.tick_seconds)
-            gap = COALESCE_S - (time.monotonic() - ended)
+            gap = COALESCE_S - (time.monotonic() - began)
             if gap > 0 and not self._stopping.is_set():
                 time.sleep(gap)  # what else arrives meanwhile is this cycle's too
             self.wake.clear()
             term = self._term
             if term is None or self._stopping.is_set():
                 continue
+            began = time.monotonic()
             try:
                 if reconciled_term != term:
                     logs.bind_term(term)
@@ -110,6 +111,5 @@ class DispatcherLoop:
             except Exception:
                 log.exception("dispatcher cycle failed; retrying at the next tick")
             finally:
-                ended = time.monotonic()
                 close_old_connections()
         connections.close_all()  # this thread's connections: nobody else will close them
