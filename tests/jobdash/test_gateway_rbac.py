@@ -51,6 +51,7 @@ CACHE_ONLY = {
     "job_objects",
     "job_object",
     "job_objects_of",
+    "revision",
     "live_job_ids",
     "changed_job_ids",
     "queued_objects",
