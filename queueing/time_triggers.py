@@ -45,9 +45,9 @@ def next_trigger(snapshot: Snapshot, policy: Policy) -> float:
         if waits is None:
             waits = thresholds[job.namespace] = _thresholds(overrides.get(job.namespace, policy))
         moments.extend(job.submitted_at + wait for wait in waits)
-    for pool in snapshot.lent:
-        moments.append(pool.reclaim_at - pool.notice_s)
-        moments.append(pool.reclaim_at)
+    if snapshot.lent:  # (the tails once, whatever the number of pools)
         bounds = {job.bound for job in snapshot.pending if job.bound is not None and math.isfinite(job.bound)}
-        moments.extend(pool.reclaim_at - bound for bound in bounds)
+        for pool in snapshot.lent:
+            moments += [pool.reclaim_at - pool.notice_s, pool.reclaim_at]
+            moments.extend(pool.reclaim_at - bound for bound in bounds)
     return _first_after(now, moments)

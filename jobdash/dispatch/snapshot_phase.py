@@ -126,15 +126,14 @@ def _nodes(
     made = []
     for node in sorted(node_infos, key=lambda n: n.name):
         charged = dict(allocated.get(node.name, {}))
-        shared = cards.get(node.name)
-        key = (node, sorted(charged.items()), shared)
+        made_of = (node, charged, cards.get(node.name))
         last = kept.get(node.name)
-        if last is None or last[0][0] is not node or last[0][1:] != key[1:]:
+        if last is None or last[0][0] is not node or last[0][1:] != made_of[1:]:
             taints = tuple(
                 Taint(t.get("key", ""), t.get("value", "") or "", t.get("effect", "NoSchedule")) for t in node.taints
             )
             last = kept[node.name] = (
-                key,
+                made_of,
                 Node(
                     name=node.name,
                     allocatable=node.allocatable,
@@ -142,7 +141,7 @@ def _nodes(
                     labels=node.labels,
                     taints=taints,
                     unschedulable=node.unschedulable,
-                    cards=shared,
+                    cards=made_of[2],
                 ),
             )
         made.append(last[1])

@@ -26,7 +26,7 @@ from kubesim.testing import (
     xgboostjob_manifest,
 )
 
-from .dispatch_support import JOBDASH, eventually, settings, start_gateway
+from .dispatch_support import JOBDASH, eventually, pods_seen, settings, start_gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GANG = 3  # pods of 1 cpu each; the quota holds 4 cpu: one job at a time
@@ -106,12 +106,8 @@ def run(dispatcher, sim, gateway, jobs, *, steps=60, term=1, watch=None):
         if all(Job.objects.get(pk=j.pk).state in (State.SUCCEEDED, State.FAILED) for j in jobs):
             return
         sim.advance(1.0)
-        # the watch cache caught up with every pod's phase (a cycle may skip planning if
-        # nothing changed: what it sees must be what kubesim has)
-        pods = {(p["metadata"]["name"], (p.get("status") or {}).get("phase")) for p in sim.cluster.pods("team-a")}
-        eventually(
-            lambda pods=pods: {(p.name, p.phase) for p in gateway.pods() if p.namespace == "team-a"} == pods, timeout=3
-        )
+        # the watch cache sees every pod's phase (a cycle that saw no change plans nothing)
+        eventually(lambda: pods_seen(sim, gateway, ("team-a",)), timeout=3, message="the watch cache never caught up")
     raise AssertionError({j.name: Job.objects.get(pk=j.pk).state for j in jobs})
 
 

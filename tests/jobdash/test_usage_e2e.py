@@ -125,45 +125,16 @@ def test_the_page_api_cli_csv_and_metrics_agree_with_the_timelines(
     assert float(cells[1]) == pytest.approx(cpu_hours, abs=second)
 
     server = ["--server", live_server.url, "--token", token]
-    assert (
-        cli(
-            [
-                "usage",
-                *server,
-                "--from",
-                params["from"],
-                "--to",
-                params["to"],
-                "--group-by",
-                "namespace,user",
-                "-o",
-                "json",
-            ]
-        )
-        == 0
-    )
-    from_cli = json.loads(capsys.readouterr().out)
+    window = ["--from", params["from"], "--to", params["to"], "--group-by", "namespace,user"]
+
+    def usage_cli(*output: str) -> str:
+        assert cli(["usage", *server, *window, *output]) == 0
+        return capsys.readouterr().out
+
+    from_cli = json.loads(usage_cli("-o", "json"))
     assert from_cli["rows"][0]["gpu_hours"] == pytest.approx(gpu_hours, abs=second)
-    assert (
-        cli(
-            [
-                "usage",
-                *server,
-                "--from",
-                params["from"],
-                "--to",
-                params["to"],
-                "--group-by",
-                "namespace,user",
-                "-o",
-                "csv",
-            ]
-        )
-        == 0
-    )
-    assert capsys.readouterr().out == api_csv.content.decode()
-    assert cli(["usage", *server, "--from", params["from"], "--to", params["to"], "--group-by", "namespace,user"]) == 0
-    table = capsys.readouterr().out
+    assert usage_cli("-o", "csv") == api_csv.content.decode()
+    table = usage_cli()
     assert "team-a" in table and f"{gpu_hours:.2f}" in table
 
     usage_services.fold_all(settle_s=0)
