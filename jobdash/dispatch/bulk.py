@@ -5,9 +5,8 @@ the claim of every admission, the uid of every created object, the tracker's tra
 Django's `bulk_update` builds a `CASE WHEN id = ... THEN ...` expression per row and
 `pk__in` a parameter per id, and with client-side binding psycopg then quotes each of
 them into the query text in Python: with hundreds of rows that costs more than the
-statement. On PostgreSQL these helpers send the rows as one JSON document
-(`jsonb_to_recordset`) and ids as one array literal; elsewhere (SQLite in embedded mode)
-they fall back to the ORM.
+statement. These helpers send the rows as one JSON document (`jsonb_to_recordset`) and
+ids as one array literal.
 """
 
 from __future__ import annotations
@@ -35,10 +34,6 @@ _RECORD_TYPES = {
     "BooleanField": "boolean",
     "JSONField": "jsonb",
 }
-
-
-def _postgresql() -> bool:
-    return connection.vendor == "postgresql"
 
 
 def _field(model: type[models.Model], name: str) -> Field:
@@ -87,12 +82,9 @@ def _id_array(ids: Iterable[int]) -> str:
 
 
 def pk_among(ids: Iterable[int]) -> Q:
-    """`Q(pk__in=ids)`, on PostgreSQL as one array parameter: an IN list of thousands
-    (every job object the watch cache holds) costs more to build and bind than to run."""
-    ids = list(ids)
-    if _postgresql():
-        return Q(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [_id_array(ids)]))
-    return Q(pk__in=ids)
+    """`Q(pk__in=ids)` as one array parameter: an IN list of thousands (every job object the
+    watch cache holds) costs more to build and bind than to run."""
+    return Q(pk__in=RawSQL("SELECT unnest(%s::bigint[])", [_id_array(ids)]))
 
 
 def _state_filter(model, only_states: Sequence[str] | None) -> tuple[str, list]:
@@ -122,8 +114,6 @@ def update_rows(
     constants = dict(constants or {})
     if not rows:
         return 0
-    if not _postgresql():
-        return _update_rows_orm(model, rows, fields, constants, only_states)
     sql, params = _update_sql(model, rows, fields, constants, only_states, versioned=False)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -139,13 +129,9 @@ def update_versioned_rows(
 ) -> dict[int, str]:
     """update_rows for rows `(pk, version, value, ...)`: each is updated only if it is still
     at that version (row_version: nobody else wrote it since it was read). Returns the
-    updated rows' new versions by pk, so that their reader need not read them back. On a
-    database without row versions, every row is updated and none has a version."""
+    updated rows' new versions by pk, so that their reader need not read them back."""
     rows = list(rows)
     if not rows:
-        return {}
-    if not _postgresql():
-        _update_rows_orm(model, [(row[0], *row[2:]) for row in rows], fields, {}, only_states)
         return {}
     sql, params = _update_sql(model, rows, fields, {}, only_states, versioned=True)
     with connection.cursor() as cursor:
@@ -186,31 +172,12 @@ def _update_sql(model, rows, fields, constants, only_states, *, versioned: bool)
     return sql, params
 
 
-def _update_rows_orm(model, rows, fields, constants, only_states) -> int:
-    queryset = model._default_manager.all()
-    if only_states is not None:
-        queryset = queryset.filter(state__in=only_states)
-    if fields:
-        objs = [model(pk=row[0], **dict(zip(fields, row[1:], strict=False))) for row in rows]
-        updated = queryset.bulk_update(objs, list(fields), batch_size=500)
-        if not constants:
-            return updated
-    return queryset.filter(pk__in=[row[0] for row in rows]).update(**constants)
-
-
 def lock_in_states(model: type[models.Model], ids: Iterable[int], states: Sequence[str]) -> list[int]:
     """SELECT ... FOR UPDATE of the rows among `ids` whose state is in `states`, in id
     order (so two batches cannot deadlock); returns their ids. Inside a transaction."""
     ids = list(ids)
     if not ids:
         return []
-    if not _postgresql():
-        return list(
-            model._default_manager.select_for_update()
-            .filter(pk__in=ids, state__in=states)
-            .order_by("pk")
-            .values_list("pk", flat=True)
-        )
     table, pk = connection.ops.quote_name(model._meta.db_table), _column(model, "pk")
     state = _column(model, "state")
     with connection.cursor() as cursor:
@@ -232,11 +199,6 @@ def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
     if not events:
         return 0
     now = timezone.now()
-    if not _postgresql():
-        JobEvent.objects.bulk_create(
-            [JobEvent(job_id=j, type=t, message=m, actor=a, created_at=now) for j, t, m, a in events], batch_size=500
-        )
-        return len(events)
     q = connection.ops.quote_name
     meta = JobEvent._meta
     columns = [_column(JobEvent, name) for name in ("job", "type", "message", "actor", "created_at")]

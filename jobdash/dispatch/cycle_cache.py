@@ -50,20 +50,14 @@ def values_with_epochs(
     rows: QuerySet, fields: Iterable[str], times: Iterable[str], **expressions: Any
 ) -> list[dict[str, Any]]:
     """`rows.values(*fields, *times, **expressions)`, the `times` (timestamp columns) as
-    seconds since the epoch (float or None). On PostgreSQL the server computes them: the
-    timestamptz loader Django installs in psycopg is pure Python, and parsing the queue's
-    timestamps every cycle was most of the snapshot's cost of reading it."""
+    seconds since the epoch (float or None), computed by the server: the timestamptz loader
+    Django installs in psycopg is pure Python, and parsing the queue's timestamps every cycle
+    was most of the snapshot's cost of reading it."""
     times = tuple(times)
-    if connections[rows.db].vendor == "postgresql":
-        read = list(rows.values(*fields, **expressions, **{f"epoch_{name}": Epoch(name) for name in times}))
-        for row in read:
-            for name in times:
-                row[name] = row.pop(f"epoch_{name}")
-        return read
-    read = list(rows.values(*fields, *times, **expressions))
+    read = list(rows.values(*fields, **expressions, **{f"epoch_{name}": Epoch(name) for name in times}))
     for row in read:
         for name in times:
-            row[name] = epoch(row[name])
+            row[name] = row.pop(f"epoch_{name}")
     return read
 
 
@@ -259,7 +253,7 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
     """The Queued rows (_PENDING_FIELDS, _PENDING_TIMES as seconds since the epoch), and the
     ids of the rows that changed or left the queue since the last call (None: any may have).
 
-    On PostgreSQL a row is read in full only when its version is not the one the cache
+    A row is read in full only when its version is not the one the cache
     holds, and most calls look only at the rows written since the last one: every write
     stamps a job row with its transaction's id (migration 0012), and a call reads the rows
     stamped at or after the last call's horizon, the oldest transaction still running then
@@ -267,8 +261,6 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
     the versions of the whole queue are read instead, which also drops rows deleted outright
     and picks up renamed namespaces. A queue of thousands costs what changed, not its length."""
     queued = Job.objects.filter(state=State.QUEUED)
-    if connections[queued.db].vendor != "postgresql":
-        return values_with_epochs(queued, _PENDING_FIELDS, _PENDING_TIMES, **_DIGEST), None
     now = time.monotonic()
     full = cache.horizon is None or now - cache.full_read_at >= FULL_READ_EVERY_S
     with connections[queued.db].cursor() as cursor:
@@ -319,9 +311,9 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
 def queue_unchanged(cache: CycleCache) -> bool:
     """Whether no job row was written since the last read but by this leader's own status
     writes (queued rows whose versions it holds); if so the read's horizon moves on, as
-    queued_rows would have moved it, having nothing to read. False off PostgreSQL (no
-    horizon), after a read that was never made, and while predictions wait to be stored."""
-    if cache.horizon is None or cache.unpredicted or connections[Job.objects.db].vendor != "postgresql":
+    queued_rows would have moved it, having nothing to read. False after a read that was
+    never made, and while predictions wait to be stored."""
+    if cache.horizon is None or cache.unpredicted:
         return False
     with connections[Job.objects.db].cursor() as cursor:
         cursor.execute(_feed_query(False), [cache.horizon])

@@ -41,8 +41,6 @@ def kick() -> None:
 
 
 def _notify() -> None:
-    if connection.vendor != "postgresql":
-        return
     try:
         with connection.cursor() as cursor:
             cursor.execute(f"NOTIFY {CHANNEL}")
@@ -56,8 +54,8 @@ def on_queue_changed(sender, **kwargs) -> None:
 
 class Listener:
     """`LISTEN jobdash_kick` on a connection of its own, in a thread: every notification
-    sets `wake` (a DispatcherLoop's flag, so a burst of them makes one cycle). PostgreSQL
-    only; reconnects after a lost connection."""
+    sets `wake` (a DispatcherLoop's flag, so a burst of them makes one cycle); reconnects
+    after a lost connection."""
 
     def __init__(self, wake: threading.Event, *, alias: str = "default"):
         self.wake = wake
@@ -65,13 +63,8 @@ class Listener:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kick-listener", daemon=True)
 
-    @staticmethod
-    def supported(alias: str = "default") -> bool:
-        return connections[alias].vendor == "postgresql"
-
     def start(self) -> None:
-        if self.supported(self.alias):
-            self._thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()

@@ -89,7 +89,7 @@ def pod_phases(
     of the active jobs (`pods`: the snapshot's, by object key: no extra call to the
     cluster; the watch cache keeps the pods of finished jobs until they are deleted, and a
     cycle must not cost more with every job that ever ran). Keyed by the job's name, not
-    its id: a JSON key of digits reads as an array index in PostgreSQL's and SQLite's JSON
+    its id: a JSON key of digits reads as an array index in PostgreSQL's JSON
     paths, and the page looks up one job's key only. A pod being deleted counts as
     Terminating. `sharing`: the nodes whose GPUs are shared by memory: a pod there lists
     the cards it got (by index on its node)."""

@@ -52,12 +52,11 @@ def bound_paused_transactions() -> None:
 
 
 def _bound_idle_transactions(sender, connection, **kwargs) -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
-                [str(int(settings.JOBDASH_LEADER_TTL_SECONDS * 1000))],
-            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+            [str(int(settings.JOBDASH_LEADER_TTL_SECONDS * 1000))],
+        )
 
 
 def claims_seen() -> int:

@@ -210,7 +210,7 @@ def job_pods(job: Job) -> dict:
     if not row or not row["entry"]:
         return {}
     entry = row["entry"]
-    # KT gives the JSON text of an object (PostgreSQL and SQLite alike).
+    # KT gives the JSON text of an object.
     entry = json.loads(entry) if isinstance(entry, str) else entry
     # The object of that name may be another job's (an earlier run of the same name).
     return entry if entry.get("job") == job.pk else {}

@@ -210,7 +210,7 @@ def one_snapshot():
     with transaction.atomic():
         # Only as the outermost transaction (no savepoint): inside another one (a test's) the
         # level can no longer be set.
-        if connection.vendor == "postgresql" and not connection.savepoint_ids:
+        if not connection.savepoint_ids:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield

@@ -247,15 +247,10 @@ def job_submit(
                 JobEvent.objects.create(job=job, type="Submitted", message=note, actor=actor)
                 dependencies.store([job], [edges])
                 transaction.on_commit(send_queue_changed)
-        elif connection.vendor == "postgresql":
+        else:
             # Within a caller's transaction, a savepoint: a refused insert must not abort it.
             with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
                 hot_queries.insert_submitted(job, note, actor)
-                transaction.on_commit(send_queue_changed)
-        else:
-            with transaction.atomic():
-                job.save(force_insert=True)
-                JobEvent.objects.create(job=job, type="Submitted", message=note, actor=actor)
                 transaction.on_commit(send_queue_changed)
     except IntegrityError:
         conflict = _name_taken(checked)

@@ -21,11 +21,9 @@ GROUPS = ("namespace", "user", "kind", "priority_class", "day", "borrowed")
 
 
 def _snapshot(outermost: bool) -> None:
-    """The rest of this transaction reads one snapshot (PostgreSQL; SQLite's readers do). In
-    a transaction begun by the caller, it can no longer be asked for: there the mark is
-    locked instead, so no fold commits while the day rows and the events are read."""
-    if connection.vendor != "postgresql":
-        return
+    """The rest of this transaction reads one snapshot. In a transaction begun by the caller,
+    it can no longer be asked for: there the mark is locked instead, so no fold commits while
+    the day rows and the events are read."""
     if not outermost:
         UsageMark.objects.select_for_update().filter(id=1).first()
         return

@@ -59,8 +59,8 @@ def job_runs(spans: Iterable[tuple[int, float, float]]) -> list[Run]:
 
 
 def add_to_days(totals: Mapping[UsageKey, Amounts]) -> None:
-    """Adds to the day rows, making those missing: INSERT ... ON CONFLICT DO UPDATE (both
-    PostgreSQL and SQLite speak it), one statement per chunk."""
+    """Adds to the day rows, making those missing: INSERT ... ON CONFLICT DO UPDATE, one
+    statement per chunk."""
     table = connection.ops.quote_name(UsageDay._meta.db_table)
     keys = ["day", "namespace", "user", "kind", "priority_class", "borrowed"]
     amounts = ["gpu_s", "cpu_s", "memory_gib_s"]

@@ -117,4 +117,4 @@ def test_the_loop_stops_acting_when_its_lease_may_have_lapsed(elector):
 
 def test_postgres_election_needs_a_postgres_dsn():
     with pytest.raises(ValueError):
-        make_elector("postgres", identity="x", dsn="sqlite:///var/jobdash.sqlite3")
+        make_elector("postgres", identity="x", dsn="mysql://x@127.0.0.1/jobdash")

@@ -142,14 +142,19 @@ def test_static_css_is_served(client):
 def test_embedded_setup_is_idempotent(tmp_path, settings, monkeypatch, capsys):
     settings.VAR_DIR = tmp_path
     monkeypatch.delenv("JOBDASH_ADMIN_PASSWORD", raising=False)
+    monkeypatch.delenv("JOBDASH_DEMO_PASSWORD", raising=False)
     call_command("embedded_setup")
     first = capsys.readouterr().out
     call_command("embedded_setup")
     second = capsys.readouterr().out
     password = (tmp_path / "admin-password").read_text().strip()
-    assert password in first and first == second
+    demo_password = (tmp_path / "demo-password").read_text().strip()
+    assert password in first and f"demo / {demo_password}" in first and first == second
     admin = User.objects.get(username="admin")
     assert admin.is_superuser and admin.check_password(password)
+    demo = User.objects.get(username="demo")
+    assert not demo.is_staff and demo.check_password(demo_password)
+    assert list(demo.jobdash_namespaces.values_list("name", flat=True)) == ["team-a"]
     assert set(Namespace.objects.values_list("name", flat=True)) == {"team-a", "team-b"}
     assert admin.jobdash_namespaces.count() == 2
     assert set(Namespace.objects.values_list("default_priority_class", "max_priority_class")) == {("normal", "high")}

@@ -1,4 +1,4 @@
-"""Every write of a job row stamps it with the writing transaction's id (PostgreSQL only):
+"""Every write of a job row stamps it with the writing transaction's id:
 the leader reads what changed since its last read, by transaction horizon, instead of every
 queued row's version each cycle (dispatch/cycle_cache.py)."""
 
@@ -25,21 +25,11 @@ ALTER TABLE jobs_job DROP COLUMN IF EXISTS changed_xid;
 """
 
 
-def forward(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORWARD)
-
-
-def backward(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(BACKWARD)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0011_start_time_ranges"),
     ]
 
     operations = [
-        migrations.RunPython(forward, backward),
+        migrations.RunSQL(FORWARD, BACKWARD),
     ]

@@ -1,5 +1,5 @@
 """The QueuedJob mirror's rows and the outbox of Kubernetes Events: a trigger puts every
-JobEvent of a state change in the outbox in the JobEvent's own transaction (both databases)."""
+JobEvent of a state change in the outbox in the JobEvent's own transaction."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -21,32 +21,6 @@ POSTGRESQL_BACK = """
 DROP TRIGGER IF EXISTS jobs_jobevent_to_outbox ON jobs_jobevent;
 DROP FUNCTION IF EXISTS jobs_jobevent_to_outbox();
 """
-SQLITE = f"""
-CREATE TRIGGER jobs_jobevent_to_outbox AFTER INSERT ON jobs_jobevent
-    FOR EACH ROW WHEN {WHEN}
-BEGIN
-    INSERT INTO jobs_eventoutbox (event_id) VALUES (NEW.id);
-END;
-"""
-SQLITE_BACK = "DROP TRIGGER IF EXISTS jobs_jobevent_to_outbox;"
-
-
-def forward(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    if vendor == "postgresql":
-        schema_editor.execute(POSTGRESQL)
-    elif vendor == "sqlite":
-        schema_editor.execute(SQLITE)
-
-
-def backward(apps, schema_editor):
-    vendor = schema_editor.connection.vendor
-    if vendor == "postgresql":
-        schema_editor.execute(POSTGRESQL_BACK)
-    elif vendor == "sqlite":
-        schema_editor.execute(SQLITE_BACK)
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0015_pod_jobs"),
@@ -82,5 +56,5 @@ class Migration(migrations.Migration):
                 ),
             ],
         ),
-        migrations.RunPython(forward, backward),
+        migrations.RunSQL(POSTGRESQL, POSTGRESQL_BACK),
     ]

