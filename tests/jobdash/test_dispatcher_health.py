@@ -7,16 +7,18 @@ import logging
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.db import OperationalError
 from django.utils import timezone
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch import snapshot_phase, tasks, transitions
+from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.failures import CycleFailed, FailureWatch
+from jobdash.jobs import services
 from jobdash.jobs.dispatcher_health import NOT_CYCLING, dispatcher_health, stall_after_s, waiting_reason
 from jobdash.jobs.models import Cycle, CycleFailures
 
-from .dispatch_support import ManualClock
+from .dispatch_support import ManualClock, manifest, settings
 
 pytestmark = pytest.mark.django_db
 
@@ -77,7 +79,7 @@ def test_no_leader_and_a_stalled_leader_are_not_releasing_jobs():
     stalled = dispatcher_health(reveal=False, now=later + timedelta(seconds=1))
     assert stalled.cause == "stalled" and "has completed no cycle since" in stalled.message
     assert stalled.leader == {
-        "backend": settings.JOBDASH_LEADER,
+        "backend": django_settings.JOBDASH_LEADER,
         "identity": None,
         "term": 1,
         "since": stalled.leader["since"],
@@ -115,3 +117,21 @@ def test_a_refused_term_is_a_step_down_not_a_failure():
         with watch.watch(1):
             raise transitions.StaleTerm("term 1 is older than the recorded term 2")
     assert not CycleFailures.objects.exists()
+
+
+def test_the_celery_task_records_a_failed_cycle_and_answers_instead_of_raising(user, gateway, term, monkeypatch):
+    """Celery logged a raising task's traceback every tick: the task answers with the error."""
+
+    def broken(*args, **kwargs):
+        raise OperationalError('unrecognized token ":"')
+
+    monkeypatch.setattr(tasks, "_dispatcher", Dispatcher(gateway, settings()))  # the worker's, made once
+    mended = snapshot_phase.build
+    monkeypatch.setattr(snapshot_phase, "build", broken)  # the phase a cycle plans from, broken on purpose
+    services.job_submit(user=user, manifest=manifest("waiting"), source="api")
+    assert tasks.admission_cycle.run(term) == {"failed": 'OperationalError: unrecognized token ":"'}
+    assert tasks.admission_cycle.run(term) == {"failed": 'OperationalError: unrecognized token ":"'}
+    assert (CycleFailures.objects.get().streak, CycleFailures.objects.get().term) == (2, term)
+    monkeypatch.setattr(snapshot_phase, "build", mended)
+    assert "failed" not in tasks.admission_cycle.run(term)
+    assert dispatcher_health(reveal=True).healthy
