@@ -18,6 +18,24 @@ def example_text():
     return read
 
 
+@pytest.fixture
+def cycling(db, settings):  # (pytest-django's settings fixture, not hypothesis')
+    """A dispatcher that leads (term 1) and has just completed a cycle, for a test that writes
+    what a plan says (a reason, a position) itself: without one, pages and the API say that
+    jobs are not being released (jobs/dispatcher_health.py). Ticks of ten minutes keep that
+    cycle recent for the whole test."""
+    from django.utils import timezone
+
+    from jobdash.dispatch import transitions
+    from jobdash.jobs.models import Cycle
+
+    settings.JOBDASH_TICK_SECONDS = 600.0
+    transitions.take_term(1, "test")
+    Cycle.objects.create(
+        started_at=timezone.now(), duration_ms=1.0, term=1, policy="priority", pending=0, admitted=0, released=0
+    )
+
+
 @pytest.fixture(scope="session")
 def webhook_pki(tmp_path_factory):
     from tests.pki import make_webhook_pki

@@ -329,6 +329,11 @@ class Client:
         given = {"from": from_day, "to": to_day, "group_by": ",".join(group_by)}
         return dict(self._request("GET", "usage/", params={k: v for k, v in given.items() if v}))
 
+    def status(self) -> dict:
+        """GET /api/v1/status/: the leader, the last cycle, job counts per state, and
+        "dispatcher": whether jobs are being released ({"healthy", "cause", "message", ...})."""
+        return dict(self._request("GET", "status/"))
+
     def wait(
         self,
         job_id: int,

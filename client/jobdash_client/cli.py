@@ -1,5 +1,5 @@
 """The `jobdash` command: submit, list, queue, describe, cancel, wait, watch, workflows,
-workflow, usage and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
+workflow, usage, status and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
 
 from __future__ import annotations
 
@@ -16,7 +16,19 @@ from typing import Any
 import requests
 import yaml
 
-from . import FINISHED, UNTIL, Client, FieldError, Job, JobdashError, Unreachable, WaitTimeout, cli_options, cli_usage
+from . import (
+    FINISHED,
+    UNTIL,
+    Client,
+    FieldError,
+    Job,
+    JobdashError,
+    Unreachable,
+    WaitTimeout,
+    cli_options,
+    cli_status,
+    cli_usage,
+)
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
@@ -188,6 +200,10 @@ def cancel(args: argparse.Namespace) -> int:
 def usage(args: argparse.Namespace) -> int:
     print(cli_usage.run(_client(args), args))
     return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    return cli_status.run(_client(args), args)
 
 
 def list_workflows(args: argparse.Namespace) -> int:
@@ -441,6 +457,15 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--cancel", action="store_true", help="cancel every active job of it")
 
     cli_usage.add_arguments(command("usage", usage, "GPU-, CPU- and memory-hours used per day, namespace, user..."))
+
+    cli_status.add_arguments(
+        command(
+            "status",
+            status,
+            "whether jobs are being released (the dispatcher's cycles), the leader, job counts; "
+            "exit 0 releasing, 2 not, 1 error",
+        )
+    )
 
     sub = command("watch", watch, "reprint the queue every few seconds until Ctrl-C", output)
     sub.add_argument("namespace", nargs="?", metavar="NS", help="default: every namespace you see")

@@ -1,10 +1,10 @@
 """gunicorn settings the command line does not carry (deploy/docker/entrypoint.sh passes -c).
 
 Used by both listeners (entrypoint.sh web and webhook). The access log skips what would
-drown it: the probes' /healthz and the admission webhook's answered reviews (the API
-server calls it for every job create, and its audit log has them; the webhook logs each
-job it queues), and Prometheus' scrapes of /metrics. Anything else, and any webhook
-answer that is not a 200, is logged as usual.
+drown it: the probes' /healthz, the monitors' /readyz and the admission webhook's answered
+reviews (the API server calls it for every job create, and its audit log has them; the
+webhook logs each job it queues), and Prometheus' scrapes of /metrics. Anything else, and
+any of those answered with other than a 200 (a /readyz 503), is logged as usual.
 
 Under PROMETHEUS_MULTIPROC_DIR (set in deploy/base for the web and the webhook; the
 entrypoint empties the directory before gunicorn starts) every worker's metrics are
@@ -17,7 +17,7 @@ from gunicorn.glogging import Logger
 
 from jobdash.metrics import gunicorn as metrics_hooks
 
-QUIET_PATHS = frozenset({"/healthz", "/metrics"})
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 # The webhook's paths, one per managed kind (/webhooks/admission/<plural>): whatever kinds
 # the registry holds, without naming them here.
 QUIET_PREFIXES = ("/webhooks/admission/",)

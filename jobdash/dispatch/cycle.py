@@ -60,6 +60,7 @@ from . import release as release_phase
 from .active import ActiveJob
 from .clock import Clock, WallClock
 from .collector import CollectorPause
+from .failures import FailureWatch
 from .queue_out import QueueOut
 from .statuses import write_statuses
 from .table_stats import TableStatistics
@@ -170,6 +171,7 @@ class Dispatcher:
         self.quiet = quiet.QuietWatch()  # whether a cycle may skip planning: nothing changed
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
+        self.failures = FailureWatch(self.clock)  # its drivers' cycles, told once and recorded (failures.py)
 
     def status_interval(self, queued: int) -> float:
         """How often position/ETA-only changes are written: `status_interval_s`, and once

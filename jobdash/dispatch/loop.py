@@ -15,6 +15,7 @@ from jobdash.usage import services as usage
 
 from . import kick, transitions
 from .cycle import Dispatcher
+from .failures import CycleFailed
 
 log = logging.getLogger(__name__)
 FOLD_EVERY_S = 60.0
@@ -97,19 +98,23 @@ class DispatcherLoop:
                 continue
             began = time.monotonic()
             try:
-                if reconciled_term != term:
-                    logs.bind_term(term)
-                    transitions.take_term(term, self.leader.leadership.identity if self.leader.leadership else "")
-                    log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
-                    reconciled_term = term
-                self.dispatcher.cycle(term)
+                # (leadership's start too: its failing keeps every cycle from running)
+                with self.dispatcher.failures.watch(term):
+                    if reconciled_term != term:
+                        logs.bind_term(term)
+                        transitions.take_term(term, self.leader.leadership.identity if self.leader.leadership else "")
+                        log.info("leader with term %s: reconcile %s", term, self.dispatcher.reconcile(term))
+                        reconciled_term = term
+                    self.dispatcher.cycle(term)
                 if time.monotonic() - folded_at >= FOLD_EVERY_S:  # (the usage fold is beat's, without Celery ours)
                     folded_at = time.monotonic()
                     usage.fold()
             except transitions.StaleTerm as error:
                 self._step_down(term, error)
-            except Exception:
-                log.exception("dispatcher cycle failed; retrying at the next tick")
+            except CycleFailed:
+                pass  # logged (a traceback once per distinct error) and recorded; the next tick retries
+            except Exception:  # the fold's: no cycle failed, it tries again in a minute
+                log.exception("usage fold failed")
             finally:
                 close_old_connections()
         connections.close_all()  # this thread's connections: nobody else will close them

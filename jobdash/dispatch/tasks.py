@@ -15,6 +15,7 @@ from jobdash.cluster.factory import gateway_from_settings
 
 from . import transitions
 from .cycle import Dispatcher
+from .failures import CycleFailed
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -40,7 +41,12 @@ def admission_cycle(term: int | None = None) -> dict:
     term = term or transitions.current_term()
     if not term:
         return {"skipped": "no leader has recorded a term yet"}
-    result = dispatcher().cycle(term)
+    running = dispatcher()
+    try:
+        with running.failures.watch(term):
+            result = running.cycle(term)
+    except CycleFailed as failed:  # logged once and recorded: no traceback from Celery every tick
+        return {"failed": str(failed)}
     return {"skipped": result.skipped, "pending": result.pending, "admitted": result.admitted, **result.released}
 
 

@@ -7,6 +7,12 @@ from django.db.models import Q
 
 from queueing import POLICY_NAMES
 
+# The dispatcher's records of itself (records.py), reachable from here as every model of the app.
+from .records import ClusterState as ClusterState
+from .records import Cycle as Cycle
+from .records import CycleFailures as CycleFailures
+from .records import Fence as Fence
+
 
 def validate_policy_name(value: str) -> None:
     """A validator, not `choices`: the policy list grows without a migration each time."""
@@ -304,66 +310,6 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} by {self.actor}"
-
-
-class Fence(models.Model):
-    """The newest leader's term (one row). A release is valid only under the term
-    stored here, so a deposed leader that still runs cannot release anything."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-    term = models.BigIntegerField(default=0)
-    holder = models.CharField(max_length=255, blank=True)
-    since = models.DateTimeField(null=True, blank=True)
-    # Bumped by every claim: a cycle claims only if no other claim happened since its
-    # snapshot, so two cycles of one term (kicks reaching two workers) never spend the
-    # same free quota twice, without a lock a paused process could hold.
-    claims = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="fence_single_row")]
-
-    def __str__(self) -> str:
-        return f"term {self.term} held by {self.holder or 'nobody'}"
-
-
-class Cycle(models.Model):
-    """One admission cycle, for the status page and the operators: how long, how many."""
-
-    started_at = models.DateTimeField(db_index=True)
-    duration_ms = models.FloatField()
-    term = models.BigIntegerField(null=True)
-    policy = models.CharField(max_length=32)
-    pending = models.PositiveIntegerField()
-    admitted = models.PositiveIntegerField()
-    released = models.PositiveIntegerField()
-    phases = models.JSONField(default=dict)  # phase -> milliseconds
-
-    class Meta:
-        ordering = ["-started_at"]
-
-    def __str__(self) -> str:
-        return f"cycle at {self.started_at:%H:%M:%S}: {self.admitted}/{self.pending} admitted"
-
-
-class ClusterState(models.Model):
-    """What the last cycle saw of the cluster (one row), for pages and the API: the web
-    processes have no watch cache of their own."""
-
-    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
-    updated_at = models.DateTimeField(null=True)
-    # {namespace: {"hard": {...}, "used": {...}, "reserved": {...}}}, canonical integers
-    quotas = models.JSONField(default=dict)
-    # [{"name", "allocatable", "allocated", "labels", "unschedulable"}], canonical integers
-    nodes = models.JSONField(default=list)
-    # {"namespace/name": {"job": id, "replicas": {type: {phase: count}}}} of the jobs jobdash released, for the
-    # job page (pods of finished jobs stay while the cluster keeps them)
-    pods = models.JSONField(default=dict)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(id=1), name="cluster_state_single_row")]
-
-    def __str__(self) -> str:
-        return f"cluster as of {self.updated_at}"
 
 
 class PodGroupMember(models.Model):

@@ -112,6 +112,7 @@ REASON_WORDS = {
     "WaitingForDependency": "Waiting for the jobs it depends on",
     "DependencyNeverSatisfied": "Kept queued: a dependency can never be met",
     "ArrayConcurrencyLimit": "Its array runs as many jobs as its limit allows",
+    "DispatcherNotCycling": "Not being released: the dispatcher is not completing cycles",
 }
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views, workflow_views
+from . import health_views, views, workflow_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,6 +12,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/requeue/", views.job_requeue, name="job-requeue"),
     path("submit/check/", views.submit_check, name="submit-check"),
     path("cluster/", views.cluster, name="cluster"),
+    # (beside /healthz, which jobdash/urls.py routes: readiness reads what the dispatcher recorded)
+    path("readyz", health_views.readyz, name="readyz"),
     path("workflows/", workflow_views.workflow_list, name="workflow-list"),
     path("workflows/<int:workflow_id>/", workflow_views.workflow_detail, name="workflow-detail"),
     path("workflows/<int:workflow_id>/cancel/", workflow_views.workflow_cancel, name="workflow-cancel"),

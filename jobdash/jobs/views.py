@@ -26,6 +26,7 @@ from . import (
     workflow_presenters,
 )
 from .budgets import budget_words
+from .dispatcher_health import Health, dispatcher_health, waiting_reason
 from .exceptions import InvalidInput, JobdashError, NotFound, NotMember
 from .forms import OPTION_FIELDS, PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source, State, Workflow
@@ -51,12 +52,16 @@ def home(request):
     )
 
 
-def _decorate(jobs, now) -> None:
-    """What a table row shows, computed from the row alone (no extra queries)."""
+def _decorate(jobs, now, health: Health) -> None:
+    """What a table row shows, computed from the row alone (no extra queries). A waiting
+    job's reason says so while the dispatcher is not completing cycles (`health`)."""
     for job in jobs:
         job.demand = presenters.demand_summary(job.workload)
         job.waiting = presenters.since(job.submitted_at, now)
-        job.reason_words = presenters.reason_words(job.reason)
+        reason, job.waiting_message = (
+            waiting_reason(job.reason, job.message, health) if job.state == State.QUEUED else (job.reason, job.message)
+        )
+        job.reason_words = presenters.reason_words(reason)
         job.start_range = presenters.start_range(job.eta, job.eta_late, now)
         job.past_late_bound = estimates.past_late_bound(job, now)
         job.elapsed = presenters.since(job.started_at or job.released_at, now)
@@ -87,9 +92,11 @@ def namespace_jobs(request, name: str):
         now=now,
     )
     tables = {"queue": shown.queue, "running": shown.running, "finished": shown.finished}
+    # (also the banner's: one read of the dispatcher's health a page)
+    health = dispatcher_health(reveal=selectors.sees_all_namespaces(request.user))
     for table in tables.values():
         if table is not None:
-            _decorate(table, now)
+            _decorate(table, now, health)
     context: dict[str, Any] = {
         "namespace": namespace,
         "filters": filters,
@@ -99,6 +106,7 @@ def namespace_jobs(request, name: str):
         "counts": shown.counts,
         "quota_bars": presenters.quota_bars(shown.quota, elastic.amounts(namespace.guaranteed)),
         "poll_seconds": POLL_SECONDS,
+        "dispatcher": health,
         **tables,
     }
     if shown.history is None:
@@ -118,7 +126,9 @@ def job_detail(request, job_id: int):
         pods = dashboard.job_pods(job)
         dependencies = selectors.job_dependencies(job)
     now = timezone.now()
-    _decorate([job], now)
+    staff = selectors.sees_all_namespaces(request.user)
+    health = dispatcher_health(reveal=staff)  # (also the banner's: one read a page)
+    _decorate([job], now, health)
     # The job page alone: the first range it was given (while it waits, once the range has
     # moved), how that did once it started, and its predicted run time.
     moved = (job.eta_first, job.eta_first_late) != (job.eta, job.eta_late)
@@ -135,7 +145,8 @@ def job_detail(request, job_id: int):
         "events": events,
         "pods": presenters.pod_rows(pods.get("replicas", {}), job.workload),
         "placement": presenters.placement_rows(job.placement, pods.get("pods", []), job.cards),
-        "staff": selectors.sees_all_namespaces(request.user),
+        "staff": staff,
+        "dispatcher": health,
         "may_cancel": roles.may_act_on(request.user, job),
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,

@@ -1,6 +1,7 @@
 """The families read from the database at each scrape (JobsCollector: jobdash_jobs and
 jobdash_queue_length; CardsCollector: the shared GPU cards' memory; UsageCollector:
-jobdash_gpu_seconds_total), and the registries a
+jobdash_gpu_seconds_total; DispatcherCollector: failed cycles and the last completed
+one), and the registries a
 scrape is answered from: this process's, every process's of PROMETHEUS_MULTIPROC_DIR
 (prometheus_client's multiprocess mode), and the web's, which adds the database families
 to them.
@@ -111,6 +112,31 @@ class UsageCollector(Collector):
         yield family
 
 
+class DispatcherCollector(Collector):
+    """`jobdash_cycle_failures_total` and `jobdash_last_cycle_success_timestamp_seconds`, as
+    the dispatcher recorded them (CycleFailures, the last Cycle row): read from the database,
+    the web's /metrics tells them whichever process runs the cycles, and they survive its
+    restarts. Two one-row reads per scrape."""
+
+    def collect(self) -> Iterator[Any]:
+        from jobdash.jobs.models import Cycle, CycleFailures
+
+        failures = CounterMetricFamily(
+            "jobdash_cycle_failures",
+            "Admission cycles that failed (raised instead of completing), by any dispatcher process, in all time.",
+        )
+        failures.add_metric([], CycleFailures.objects.filter(id=1).values_list("total", flat=True).first() or 0)
+        yield failures
+        last = GaugeMetricFamily(
+            "jobdash_last_cycle_success_timestamp_seconds",
+            "When the last admission cycle completed, in seconds since the epoch (no sample before the first).",
+        )
+        cycle = Cycle.objects.order_by("-started_at").only("started_at", "duration_ms").first()
+        if cycle is not None:
+            last.add_metric([], cycle.started_at.timestamp() + cycle.duration_ms / 1000.0)
+        yield last
+
+
 class _Union(Collector):
     def __init__(self, *collectors: Any):
         self.collectors = collectors
@@ -136,5 +162,7 @@ def process_registry() -> CollectorRegistry:
 
 def web_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Union(process_registry(), JobsCollector(), CardsCollector(), UsageCollector()))
+    registry.register(
+        _Union(process_registry(), JobsCollector(), CardsCollector(), UsageCollector(), DispatcherCollector())
+    )
     return registry

@@ -29,7 +29,7 @@ def test_the_entry_point_is_installed():
     assert done.returncode == 0 and "submit" in done.stdout and "watch" in done.stdout
 
 
-def test_submit_list_describe_cancel(jobdash, tmp_path):
+def test_submit_list_describe_cancel(jobdash, tmp_path, cycling):
     (tmp_path / "two.yaml").write_text(manifest("second") + "---\n" + manifest("third"))
     done = jobdash("submit", EXAMPLES / "mnist-cpu.yaml", "-", tmp_path / "two.yaml", input=manifest("first"), check=0)
     rows = columns(done.stdout)

@@ -501,7 +501,7 @@ def test_borrowing_and_leaving_badges_on_job_lists_and_the_job_page(browser, job
     assert "badge-borrowing" not in plain and "job-preemption" not in plain
 
 
-def test_preemption_events_link_the_other_job_in_both_timelines(browser, jobs):
+def test_preemption_events_link_the_other_job_in_both_timelines(browser, jobs, cycling):
     victim, preemptor, _ = jobs
     JobEvent.objects.create(
         job=victim, type="Preempting", actor="jobdash", message=f"to make room for job {preemptor.pk}; grace 30s"

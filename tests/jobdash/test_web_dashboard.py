@@ -74,7 +74,7 @@ def clone_jobs(job: Job, count: int, state=State.QUEUED, prefix="bulk") -> None:
     )
 
 
-def test_dashboard_shows_queue_in_admission_order_with_reason_and_eta(browser, alice, example_text):
+def test_dashboard_shows_queue_in_admission_order_with_reason_and_eta(browser, alice, example_text, cycling):
     text = example_text("mnist-cpu")
     later, first = submit(alice, text, "later"), submit(alice, text, "first")
     Job.objects.filter(pk=first.pk).update(
@@ -137,7 +137,7 @@ def test_quota_bars_come_from_the_cluster_state(browser, team_a):
     assert "8Gi used + 0 reserved of 32Gi" in page
 
 
-def test_query_count_does_not_grow_with_the_queue(browser, alice, example_text):
+def test_query_count_does_not_grow_with_the_queue(browser, alice, example_text, cycling):
     job = submit(alice, example_text("mnist-cpu"), "seed")
     clone_jobs(job, 3)
     clone_jobs(job, 2, State.RUNNING)
@@ -155,7 +155,8 @@ def test_query_count_does_not_grow_with_the_queue(browser, alice, example_text):
     assert page.status_code == 200 and "Page 3 of" in page.content.decode()
     assert len(big) == len(small) and len(big_poll) == len(small_poll)
     # session + user + namespace + counts + quota + 2 per table + chart + the viewer's role
-    assert len(big) <= 13, [q["sql"][:80] for q in big.captured_queries]
+    # + the dispatcher's health (the banner's and the reasons')
+    assert len(big) <= 14, [q["sql"][:80] for q in big.captured_queries]
     assert len(big_poll) <= len(big) - 1
 
 
@@ -273,7 +274,7 @@ def test_job_page_actions_by_role(browser, alice, staff, client, example_text):
     assert "requeued" in queued.content.decode()  # the service's refusal, shown as a message
 
 
-def test_job_page_polls_while_active_and_shows_position(browser, alice, example_text):
+def test_job_page_polls_while_active_and_shows_position(browser, alice, example_text, cycling):
     job = submit(alice, example_text("mnist-cpu"), "polled")
     Job.objects.filter(pk=job.pk).update(position=3, reason="NoNodeFits", message="no node fits")
     part = browser.get(f"/jobs/{job.pk}/", **HTMX).content.decode()

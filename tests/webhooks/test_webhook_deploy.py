@@ -773,6 +773,8 @@ def test_the_access_log_skips_probes_and_answered_reviews(monkeypatch):
 
     for path, code in [
         ("/healthz", 200),
+        ("/readyz", 200),
+        ("/readyz", 503),  # the dispatcher not cycling: told
         *((f"/webhooks/admission/{plural}", 200) for _, _, plural in DEPLOYED_KINDS),
         ("/webhooks/admission/tfjobs", 400),
         ("/webhooks/admission/deployments", 404),
@@ -780,6 +782,7 @@ def test_the_access_log_skips_probes_and_answered_reviews(monkeypatch):
     ]:
         logger.access(Response(code), None, {"PATH_INFO": path}, None)
     assert logged == [
+        ("/readyz", 503),
         ("/webhooks/admission/tfjobs", 400),
         ("/webhooks/admission/deployments", 404),
         ("/api/v1/jobs/", 200),

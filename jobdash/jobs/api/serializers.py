@@ -7,8 +7,10 @@ from rest_framework import serializers
 from queueing.job_options import JobOptions
 
 from .. import elastic, estimates
+from ..dispatcher_health import waiting_reason
 from ..models import Job, JobEvent, Namespace, State
 from ..presenters import demand_summary, elastic_sizes, quota_summary
+from .status import DispatcherHealthSerializer
 
 
 class StrictCharField(serializers.CharField):
@@ -200,6 +202,15 @@ class JobSerializer(serializers.ModelSerializer):
             "manifest",
         ]
 
+    def to_representation(self, instance: Job) -> dict:
+        """A Queued job's reason and message say so while the dispatcher is not completing
+        cycles (the views put its health in the context as "dispatcher")."""
+        data = super().to_representation(instance)
+        health = self.context.get("dispatcher")
+        if health is not None and instance.state == State.QUEUED:
+            data["reason"], data["message"] = waiting_reason(instance.reason, instance.message, health)
+        return data
+
     @extend_schema_field(serializers.DictField())
     def get_demand(self, job: Job) -> dict:
         return demand_summary(job.workload)
@@ -244,9 +255,17 @@ def _options(job: Job) -> JobOptions:
 
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
+    dispatcher = serializers.SerializerMethodField(
+        help_text="Whether the dispatcher is releasing jobs, as GET /api/v1/status/ says it."
+    )
 
     class Meta(JobSerializer.Meta):
-        fields = JobSerializer.Meta.fields + ["events"]
+        fields = JobSerializer.Meta.fields + ["events", "dispatcher"]
+
+    @extend_schema_field(DispatcherHealthSerializer(allow_null=True))
+    def get_dispatcher(self, job: Job) -> dict | None:
+        health = self.context.get("dispatcher")
+        return None if health is None else health.as_json()
 
 
 def _quantities(help_text: str) -> serializers.DictField:

@@ -2,6 +2,7 @@
 
 import django_filters
 from django.db.models import Prefetch
+from django.utils.functional import SimpleLazyObject
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
@@ -19,6 +20,7 @@ from queueing.safe_yaml import document_path
 from queueing.workload import ADAPTERS
 
 from .. import estimates, selectors, services, workflows
+from ..dispatcher_health import dispatcher_health
 from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobDependency, JobEvent, Source, State
 from .errors import flatten
@@ -124,6 +126,15 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def get_serializer_context(self):
+        """The dispatcher's health for the jobs read (a waiting job's reason says when it is not
+        cycling); read once per request, and only if a serializer asks."""
+        context = dict(super().get_serializer_context())
+        if self.action in ("list", "retrieve"):
+            staff = selectors.sees_all_namespaces(self.request.user)
+            context["dispatcher"] = SimpleLazyObject(lambda: dispatcher_health(reveal=staff))
+        return context
 
     @extend_schema(
         description=SUBMIT_DESCRIPTION,
