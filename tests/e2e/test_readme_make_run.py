@@ -185,6 +185,8 @@ def test_make_run_prints_both_logins_and_keeps_its_database_in_postgresql_under_
     assert (stack.var_dir / "postgres" / "data" / "PG_VERSION").read_text().strip() == "18"
     assert stack.postgres_running()
     assert not list(stack.var_dir.glob("*.sqlite3"))
+    # and its dispatcher completes cycles: what the README's main job rests on
+    assert wait_until(lambda: requests.get(f"{stack.url}/readyz", timeout=5).status_code == 200, 30), stack.log()
 
 
 def test_a_job_through_the_rest_api_succeeds(stack, token):
