@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+JOB_LIMIT_S = 90.0  # from ready to the first job's success, at most
 JOB = """apiVersion: batch/v1
 kind: Job
 metadata: {name: %s, namespace: team-a, annotations: {kubesim.io/duration-seconds: "1"}}
@@ -86,7 +87,9 @@ def _token(clone: Path) -> str:
     return found.group(1)
 
 
-def _job_succeeded(port: int, token: str, name: str, started: float, limit: float) -> float:
+def _job_succeeded(port: int, token: str, name: str, started: float, limit: float) -> float | None:
+    """Seconds from the start until the job Succeeded; None if it had not within `limit`
+    (a stack whose dispatcher never completes a cycle, as main's on SQLite before issue 45)."""
     headers = {"Authorization": f"Token {token}"}
     status, body = _http(
         "POST", f"http://127.0.0.1:{port}/api/v1/jobs/", (JOB % name).encode(),
@@ -100,7 +103,7 @@ def _job_succeeded(port: int, token: str, name: str, started: float, limit: floa
         if status == 200 and json.loads(body)["state"] == "Succeeded":
             return time.monotonic() - started
         time.sleep(0.2)
-    raise SystemExit(f"job {name} did not succeed in {limit:.0f} s")
+    return None
 
 
 def _interrupt(process: subprocess.Popen) -> None:
@@ -127,7 +130,8 @@ def one_run(repo: Path, ref: str, limit: float) -> dict:
             try:
                 token = _token(clone)
                 result[f"{phase}_ready_s"] = round(ready, 1)
-                result[f"{phase}_first_job_s"] = round(_job_succeeded(port, token, f"{phase}-job", started, limit), 1)
+                succeeded = _job_succeeded(port, token, f"{phase}-job", started, ready + JOB_LIMIT_S)
+                result[f"{phase}_first_job_s"] = None if succeeded is None else round(succeeded, 1)
             finally:
                 _interrupt(process)
         result["var_mib"] = round(sum(f.stat().st_size for f in (clone / "var").rglob("*") if f.is_file()) / 2**20)
