@@ -54,7 +54,7 @@ def home(request):
 def _decorate(jobs, now) -> None:
     """What a table row shows, computed from the row alone (no extra queries)."""
     for job in jobs:
-        job.demand = presenters.demand_summary(job.workload)
+        job.demand = presenters.page_demand(job.workload)
         job.waiting = presenters.since(job.submitted_at, now)
         job.reason_words = presenters.reason_words(job.reason)
         job.start_range = presenters.start_range(job.eta, job.eta_late, now)
