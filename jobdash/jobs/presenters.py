@@ -447,11 +447,14 @@ def _cards_label(cards: object) -> str:
     return card_presenters.card_label([c for c in cards if isinstance(c, int) and not isinstance(c, bool)])
 
 
+_FINISHED_PHASES = ("Succeeded", "Failed")
+
+
 def placement_rows(placement: list | None, pods: list[dict], cards: list | None = None) -> list[dict]:
     """The job page's placement: per planned pod (role, number, node) the pod that holds it
     and where it runs, as the last cycle saw them; then any pod beyond the plan. A pod's
-    status: on its planned node, waiting for it (still gated, or sent and not started), or
-    elsewhere (off plan: should not happen). On a node sharing its GPUs, the card planned
+    status: on its planned node, waiting for it (still gated, or sent and not started),
+    elsewhere (off plan: should not happen), or finished earlier (an earlier wave's). On a node sharing its GPUs, the card planned
     (`cards`: Job.cards) and the card each pod got ("GPU 1")."""
     if not placement:
         return []
@@ -460,21 +463,26 @@ def placement_rows(placement: list | None, pods: list[dict], cards: list | None 
         for entry in cards or []
         if isinstance(entry, list | tuple) and len(entry) == 3
     }
-    left = [{**pod, "gpus": _cards_label(pod.get("cards"))} for pod in pods]
+    shown = [{**pod, "gpus": _cards_label(pod.get("cards"))} for pod in pods]
+    # A slot is held by a live pod first: an Indexed Job with more completions than its
+    # parallelism runs its later waves in the slots the finished pods of earlier ones had.
+    live = [pod for pod in shown if pod["phase"] not in _FINISHED_PHASES]
+    finished = [pod for pod in shown if pod["phase"] in _FINISHED_PHASES]
     rows = []
 
-    def take(role: str, node: str | None) -> dict | None:
-        for pod in left:
+    def take(pool: list[dict], role: str, node: str | None) -> dict | None:
+        for pod in pool:
             if pod["role"].lower() == role.lower() and (node is None or pod["node"] == node):
-                left.remove(pod)
+                pool.remove(pod)
                 return pod
         return None
 
     slots = sorted((role, index, node) for role, index, node in placement)
-    held = {slot: take(slot[0], slot[2]) for slot in slots}  # pods on their planned node first
+    held = {slot: take(live, slot[0], slot[2]) for slot in slots}  # pods on their planned node first
     for slot in slots:
-        if held[slot] is None:
-            held[slot] = take(slot[0], "")  # a gated pod has no node yet
+        held[slot] = held[slot] or take(live, slot[0], "")  # a gated pod has no node yet
+    for slot in slots:
+        held[slot] = held[slot] or take(finished, slot[0], slot[2])  # its wave ended, the next not made yet
     for (role, index, node), pod in held.items():
         status = "not made yet"
         if pod is not None:
@@ -482,7 +490,8 @@ def placement_rows(placement: list | None, pods: list[dict], cards: list | None 
         gpus = planned_cards.get((role, index), "")
         rows.append({"role": role, "index": index, "planned": node, "gpus": gpus, "pod": pod, "status": status})
     rows.extend(
-        {"role": pod["role"], "index": None, "planned": "", "gpus": "", "pod": pod, "status": "off plan"}
-        for pod in left
+        {"role": pod["role"], "index": None, "planned": "", "gpus": "", "pod": pod, "status": status}
+        for pods_left, status in ((live, "off plan"), (finished, "finished earlier"))
+        for pod in pods_left
     )
     return rows

@@ -99,6 +99,8 @@ def test_job_page_shows_manifest_events_and_demand(browser, alice, example_text)
     assert "<td>PS</td>" in page and "<td>Worker</td>" in page
     # per-pod numbers read as quantities, not raw millicores or bytes
     assert "<span>cpu 4</span>" in page and "<span>memory 8Gi</span>" in page and "8589934592" not in page
+    # the breadcrumb is the namespace, not "team-a /" leading nowhere
+    assert '<p class="crumbs"><a href="/ns/team-a/">team-a</a></p>' in page
 
 
 def test_job_page_of_other_namespace_is_404(browser, bob, example_text):
