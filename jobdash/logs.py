@@ -9,6 +9,7 @@ level, logger, event, and what the context holds. The dispatcher binds the leade
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -42,6 +43,24 @@ def formatter(fmt: str) -> structlog.stdlib.ProcessorFormatter:
     )
 
 
+class ClientErrorOneLine(logging.Filter):
+    """A 4xx response logs one line, not a traceback. Django's `django.request` logs the
+    PermissionDenied, Http404 or BadRequest behind a 4xx with the exception attached, which
+    the console renders as a traceback: noise for what is the client's doing, not a fault.
+    The exception's message (written for the person refused) ends the line instead; a 5xx
+    keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and status < 500 and record.exc_info:
+            error = record.exc_info[1]
+            reason = error.args[0] if error is not None and error.args else None
+            if isinstance(reason, str) and reason:  # (a Resolver404's argument is a dict of routes)
+                record.msg = f"{record.msg} ({reason.replace('%', '%%')})"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def configure(fmt: str, level: str = "INFO") -> dict:
     """Configure structlog for `fmt`, and return the LOGGING dict (settings.LOGGING) whose
     one handler renders stdlib records the same way."""
@@ -60,7 +79,9 @@ def configure(fmt: str, level: str = "INFO") -> dict:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"structlog": {"()": formatter, "fmt": fmt}},
+        "filters": {"client_error_one_line": {"()": ClientErrorOneLine}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structlog"}},
+        "loggers": {"django.request": {"filters": ["client_error_one_line"]}},
         "root": {"handlers": ["console"], "level": level},
     }
 

@@ -109,7 +109,7 @@ def format_quantity(resource_name: str, amount: int) -> str:
         raise TypeError(f"amount must be an int, got {type(amount).__name__}")
     if resource_name == "cpu":
         return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
-    if _is_byte_resource(resource_name) and amount != 0:
+    if is_byte_resource(resource_name) and amount != 0:
         for suffix, shift in sorted(_BINARY_SUFFIXES.items(), key=lambda item: -item[1]):
             if amount % (1 << shift) == 0:
                 return f"{amount >> shift}{suffix}"
@@ -150,7 +150,8 @@ def _round_away_from_zero(amount: Fraction) -> int:
     return whole if amount >= 0 else -whole
 
 
-def _is_byte_resource(resource_name: str) -> bool:
+def is_byte_resource(resource_name: str) -> bool:
+    """Whether the resource counts bytes (memory, storage, huge pages)."""
     return resource_name in _BYTE_RESOURCES or resource_name.startswith("hugepages-")
 
 

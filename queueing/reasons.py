@@ -183,11 +183,9 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
             f"the most free on one node is {amount(r, d['free'])}"
         )
     if reason is Reason.NO_DOMAIN_FITS:
-        r, level = d["resource"], level_name(d["level"])
-        return (
-            f"no {level} has room for all {d['pods']} pods ({amount(r, d['needed'])} {r} each) at once; "
-            f"the roomiest has room for {d['roomiest']}"
-        )
+        r, level, needed = d["resource"], level_name(d["level"]), amount(d["resource"], d["needed"])
+        pods = f"its pod ({needed} {r})" if d["pods"] == 1 else f"all {d['pods']} pods ({needed} {r} each) at once"
+        return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
     if reason is Reason.OUTLASTS_LENT_POOL:
         return lent_words(d)
     if reason is Reason.NEVER_FITS_NODES:

@@ -100,8 +100,9 @@ def pod_phases(
         for pod in pods.get(job.key, ()):
             phase = "Terminating" if pod.deleting else pod.phase
             entry = counts.setdefault(f"{job.namespace}/{job.name}", {"job": job.id, "replicas": {}, "pods": []})
-            # a kind whose pods carry no role label (a batch Job) has one group: its pods
-            role = kinds.pod_role(job.kind_key, pod) or "pods"
+            # A kind whose pods carry no role label (a batch Job) counts them under its one pod
+            # set's role, the row the page shows as wanted; "pods" if it has several.
+            role = kinds.pod_role(job.kind_key, pod, roles) or "pods"
             phases = entry["replicas"].setdefault(role, {})
             phases[phase] = phases.get(phase, 0) + 1
             if len(entry["pods"]) < PODS_SHOWN:

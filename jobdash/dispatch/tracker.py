@@ -213,7 +213,7 @@ def _follow(
         return "running" if limit is None else retries.stop(gateway, job, limit, now, term)
     gang = job.gang
     if kinds.started(job.kind_key, job.workload, pods):
-        moves.start(job, f"all {gang} pods are running")
+        moves.start(job, "its pod is running" if gang == 1 else f"all {gang} pods are running")
         return "started"
     waited = now.timestamp() - job.released_at if job.released_at is not None else 0.0
     if waited < config.start_timeout_s:
@@ -225,7 +225,7 @@ def _follow(
         return retries.failed(gateway, job, pulled, now, term)
     attempts = job.attempts + 1
     running = sum(1 for pod in pods if pod.phase == "Running" and not pod.deleting)
-    note = f"only {running} of {gang} pods running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
+    note = f"only {running} of {gang} pod{'' if gang == 1 else 's'} running after {waited:.0f}s (attempt {attempts} of {config.max_attempts})"
     # The job's transition first, under the term; then the object is taken back.
     if attempts >= config.max_attempts:
         if transitions.fail(job_id, f"gave up: {note}", from_states=(State.RELEASED,), term=term, now=now):

@@ -6,7 +6,10 @@ from django.utils import timezone
 from .dashboard import History
 
 WIDTH, HEIGHT = 720, 180
-LEFT, RIGHT, TOP, BOTTOM = 40, 10, 10, 28
+# Room around the plot for the tick labels at the size a phone draws them (jobdash.css: 24
+# units, the chart being scaled to about half): five digits on the left, half an "HH:MM"
+# beyond the last tick, a line of them below.
+LEFT, RIGHT, TOP, BOTTOM = 64, 40, 16, 36
 
 
 def _nice_max(value: int) -> int:

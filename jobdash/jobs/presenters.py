@@ -18,7 +18,7 @@ from queueing import format_quantity
 from queueing.preemption import PRIORITY, RECLAIM, Preemption
 from queueing.quota_fit import quota_lines
 
-from . import card_presenters
+from . import card_presenters, units
 from .estimates import CLOSE_ENOUGH, RECORD_JOBS, EstimateRecord, FirstEstimate
 
 
@@ -33,16 +33,21 @@ def demand_summary(workload: dict) -> dict:
     return summary
 
 
+def page_demand(workload: dict) -> dict:
+    """Total requests as the pages write them (units.py: CPU in cores), plus the pod count."""
+    return {**units.readable_all(workload.get("requests", {})), "pods": workload.get("pods", 0)}
+
+
 def pod_set_rows(workload: dict, sizes: dict | None = None) -> list[dict]:
-    """One row per replica type, per-pod requests and limits as quantities; `sizes`
+    """One row per replica type, per-pod requests and limits as the pages write them; `sizes`
     (elastic_sizes): an elastic role's range and the pods it runs."""
     sizes = sizes or {}
     return [
         {
             "role": pod_set["role"],
             "count": pod_set["count"],
-            "requests": _quantities(pod_set.get("requests", {})),
-            "limits": _quantities(pod_set.get("limits", {})),
+            "requests": units.readable_all(pod_set.get("requests", {})),
+            "limits": units.readable_all(pod_set.get("limits", {})),
             "elastic": sizes.get(pod_set["role"]),
         }
         for pod_set in workload.get("pod_sets", [])
@@ -64,8 +69,7 @@ def elastic_sizes(workload: dict, scale: dict | None, running: bool) -> dict[str
 
 def quota_quantity(key: str, amount: int) -> str:
     """An amount of a ResourceQuota key as a quantity: ("requests.cpu", 20000) -> "20"."""
-    resource = key.split(".", 1)[1] if key.startswith(("requests.", "limits.")) else key
-    return format_quantity(resource, amount)
+    return format_quantity(units.resource_of(key), amount)
 
 
 def quota_amounts(amounts: dict) -> dict:
@@ -184,19 +188,30 @@ def quota_bars(quota: dict | None, guaranteed: Mapping[str, int] | None = None) 
         return []
     hard, used, reserved = quota.get("hard", {}), quota.get("used", {}), quota.get("reserved", {})
     shares = guaranteed or {}
-    shown = {part: quota_amounts(values) for part, values in (("hard", hard), ("used", used), ("reserved", reserved))}
     bars = []
     for line in quota_lines({}, hard, used, reserved):
         key, limit, free = line.key, line.hard, line.free
         u, r = used.get(key, 0), reserved.get(key, 0)
         used_pct = min(100.0, 100.0 * u / limit) if limit else (100.0 if u else 0.0)
         reserved_pct = min(100.0 - used_pct, 100.0 * r / limit) if limit else 0.0
+        g = shares.get(key, 0)
+        u_in = min(u, g)
+        r_in = min(r, g - u_in)
+        borrowed = u + r - u_in - r_in
+        # One unit for every number of the bar (units.py): "26.5 used ... of 64", not "26500m".
+        shown = dict(
+            zip(
+                ("hard", "used", "reserved", "free", "guaranteed", "borrowed", "guaranteed_free"),
+                units.readable(units.resource_of(key), limit, u, r, max(free, 0), g, borrowed, max(0, g - u - r)),
+                strict=True,
+            )
+        )
         bar = {
             "key": key,
-            "hard": shown["hard"].get(key, "0"),
-            "used": shown["used"].get(key, "0"),
-            "reserved": shown["reserved"].get(key, "0"),
-            "free": quota_quantity(key, max(free, 0)),
+            "hard": shown["hard"],
+            "used": shown["used"],
+            "reserved": shown["reserved"],
+            "free": shown["free"],
             "used_pct": round(used_pct, 1),
             "reserved_pct": round(reserved_pct, 1),
             "total_pct": round(min(100.0, 100.0 * (u + r) / limit) if limit else 100.0, 1),
@@ -204,17 +219,13 @@ def quota_bars(quota: dict | None, guaranteed: Mapping[str, int] | None = None) 
             "elastic": key in shares,
         }
         if key in shares:
-            g = shares[key]
-            u_in = min(u, g)
-            r_in = min(r, g - u_in)
-            borrowed = u + r - u_in - r_in
             used_pct = _pct(u_in, limit)
             reserved_pct = min(100.0 - used_pct, _pct(r_in, limit))
             bar.update(
                 {
-                    "guaranteed": quota_quantity(key, g),
-                    "borrowed": quota_quantity(key, borrowed),
-                    "guaranteed_free": quota_quantity(key, max(0, g - u - r)),
+                    "guaranteed": shown["guaranteed"],
+                    "borrowed": shown["borrowed"],
+                    "guaranteed_free": shown["guaranteed_free"],
                     "borrowing": borrowed > 0,
                     "used_pct": used_pct,
                     "reserved_pct": round(reserved_pct, 1),
@@ -265,31 +276,24 @@ def gpu_slots(gpu: Mapping[str, int], jobs: Mapping[str, int]) -> list[dict]:
     return slots + [{"state": "free", "job": ""}] * gpu["free"]
 
 
+def _in_one_unit(name: str, amounts: Mapping[str, int]) -> dict[str, str]:
+    """A node's (or the cluster's) used / total / free of one resource, in one unit."""
+    used, total, free = units.readable(name, amounts["allocated"], amounts["allocatable"], amounts["free"])
+    return {"used": used, "total": total, "free": free}
+
+
 def cluster_page(overview: dict) -> dict:
     """The cluster overview with quantities formatted and shares for the bars."""
     nodes = []
     for node in overview["nodes"]:
         res = node["resources"]
         cells = {
-            name: {
-                "used": format_quantity(name, r["allocated"]),
-                "total": format_quantity(name, r["allocatable"]),
-                "free": format_quantity(name, r["free"]),
-                "pct": _share(r["allocated"], r["allocatable"]),
-            }
-            for name, r in res.items()
+            name: {**_in_one_unit(name, r), "pct": _share(r["allocated"], r["allocatable"])} for name, r in res.items()
         }
         # A shared node's pods hold parts of cards, not GPUs: its cards are drawn apart.
         jobs = {} if node.get("cards") else node.get("jobs", {})
         nodes.append({**node, **cells, "gpu_slots": gpu_slots(res["gpu"], jobs)})
-    totals = {
-        name: {
-            "used": format_quantity(name, t["allocated"]),
-            "total": format_quantity(name, t["allocatable"]),
-            "free": format_quantity(name, t["free"]),
-        }
-        for name, t in overview["totals"].items()
-    }
+    totals = {name: _in_one_unit(name, t) for name, t in overview["totals"].items()}
     return {**overview, "nodes": nodes, "totals": totals, "shared": card_presenters.shared_nodes(overview["nodes"])}
 
 
@@ -444,11 +448,14 @@ def _cards_label(cards: object) -> str:
     return card_presenters.card_label([c for c in cards if isinstance(c, int) and not isinstance(c, bool)])
 
 
+_FINISHED_PHASES = ("Succeeded", "Failed")
+
+
 def placement_rows(placement: list | None, pods: list[dict], cards: list | None = None) -> list[dict]:
     """The job page's placement: per planned pod (role, number, node) the pod that holds it
     and where it runs, as the last cycle saw them; then any pod beyond the plan. A pod's
-    status: on its planned node, waiting for it (still gated, or sent and not started), or
-    elsewhere (off plan: should not happen). On a node sharing its GPUs, the card planned
+    status: on its planned node, waiting for it (still gated, or sent and not started),
+    elsewhere (off plan: should not happen), or finished earlier (an earlier wave's). On a node sharing its GPUs, the card planned
     (`cards`: Job.cards) and the card each pod got ("GPU 1")."""
     if not placement:
         return []
@@ -457,21 +464,26 @@ def placement_rows(placement: list | None, pods: list[dict], cards: list | None 
         for entry in cards or []
         if isinstance(entry, list | tuple) and len(entry) == 3
     }
-    left = [{**pod, "gpus": _cards_label(pod.get("cards"))} for pod in pods]
+    shown = [{**pod, "gpus": _cards_label(pod.get("cards"))} for pod in pods]
+    # A slot is held by a live pod first: an Indexed Job with more completions than its
+    # parallelism runs its later waves in the slots the finished pods of earlier ones had.
+    live = [pod for pod in shown if pod["phase"] not in _FINISHED_PHASES]
+    finished = [pod for pod in shown if pod["phase"] in _FINISHED_PHASES]
     rows = []
 
-    def take(role: str, node: str | None) -> dict | None:
-        for pod in left:
+    def take(pool: list[dict], role: str, node: str | None) -> dict | None:
+        for pod in pool:
             if pod["role"].lower() == role.lower() and (node is None or pod["node"] == node):
-                left.remove(pod)
+                pool.remove(pod)
                 return pod
         return None
 
     slots = sorted((role, index, node) for role, index, node in placement)
-    held = {slot: take(slot[0], slot[2]) for slot in slots}  # pods on their planned node first
+    held = {slot: take(live, slot[0], slot[2]) for slot in slots}  # pods on their planned node first
     for slot in slots:
-        if held[slot] is None:
-            held[slot] = take(slot[0], "")  # a gated pod has no node yet
+        held[slot] = held[slot] or take(live, slot[0], "")  # a gated pod has no node yet
+    for slot in slots:
+        held[slot] = held[slot] or take(finished, slot[0], slot[2])  # its wave ended, the next not made yet
     for (role, index, node), pod in held.items():
         status = "not made yet"
         if pod is not None:
@@ -479,7 +491,8 @@ def placement_rows(placement: list | None, pods: list[dict], cards: list | None 
         gpus = planned_cards.get((role, index), "")
         rows.append({"role": role, "index": index, "planned": node, "gpus": gpus, "pod": pod, "status": status})
     rows.extend(
-        {"role": pod["role"], "index": None, "planned": "", "gpus": "", "pod": pod, "status": "off plan"}
-        for pod in left
+        {"role": pod["role"], "index": None, "planned": "", "gpus": "", "pod": pod, "status": status}
+        for pods_left, status in ((live, "off plan"), (finished, "finished earlier"))
+        for pod in pods_left
     )
     return rows

@@ -10,10 +10,10 @@ import yaml
 from queueing.quota_fit import quota_lines
 from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
-from . import card_fit, selectors, services
+from . import card_fit, selectors, services, units
 from .budgets import budget_words
 from .exceptions import InvalidInput
-from .presenters import demand_summary, quota_quantity
+from .presenters import page_demand
 
 
 class _ShallowLoader(yaml.SafeLoader):
@@ -108,7 +108,7 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
                 "message": f"is {workload.namespace!r} but {namespace!r} is chosen",
             }
         )
-    preview.demand = demand_summary(workload.to_json())
+    preview.demand = page_demand(workload.to_json())
     if card_fit.share_demands(workload):  # the nodes are read only for a job asking shares of cards
         preview.cards = card_fit.card_checks(workload, selectors.cluster_quotas_and_nodes()[1])
     if not name:
@@ -125,12 +125,13 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
     if not quota or not quota.get("hard"):
         return preview
     for fit in quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {})):
+        needed, free, hard = units.readable(units.resource_of(fit.key), fit.needed, max(fit.free, 0), fit.hard)
         preview.fit.append(
             {
                 "key": fit.key,
-                "needed": quota_quantity(fit.key, fit.needed),
-                "free": quota_quantity(fit.key, max(fit.free, 0)),
-                "hard": quota_quantity(fit.key, fit.hard),
+                "needed": needed,
+                "free": free,
+                "hard": hard,
                 "ok": not fit.short,
                 "never": fit.never,
             }

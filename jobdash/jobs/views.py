@@ -56,7 +56,7 @@ def _decorate(jobs, now, health: Health) -> None:
     """What a table row shows, computed from the row alone (no extra queries). A waiting
     job's reason says so while the dispatcher is not completing cycles (`health`)."""
     for job in jobs:
-        job.demand = presenters.demand_summary(job.workload)
+        job.demand = presenters.page_demand(job.workload)
         job.waiting = presenters.since(job.submitted_at, now)
         reason, job.waiting_message = (
             waiting_reason(job.reason, job.message, health) if job.state == State.QUEUED else (job.reason, job.message)

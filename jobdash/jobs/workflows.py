@@ -42,7 +42,7 @@ def header(text: str | bytes) -> tuple[str, int | None] | None:
         return None
     metadata, spec = document.get("metadata"), document.get("spec") or {}
     name = metadata.get("name") if isinstance(metadata, dict) else None
-    problems = []
+    problems = _unknown_fields(document, spec)
     if not isinstance(name, str) or len(name) > 63 or not _NAME.match(name):
         problems.append(FieldProblem("metadata.name", "required: a DNS label (lower-case letters, digits, '-')"))
     concurrency = spec.get("concurrency") if isinstance(spec, dict) else None
@@ -51,6 +51,27 @@ def header(text: str | bytes) -> tuple[str, int | None] | None:
     if problems:
         raise InvalidInput(problems).in_document(0)
     return str(name), concurrency
+
+
+_FIELDS = ("apiVersion", "kind", "metadata", "spec")
+_JOBS_FOLLOW = "its jobs are the documents after it, separated by ---"
+
+
+def _unknown_fields(document: dict, spec: object) -> list[FieldProblem]:
+    """A field the Workflow document does not have (a `spec.steps` list, say) is refused, not
+    ignored: ignored, its jobs would silently not be there."""
+    problems = [
+        FieldProblem(str(key), f"unknown field: a Workflow has {', '.join(_FIELDS)}; {_JOBS_FOLLOW}")
+        for key in document
+        if key not in _FIELDS
+    ]
+    if not isinstance(spec, dict):
+        return [*problems, FieldProblem("spec", "must be a mapping (its one field: concurrency)")]
+    return problems + [
+        FieldProblem(f"spec.{key}", f"unknown field: a Workflow's spec has only concurrency; {_JOBS_FOLLOW}")
+        for key in spec
+        if key != "concurrency"
+    ]
 
 
 def workflow_submit(

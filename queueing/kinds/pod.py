@@ -123,13 +123,13 @@ class PodAdapter:
         again, so the gang cannot finish); any Running: Running; else Created."""
         failed = sum(1 for phase in phases if phase == "Failed")
         if failed:
-            return JobStatus("Failed", f"{failed} of {total} pods failed")
+            return JobStatus("Failed", f"{failed} of {total} pod{'' if total == 1 else 's'} failed")
         if phases and len(phases) < total and all(phase == "Succeeded" for phase in phases):
             gone = total - len(phases)
             return JobStatus("Failed", f"{gone} of {total} pods were deleted before they finished")
         succeeded = sum(1 for phase in phases if phase == "Succeeded")
         if total and succeeded >= total:
-            return JobStatus("Succeeded", f"all {total} pods succeeded")
+            return JobStatus("Succeeded", "its pod succeeded" if total == 1 else f"all {total} pods succeeded")
         if any(phase == "Running" for phase in phases):
             return JobStatus("Running")
         return JobStatus("Created")

@@ -7,6 +7,7 @@ Running and Succeeded. Screenshots of every page go to test-artifacts/; the cons
 must stay free of errors throughout.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -66,10 +67,10 @@ def blocker(name: str, seconds: int) -> str:
     return manifest(name, cpu="2", duration=seconds)
 
 
-@pytest.fixture
-def stack(transactional_db, live_server):
-    """kubesim + the real gateway + the dispatcher loop (election none), ticking fast."""
-    with running_kubesim(CLUSTER) as sim:
+@contextlib.contextmanager
+def dispatching(cluster: dict):
+    """kubesim of `cluster` + the real gateway + the dispatcher loop (election none), ticking fast."""
+    with running_kubesim(cluster) as sim:
         gateway = KubeGateway(api_client("kubeconfig", sim.kubeconfig_path), retries=1, backoff=0.01)
         config = DispatchSettings(
             policy="priority",
@@ -84,10 +85,16 @@ def stack(transactional_db, live_server):
         gateway.start(on_event=loop.on_cluster_event, timeout=10)
         loop.start()
         try:
-            yield live_server
+            yield
         finally:
             loop.stop()
             gateway.stop()
+
+
+@pytest.fixture
+def stack(transactional_db, live_server):
+    with dispatching(CLUSTER):
+        yield live_server
 
 
 @pytest.fixture

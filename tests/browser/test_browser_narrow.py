@@ -1,16 +1,21 @@
 """The pages on a phone (390 px wide) in a real browser: the page itself never scrolls
 sideways (a wide table scrolls in its own box), the navigation is all on screen, a job's
 name is never broken at its hyphens, the submit page's quota table stays in its box; and
-on every page one way of writing a time, no "a.m.", no "(none election)"."""
+on every page one way of writing a time, no "a.m.", no "(none election)". Issue 45: a
+job's key cells (name, state, why it waits) are on screen without scrolling sideways, the
+chart's labels are of a size to read, a workflow's graph scrolls in its box; and at any
+width the quota's long resource names are whole, on one line."""
 
 import re
+from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 
-from jobdash.jobs import services
+from jobdash.jobs import services, workflows
 from jobdash.jobs.models import Namespace
-from tests.browser.test_browser_flow import blocker, page, stack  # noqa: F401 (fixtures)
+from tests.browser.test_browser_flow import CLUSTER, blocker, dispatching, page  # noqa: F401 (fixtures)
 from tests.jobdash.dispatch_support import manifest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,6 +38,38 @@ NAV = """() => [...document.querySelectorAll('header.top nav a')].map(a => {
   return {text: a.textContent, left: box.left, right: box.right, width: box.width, lines: a.getClientRects().length};
 })"""
 NAME_LINES = "els => els.map(e => ({lines: e.getClientRects().length, height: e.getBoundingClientRect().height}))"
+# The quota's keys as a cluster with shared GPUs has them: long, with dots, slashes and hyphens.
+LONG_KEYS = {"requests.nvidia.com/gpu.shared": "8", "requests.aliyun.com/gpu-mem": "16276"}
+NARROW_CLUSTER = {
+    **CLUSTER,
+    "nodes": [{**CLUSTER["nodes"][0], "prefix": "gpu-rack1-node"}],  # (node names with hyphens)
+    "namespaces": [{"name": "team-a", "quota": {**CLUSTER["namespaces"][0]["quota"], **LONG_KEYS}}],
+}
+# Each quota key: its lines, and whether its cell holds it and it keeps off its bar.
+KEYS = """() => [...document.querySelectorAll('#quota-bars li')].map(li => {
+  const code = li.querySelector('.bar-label code'), box = code.getBoundingClientRect();
+  const cell = li.querySelector('.bar-label').getBoundingClientRect(), bar = li.querySelector('.bar').getBoundingClientRect();
+  return {key: code.textContent, lines: code.getClientRects().length, held: box.right <= cell.right + 0.5,
+          apart: box.right <= bar.left + 0.5 || box.bottom <= bar.top + 0.5};
+})"""
+TICKS = """() => { const svg = document.querySelector('.chart svg').getBoundingClientRect();
+  return [...document.querySelectorAll('.chart .tick')].map(t => { const r = t.getBoundingClientRect();
+    return {text: t.textContent, height: r.height, left: r.left, right: r.right, top: Math.round(r.top),
+            inside: r.left >= svg.left - 0.5 && r.right <= svg.right + 0.5 && r.top >= svg.top - 0.5 && r.bottom <= svg.bottom + 0.5}; }); }"""
+# A job table's key cells, row by row: on screen (no sideways scroll needed to read them)?
+KEY_CELLS = """table => [...document.querySelectorAll(table + ' tbody tr')].map(tr =>
+  [...tr.querySelectorAll('td')].filter(td => td.querySelector('.job-name, .state') || td.classList.contains('reason'))
+    .map(td => { const r = td.getBoundingClientRect(); return {text: td.innerText.slice(0, 30), on: r.width > 0 && r.left >= 0 && r.right <= window.innerWidth + 0.5}; }))"""
+GRAPH = """() => { const s = document.querySelector('.graph-scroll'); const before = s.scrollLeft; s.scrollLeft = 10000;
+  return {wider: s.scrollWidth > s.clientWidth, scrolled: s.scrollLeft > before, overflow: getComputedStyle(s).overflowX,
+          right: s.getBoundingClientRect().right}; }"""
+PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "workflows" / "pipeline.yaml"
+
+
+@pytest.fixture
+def stack(transactional_db, live_server):
+    with dispatching(NARROW_CLUSTER):
+        yield live_server
 
 
 def check_narrow(tab, path: str) -> str:
@@ -76,6 +113,12 @@ def test_the_pages_at_390_px(page, stack):  # noqa: F811
     check_narrow(page, f"{url}/")
     check_narrow(page, f"{url}/ns/team-a/")
     one_line(page, "#queue-table .job-name")
+    page.locator("#running-table").wait_for()
+    for table in ("#queue-table", "#running-table"):
+        rows = page.evaluate(KEY_CELLS, table)
+        assert rows and all(len(row) >= 2 and all(cell["on"] for cell in row) for row in rows), (table, rows)
+    quota_keys_whole(page)
+    readable_ticks(page)
 
     text = check_narrow(page, f"{url}/jobs/{long.pk}/")
     one_line(page, "h1 .job-name")
@@ -92,10 +135,39 @@ def test_the_pages_at_390_px(page, stack):  # noqa: F811
 
     cluster = check_narrow(page, f"{url}/cluster/")
     assert "no election: JOBDASH_LEADER is none" in cluster
+    one_line(page, "#nodes .node-name")
     check_narrow(page, f"{url}/account/token/")
+
+    stream = services.yaml_documents(PIPELINE.read_bytes())
+    name, _ = workflows.header(stream[0])
+    pipeline, _ = workflows.workflow_submit(
+        user=root, name=name, submissions=[services.Submission(t) for t in stream[1:]], source="api", first_document=1
+    )
+    check_narrow(page, f"{url}/workflows/{pipeline.pk}/")
+    graph = page.evaluate(GRAPH)
+    assert graph["wider"] and graph["scrolled"] and graph["overflow"] == "auto", graph
+    assert graph["right"] <= PHONE["width"], graph
+
     page.set_viewport_size({"width": 1366, "height": 900})  # beside the editor, in a narrower column
     page.goto(f"{url}/submit/?example=mnist-cpu")
     quota_table_in_its_box(page)
+    page.goto(f"{url}/ns/team-a/")
+    quota_keys_whole(page)
+
+
+def quota_keys_whole(tab) -> None:
+    keys = tab.evaluate(KEYS)
+    assert set(LONG_KEYS) <= {k["key"] for k in keys}, keys
+    assert all(k["lines"] == 1 and k["held"] and k["apart"] for k in keys), keys
+
+
+def readable_ticks(tab) -> None:
+    """The chart's labels at least 12 px high, inside the chart, the time labels apart."""
+    ticks = tab.evaluate(TICKS)
+    assert ticks and all(t["height"] >= 12 and t["inside"] for t in ticks), ticks
+    bottom = max(t["top"] for t in ticks)
+    times = sorted((t for t in ticks if t["top"] == bottom), key=lambda t: t["left"])
+    assert len(times) >= 3 and all(a["right"] < b["left"] for a, b in pairwise(times)), times
 
 
 def quota_table_in_its_box(tab) -> None:

@@ -2,7 +2,10 @@
 YAML stream (all or nothing, cycles and unknown jobs refused naming them), arrays with the
 index substituted, the options' 400s naming the field, and one cancel."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from jobdash.jobs.models import Job, JobDependency, Workflow
 
@@ -138,3 +141,70 @@ def test_a_namespace_default_maximum_run_time_applies_to_jobs_that_state_none(ap
     own = api.post(URL, {"manifest": mnist("own"), "max_run_seconds": 60}, format="json").json()
     default = api.post(URL, {"manifest": mnist("default")}, format="json").json()
     assert (own["max_run_seconds"], default["max_run_seconds"]) == (60, 3600)
+
+
+WORKFLOW_EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workflows"
+
+
+def test_the_documented_pipeline_is_accepted_as_a_three_step_graph(api):
+    text = (WORKFLOW_EXAMPLES / "pipeline.yaml").read_text()
+    response = api.post(WORKFLOWS, text, content_type=YAML)
+    assert response.status_code == 201, response.content
+    workflow = response.json()
+    assert (workflow["name"], workflow["kind"], workflow["progress"]) == ("mnist-pipeline", "dag", {"Queued": 3})
+    ids = {job["name"]: job["id"] for job in workflow["jobs"]}
+    edges = {job["name"]: job["after"] for job in workflow["jobs"]}
+    assert edges == {
+        "mnist-prepare": [],
+        "mnist-train": [{"job": ids["mnist-prepare"], "condition": "ok"}],
+        "mnist-evaluate": [{"job": ids["mnist-train"], "condition": "ok"}],
+    }
+    assert Job.objects.get(name="mnist-train").kind == "PyTorchJob"
+
+
+def test_the_documented_sweep_is_an_array_of_ten_three_at_once(api):
+    text = (WORKFLOW_EXAMPLES / "sweep.yaml").read_text()
+    response = api.post(URL + "?array=0-9%253", text, content_type=YAML)
+    assert response.status_code == 201, response.content
+    jobs = response.json()
+    assert [(j["name"], j["array_index"]) for j in jobs] == [(f"lr-sweep-{i}", i) for i in range(10)]
+    workflow = Workflow.objects.get()
+    assert (workflow.kind, workflow.array, workflow.concurrency) == ("array", "0-9%3", 3)
+    assert "--trial-index=7" in Job.objects.get(name="lr-sweep-7").manifest
+
+
+def test_the_workflow_examples_pass_kubesims_strict_field_validation():
+    """Their jobs are as kubectl would send them (a kubectl user may create them one by one)."""
+    from kubesim import openapi
+    from kubesim.resources import BY_API_VERSION_KIND
+
+    for path in sorted(WORKFLOW_EXAMPLES.glob("*.yaml")):
+        for manifest in yaml.safe_load_all(path.read_text()):
+            if manifest["kind"] == "Workflow":
+                continue
+            rt = BY_API_VERSION_KIND[(manifest["apiVersion"], manifest["kind"])]
+            assert openapi.unknown_fields(rt, manifest) == [], path.name
+
+
+def test_a_workflow_document_with_a_field_it_does_not_have_is_refused_naming_it(api, mnist):
+    header = "apiVersion: jobdash.io/v1\nkind: Workflow\nmetadata:\n  name: steps\nspec:\n  steps: [a, b]\n"
+    response = api.post(URL, "\n---\n".join([header, mnist("a"), mnist("b")]), content_type=YAML)
+    assert response.status_code == 400
+    assert errors(response) == [
+        (
+            "[0].spec.steps",
+            "unknown field: a Workflow's spec has only concurrency; its jobs are the documents after it, "
+            "separated by ---",
+        )
+    ]
+    header = "apiVersion: jobdash.io/v1\nkind: Workflow\nmetadata:\n  name: steps\nsteps: [a]\n"
+    response = api.post(WORKFLOWS, "\n---\n".join([header, mnist("a")]), content_type=YAML)
+    assert response.status_code == 400 and errors(response)[0][0] == "[0].steps"
+    assert not Job.objects.exists() and not Workflow.objects.exists()
+
+
+def test_the_submit_page_still_lists_one_job_examples_only(client, alice):
+    """examples/workflows/ is not offered as one job to paste (a stream or an array spec)."""
+    client.force_login(alice)
+    page = client.get("/submit/").content.decode()
+    assert "?example=mnist-cpu" in page and "pipeline" not in page and "sweep" not in page

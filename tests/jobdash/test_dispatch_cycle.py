@@ -47,6 +47,12 @@ def test_a_job_goes_queued_released_running_succeeded(user, sim, gateway, term):
     assert [a["code"] for a in sim.cluster.audit if a["name"] == "mnist"] == [201]
 
 
+def test_a_one_pod_job_starts_with_its_pod_running_not_all_1_pods(user, sim, gateway, term):
+    job = submit(user, "single", workers=1, cpu="1", duration=30)
+    run_until(Dispatcher(gateway, settings()), sim, gateway, job, State.RUNNING)
+    assert job.events.get(type="Running").message == "its pod is running"
+
+
 def test_a_cycle_reads_the_active_jobs_once(user, sim, gateway, term):
     """The snapshot reads the Released and Running jobs with what the tracker needs of them,
     and the tracker follows them from those rows: one read of them a cycle, not two."""

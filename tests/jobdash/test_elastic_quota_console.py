@@ -467,7 +467,7 @@ def test_quota_bars_show_guaranteed_borrowed_and_free(browser, elastic_team_a):
     assert 'class="bar-used" style="width: 50.0%"' in page  # 4 of the 5 used are within the guarantee
     assert 'class="bar-borrowed" style="width: 25.0%"' in page
     # cpu: 6.5 used of 8 guaranteed, nothing borrowed
-    assert "8 guaranteed · 1500m of it free" in page
+    assert "8 guaranteed · 1.5 of it free" in page  # (cores, as the rest of the bar)
     assert "cohort research" in page
 
 

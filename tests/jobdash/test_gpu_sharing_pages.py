@@ -120,7 +120,7 @@ def test_the_cluster_page_draws_each_shared_card_by_pod(staff_client):
     assert "time-sliced: 5 free / 8" in shared and "4 pods share each time-sliced card" in shared
     assert 'data-node="gpu-1"' not in shared  # a whole-GPU node has no card bars
     # the node table: HAMi's 20 vGPUs are 2 cards, 1 of them whole and free
-    hami_row = page.split("share-hami-0</th>")[1].split("</tr>")[0]
+    hami_row = page.split('<span class="node-name">share-hami-0</span>')[1].split("</tr>")[0]
     assert "1 / 2" in hami_row and "2 cards shared by memory (HAMi)" in hami_row
 
 

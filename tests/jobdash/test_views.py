@@ -1,10 +1,14 @@
 """The server-rendered pages, through Django's test client (the browser suite comes later)."""
 
+import logging
+import sys
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 
+from jobdash import logs
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 
@@ -95,6 +99,8 @@ def test_job_page_shows_manifest_events_and_demand(browser, alice, example_text)
     assert "<td>PS</td>" in page and "<td>Worker</td>" in page
     # per-pod numbers read as quantities, not raw millicores or bytes
     assert "<span>cpu 4</span>" in page and "<span>memory 8Gi</span>" in page and "8589934592" not in page
+    # the breadcrumb is the namespace, not "team-a /" leading nowhere
+    assert '<p class="crumbs"><a href="/ns/team-a/">team-a</a></p>' in page
 
 
 def test_job_page_of_other_namespace_is_404(browser, bob, example_text):
@@ -169,6 +175,29 @@ def test_403_and_404_pages_say_what_happened_inside_the_site(browser):
     assert refused.status_code == 403
     page = refused.content.decode()
     assert "<h1>Not allowed</h1>" in page and "the cluster page is for staff" in page
+
+
+def test_a_refused_page_logs_one_line_not_a_traceback(browser, caplog):
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        assert browser.get("/cluster/").status_code == 403
+        assert browser.get("/jobs/999999/").status_code == 404
+    records = [r for r in caplog.records if r.name == "django.request"]
+    assert [r.status_code for r in records] == [403, 404]  # type: ignore[attr-defined]
+    lines = [logs.formatter("console").format(r) for r in records]
+    assert all(len(line.strip().splitlines()) == 1 for line in lines), lines
+    assert "Traceback" not in caplog.text
+    assert "Forbidden (Permission denied): /cluster/ (the cluster page is for staff)" in lines[0]
+    assert "Not Found: /jobs/999999/" in lines[1]
+
+
+def test_a_server_error_keeps_its_traceback():
+    try:
+        raise RuntimeError("broken")
+    except RuntimeError:
+        record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "boom", (), sys.exc_info())
+    record.status_code = 500
+    assert logs.ClientErrorOneLine().filter(record) and record.exc_info is not None
+    assert "Traceback" in logs.formatter("console").format(record)
 
 
 @pytest.mark.django_db(transaction=True)

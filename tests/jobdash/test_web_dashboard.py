@@ -15,6 +15,7 @@ from jobdash.jobs import dashboard, preview, services
 from jobdash.jobs.models import ClusterState, Cycle, Job, JobEvent, State
 
 from .conftest import token_client, with_name
+from .dispatch_support import manifest
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -392,3 +393,28 @@ def test_cluster_page_shows_racks_the_jobs_on_each_gpu_and_failed_nodes(staff, c
         {"domain": "rack2", "nodes": 1, "gpus": 8, "free": 0, "empty": 0},
     ]
     assert data["nodes"][0]["jobs"] == {"team-a/bert": 4} and data["nodes"][1]["failed"] is True
+
+
+def test_quota_fit_and_node_numbers_read_in_one_unit_per_resource(browser, staff, client):
+    """Not "62500m used ... of 64": CPU in cores throughout, memory in one binary unit."""
+    mib = 1024**2
+    publish(
+        {
+            "team-a": {
+                "hard": {"requests.cpu": 64000, "requests.memory": 256 * GIB},
+                "used": {"requests.cpu": 62500, "requests.memory": 43520 * mib},
+                "reserved": {"requests.memory": 512 * mib},
+            }
+        },
+        nodes=[{**NODES[0], "allocated": {"cpu": 26500, "memory": 1536 * mib}}],
+    )
+    page = browser.get("/ns/team-a/").content.decode()
+    assert "62.5 used + 0 reserved of 64 · 1.5 free" in page
+    assert "42.5Gi used + 0.5Gi reserved of 256Gi · 213Gi free" in page
+    part = browser.post("/submit/check/", {"manifest": manifest("half", cpu="500m")}).content.decode()
+    assert "<span>cpu 0.5</span>" in part  # the demand
+    assert '<td class="num">0.5</td><td class="num">1.5</td><td class="num">64</td>' in part  # needed, free, hard
+    client.force_login(staff)
+    cluster = client.get("/cluster/").content.decode()
+    assert "26.5 / 32 <small>(5.5 free)</small>" in cluster
+    assert "1.5Gi / 128Gi <small>(126.5Gi free)</small>" in cluster

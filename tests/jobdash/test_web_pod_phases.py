@@ -6,8 +6,8 @@ from jobdash.cluster.gateway import PodInfo
 from jobdash.dispatch.active import ActiveJob
 from jobdash.dispatch.publish import pod_phases, publish
 from jobdash.jobs.models import ClusterState
-from jobdash.jobs.presenters import gpu_slots, placement_rows
-from queueing import Workload
+from jobdash.jobs.presenters import gpu_slots, placement_rows, pod_rows
+from queueing import PodSet, Workload
 from queueing.snapshot import Snapshot
 
 TF = "tfjobs.kubeflow.org"
@@ -62,6 +62,40 @@ def test_a_kind_whose_pods_carry_no_role_label_counts_them_together():
     counts = pod_phases([active(trial, 3, "Job")], {trial: [pod("t-abcde"), pod("t-fghij", phase="Pending")]})
     assert counts["team-a/trial-1"]["replicas"] == {"pods": {"Running": 1, "Pending": 1}}
     assert [p["name"] for p in counts["team-a/trial-1"]["pods"]] == ["t-abcde", "t-fghij"]
+
+
+def test_a_batch_jobs_pods_count_under_its_one_pod_set():
+    """Not "main: wanted 1, running 0" beside "pods: wanted 0, running 1": one row."""
+    trial = (BATCH, "team-a", "trial-2")
+    workload = Workload(
+        kind="Job", api_version="batch/v1", name="trial-2", namespace="team-a", pod_sets=(PodSet("main", 1),)
+    )
+    job = ActiveJob(id=4, key=trial, kind="Job", state="Running", workload=workload)
+    counts = pod_phases([job], {trial: [pod("t-abcde")]})["team-a/trial-2"]
+    assert counts["replicas"] == {"main": {"Running": 1}}
+    rows = pod_rows(counts["replicas"], workload.to_json())
+    assert [(r["role"], r["wanted"], r["total"]) for r in rows] == [("main", 1, 1)]
+
+
+def test_an_indexed_jobs_later_wave_holds_the_slots_of_the_wave_before():
+    """completions 4, parallelism 2: the second wave runs where the first ran; the first
+    wave's pods finished earlier, neither is "off plan"."""
+    placement = [["main", 0, "n1"], ["main", 1, "n1"]]
+    pods = [
+        {"name": f"idx-{i}", "role": "main", "phase": phase, "node": "n1", "gated": False}
+        for i, phase in enumerate(["Succeeded", "Succeeded", "Running", "Pending"])
+    ]
+    rows = placement_rows(placement, pods)
+    shown = [(r["index"], r["pod"]["name"], r["status"]) for r in rows]
+    assert shown == [
+        (0, "idx-2", "on its node"),
+        (1, "idx-3", "waiting for its node"),
+        (None, "idx-0", "finished earlier"),
+        (None, "idx-1", "finished earlier"),
+    ]
+    # Between waves (the next not made yet) the finished pods show in their slots.
+    between = placement_rows(placement, pods[:2])
+    assert [(r["index"], r["pod"]["name"]) for r in between] == [(0, "idx-0"), (1, "idx-1")]
 
 
 def test_the_placement_table_says_where_each_planned_pod_runs():

@@ -162,6 +162,12 @@ def test_a_workflow_document_from_the_submit_page_is_drawn_in_layers(browser, mn
     assert (workflow.name, workflow.kind, workflow.concurrency) == ("pipeline", "dag", 2)
     assert [j.options["retry"]["limit"] for j in workflow.jobs.order_by("id")] == [1, 1, 1]
     page = browser.get(response["Location"]).content.decode()
+    crumbs = re.search(r'<p class="crumbs">(.*?)</p>', page)[1]
+    assert crumbs.endswith('<a href="/ns/team-a/">team-a</a>'), crumbs  # no trailing " /"
+    # why a job waits, then its message: apart, not "Waiting for quotaquota requests.cpu ..."
+    workflow.jobs.filter(name="preprocess").update(reason="QuotaExceeded", message="quota requests.cpu: needs 2")
+    page = browser.get(response["Location"]).content.decode()
+    assert "<strong>Waiting for quota</strong><br><small>quota requests.cpu: needs 2</small>" in page
     svg = page[page.index('<svg id="workflow-graph"') : page.index("</svg>")]
     for name in ("preprocess", "train", "eval"):
         assert f"<title>{name} — Queued</title>" in svg

@@ -91,6 +91,12 @@ def test_status_follows_the_pods_phases():
     # A member deleted while the rest finished: the group cannot finish.
     gone = status(["Succeeded"] * 3, 4)
     assert gone.phase == "Failed" and "1 of 4 pods were deleted" in gone.message
+    # One pod is one pod, not "all 1 pods".
+    assert (status(["Succeeded"], 1).message, status(["Succeeded"] * 2, 2).message) == (
+        "its pod succeeded",
+        "all 2 pods succeeded",
+    )
+    assert status(["Failed"], 1).message == "1 of 1 pod failed"
 
 
 def test_a_waiting_pod_jobs_quota_is_held_already():

@@ -86,6 +86,9 @@ def test_messages_show_amounts_as_kubectl_would():
 def test_a_required_topology_names_its_level_and_how_close_the_roomiest_domain_comes():
     rack = PendingStatus(1, "team-a", 1, Reason.NO_DOMAIN_FITS, DETAILS[Reason.NO_DOMAIN_FITS]).message
     assert rack == "no rack has room for all 4 pods (8 nvidia.com/gpu each) at once; the roomiest has room for 2"
+    one = {**DETAILS[Reason.NO_DOMAIN_FITS], "pods": 1, "roomiest": 0}
+    alone = PendingStatus(1, "team-a", 1, Reason.NO_DOMAIN_FITS, one).message
+    assert alone == "no rack has room for its pod (8 nvidia.com/gpu); the roomiest has room for 0"
     unlabelled = {**DETAILS[Reason.NEVER_FITS_NODES], "level": "topology.jobdash.io/rack"}
     never = PendingStatus(1, "team-a", 1, Reason.NEVER_FITS_NODES, unlabelled).message
     assert never == (
