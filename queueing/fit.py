@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .cards import CardPool
 from .node_views import UNLIMITED as UNLIMITED
-from .node_views import pool_base
+from .node_views import pool_base, short_everywhere
 from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
 STRATEGIES = ("best", "first", "worst")
@@ -48,6 +48,7 @@ class NodeFailure:
     reserved_by: int | None = None
     level: str = ""  # a topology level's node label
     card: tuple[str, int] | None = None  # (node, GPU) with the most free, when no one card holds a pod
+    node: str = ""  # "never": the first eligible node with the most of the resource
 
 
 def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
@@ -103,11 +104,13 @@ class NodePool:
         base = pool_base(self.nodes)
         self.free: list[Mapping[str, int]] = list(base.free)
         self.eventual: list[Mapping[str, int]] = list(base.capacity)  # free once running pods end: for reservations
-        self.capacity: list[Mapping[str, int]] = base.capacity  # an empty node: for "never fits" (read only)
+        self.capacity: list[Mapping[str, int]] = base.capacity  # an empty node (read only)
+        self._one_pod: list[Mapping[str, int]] = base.one_pod  # the most one pod takes there: "never fits"
         self._owned: list[tuple[dict[str, int], dict[str, int]] | None] = [None] * len(self.nodes)
         self.schedulable: list[int] = base.schedulable  # (read only)
         self._plain: list[int] = base.plain  # schedulable nodes without blocking taints (read only)
-        self.cluster_max: dict[str, int] = base.cluster_max  # the most of each resource one empty node has (read only)
+        self.cluster_max: dict[str, int] = base.cluster_max  # the most one pod takes of each on a node (read only)
+        self.largest: dict[str, str] = base.largest  # the node that has it (read only)
         self.totals: dict[str, int] = dict(base.totals)
         totals = self.totals
         by_name: dict[str, int] | None = None
@@ -327,12 +330,20 @@ class NodePool:
         if not eligible.nodes:
             # The key names the pod's node constraints, required node affinity among them (reasons.py).
             return NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods)
-        capacity = [self.capacity[n] for n in eligible.nodes]
-        if any(all(c.get(r, 0) >= a for r, a in requests) for c in capacity):
+        capacity = [self._one_pod[n] for n in eligible.nodes]
+        short = short_everywhere(requests, capacity)
+        if short is None:
             return None
-        # Name the resource that is short on most eligible nodes.
-        resource, amount = max(requests, key=lambda ra: (sum(c.get(ra[0], 0) < ra[1] for c in capacity), ra[0]))
-        return NodeFailure("never", resource, amount, max(c.get(resource, 0) for c in capacity), group.role, pods)
+        resource, amount, most = short
+        return NodeFailure(
+            "never",
+            resource,
+            amount,
+            capacity[most].get(resource, 0),
+            group.role,
+            pods,
+            node=self.names[eligible.nodes[most]],
+        )
 
     def _diagnose(self, group: PodGroup, eligible: _Eligible, placed: int, pods: int) -> NodeFailure:
         requests = group.requests

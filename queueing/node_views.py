@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
+from .devices import model
 from .snapshot import PODS, Node
 
 # A node that reports no pod limit is not limited by it.
@@ -17,6 +18,9 @@ class NodeView(NamedTuple):
     capacity: Mapping[str, int]  # allocatable, interned: nodes of one shape share it
     positive: tuple[tuple[str, int], ...]  # max(free, 0) of every resource, for the pool's totals
     tainted: bool  # has a taint that keeps pods off
+    # The most one pod may take here, for "never fits": the capacity, except that a model
+    # counting shares of cards (HAMi's nvidia.com/gpu, vGPUs) gives one pod one per card.
+    one_pod: Mapping[str, int]
 
 
 # Node objects are frozen and callers keep them between cycles (the dispatcher's cache,
@@ -48,6 +52,7 @@ def view(node: Node) -> NodeView:
         capacity,
         tuple((name, max(amount, 0)) for name, amount in free.items()),
         any(taint.blocks for taint in node.taints),
+        _one_pod(node, capacity),
     )
     if len(_VIEWS) >= _VIEWS_LIMIT:
         _VIEWS.clear()
@@ -55,17 +60,66 @@ def view(node: Node) -> NodeView:
     return view
 
 
+def _one_pod(node: Node, capacity: Mapping[str, int]) -> Mapping[str, int]:
+    cards = node.cards
+    count = model(cards.model).count if cards is not None else None
+    if cards is None or count is None or capacity.get(count, 0) <= len(cards.memory):
+        return capacity
+    return MappingProxyType({**capacity, count: len(cards.memory)})
+
+
+def _note_largest(most: dict[str, int], where: dict[str, str], one_pod: Mapping[str, int], name: str) -> None:
+    for resource, amount in one_pod.items():
+        if amount > most.get(resource, 0):
+            most[resource] = amount
+            where[resource] = name
+
+
+def one_pod(node: Node) -> Mapping[str, int]:
+    """The most one pod may take on the node (NodeView.one_pod) without the cycle's caches:
+    for a check made outside a cycle (the submit page's)."""
+    return _one_pod(node, {PODS: UNLIMITED, **node.allocatable})
+
+
+def largest(nodes: Iterable[Node]) -> tuple[dict[str, int], dict[str, str]]:
+    """The most of each resource one pod may take on one empty schedulable node, and the
+    first node offering it: the pool's cluster_max and largest, outside a cycle."""
+    most: dict[str, int] = {}
+    where: dict[str, str] = {}
+    for node in nodes:
+        if not node.unschedulable:
+            _note_largest(most, where, one_pod(node), node.name)
+    return most, where
+
+
+def short_everywhere(
+    requests: Iterable[tuple[str, int]], capacity: list[Mapping[str, int]]
+) -> tuple[str, int, int] | None:
+    """None if one of these capacities holds a pod with these requests; else the resource
+    short on most of them, the pod's amount of it and the index of the first capacity with
+    the most of it (the largest node, named in "never fits")."""
+    requests = tuple(requests)
+    if any(all(c.get(r, 0) >= a for r, a in requests) for c in capacity):
+        return None
+    resource, amount = max(requests, key=lambda ra: (sum(c.get(ra[0], 0) < ra[1] for c in capacity), ra[0]))
+    most = max(range(len(capacity)), key=lambda i: (capacity[i].get(resource, 0), -i))
+    return resource, amount, most
+
+
 class PoolBase(NamedTuple):
-    """What a cycle's node pool starts from, for one tuple of nodes: per node its free view
-    and capacity, the schedulable nodes (and those without blocking taints), the most of
-    each resource one empty node has, and the free totals of the schedulable nodes."""
+    """What a cycle's node pool starts from, for one tuple of nodes: per node its free view,
+    capacity and what one pod may take there, the schedulable nodes (and those without
+    blocking taints), the most of each resource one pod may take on one empty node and the
+    first node offering it, and the free totals of the schedulable nodes."""
 
     nodes: tuple[Node, ...]
     free: list[Mapping[str, int]]
     capacity: list[Mapping[str, int]]
+    one_pod: list[Mapping[str, int]]
     schedulable: list[int]
     plain: list[int]
     cluster_max: dict[str, int]
+    largest: dict[str, str]  # resource -> the node that has its cluster_max
     totals: dict[str, int]
 
 
@@ -75,22 +129,21 @@ _LAST: list[PoolBase] = []
 
 
 def _full(nodes: tuple[Node, ...]) -> PoolBase:
-    base = PoolBase(nodes, [], [], [], [], {}, {})
+    base = PoolBase(nodes, [], [], [], [], [], {}, {}, {})
     seen: set[int] = set()
     for number, node in enumerate(nodes):
         found = view(node)
         base.free.append(found.free)
         base.capacity.append(found.capacity)
+        base.one_pod.append(found.one_pod)
         if node.unschedulable:
             continue
         base.schedulable.append(number)
         if not found.tainted:
             base.plain.append(number)
-        if id(found.capacity) not in seen:  # shared by nodes of one shape
-            seen.add(id(found.capacity))
-            for name, amount in found.capacity.items():
-                if amount > base.cluster_max.get(name, 0):
-                    base.cluster_max[name] = amount
+        if id(found.one_pod) not in seen:  # shared by nodes of one shape
+            seen.add(id(found.one_pod))
+            _note_largest(base.cluster_max, base.largest, found.one_pod, node.name)
         for name, amount in found.positive:
             base.totals[name] = base.totals.get(name, 0) + amount
     return base
@@ -108,6 +161,7 @@ def _redone(last: PoolBase, nodes: tuple[Node, ...], changed: list[int]) -> Pool
             or old.unschedulable != new.unschedulable
             or was.tainted != now.tainted
             or was.capacity is not now.capacity
+            or (was.one_pod is not now.one_pod and was.one_pod != now.one_pod)  # its cards' count
         ):
             return None
         free[number] = now.free
@@ -116,7 +170,9 @@ def _redone(last: PoolBase, nodes: tuple[Node, ...], changed: list[int]) -> Pool
                 totals[name] = totals.get(name, 0) - amount
             for name, amount in now.positive:
                 totals[name] = totals.get(name, 0) + amount
-    return PoolBase(nodes, free, last.capacity, last.schedulable, last.plain, last.cluster_max, totals)
+    return PoolBase(
+        nodes, free, last.capacity, last.one_pod, last.schedulable, last.plain, last.cluster_max, last.largest, totals
+    )
 
 
 def pool_base(nodes: tuple[Node, ...]) -> PoolBase:

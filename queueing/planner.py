@@ -156,7 +156,8 @@ class _Planner:
         # 1. State: free quota per namespace after in-flight reservations, free node capacity.
         state.namespaces.update(namespace_states(state.snapshot, state.policy, self.overrides))
         self.holds.hold_namespaces(state.namespaces)  # (past their budget: held as a whole)
-        self.cluster_max = state.pool.cluster_max  # the most of each resource one empty node has
+        self.cluster_max = state.pool.cluster_max  # the most of each resource one pod takes on one empty node
+        self.largest = state.pool.largest  # and the node that has it
         # Gangs admitted before that lost nodes to failures take new ones before anyone else.
         replaced = replace(state.pool, state.snapshot.replacements)
         # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
@@ -361,7 +362,7 @@ class _Planner:
                     "hard": hard[never],
                 }
         if self.state.node_fit:
-            never_nodes = never_fits_nodes(job.gang, self.cluster_max)
+            never_nodes = never_fits_nodes(job.gang, self.cluster_max, self.largest)
             if never_nodes is not None:
                 return never_nodes
         if short is not None:

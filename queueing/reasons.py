@@ -51,7 +51,7 @@ class Reason(StrEnum):
     OVER_BUDGET = "OverBudget"  # used, budget (GPU-hours)
     # Never: waiting would not help; the job must change (or the quota / nodes).
     NEVER_FITS_QUOTA = "NeverFitsQuota"  # resource, needed, hard
-    NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role
+    NEVER_FITS_NODES = "NeverFitsNodes"  # resource, needed, free (largest node allocatable), role, node (that node)
 
     @property
     def never(self) -> bool:
@@ -84,6 +84,8 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
     """A gang that did not fit the nodes, as the reason it waits."""
     if failure.kind == "never":
         detail = {"resource": failure.resource, "needed": failure.needed, "free": failure.free, "role": failure.role}
+        if failure.node:
+            detail["node"] = failure.node
         if failure.level:
             detail["level"] = failure.level
         if failure.card:
@@ -114,17 +116,18 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
     }
 
 
-def never_fits_nodes(gang: Iterable[PodGroup], cluster_max: Mapping[str, int]) -> Outcome | None:
-    """Cheap screen for a pod larger than every node (checked even while quota is short)."""
+def never_fits_nodes(
+    gang: Iterable[PodGroup], cluster_max: Mapping[str, int], largest: Mapping[str, str]
+) -> Outcome | None:
+    """Cheap screen for a pod larger than every node (checked even while quota is short).
+    ``largest``: the node with each resource's cluster_max, named in the message."""
     for group in gang:
         for name, amount in group.requests:
             if amount > cluster_max.get(name, 0):
-                return Reason.NEVER_FITS_NODES, {
-                    "resource": name,
-                    "needed": amount,
-                    "free": cluster_max.get(name, 0),
-                    "role": group.role,
-                }
+                detail = {"resource": name, "needed": amount, "free": cluster_max.get(name, 0), "role": group.role}
+                if name in largest:
+                    detail["node"] = largest[name]
+                return Reason.NEVER_FITS_NODES, detail
     return None
 
 
@@ -202,9 +205,10 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
                 f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector, "
                 "required node affinity and tolerations"
             )
+        node = f" ({d['node']})" if d.get("node") else ""
         return (
-            f"never fits: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
-            f"the largest node has {amount(r, d['free'])}"
+            f"never fits any node: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+            f"the largest node{node} has {amount(r, d['free'])}"
         )
     if reason is Reason.WAITING_FOR_PODS:
         return f"waiting for its pods: {d['created']} of {d['total']} created; it starts once all exist"

@@ -1,19 +1,25 @@
 """What jobs used (issue 37), from their timelines: a run starts at a Running event and ends at
 the job's next event that takes it off the cluster; its GPU-, CPU- and memory-seconds are
-split at UTC midnights and summed per day and label. Pure: the database side
-(jobdash/usage) folds events through these functions, so an incremental fold, a rebuild and
-a direct computation agree by construction."""
+split at UTC midnights and summed per day and label. An elastic job is billed for the pods
+it ran: its Running event says the size it was admitted with, each resize (grown or shrunk)
+its new size, and the run is cut there. Pure: the database side (jobdash/usage) folds events
+through these functions, so an incremental fold, a rebuild and a direct computation agree
+by construction."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 START = "Running"
 # The events that end a run: the job left the cluster (or was never let on it again).
 ENDS = frozenset({"Preempted", "Reclaimed", "Requeued", "Retrying", "Succeeded", "Failed", "Cancelled", "Refused"})
+# The events after which a running elastic job runs another number of pods (the event's scale).
+RESIZES = frozenset({"Resized", "Shrunk"})
+# The pods an elastic job runs per elastic role (its other roles as written); None: as written.
+Scale = Mapping[str, int] | None
 DAY_S = 86_400.0
 GIB = float(2**30)
 
@@ -60,20 +66,42 @@ def resources(requests: Mapping[str, float]) -> tuple[float, float, float]:
     return gpus, float(requests.get("cpu", 0)), float(requests.get("memory", 0))
 
 
+def scaled_requests(workload: Mapping[str, Any], scale: Scale) -> dict[str, float]:
+    """A job's total requests (its Workload.to_json's "requests") while its roles run the pods
+    `scale` says: each scaled role's pods beyond or short of its written count added or taken
+    away at its per-pod requests."""
+    totals = {name: float(amount) for name, amount in (workload.get("requests") or {}).items()}
+    if not scale:
+        return totals
+    for pod_set in workload.get("pod_sets") or ():
+        role = pod_set.get("role")
+        if role in scale:
+            more = scale[role] - pod_set.get("count", 0)
+            for name, amount in (pod_set.get("requests") or {}).items():
+                totals[name] = totals.get(name, 0.0) + float(amount) * more
+    return totals
+
+
 def runs_from_events(
-    events: Iterable[tuple[int, str, float]], open_runs: Mapping[int, float] | None = None
-) -> tuple[list[tuple[int, float, float]], dict[int, float]]:
-    """(job id, event type, time) in time order -> the closed runs (job id, start, end) and the
-    open ones {job id: start}. `open_runs`: those open before the first of `events` (a fold
-    resumed where the last one stopped)."""
+    events: Iterable[tuple[int, str, float, Scale]], open_runs: Mapping[int, tuple[float, Scale]] | None = None
+) -> tuple[list[tuple[int, float, float, Scale]], dict[int, tuple[float, Scale]]]:
+    """(job id, event type, time, scale) in time order -> the closed runs (job id, start, end,
+    scale) and the open ones {job id: (start, scale)}. A resize with its scale closes the run
+    at its size so far and opens one at the new size. `open_runs`: those open before the
+    first of `events` (a fold resumed where the last one stopped)."""
     still_open = dict(open_runs or {})
     closed = []
-    for job_id, kind, at in events:
+    for job_id, kind, at, scale in events:
         if kind == START:
             # A second Running without an end between (never written today) keeps the first start.
-            still_open.setdefault(job_id, at)
+            still_open.setdefault(job_id, (at, scale))
+        elif kind in RESIZES and job_id in still_open and scale is not None:
+            start, before = still_open[job_id]
+            closed.append((job_id, start, at, before))
+            still_open[job_id] = (at, scale)
         elif kind in ENDS and job_id in still_open:
-            closed.append((job_id, still_open.pop(job_id), at))
+            start, before = still_open.pop(job_id)
+            closed.append((job_id, start, at, before))
     return closed, still_open
 
 

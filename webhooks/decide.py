@@ -28,8 +28,10 @@
   the job named: jobdash unsuspends it. One that changes what an admitted job asks of the
   cluster, or jobdash's own marks on it, is refused; one that changes the demand of a
   held, queued object updates its queued job (edits.py). Other updates by others pass.
-- A DELETE by anyone but jobdash of an object jobdash holds cancels its Queued job and is
-  allowed (a Released or Running job's object passes: the tracker fails the job).
+- A DELETE by anyone but jobdash of an active job's object (held for a Queued job, or
+  released) cancels the job in the deleter's name, as a cancel anywhere: by its owner, or
+  by someone with the admin role in the namespace (or staff); anyone else's is refused,
+  saying why.
 - dryRun: the same verdict, nothing written, and nothing told about a job already stored
   under the name. A namespace jobdash does not manage passes.
 """
@@ -42,9 +44,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
+from jobdash.cluster.gateway import JOB_ID_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import cluster_selectors, selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
+from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
 from jobdash.jobs.models import Job, Source, State
 from queueing import capabilities
 from queueing.errors import ManifestError
@@ -298,26 +300,60 @@ def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
 
 
 def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
-    """Someone other than jobdash deletes an object jobdash holds: its Queued job is
-    cancelled and the delete allowed. (A Released or Running job's object passes: the
-    tracker fails the job when its object vanishes.)"""
-    if not request.old_object:
+    """Someone other than jobdash deletes the object of an active job: the object a Queued
+    job holds, or a released job's. Deleting it cancels the job, so the rule of any cancel
+    applies: its owner may, anyone else needs the admin role (refused otherwise, saying why);
+    the cancel names who deleted it."""
+    old = request.old_object
+    if not old:
         return ALLOW  # nothing said about what is deleted
-    subject, job = _held(request, request.old_object)
+    subject, job = _held(request, old)
+    if job is None:
+        job = _released(subject, old)
     if job is None:
         return ALLOW
     deleted_by = request.username or "system:anonymous"
+    state = job.state
+    try:
+        cancelled = services.job_cancel_object_deleted(
+            job_id=job.pk,
+            kind=request.kind,
+            object_name=f"{subject.namespace}/{subject.name}",
+            deleted_by=deleted_by,
+            groups=request.groups,
+            dry_run=request.dry_run,
+        )
+    except NotMember as error:
+        log.info("webhook: %s: delete by %s refused: %s", subject, deleted_by, error)
+        return Decision(
+            allowed=False,
+            code=403,
+            reason="Forbidden",
+            message=f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}",
+            job_id=job.pk,
+        )
     if request.dry_run:
         return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
-    cancelled = services.job_cancel_object_deleted(job_id=job.pk, kind=request.kind, deleted_by=deleted_by)
     if not cancelled:
         return ALLOW
     log.info("webhook: %s deleted by %s: job %s cancelled", subject, deleted_by, job.pk)
     return Decision(
         allowed=True,
         job_id=job.pk,
-        warnings=[f"{subject} was held by jobdash job #{job.pk}, Queued: the job is cancelled"],
+        warnings=[f"{subject} was jobdash job #{job.pk}'s, {state}: the job is cancelled"],
     )
+
+
+def _released(subject: _Subject, obj: dict[str, Any]) -> Job | None:
+    """The Released or Running job whose object this is (jobdash's job-id label on it, same kind)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    job_id = labels.get(JOB_ID_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(job_id, str) or not job_id.isdigit() or _controlled_by_managed_kind(obj):
+        return None
+    job = selectors.job_bound_to(subject.namespace, subject.name, int(job_id))
+    if job is None or job.state not in (State.RELEASED, State.RUNNING) or not _same_kind(job, obj):
+        return None
+    return job
 
 
 def _generated_name(obj: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from jobdash.cluster.gateway import JOB_ID_LABEL
 from jobdash.jobs import selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput
+from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
 from jobdash.jobs.models import Job, Source
 from queueing.errors import ManifestError
 from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL
@@ -229,9 +229,17 @@ def _delete(request: AdmissionRequest) -> Decision:
         return ALLOW
     subject = f"Pod {request.namespace}/{request.name}"
     deleted_by = request.username or "system:anonymous"
+    try:  # deleting it cancels the job: the rule of any cancel (decide._delete)
+        cancelled = services.job_cancel_object_deleted(
+            job_id=job.pk, kind=subject, deleted_by=deleted_by, groups=request.groups, dry_run=request.dry_run
+        )
+    except NotMember as error:
+        return refused(
+            403, f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}", "Forbidden"
+        )
     if request.dry_run:
         return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
-    if not services.job_cancel_object_deleted(job_id=job.pk, kind=subject, deleted_by=deleted_by):
+    if not cancelled:
         return ALLOW
     log.info("webhook: %s deleted by %s: job %s cancelled", subject, deleted_by, job.pk)
     return Decision(

@@ -21,7 +21,7 @@ from jobdash.cluster.gateway import QUEUED_PLURAL
 from queueing.workload import BY_KEY
 
 from . import decide, queued_deletes, review
-from .decision import ALLOW, Decision
+from .decision import Decision
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def admission(request: HttpRequest, plural: str):
 
 
 def _queued_delete(request: HttpRequest):
-    """A QueuedJob's DELETE: who left the queue (queued_deletes.py); always allowed."""
+    """A QueuedJob's DELETE: who left the queue, and whether they may (queued_deletes.py)."""
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     try:
@@ -79,9 +79,14 @@ def _queued_delete(request: HttpRequest):
         return JsonResponse({"error": f"not an AdmissionReview {review.API_VERSION}: {error}"}, status=400)
     try:
         decision = queued_deletes.decide(admission, own_identities=settings.JOBDASH_OWN_IDENTITIES)
-    except Exception:  # the dispatcher cancels it anyway, without the name: never block leaving
+    except Exception as error:  # a cancel nobody judged would be anyone's: refused, saying why
         log.exception("webhook: the DELETE of QueuedJob %s/%s", admission.namespace, admission.name)
-        decision = ALLOW
+        decision = Decision(
+            allowed=False,
+            code=500,
+            reason="InternalError",
+            message=f"jobdash could not judge this delete ({error.__class__.__name__}: {error}); try again",
+        )
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
 
 

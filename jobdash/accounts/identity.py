@@ -105,6 +105,17 @@ def admission_owner(username: str, groups: Iterable[str]) -> Any:
         return None
 
 
+def admission_subject(username: str, groups: Iterable[str]) -> Any:
+    """The user an admission request acts as, for asking what they may do: the jobdash user
+    of that name, else an unsaved one of that name (nothing is written: a dry run asks too);
+    None for nobody (anonymous)."""
+    who = from_admission(username, groups)
+    if who is None:
+        return None
+    User = get_user_model()
+    return User.objects.filter(username=who.username).first() or User(username=who.username)
+
+
 def user_for(identity: Identity) -> Any:
     """The jobdash user of `identity`, created on first sight (unusable password: the
     platform signs them in, not jobdash), its groups recorded.

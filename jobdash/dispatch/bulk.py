@@ -211,3 +211,22 @@ def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, [now, document])
         return cursor.rowcount
+
+
+def scales(ids: Iterable[int]) -> dict[int, Mapping[str, int]]:
+    """Job id -> its scale (the pods per elastic role it was admitted or resized to), for
+    the jobs among `ids` that have one."""
+    from jobdash.jobs.models import Job
+
+    rows = Job.objects.filter(pk__in=list(ids), scale__isnull=False).values_list("pk", "scale")
+    return {job_id: scale for job_id, scale in rows if scale}
+
+
+def insert_sized_events(events: Iterable[tuple[int, str, str, str, Mapping[str, int]]]) -> None:
+    """JobEvent rows (job id, type, message, actor, scale) of elastic jobs changing size,
+    created now: few, so through the ORM."""
+    from jobdash.jobs.models import JobEvent
+
+    JobEvent.objects.bulk_create(
+        JobEvent(job_id=j, type=t, message=m, actor=a, scale=dict(scale)) for j, t, m, a, scale in events
+    )

@@ -161,7 +161,10 @@ def move_many(
         ids = bulk.lock_in_states(Job, notes, from_states)
         if ids:
             bulk.update_rows(Job, [(job_id,) for job_id in ids], constants=changes)
-            bulk.insert_events((job_id, event, notes[job_id], DISPATCHER) for job_id in ids)
+            # An elastic job admitted with fewer pods says how many when it runs (usage bills them).
+            scales = bulk.scales(ids) if event == "Running" else {}
+            bulk.insert_events((job_id, event, notes[job_id], DISPATCHER) for job_id in ids if job_id not in scales)
+            bulk.insert_sized_events((job_id, event, notes[job_id], DISPATCHER, scales[job_id]) for job_id in scales)
     return ids
 
 
@@ -490,5 +493,5 @@ def resized(
             scale=dict(counts), placement=placement, shrink_to=None, preempted_for=None, preempt_at=None
         )
         if moved:
-            bulk.insert_events([(job_id, event, note, DISPATCHER)])
+            bulk.insert_sized_events([(job_id, event, note, DISPATCHER, counts)])
     return bool(moved)

@@ -3,7 +3,8 @@
 A target is a job id or a job name in the job's namespace. A name is first one of the jobs
 submitted with it (a workflow's or a bulk request's documents), then the namespace's job of
 that name: the active one, else the one submitted last (Slurm's ids are unique; names here are
-unique among active jobs only). Targets that do not exist, and cycles among the jobs submitted
+unique among active jobs only); the job's own name is the job itself, which it cannot wait
+for. Targets that do not exist, a job's own name, and cycles among the jobs submitted
 together, are refused with a 400 naming them before anything is written.
 """
 
@@ -33,14 +34,23 @@ def after_path(fields: Mapping[str, object]) -> str:
 
 
 def resolve(
-    namespace: Namespace, options: JobOptions, siblings: Mapping[str, int], path: str, index: int | None = None
+    namespace: Namespace,
+    options: JobOptions,
+    siblings: Mapping[str, int],
+    path: str,
+    index: int | None = None,
+    own: str = "",
 ) -> list[Edge]:
-    """The edges of one job (``index``: its own place among the siblings)."""
+    """The edges of one job (``index``: its own place among the siblings; ``own``: its name,
+    which names the job itself before any other: it cannot wait for itself)."""
     edges: list[Edge] = []
     problems: list[FieldProblem] = []
     named: dict[object, str] = {}  # each job once (a name and an id may be the same job)
     for dependency in options.after:
         target = dependency.target
+        if own and target == own:
+            problems.append(FieldProblem(path, f"the job cannot wait for itself: {target!r} is its own name"))
+            continue
         if target in siblings and siblings[target] != index:
             edge = Edge(dependency.condition, sibling=siblings[target])
             key: object = ("sibling", siblings[target])

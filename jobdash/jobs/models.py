@@ -303,6 +303,9 @@ class JobEvent(models.Model):
     message = models.TextField(blank=True)
     actor = models.CharField(max_length=255)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An elastic job's pods per elastic role from this event on (Running when admitted with
+    # fewer, Resized, Shrunk): what usage bills it for. Null: as written, or no change.
+    scale = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at", "id"]

@@ -54,15 +54,16 @@ def pod_set_rows(workload: dict, sizes: dict | None = None) -> list[dict]:
     ]
 
 
-def elastic_sizes(workload: dict, scale: dict | None, running: bool) -> dict[str, dict]:
-    """Per elastic role: {"minimum", "maximum", "current"} (current: the pods it runs when it
-    is released or running, None before)."""
+def elastic_sizes(workload: dict, scale: dict | None, released: bool) -> dict[str, dict]:
+    """Per elastic role: {"minimum", "maximum", "current"} (current: the pods it runs once
+    released, and the last it ran once it has ended; None while it waits, or if it ended
+    never released)."""
     sizes = {}
     for pod_set in workload.get("pod_sets", []):
         if pod_set.get("minimum") is None:
             continue
         role = pod_set["role"]
-        current = (scale or {}).get(role, pod_set["count"]) if running else None
+        current = (scale or {}).get(role, pod_set["count"]) if released else None
         sizes[role] = {"minimum": pod_set["minimum"], "maximum": pod_set.get("maximum"), "current": current}
     return sizes
 

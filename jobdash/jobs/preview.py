@@ -10,7 +10,7 @@ import yaml
 from queueing.quota_fit import quota_lines
 from queueing.safe_yaml import DEFAULT_MAX_DEPTH
 
-from . import card_fit, selectors, services, units
+from . import card_fit, node_fit, selectors, services, units
 from .budgets import budget_words
 from .exceptions import InvalidInput
 from .presenters import page_demand
@@ -82,6 +82,7 @@ class Preview:
     fits: bool | None = None  # None: no quota known (no ResourceQuota, or no cycle yet)
     queued_ahead: int = 0
     cards: list[dict] = field(default_factory=list)  # card_fit.card_checks: pod sets asking a share of a card
+    never: str = ""  # node_fit.never_fits: why no node could ever hold one of its pods
     budget: str = ""  # the namespace's GPU-hour budget, once 80 % of it is used (presenters.budget_words)
 
 
@@ -109,8 +110,10 @@ def manifest_preview(user, text: str, namespace: str = "") -> Preview:
             }
         )
     preview.demand = page_demand(workload.to_json())
-    if card_fit.share_demands(workload):  # the nodes are read only for a job asking shares of cards
-        preview.cards = card_fit.card_checks(workload, selectors.cluster_quotas_and_nodes()[1])
+    nodes = selectors.cluster_quotas_and_nodes()[1]
+    preview.never = node_fit.never_fits(workload, nodes)
+    if card_fit.share_demands(workload):
+        preview.cards = card_fit.card_checks(workload, nodes)
     if not name:
         return preview
     visible = selectors.namespaces_visible_to(user).filter(name=name).first()

@@ -16,6 +16,7 @@ Where roles come from is JOBDASH_ROLES_FROM:
 A Grant says which source granted a role, for the pages and the 403s.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -143,6 +144,32 @@ def require_on_job(user, job: Job, doing: str) -> Grant:
         return require(user, job.namespace, EDIT, doing)
     whose = job.submitted_by_name or "someone else"
     return require(user, job.namespace, ADMIN, f"{doing} (submitted by {whose}, not you)")
+
+
+# The cluster deleting on someone's behalf: the garbage collector (an owner was deleted, a
+# Katib Trial say) and the namespace controller (the namespace was) run as kube-system's
+# service accounts, or as the controller manager itself; system:masters is the cluster's
+# superuser group, which RBAC cannot deny either.
+CONTROLLERS = "system:serviceaccount:kube-system:"
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+SUPERUSERS = "system:masters"
+
+
+def require_on_job_in_cluster(user, groups: Sequence[str], job: Job, doing: str) -> None:
+    """require_on_job for a write the API server has already authorized (a kubectl DELETE of
+    the job's object or QueuedJob): its owner may (RBAC let them delete there), and so may
+    the cluster itself (CONTROLLERS, SUPERUSERS); anyone else needs the admin role, asked
+    with the request's own groups. `user`: the request's (accounts.identity.admission_subject),
+    None for nobody. Raises NotMember saying why."""
+    if user is not None:
+        name = user.get_username()
+        if name.startswith(CONTROLLERS) or name == CONTROLLER_MANAGER or SUPERUSERS in groups:
+            return
+        user._kubernetes_groups = [str(group) for group in groups]  # the request's, not a sign-in's
+        if owns(user, job):
+            return
+    whose = job.submitted_by_name or "someone else"
+    require(user, job.namespace, ADMIN, f"{doing} (submitted by {whose}, not you)")
 
 
 def may_act_on(user, job: Job) -> bool:

@@ -73,24 +73,61 @@ def job_cancel(*, job_id: int, user, reason: str = "") -> Job:
     return job
 
 
-def job_cancel_object_deleted(*, job_id: int, kind: str, deleted_by: str) -> bool:
-    """The admission webhook saw someone other than jobdash delete the cluster object a
-    Queued job holds (suspend mode): the job is cancelled, the deleting cluster identity as
-    its actor. Returns whether it was cancelled (False when it left Queued meanwhile)."""
-    cancelled = cancel_row(job_id, f"its {kind} was deleted by {deleted_by}", deleted_by, from_states=(State.QUEUED,))
-    if cancelled:
-        transaction.on_commit(send_queue_changed)
-    return cancelled
+def job_cancel_object_deleted(
+    *,
+    job_id: int,
+    kind: str,
+    deleted_by: str,
+    groups: Sequence[str] = (),
+    dry_run: bool = False,
+    object_name: str = "",
+) -> bool:
+    """The admission webhook saw someone other than jobdash delete a job's cluster object (a
+    Queued job holds it in suspend mode; a released one runs as it): the same rule as a
+    cancel anywhere (roles.require_on_job_in_cluster: NotMember says why not), then the job
+    Cancelled with the deleting cluster identity as its actor. Returns whether it was
+    cancelled (False on a dry run, or when it ended meanwhile). `object_name`: its
+    namespace/name, for the refusal (`kind` may name it already: "Pod team-a/x")."""
+    note = f"its {kind} was deleted by {deleted_by}"
+    what = f"{kind} {object_name}" if object_name else kind
+    return _cancel_deleted(job_id, note, what, deleted_by, groups, dry_run)
 
 
-def job_cancel_queued_object_deleted(*, job_id: int, namespace: str, name: str, deleted_by: str = "") -> bool:
+def job_cancel_queued_object_deleted(
+    *, job_id: int, namespace: str, name: str, deleted_by: str = "", groups: Sequence[str] = (), dry_run: bool = False
+) -> bool:
     """The job's QueuedJob was deleted by someone else than jobdash (`kubectl delete
     queuedjob`): leaving the queue in the cluster leaves it here too. `deleted_by`: the
-    cluster identity, when the webhook saw the DELETE (the dispatcher only sees it gone).
-    Returns whether it was cancelled (False when it left Queued meanwhile)."""
+    cluster identity, when the webhook saw the DELETE (then the rule of any cancel applies,
+    as for job_cancel_object_deleted); "" when the dispatcher only sees it gone. Returns
+    whether it was cancelled (False on a dry run, or when it left Queued meanwhile)."""
     by = f"by {deleted_by}" if deleted_by else "from the cluster"
     note = f"its QueuedJob {namespace}/{name} was deleted {by}: it left the queue"
-    cancelled = cancel_row(job_id, note, deleted_by or "cluster", from_states=(State.QUEUED,))
+    if not deleted_by:
+        return _cancelled(cancel_row(job_id, note, "cluster", from_states=(State.QUEUED,)))
+    return _cancel_deleted(
+        job_id, note, f"QueuedJob {namespace}/{name}", deleted_by, groups, dry_run, from_states=(State.QUEUED,)
+    )
+
+
+def _cancel_deleted(
+    job_id: int,
+    note: str,
+    what: str,
+    deleted_by: str,
+    groups: Sequence[str],
+    dry_run: bool,
+    from_states: Sequence[str] = ACTIVE_STATES,
+) -> bool:
+    job = Job.objects.select_related("namespace").filter(pk=job_id).first()
+    if job is None or job.state not in from_states:
+        return False
+    who = identity.admission_subject(deleted_by, groups)
+    roles.require_on_job_in_cluster(who, groups, job, f"deleting {what}, jobdash job #{job.pk}")
+    return not dry_run and _cancelled(cancel_row(job.pk, note, deleted_by, from_states=from_states))
+
+
+def _cancelled(cancelled: bool) -> bool:
     if cancelled:
         transaction.on_commit(send_queue_changed)
     return cancelled

@@ -236,7 +236,7 @@ def job_submit(
     if source not in Source.values:
         raise ValueError(f"unknown source {source!r}")
     checked = _check(user, Submission(manifest, priority, priority_class, namespace, options or {}))
-    edges = dependencies.resolve(checked.ns, checked.options, {}, checked.after_path)
+    edges = dependencies.resolve(checked.ns, checked.options, {}, checked.after_path, own=checked.workload.name)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
     job = _new_job(checked, user=user, source=source, actor=actor, owner=owner)
     note = _submitted_note(checked, source)
@@ -382,7 +382,7 @@ def _edges(checked: Sequence[_Checked], first_document: int) -> list[list[depend
     for index, one in enumerate(checked):
         named = {name: i for (ns, name), i in siblings.items() if ns == one.ns.pk}
         try:
-            edges.append(dependencies.resolve(one.ns, one.options, named, one.after_path, index))
+            edges.append(dependencies.resolve(one.ns, one.options, named, one.after_path, index, one.workload.name))
         except InvalidInput as error:
             problems.append(error.in_document(first_document + index))
             edges.append([])

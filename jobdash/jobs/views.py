@@ -162,7 +162,7 @@ def job_detail(request, job_id: int):
             "demand": job.demand,
             "pod_sets": presenters.pod_set_rows(
                 job.workload,
-                presenters.elastic_sizes(job.workload, job.scale, job.state in (State.RELEASED, State.RUNNING)),
+                presenters.elastic_sizes(job.workload, job.scale, job.released_at is not None),
             ),
             "manifest_lines": job.manifest.splitlines(),
         }

@@ -32,7 +32,8 @@ class UsageDay(models.Model):
 
 class UsageMark(models.Model):
     """How far the timelines are folded (one row): every event up to `event_id`; the runs open
-    there, {job id: start (epoch seconds)}. A fold locks this row: two never fold at once."""
+    there, {job id: [start (epoch seconds), scale (an elastic job's pods per role, or null)]}
+    (a bare start: a mark written before). A fold locks this row: two never fold at once."""
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=1)
     event_id = models.BigIntegerField(default=0)

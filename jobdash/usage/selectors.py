@@ -11,11 +11,10 @@ from django.db import connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from jobdash.jobs.models import JobEvent
 from queueing.usage import Amounts, UsageKey, decayed, runs_from_events, summarize
 
 from .models import UsageDay, UsageMark
-from .services import job_runs, open_of
+from .services import events_after, job_runs, open_of
 
 GROUPS = ("namespace", "user", "kind", "priority_class", "day", "borrowed")
 
@@ -34,14 +33,13 @@ def _snapshot(outermost: bool) -> None:
 def unfolded(now: datetime) -> dict[UsageKey, Amounts]:
     """What the fold has not reached: the events after the mark and the runs still open, up to now."""
     mark = UsageMark.objects.filter(id=1).first()
-    after = mark.event_id if mark else 0
-    events = JobEvent.objects.filter(id__gt=after).order_by("id").values_list("job_id", "type", "created_at")
+    events = events_after(mark.event_id if mark else 0)
     closed, still_open = runs_from_events(
-        ((job_id, kind, at.timestamp()) for job_id, kind, at in events.iterator(chunk_size=5_000)),
+        ((job_id, kind, at.timestamp(), scale) for _, job_id, kind, at, scale in events.iterator(chunk_size=5_000)),
         open_of(mark) if mark else {},
     )
     end = now.timestamp()
-    spans = [*closed, *((job_id, start, end) for job_id, start in still_open.items())]
+    spans = [*closed, *((job_id, start, end, scale) for job_id, (start, scale) in still_open.items())]
     return summarize(job_runs(spans))
 
 

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobdash.jobs.models import Job, JobEvent
-from queueing.usage import Amounts, Run, UsageKey, resources, runs_from_events, summarize
+from queueing.usage import Amounts, Run, Scale, UsageKey, resources, runs_from_events, scaled_requests, summarize
 
 from .models import UsageDay, UsageMark
 
@@ -35,25 +35,46 @@ def locked_mark() -> UsageMark:
     return UsageMark.objects.select_for_update().get(id=1)
 
 
-def open_of(mark: UsageMark) -> dict[int, float]:
-    return {int(job_id): float(start) for job_id, start in (mark.open or {}).items()}
+def open_of(mark: UsageMark) -> dict[int, tuple[float, Scale]]:
+    """The runs open at the mark: {job id: (start, scale)} (a mark written before elastic
+    jobs were billed by size holds the start alone)."""
+    found: dict[int, tuple[float, Scale]] = {}
+    for job_id, value in (mark.open or {}).items():
+        start, scale = value if isinstance(value, list) else (value, None)
+        found[int(job_id)] = (float(start), scale)
+    return found
 
 
-def job_runs(spans: Iterable[tuple[int, float, float]]) -> list[Run]:
-    """(job id, start, end) -> Runs with the jobs' resources and labels (jobs removed since: none)."""
+def persisted(still_open: Mapping[int, tuple[float, Scale]]) -> dict[str, list]:
+    """The open runs as the mark keeps them (JSON)."""
+    return {str(job_id): [start, dict(scale) if scale else None] for job_id, (start, scale) in still_open.items()}
+
+
+def events_after(event_id: int):
+    """The events after `event_id`, in id order: (id, job id, type, time, scale)."""
+    return (
+        JobEvent.objects.filter(id__gt=event_id)
+        .order_by("id")
+        .values_list("id", "job_id", "type", "created_at", "scale")
+    )
+
+
+def job_runs(spans: Iterable[tuple[int, float, float, Scale]]) -> list[Run]:
+    """(job id, start, end, scale) -> Runs with the jobs' resources at that scale and their
+    labels (jobs removed since: none)."""
     spans = list(spans)
     jobs = {
         row[0]: row[1:]
-        for row in Job.objects.filter(id__in={job_id for job_id, _, _ in spans})
+        for row in Job.objects.filter(id__in={span[0] for span in spans})
         .values_list("id", "namespace__name", "submitted_by_name", "kind", "priority_class", "borrowing", "workload")
         .order_by()
     }
     runs = []
-    for job_id, start, end in spans:
+    for job_id, start, end, scale in spans:
         if job_id not in jobs:
             continue
         namespace, user, kind, priority_class, borrowing, workload = jobs[job_id]
-        gpus, cpu_m, memory_b = resources((workload or {}).get("requests", {}))
+        gpus, cpu_m, memory_b = resources(scaled_requests(workload or {}, scale))
         runs.append(Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, priority_class, borrowing))
     return runs
 
@@ -86,23 +107,18 @@ def fold(limit: int = 10_000, now: datetime | None = None, settle_s: float | Non
     with transaction.atomic():
         mark = locked_mark()
         events = []
-        rows = (
-            JobEvent.objects.filter(id__gt=mark.event_id)
-            .order_by("id")
-            .values_list("id", "job_id", "type", "created_at")[:limit]
-        )
-        for row in rows:
+        for row in events_after(mark.event_id)[:limit]:
             if row[3] > cutoff:
                 break  # the events after it wait, settled or not: the mark only moves forward
             events.append(row)
         if not events:
             return 0
         closed, still_open = runs_from_events(
-            ((job_id, kind, at.timestamp()) for _, job_id, kind, at in events), open_of(mark)
+            ((job_id, kind, at.timestamp(), scale) for _, job_id, kind, at, scale in events), open_of(mark)
         )
         add_to_days(summarize(job_runs(closed)))
         mark.event_id = events[-1][0]
-        mark.open = {str(job_id): start for job_id, start in still_open.items()}
+        mark.open = persisted(still_open)
         mark.folded_at = now
         mark.save(update_fields=["event_id", "open", "folded_at"])
     return len(events)

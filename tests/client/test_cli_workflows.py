@@ -169,6 +169,8 @@ def test_bad_flags_name_the_flag_and_refusals_the_field(jobdash, tmp_path):
     assert after.stderr.startswith('jobdash: (stdin): refused (HTTP 400): after[0]: "sometimes:x" is not a dependency')
     unknown = jobdash("submit", "-", "--after", "ok:nobody", input=manifest("x"))
     assert "refused (HTTP 400): after: no job named 'nobody' in namespace 'team-a'" in unknown.stderr
+    itself = jobdash("submit", "-", "--after", "ok:x", input=manifest("x"))
+    assert "refused (HTTP 400): after: the job cannot wait for itself: 'x' is its own name" in itself.stderr
     retry_on = jobdash("submit", "-", "--retry-on", "Sometimes", input=manifest("x"))
     assert 'refused (HTTP 400): retry.on[0]: "Sometimes" is not a failure class' in retry_on.stderr
     limit = jobdash("submit", "-", "--retry-limit", "101", input=manifest("x"))

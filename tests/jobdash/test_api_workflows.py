@@ -63,6 +63,22 @@ def test_unknown_dependencies_and_bad_options_are_400s_naming_the_field(api, mni
     assert not Job.objects.exists()
 
 
+def test_a_job_cannot_wait_for_itself(api, mnist):
+    """Its own name is the first job that name finds (the jobs submitted with it come first),
+    also when an earlier job of that name has ended."""
+    said = "the job cannot wait for itself: 'train' is its own name"
+    response = api.post(URL, {"manifest": mnist("train"), "after": "ok:train"}, format="json")
+    assert response.status_code == 400 and errors(response) == [("after", said)]
+    earlier = api.post(URL, {"manifest": mnist("train")}, format="json").json()
+    assert api.post(f"{URL}{earlier['id']}/cancel/").status_code == 200
+    response = api.post(URL, mnist("train", after="train"), content_type=YAML)
+    assert errors(response) == [('metadata.annotations["jobdash.io/after"]', said)]
+    stream = mnist("prep") + "---\n" + mnist("train", after="ok:prep,any:train")
+    response = api.post(URL, stream, content_type=YAML)
+    assert errors(response) == [('[1].metadata.annotations["jobdash.io/after"]', said)]
+    assert Job.objects.count() == 1
+
+
 def test_a_workflow_in_one_stream_is_stored_whole_with_its_edges(api, mnist):
     stream = "\n---\n".join(
         [

@@ -4,12 +4,17 @@ operator's own scaling path (its Worker replicas as admitted): PostgreSQL, the r
 and dispatcher, kubesim's training operator."""
 
 import json
+import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
+from jobdash.usage.selectors import usage
+from jobdash.usage.services import fold_all
 from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
 from .conftest import token_client
@@ -149,3 +154,51 @@ def test_an_elastic_job_grows_into_free_capacity_and_shrinks_before_anything_is_
             assert obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
         finally:
             gateway.stop()
+    # Usage bills each stretch at its size: 2 workers (2 CPUs each), then 4, then 2 again.
+    at = dict(shrunk.events.filter(type__in=("Running", "Resized", "Shrunk")).values_list("type", "created_at"))
+    now = timezone.now() + timedelta(hours=1)
+    stretches = [(2, at["Running"], at["Resized"]), (4, at["Resized"], at["Shrunk"]), (2, at["Shrunk"], now)]
+    want = sum(2 * workers * (end - start).total_seconds() for workers, start, end in stretches) / 3600
+    fold_all(settle_s=0, now=now)
+    [row] = [r for r in usage(None, None, ["kind"], None, now) if r["kind"] == "PyTorchJob"]
+    assert row["cpu_hours"] == pytest.approx(want, rel=1e-6)
+
+
+def gpu_hours(now) -> float:
+    fold_all(settle_s=0, now=now)
+    return sum(row["gpu_hours"] for row in usage(None, None, ["namespace"], None, now))
+
+
+def test_usage_bills_an_elastic_job_for_the_workers_it_ran_and_it_keeps_its_last_size(user, term):
+    """Admitted with 3 of its 6 Workers (2 GPUs each): billed 6 GPUs while it runs, not the
+    12 written; once it has ended (cancelled by its owner here), the API still says it ran 3."""
+    config = {
+        "nodes": [{"prefix": "node", "count": 1, "capacity": {"cpu": "32", "memory": "64Gi", "nvidia.com/gpu": "6"}}],
+        "namespaces": [{"name": "team-a", "quota": {"requests.cpu": "64"}}, {"name": "other"}],
+        "users": [{"token": "jobdash-token", "username": JOBDASH, "groups": ["system:serviceaccounts"]}],
+        "kubelet": {"start_delay_seconds": 1.0},
+    }
+    with running_kubesim(config, manual_clock=True) as sim:
+        gateway = start_gateway(sim)
+        try:
+            dispatcher = Dispatcher(gateway, settings(), clock=ManualClock())
+            manifest = pytorchjob_manifest(
+                "wide", "team-a", workers=6, master=False, cpu="1", memory="1Gi", gpu=2, duration=100000,
+                elastic={"minReplicas": 1, "maxReplicas": 6},
+            )  # fmt: skip
+            job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+            cycle_until(dispatcher, sim, term, lambda: Job.objects.get(pk=job.pk).state == State.RUNNING)
+            time.sleep(0.5)  # (the events' times are the wall clock's)
+            services.job_cancel(job_id=job.pk, user=user)
+        finally:
+            gateway.stop()
+    row = Job.objects.get(pk=job.pk)
+    assert (row.state, row.scale) == (State.CANCELLED, {"Worker": 3})
+    times = dict(row.events.filter(type__in=("Running", "Cancelled")).values_list("type", "created_at"))
+    ran_s = (times["Cancelled"] - times["Running"]).total_seconds()
+    assert ran_s > 0
+    # (epoch seconds in floats: a few tenths of a microsecond apart)
+    assert gpu_hours(timezone.now() + timedelta(hours=1)) == pytest.approx(6 * ran_s / 3600, rel=1e-6)
+    shown = token_client(user).get(f"/api/v1/jobs/{job.pk}/").json()
+    assert shown["elastic"] == {"Worker": {"minimum": 1, "maximum": 6, "current": 3}}
+    assert "(elastic 1–6, ran 3)" in client_for(user).get(f"/jobs/{job.pk}/").content.decode()

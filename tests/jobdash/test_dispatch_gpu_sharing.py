@@ -215,3 +215,19 @@ def test_hami_vgpus_go_to_distinct_cards_and_count_in_the_derived_memory_total(u
     dispatcher.cycle(term)
     row = Job.objects.get(pk=second.pk)
     assert row.state == State.QUEUED and "total-gpumem" in row.message, row.message
+
+
+def test_a_pod_asking_more_whole_gpus_than_any_node_has_never_fits_and_has_no_start_estimate(user, make, term):
+    """The HAMi node counts 30 vGPUs on 3 cards: one pod gets at most 3 whole GPUs there,
+    so the largest node for 16 whole GPUs is the 8-GPU one, and waiting will not help."""
+    whole = {"name": "w1", "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": "8"}}
+    sim, dispatcher = make([hami("h1"), whole], {"requests.nvidia.com/gpu": "32"})
+    step(dispatcher, sim)
+    job = services.job_submit(user=user, manifest=shared_job("huge", {"nvidia.com/gpu": 16}), source="api")
+    for _ in range(3):
+        dispatcher.cycle(term)
+        step(dispatcher, sim)
+    row = Job.objects.get(pk=job.pk)
+    assert (row.state, row.reason) == (State.QUEUED, "NeverFitsNodes")
+    assert "never fits any node: a main pod needs 16 nvidia.com/gpu, the largest node (w1) has 8" in row.message
+    assert (row.eta, row.eta_late) == (None, None)

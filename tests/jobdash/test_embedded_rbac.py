@@ -17,6 +17,7 @@ from jobdash.cluster import kinds
 from jobdash.embedded.stack import EmbeddedStack
 from jobdash.jobs import roles
 from jobdash.jobs.models import Job, Namespace, State
+from kubesim.testing import tfjob_manifest
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.waiting import eventually
 
@@ -136,5 +137,60 @@ def test_make_runs_roles_come_from_its_rbac(stack, settings):
             and 'RoleBinding "demo-jobdash-member/team-a" of Role "jobdash-member"' in granted.source
         ), granted
         assert roles.grant(demo, Namespace.objects.get(name="team-b")).role == ""
+    finally:
+        role_cache.from_settings().stop()
+
+
+def tfjob(name: str, **kw) -> str:
+    return yaml.safe_dump(tfjob_manifest(name, "team-a", **kw))
+
+
+def queued(env, *who: str, name: str, **kw) -> Job:
+    """`name` created with kubectl (as `who`): the webhook queues it (deny mode refuses the create)."""
+    created = kubectl(env, *who, "create", "-f", "-", stdin=tfjob(name, **kw), check=False)
+    assert "is queued by jobdash as jobdash job #" in created.stderr, created.stderr
+    return Job.objects.get(name=name, namespace__name="team-a")
+
+
+def test_deleting_someone_elses_job_in_the_cluster_needs_the_admin_role_and_names_who(env, stack, settings):
+    """The rule of the UI, the API and the CLI on kubectl's path: the demo member (edit in
+    team-a) may not delete the admin's running TFJob nor the QueuedJob of the admin's waiting
+    one; the admin may; the member may delete its own. Every allowed delete is a cancel in
+    the deleter's name."""
+    settings.JOBDASH_ROLES_FROM, settings.JOBDASH_CLUSTER = "rbac", "kubeconfig"
+    settings.KUBECONFIG = str(stack.jobdash_kubeconfig)
+    try:
+        waiting = queued(env, *ADMIN, name="admins-huge", cpu="10000")  # waits for good
+        eventually(lambda: "admins-huge" in kubectl(env, "get", "queuedjobs", "-n", "team-a").stdout, 60)
+        running = queued(env, *ADMIN, name="admins", duration=3600)
+        eventually(lambda: Job.objects.get(pk=running.pk).state == State.RUNNING, 60)
+
+        for kind, name in (("tfjob", "admins"), ("queuedjob", "admins-huge")):
+            refused = kubectl(env, "delete", kind, name, "-n", "team-a", check=False)
+            assert refused.returncode == 1, refused.stdout
+            assert "(submitted by kubernetes-admin, not you) needs the admin role in namespace 'team-a'" in (
+                refused.stderr
+            ), refused.stderr
+            assert "deleting it cancels its job" in refused.stderr and "yours is edit" in refused.stderr
+        assert Job.objects.get(pk=running.pk).state == State.RUNNING
+        assert Job.objects.get(pk=waiting.pk).state == State.QUEUED
+        assert "admins" in kubectl(env, "get", "tfjobs", "-n", "team-a").stdout
+
+        kubectl(env, *ADMIN, "delete", "tfjob", "admins", "-n", "team-a")
+        kubectl(env, *ADMIN, "delete", "queuedjob", "admins-huge", "-n", "team-a")
+        for job, what in (
+            (running, "its TFJob was deleted"),
+            (waiting, "its QueuedJob team-a/admins-huge was deleted"),
+        ):
+            job.refresh_from_db()
+            assert job.state == State.CANCELLED and what in job.message
+            assert job.events.get(type="Cancelled").actor == "kubernetes-admin"
+
+        own = queued(env, name="mine", duration=3600)
+        eventually(lambda: Job.objects.get(pk=own.pk).state == State.RUNNING, 60)
+        kubectl(env, "delete", "tfjob", "mine", "-n", "team-a")
+        own.refresh_from_db()
+        assert (own.state, own.message) == (State.CANCELLED, "its TFJob was deleted by demo")
+        assert own.events.get(type="Cancelled").actor == "demo"
     finally:
         role_cache.from_settings().stop()

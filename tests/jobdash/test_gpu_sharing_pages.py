@@ -63,10 +63,11 @@ GPUSHARE = node(
         ),
     ],
 )
-# HAMi's nvidia.com/gpu counts vGPUs (10 per card here): 3 taken, on one card of two.
+# HAMi's nvidia.com/gpu counts vGPUs (10 per card here): 3 taken, on one card of two; its
+# cards' memory in all stands in allocatable (cluster/convert.py).
 HAMI = node(
     "share-hami-0",
-    {"nvidia.com/gpu": 20},
+    {"nvidia.com/gpu": 20, "nvidia.com/gpumem": 2 * 32_768},
     {"nvidia.com/gpu": 3},
     {"gpu": "on"},
     cards=[
@@ -279,7 +280,9 @@ def test_the_submit_check_says_whether_a_share_fits_some_card_now(
     assert (row["verdict"], row["message"]) == (verdict, message)
     part = client.post("/submit/check/", {"manifest": text}).content.decode()
     assert f'data-verdict="{verdict}"' in part and message in part
-    assert "Fits the free quota of team-a now" in part  # the quota rows stay
+    # The quota rows stay; a pod no card holds fits no node either.
+    fits = "team-a, but no node can hold it" if verdict == "never" else "team-a now"
+    assert f"Fits the free quota of {fits}" in part
 
 
 def test_the_submit_check_skips_cordoned_nodes_and_jobs_asking_no_share(alice, example_text):
@@ -316,3 +319,20 @@ def test_metrics_export_each_shared_cards_memory(settings):
         ("share-hami-0", "1", "hami"): 32_768 * MIB,
     }
     assert used[("share-gpushare-0", "0")] == 12_207 * MIB and used[("share-hami-0", "0")] == 0
+
+
+def test_the_submit_check_says_a_pod_larger_than_every_node_can_never_run(client, alice, example_text):
+    """16 whole GPUs in one pod: the largest node has 8. HAMi's node counts 20 vGPUs but one
+    pod gets one per card (2 here), so it is no larger node for whole GPUs."""
+    client.force_login(alice)
+    quota = {"hard": {"requests.nvidia.com/gpu": 32}, "used": {}, "reserved": {}}
+    publish(NODES, quotas={"team-a": quota})
+    text = shared_manifest(example_text, '                  nvidia.com/gpu: "16"\n')
+    never = "never fits any node: a Worker pod needs 16 nvidia.com/gpu, the largest node (gpu-1) has 8"
+    assert preview.manifest_preview(alice, text).never == never
+    part = client.post("/submit/check/", {"manifest": text}).content.decode()
+    assert f"It can never run as it is: {never}." in part
+    assert "Fits the free quota of team-a, but no node can hold it" in part and "team-a now" not in part
+    eight = shared_manifest(example_text, '                  nvidia.com/gpu: "8"\n')
+    assert preview.manifest_preview(alice, eight).never == ""
+    assert "Fits the free quota of team-a now" in client.post("/submit/check/", {"manifest": eight}).content.decode()

@@ -185,3 +185,26 @@ def test_no_pod_is_preempted_for_memory_the_cards_would_not_give_back():
     whole = Node("n1", node.allocatable, node.allocated)
     counted = plan(Snapshot(NOW, (urgent,), running=(running,), quotas=quota, nodes=(whole,)), policy)
     assert [p.victim for p in counted.preemptions] == [9]
+
+
+def test_a_pod_asking_more_whole_gpus_than_any_node_has_never_fits_though_a_hami_node_counts_more_vgpus():
+    """HAMi's nvidia.com/gpu counts vGPUs (4 cards x 10 here): one pod gets at most one per
+    card, so the node holds 4 whole GPUs for one pod, not 40. The largest node is named."""
+    hami = Node(
+        "share-hami-0",
+        {"cpu": 32_000, "nvidia.com/gpu": 40, "pods": 110},
+        cards=SharedCards.even(4, 32_768, model="hami"),
+    )
+    whole = [Node(f"rack1-node-{i}", {"cpu": 32_000, "nvidia.com/gpu": 8, "pods": 110}) for i in range(2)]
+    pod_set = PodSet("Worker", 1, {"cpu": 1000, "nvidia.com/gpu": 16}, {"nvidia.com/gpu": 16})
+    job = PendingJob(1, "team-b", 0, NOW, Workload("TFJob", "kubeflow.org/v1", "big", None, (pod_set,)))
+    status = plan(world([job], [hami, *whole])).pending[1]
+    assert status.reason is Reason.NEVER_FITS_NODES
+    assert status.detail["free"] == 8 and status.detail["node"] == "rack1-node-0"
+    assert status.message == (
+        "never fits any node: a Worker pod needs 16 nvidia.com/gpu, the largest node (rack1-node-0) has 8"
+    )
+    assert status.eta is None
+    # The same pod on a cluster of only the HAMi node: its 4 cards are the most one pod gets.
+    alone = plan(world([job], [hami])).pending[1]
+    assert alone.reason is Reason.NEVER_FITS_NODES and alone.detail["free"] == 4

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from queueing import Node, Taint
+from queueing.cards import SharedCards
 from queueing.node_views import _full, pool_base
 
 from .test_queueing_planner_properties import SETTINGS
@@ -15,6 +16,9 @@ GI = 2**30
 @st.composite
 def node(draw, name: str) -> Node:
     cpu = draw(st.sampled_from([8000, 16000]))  # two shapes: capacities shared and not
+    if draw(st.integers(0, 5)) == 0:  # HAMi: 40 vGPUs on 2 or 4 cards, one pod one per card
+        cards = SharedCards.even(draw(st.sampled_from([2, 4])), 32_768, model="hami")
+        return Node(name, {"cpu": cpu, "nvidia.com/gpu": 40}, cards=cards)
     return Node(
         name,
         {"cpu": cpu, "memory": 64 * GI, "nvidia.com/gpu": draw(st.integers(0, 8))},
@@ -47,4 +51,5 @@ def test_the_redone_base_is_the_one_built_from_scratch(steps):
         assert len(base.nodes) == len(nodes) and all(a is b for a, b in zip(base.nodes, nodes, strict=True))
         assert list(base.free) == list(fresh.free) and list(base.capacity) == list(fresh.capacity)
         assert (base.schedulable, base.plain, base.cluster_max) == (fresh.schedulable, fresh.plain, fresh.cluster_max)
+        assert base.largest == fresh.largest and list(base.one_pod) == list(fresh.one_pod)
         assert {k: v for k, v in base.totals.items() if v} == {k: v for k, v in fresh.totals.items() if v}

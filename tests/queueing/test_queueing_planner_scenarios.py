@@ -205,7 +205,13 @@ def test_a_pod_bigger_than_every_node_never_fits_even_while_quota_is_short():
         )
     )
     assert result.pending[1].reason is Reason.NEVER_FITS_NODES
-    assert result.pending[1].detail == {"resource": "nvidia.com/gpu", "needed": 9, "free": 8, "role": "Worker"}
+    assert result.pending[1].detail == {
+        "resource": "nvidia.com/gpu",
+        "needed": 9,
+        "free": 8,
+        "role": "Worker",
+        "node": "n1",
+    }
 
 
 # -- nodes ---------------------------------------------------------------------------------

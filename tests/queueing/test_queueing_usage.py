@@ -16,6 +16,7 @@ from queueing.usage import (
     decayed,
     resources,
     runs_from_events,
+    scaled_requests,
     split_by_day,
     summarize,
 )
@@ -38,20 +39,47 @@ def test_split_by_day_cuts_at_utc_midnights_and_the_month_end():
 
 def test_a_run_ends_at_the_next_end_event_and_an_unended_one_stays_open():
     events = [
-        (1, "Submitted", 0.0),
-        (1, "Running", 10.0),
-        (2, "Running", 15.0),
-        (1, "Preempting", 20.0),  # still running through its grace period
-        (1, "Preempted", 30.0),
-        (1, "Cancelled", 35.0),  # not running: no run ends
-        (3, "Running", 40.0),
-        (3, "Succeeded", 100.0),
+        (1, "Submitted", 0.0, None),
+        (1, "Running", 10.0, None),
+        (2, "Running", 15.0, None),
+        (1, "Preempting", 20.0, None),  # still running through its grace period
+        (1, "Preempted", 30.0, None),
+        (1, "Cancelled", 35.0, None),  # not running: no run ends
+        (3, "Running", 40.0, None),
+        (3, "Succeeded", 100.0, None),
     ]
     closed, still_open = runs_from_events(events)
-    assert closed == [(1, 10.0, 30.0), (3, 40.0, 100.0)]
-    assert still_open == {2: 15.0}
-    closed, still_open = runs_from_events([(2, "Retrying", 50.0)], still_open)
-    assert closed == [(2, 15.0, 50.0)] and still_open == {}
+    assert closed == [(1, 10.0, 30.0, None), (3, 40.0, 100.0, None)]
+    assert still_open == {2: (15.0, None)}
+    closed, still_open = runs_from_events([(2, "Retrying", 50.0, None)], still_open)
+    assert closed == [(2, 15.0, 50.0, None)] and still_open == {}
+
+
+def test_an_elastic_run_is_cut_at_each_resize_and_billed_for_the_pods_it_ran():
+    """Admitted with 3 of its 6 Workers (2 GPUs each), grown to 6, shrunk to 4: each stretch
+    at its own size, not the 12 GPUs written."""
+    events = [
+        (1, "Running", 0.0, {"Worker": 3}),
+        (1, "Resized", 100.0, {"Worker": 6}),
+        (1, "Shrinking", 150.0, None),  # told, still at 6
+        (1, "Shrunk", 160.0, {"Worker": 4}),
+        (1, "Succeeded", 200.0, None),
+    ]
+    closed, still_open = runs_from_events(events)
+    assert still_open == {}
+    assert closed == [
+        (1, 0.0, 100.0, {"Worker": 3}),
+        (1, 100.0, 160.0, {"Worker": 6}),
+        (1, 160.0, 200.0, {"Worker": 4}),
+    ]
+    workload = {
+        "requests": {"nvidia.com/gpu": 12, "cpu": 6_000},
+        "pod_sets": [{"role": "Worker", "count": 6, "requests": {"nvidia.com/gpu": 2, "cpu": 1_000}}],
+    }
+    gpus = [resources(scaled_requests(workload, scale))[0] * (end - start) for _, start, end, scale in closed]
+    assert gpus == [6 * 100.0, 12 * 60.0, 8 * 40.0]
+    assert scaled_requests(workload, None) == {"nvidia.com/gpu": 12.0, "cpu": 6_000.0}
+    assert scaled_requests(workload, {"Launcher": 1}) == {"nvidia.com/gpu": 12.0, "cpu": 6_000.0}  # no such role
 
 
 def test_summarize_counts_gpus_cores_and_gib_per_day_and_label():
@@ -87,8 +115,11 @@ LABELS = st.tuples(
     st.booleans(),
 )
 # One stretch of a job's life: waits `gap` s, runs `length` s, then ends with `end` (None: it
-# still runs, the last stretch), with events that do not end a run sprinkled in.
-STRETCH = st.tuples(st.integers(0, 20_000), st.integers(0, 3 * 86_400), st.sampled_from(sorted(ENDS)), st.booleans())
+# still runs, the last stretch), with events that do not end a run sprinkled in; `resized`:
+# an elastic job admitted with one of its two pods, grown to two halfway.
+STRETCH = st.tuples(
+    st.integers(0, 20_000), st.integers(0, 3 * 86_400), st.sampled_from(sorted(ENDS)), st.booleans(), st.booleans()
+)
 JOB = st.tuples(
     LABELS,
     st.tuples(st.integers(0, 4), st.integers(0, 64_000), st.integers(0, 2**38)),
@@ -98,32 +129,48 @@ JOB = st.tuples(
 
 
 def histories(jobs):
-    """The interleaved timeline (job id, type, time) and the runs each job really had."""
+    """The interleaved timeline (job id, type, time, scale) and the runs each job really had
+    (job id, start, end, scale)."""
     events, runs = [], []
     for job_id, (_labels, _amounts, stretches, running) in enumerate(jobs, start=1):
         t = T0 + job_id * 37
-        events.append((job_id, "Submitted", t))
-        for gap, length, end, noise in stretches:
+        events.append((job_id, "Submitted", t, None))
+        for gap, length, end, noise, resized in stretches:
             if noise:
-                events.append((job_id, "Cancelled", t + gap / 2))  # an end with no run: counts nothing
+                events.append((job_id, "Cancelled", t + gap / 2, None))  # an end with no run: counts nothing
             t += gap
-            events.append((job_id, "Running", t))
+            if resized:
+                events.append((job_id, "Running", t, HALF))
+                events.append((job_id, "Resized", t + length // 2, WHOLE))
+                runs += [(job_id, t, t + length // 2, HALF), (job_id, t + length // 2, t + length, WHOLE)]
+            else:
+                events.append((job_id, "Running", t, None))
+                runs.append((job_id, t, t + length, None))
             if noise:
-                events.append((job_id, "Preempting", t + length / 2))
-            events.append((job_id, end, t + length))
-            runs.append((job_id, t, t + length))
+                events.append((job_id, "Preempting", t + length / 2, None))
+            events.append((job_id, end, t + length, None))
             t += length
         if running:
             t += 60
-            events.append((job_id, "Running", t))
-            runs.append((job_id, t, None))
+            events.append((job_id, "Running", t, HALF))
+            runs.append((job_id, t, None, HALF))
     # Time order, a job's own events in the order written (ties: as the ids would be).
     order = sorted(range(len(events)), key=lambda i: (events[i][2], i))
     return [events[i] for i in order], runs
 
 
-def as_run(jobs, job_id, start, end):
+HALF, WHOLE = {"W": 1}, {"W": 2}
+
+
+def as_run(jobs, job_id, start, end, scale):
+    """A job of two pods "W", each asking its amounts."""
     (namespace, user, kind, pc, borrowed), (gpus, cpu_m, memory_b), _, _ = jobs[job_id - 1]
+    pod = {"nvidia.com/gpu": gpus, "cpu": cpu_m, "memory": memory_b}
+    workload = {
+        "requests": {k: 2 * v for k, v in pod.items()},
+        "pod_sets": [{"role": "W", "count": 2, "requests": pod}],
+    }
+    gpus, cpu_m, memory_b = resources(scaled_requests(workload, scale))
     return Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowed)
 
 
@@ -139,19 +186,22 @@ def test_folding_in_any_batches_with_failovers_equals_the_direct_sum(jobs, cuts,
     mark = 0
     for size in [*cuts, len(events)]:
         batch = events[mark : mark + size]
-        open_runs = {int(k): v for k, v in json.loads(persisted_open).items()}
+        open_runs = {int(k): tuple(v) for k, v in json.loads(persisted_open).items()}
         closed, open_runs = runs_from_events(batch, open_runs)
         for key, amounts in summarize(as_run(jobs, *run) for run in closed).items():
             totals[key] = totals.get(key, Amounts()) + amounts
         persisted_open, mark = json.dumps(open_runs), mark + len(batch)
     assert mark == len(events)
-    open_runs = {int(k): v for k, v in json.loads(persisted_open).items()}
-    assert open_runs == {job_id: start for job_id, start, end in real_runs if end is None}
+    open_runs = {int(k): tuple(v) for k, v in json.loads(persisted_open).items()}
+    assert open_runs == {job_id: (start, scale) for job_id, start, end, scale in real_runs if end is None}
     # What a read adds: the open runs up to now.
-    for key, amounts in summarize(as_run(jobs, job_id, start, now) for job_id, start in open_runs.items()).items():
+    reads = (as_run(jobs, job_id, start, now, scale) for job_id, (start, scale) in open_runs.items())
+    for key, amounts in summarize(reads).items():
         totals[key] = totals.get(key, Amounts()) + amounts
 
-    direct = summarize(as_run(jobs, job_id, start, now if end is None else end) for job_id, start, end in real_runs)
+    direct = summarize(
+        as_run(jobs, job_id, start, now if end is None else end, scale) for job_id, start, end, scale in real_runs
+    )
     assert {k for k, v in totals.items() if v != Amounts()} == {k for k, v in direct.items() if v != Amounts()}
     for key, amounts in direct.items():
         got = totals.get(key, Amounts())

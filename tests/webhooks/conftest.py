@@ -91,6 +91,7 @@ def admission_review(
     uid: str | None = None,
     sub_resource: str = "",
     old_object: dict | None = None,
+    groups: tuple[str, ...] = ("system:serviceaccounts", "system:authenticated"),
 ) -> dict:
     meta = (obj or old_object or {}).get("metadata") or {}
     gvk = {"group": group, "version": version, "kind": kind}
@@ -108,7 +109,7 @@ def admission_review(
             "name": name if name is not None else meta.get("name", ""),
             "namespace": namespace if namespace is not None else meta.get("namespace", ""),
             "operation": operation,
-            "userInfo": {"username": user, "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "userInfo": {"username": user, "groups": list(groups)},
             "object": obj,
             "oldObject": old_object,
             "dryRun": dry_run,

@@ -4,10 +4,12 @@ QueuedJob, deleting it cancels the job, and its Queued Event is on its own objec
 the cluster holds one (suspend) or on its QueuedJob (deny: the create was refused). With
 the QueuedJob DELETE webhook registered, the cancel names who deleted it."""
 
+import json
 import time
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.jobs.models import Job, State
@@ -104,24 +106,35 @@ def test_with_the_delete_webhook_the_cancel_names_who_left_the_queue(settings, s
         loop = dispatcher(gateway, "create")
         loop.cycle(1)
         assert queued_names(sim) == {"trial-2"}
+        # Alice did not queue it and has no admin role in team-a: refused, saying why.
         alice = client.CustomObjectsApi(sim.api_client(ALICE))
-        alice.delete_namespaced_custom_object("jobdash.io", "v1alpha1", "team-a", "queuedjobs", "trial-2")
+        with pytest.raises(ApiException) as refused_delete:
+            alice.delete_namespaced_custom_object("jobdash.io", "v1alpha1", "team-a", "queuedjobs", "trial-2")
+        said = json.loads(refused_delete.value.body)["message"]
+        assert refused_delete.value.status == 403 and f"(submitted by {KATIB}, not you) needs the admin role" in said
+        assert Job.objects.get(name="trial-2").state == State.QUEUED
+        # Katib, who queued it, may.
+        katib.delete_namespaced_custom_object("jobdash.io", "v1alpha1", "team-a", "queuedjobs", "trial-2")
         cancelled = Job.objects.get(name="trial-2")  # at once, by the webhook
         assert cancelled.state == State.CANCELLED
-        assert cancelled.message == f"its QueuedJob team-a/trial-2 was deleted by {ALICE}: it left the queue"
-        assert cancelled.events.get(type="Cancelled").actor == ALICE
+        assert cancelled.message == f"its QueuedJob team-a/trial-2 was deleted by {KATIB}: it left the queue"
+        assert cancelled.events.get(type="Cancelled").actor == KATIB
         wait_for(lambda: "trial-2" not in {o.name for o in gateway.queued_objects() or []})
         result = loop.cycle(1)
         assert "cancelled" not in result.mirrored
         hooks = [c for c in sim.cluster.admission.calls if c["webhook"] == "queuedjobs.jobdash.io"]
-        assert [(c["user"], c["operation"], c["allowed"]) for c in hooks] == [(ALICE, "DELETE", True)]
+        assert [(c["user"], c["operation"], c["allowed"]) for c in hooks] == [
+            (ALICE, "DELETE", False),
+            (KATIB, "DELETE", True),
+        ]
     finally:
         gateway.stop()
 
 
 def test_jobdash_s_own_deletes_and_dry_runs_cancel_nothing(webhook, settings):
     """Reviews posted as the API server would (Django's test client): jobdash deletes a
-    second QueuedJob of a waiting job; a dry run deletes nothing."""
+    second QueuedJob of a waiting job; a dry run deletes nothing; its submitter's delete
+    cancels it."""
     from django.contrib.auth.models import User
 
     from jobdash.jobs import services
@@ -137,9 +150,13 @@ def test_jobdash_s_own_deletes_and_dry_runs_cancel_nothing(webhook, settings):
         "metadata": {"name": "waits", "namespace": "team-a", "labels": {"jobdash.io/job-id": str(waiting.pk)}},
     }
     review = {"group": "jobdash.io", "version": "v1alpha1", "kind": "QueuedJob", "resource": "queuedjobs"}
-    for user_name, dry_run in ((JOBDASH, False), (ALICE, True)):
+    for user_name, dry_run in ((JOBDASH, False), ("ana", True)):
         reply = webhook(None, old_object=queued, operation="DELETE", user=user_name, dry_run=dry_run, **review)
         assert reply["allowed"] is True
         assert Job.objects.get(pk=waiting.pk).state == State.QUEUED
-    assert webhook(None, old_object=queued, operation="DELETE", user=ALICE, **review)["allowed"] is True
-    assert Job.objects.get(pk=waiting.pk).state == State.CANCELLED
+    # A dry run gets the verdict too: not Alice's job, and no role of hers lets her cancel it.
+    reply = webhook(None, old_object=queued, operation="DELETE", user=ALICE, dry_run=True, **review)
+    assert reply["allowed"] is False and "needs the admin role in namespace 'team-a'" in reply["status"]["message"]
+    assert webhook(None, old_object=queued, operation="DELETE", user="ana", **review)["allowed"] is True
+    cancelled = Job.objects.get(pk=waiting.pk)
+    assert cancelled.state == State.CANCELLED and cancelled.events.get(type="Cancelled").actor == "ana"

@@ -217,7 +217,7 @@ class JobSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.DictField(child=serializers.DictField(allow_null=True)))
     def get_elastic(self, job: Job) -> dict:
-        return elastic_sizes(job.workload, job.scale, job.state in (State.RELEASED, State.RUNNING))
+        return elastic_sizes(job.workload, job.scale, job.released_at is not None)
 
     def get_past_late_bound(self, job: Job) -> bool:
         return estimates.past_late_bound(job, self.context.get("now") or timezone.now())

@@ -1,0 +1,36 @@
+"""Whether a job could ever fit the nodes, outside a cycle (the submit page's check): the
+planner's "never" (NeverFitsNodes) for a gang and a list of nodes, without a NodePool.
+
+A pod that no schedulable node it may run on could hold even empty never fits: the same
+per-pod capacity the pool uses (node_views.one_pod: a node sharing its cards by a model that
+counts them gives one pod one per card), the same words (reasons.describe)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .fit import NodeFailure
+from .node_views import largest, one_pod, short_everywhere
+from .reasons import Outcome, never_fits_nodes, node_failure_outcome
+from .snapshot import Node, PodGroup
+
+
+def never_fits(gang: Sequence[PodGroup], nodes: Sequence[Node]) -> Outcome | None:
+    """Why some pod of ``gang`` fits none of ``nodes`` even empty; None if every pod fits one."""
+    screened = never_fits_nodes(gang, *largest(nodes))  # the planner's first screen, its words
+    if screened is not None:
+        return screened
+    capacity = [one_pod(node) for node in nodes]
+    pods = sum(group.count for group in gang)
+    for group in gang:
+        eligible = [number for number, node in enumerate(nodes) if node.admits(group)]
+        if not eligible:
+            return node_failure_outcome(NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods))
+        short = short_everywhere(group.requests, [capacity[number] for number in eligible])
+        if short is not None:
+            resource, amount, most = short
+            roomiest = eligible[most]
+            free = capacity[roomiest].get(resource, 0)
+            failure = NodeFailure("never", resource, amount, free, group.role, pods, node=nodes[roomiest].name)
+            return node_failure_outcome(failure)
+    return None

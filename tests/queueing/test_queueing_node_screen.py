@@ -1,0 +1,48 @@
+"""node_screen.never_fits, the submit page's "never fits any node", says what the planner
+would: a job it calls never-fitting is one the planner never admits on those nodes, even
+empty, and every job the planner calls NeverFitsNodes it calls so too."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from queueing import Node, PendingJob, PodSet, Reason, Snapshot, Workload, plan
+from queueing.cards import SharedCards
+from queueing.node_screen import never_fits
+from queueing.snapshot import gang_of
+
+from .test_queueing_planner_properties import SETTINGS
+
+GPU = "nvidia.com/gpu"
+
+
+@st.composite
+def node(draw, name: str) -> Node:
+    labels = {"pool": draw(st.sampled_from(["a", "b"]))}
+    unschedulable = draw(st.integers(0, 6)) == 0
+    if draw(st.integers(0, 3)) == 0:  # HAMi: vGPUs, at most one per card for one pod
+        cards = SharedCards.even(draw(st.integers(1, 4)), 32_768, model="hami")
+        allocatable = {"cpu": 32_000, GPU: 10 * len(cards.memory), "nvidia.com/gpumem": 32_768 * len(cards.memory)}
+        return Node(name, allocatable, labels=labels, unschedulable=unschedulable, cards=cards)
+    allocatable = {"cpu": draw(st.sampled_from([8_000, 32_000])), GPU: draw(st.sampled_from([0, 4, 8]))}
+    return Node(name, allocatable, labels=labels, unschedulable=unschedulable)
+
+
+@st.composite
+def job(draw) -> PendingJob:
+    pod_sets = []
+    for role in draw(st.lists(st.sampled_from(["Chief", "Worker"]), min_size=1, max_size=2, unique=True)):
+        requests = {"cpu": draw(st.sampled_from([1_000, 16_000, 40_000])), GPU: draw(st.integers(0, 12))}
+        selector = {"pool": draw(st.sampled_from(["a", "b"]))} if draw(st.booleans()) else {}
+        pod_sets.append(PodSet(role, draw(st.integers(1, 3)), requests, {}, selector))
+    return PendingJob(1, "team-a", 0, 0.0, Workload("TFJob", "kubeflow.org/v1", "j", None, tuple(pod_sets)))
+
+
+@SETTINGS
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(*(node(f"n{i}") for i in range(n)))), job())
+def test_never_fits_agrees_with_the_planner_on_empty_nodes(nodes, pending):
+    found = never_fits(gang_of(pending.workload), nodes)
+    result = plan(Snapshot(1.0, (pending,), nodes=nodes))
+    planner_never = not result.admitted and result.pending[1].reason is Reason.NEVER_FITS_NODES
+    assert (found is not None) == planner_never
+    if found is not None:
+        assert found == (result.pending[1].reason, result.pending[1].detail)
