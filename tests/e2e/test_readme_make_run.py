@@ -262,6 +262,13 @@ def test_after_ctrl_c_and_make_run_again_every_job_is_there_and_the_queue_moves_
         assert created.status_code == 201, created.text
     wait_for_state(stack, token, "holds-quota", "Running")
     assert job_named(stack, token, "left-queued")["state"] == "Queued"
+    # the waiting job has its QueuedJob on the cluster: a new cluster lacks it, and that is
+    # no one's delete
+    kubectl = [str(BIN / "kubectl"), "--kubeconfig", str(stack.var_dir / "kubeconfig"), "-n", "team-a"]
+    assert wait_until(
+        lambda: "left-queued" in subprocess.run([*kubectl, "get", "queuedjobs"], capture_output=True, text=True).stdout,
+        30,
+    )
     before = {job["name"] for job in api(stack, token, "GET", "jobs/?page_size=100").json()["results"]}
 
     assert stack.interrupt() in (0, -signal.SIGINT), stack.log()  # make re-raises the interrupt
@@ -272,6 +279,10 @@ def test_after_ctrl_c_and_make_run_again_every_job_is_there_and_the_queue_moves_
     after = {job["name"] for job in api(stack, token, "GET", "jobs/?page_size=100").json()["results"]}
     assert before <= after and {"via-api", "via-cli", "via-kubectl", "left-queued"} <= after
     wait_for_state(stack, token, "left-queued", "Succeeded", timeout=90)
+    # the run the old cluster took with it is queued again and runs, not failed
+    held = wait_for_state(stack, token, "holds-quota", "Succeeded", timeout=90)
+    timeline = api(stack, token, "GET", f"jobs/{held['id']}/").json()
+    assert "started anew" in json.dumps(timeline), timeline
     created = api(
         stack, token, "POST", "jobs/", data=batch_job("after-restart"), headers={"Content-Type": "application/yaml"}
     )

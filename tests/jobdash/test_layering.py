@@ -137,6 +137,8 @@ LAYERS: dict[str, frozenset[str]] = {
             "jobdash.cluster.kube",
             "jobdash.cluster.kinds",
             "jobdash.dispatch",
+            # what a new, empty cluster means for the jobs recorded (fresh_cluster.py)
+            "jobdash.jobs.fresh_cluster",
             "yaml",
             KUBERNETES,
             FRAMEWORKS,

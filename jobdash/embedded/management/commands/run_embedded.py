@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from jobdash.embedded.stack import EmbeddedStack
+from jobdash.jobs import fresh_cluster
 
 CLUSTER_CONFIG = Path(__file__).resolve().parents[2] / "embedded_cluster.yaml"
 
@@ -25,6 +26,9 @@ class Command(BaseCommand):
     def handle(self, *args, addrport, cluster_config, **options):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("embedded_setup")
+        requeued, _ = fresh_cluster.adopt_empty_cluster()  # (every start is a new, empty cluster)
+        if requeued:
+            self.stdout.write(f"{requeued} job(s) that were running when make run stopped are queued again\n")
         stack = EmbeddedStack(Path(settings.VAR_DIR), Path(cluster_config), settings.JOBDASH_TICK_SECONDS).start()
         self.stdout.write(
             f"kubesim cluster at {stack.server.url}, jobdash's webhook registered with it "
