@@ -105,7 +105,7 @@ class Preemptor:
                 lenders = {victim.id for victim in pool}
                 extras = [victim for victim in shrinkable if victim.id in lenders]
             elif namespace.policy.preempt_lower_priority and (
-                reason is Reason.QUOTA_EXCEEDED or reason in _NODES or reason is Reason.CANNOT_BORROW
+                reason == Reason.QUOTA_EXCEEDED or reason in _NODES or reason == Reason.CANNOT_BORROW
             ):
                 cause = PRIORITY
                 pool = [
@@ -154,7 +154,7 @@ class Preemptor:
             self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
     def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
-        return self.state.elastic.may_take if cause is RECLAIM else _always
+        return self.state.elastic.may_take if cause == RECLAIM else _always
 
     def wait_for_victims(self, job: PendingJob) -> Outcome | None:
         """The Preempting outcome of a job that fits once what is leaving has left, holding
