@@ -3,9 +3,8 @@
 Routes the Kubernetes REST paths onto ``Api``: bearer token -> user (401 otherwise),
 verbs from method + path + ``?watch``, query parameters, JSON bodies, Status bodies for
 errors, and watch streams as newline-delimited JSON in chunked transfer encoding.
-Under ``/kubesim/`` sits an unauthenticated control plane for tests run against a
-separate process: faults, dropping watches, compaction, the job create audit, and
-advancing a manual clock.
+Which handler a request goes to is routes.py's; under ``/kubesim/`` sits an
+unauthenticated control plane (control.py) for tests run against a separate process.
 """
 
 from __future__ import annotations
@@ -16,10 +15,11 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from . import jsoncodec, openapi, openapi_proto
+from . import control, jsoncodec, openapi, openapi_proto
 from .admission import UserInfo
 from .apply import APPLY_PATCH, server_side_apply, track
 from .apply import parse as parse_apply
@@ -30,7 +30,8 @@ from .nodeops import evict
 from .patch import MERGE_TYPES
 from .podlogs import pod_log
 from .protobuf import PROTOBUF, decode_object
-from .resources import BY_GROUP_PLURAL, ResourceType
+from .resources import ResourceType
+from .routes import REVIEWS, SUBRESOURCE_VERBS, TRUE, Call, route, verb
 from .tables import table, wants_table
 
 VERSION = {
@@ -44,40 +45,6 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-_TRUE = ("true", "1", "True")
-
-
-def _route(path: str) -> tuple[ResourceType, str | None, str | None, str] | None:
-    """Map a REST path to (resource type, namespace, name, subresource)."""
-    parts = [p for p in path.split("/") if p]
-    if len(parts) >= 2 and parts[0] == "api" and parts[1] == "v1":
-        group, rest = "", parts[2:]
-    elif len(parts) >= 3 and parts[0] == "apis":
-        group, rest = parts[1], parts[3:]
-    else:
-        return None
-    namespace = None
-    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
-        namespace, rest = rest[1], rest[2:]
-    if not rest:
-        return None
-    rt = BY_GROUP_PLURAL.get((group, rest[0]))
-    if rt is None or (namespace is not None and not rt.namespaced):
-        return None
-    version = parts[2] if group else "v1"
-    if version != rt.version:
-        return None
-    name = rest[1] if len(rest) > 1 else None
-    subresource = rest[2] if len(rest) > 2 else ""
-    if len(rest) > 3 or (
-        subresource
-        and subresource != "status"
-        and (subresource, rt.plural) not in (("log", "pods"), ("eviction", "pods"))
-    ):
-        return None
-    if rt.namespaced and name is not None and namespace is None:
-        return None
-    return rt, namespace, name, subresource
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -158,104 +125,142 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
-        cluster = self.server.cluster
         if path.startswith("/kubesim/"):
-            return self._control(method, path, query)
+            return self._control(method, path)
         if path in ("/healthz", "/readyz", "/livez"):
             return self._send(200, b"ok")
         if path == "/version":
             return self._send(200, VERSION)
-        auth = self.headers.get("Authorization") or ""
-        user = cluster.authenticate(auth[7:].strip() if auth.startswith("Bearer ") else None)
-        if user is None:
-            raise unauthorized()
-        if self.headers.get("Impersonate-User"):
-            user = self._impersonate(user)
+        user = self._user()
         if method == "GET" and (doc := discovery(path)) is not None:
             return self._send(200, doc)
         if method == "GET" and path.startswith("/openapi/"):
             return self._openapi(path)
-        if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
-            return self._send(201, cluster.authorizer.review(user, self._body()))
-        if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
-            return self._send(201, cluster.authorizer.subject_review(user, self._body()))
-        if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews":
-            return self._send(201, cluster.authorizer.rules(user, self._body()))
-        route = _route(path)
-        if route is None:
+        if method == "POST" and (review := REVIEWS.get(path)) is not None:
+            return self._send(201, getattr(self.server.cluster.authorizer, review)(user, self._body()))
+        return self._resource(method, path, query, user)
+
+    def _user(self) -> UserInfo:
+        """The bearer token's user (401 without one the cluster knows), or whom it impersonates."""
+        auth = self.headers.get("Authorization") or ""
+        user = self.server.cluster.authenticate(auth[7:].strip() if auth.startswith("Bearer ") else None)
+        if user is None:
+            raise unauthorized()
+        if self.headers.get("Impersonate-User"):
+            user = self._impersonate(user)
+        return user
+
+    def _resource(self, method: str, path: str, query: dict, user: UserInfo) -> None:
+        """A request on a resource: authorized (RBAC, then the faults injected), then handled by
+        its subresource's handler, else by its verb's."""
+        found = route(path)
+        if found is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        rt, namespace, name, subresource = route
-        verb = self._verb(method, name, query, subresource)
+        rt, namespace, name, subresource = found
+        call = Call(rt, namespace, name, subresource, verb(method, name, query, subresource), query, user)
+        cluster = self.server.cluster
         if cluster.authorizer.enabled:
-            cluster.authorizer.authorize(user, verb, rt.group, rt.plural, subresource, namespace or "", name or "")
-        delay, error = cluster.faults.check(verb, rt.plural)
+            cluster.authorizer.authorize(user, call.verb, rt.group, rt.plural, subresource, namespace or "", name or "")
+        delay, error = cluster.faults.check(call.verb, rt.plural)
         if delay:
             time.sleep(delay)
         if error is not None:
             raise error
-        if subresource == "log":
-            if verb != "get":
+        if subresource in SUBRESOURCE_VERBS:
+            if call.verb != SUBRESOURCE_VERBS[subresource]:
                 raise method_not_allowed()
-            pod = cluster.api.get(rt, namespace or "", name or "")
-            return self._send(200, pod_log(pod, query), media="text/plain")
-        dry_run = query.get("dryRun") == "All"
-        api = cluster.api
-        if subresource == "eviction":
-            if verb != "create":
-                raise method_not_allowed()
-            return self._send(201, evict(api, namespace or "", name or "", self._body(), dry_run))
-        as_table = wants_table(self.headers.get("Accept") or "")
-        if verb == "watch":
-            return self._watch(rt, namespace, name, query, query.get("includeObject", "Metadata") if as_table else None)
-        if verb == "list":
-            result = api.list(
-                rt,
-                namespace,
-                query.get("labelSelector"),
-                query.get("fieldSelector"),
-                _number(query, "limit", int) or 0,
-                query.get("continue") or None,
+            return _SUBRESOURCES[subresource](self, call)
+        handler = _VERBS.get(call.verb)
+        if handler is None:
+            raise method_not_allowed()
+        return handler(self, call)
+
+    # --- one handler per subresource and verb (the tables below the class) ------------------
+
+    def _log(self, call: Call) -> None:
+        pod = self.server.cluster.api.get(call.rt, call.namespace or "", call.name or "")
+        self._send(200, pod_log(pod, call.query), media="text/plain")
+
+    def _evict(self, call: Call) -> None:
+        api = self.server.cluster.api
+        self._send(201, evict(api, call.namespace or "", call.name or "", self._body(), call.dry_run))
+
+    def _as_table(self) -> bool:
+        return wants_table(self.headers.get("Accept") or "")
+
+    def _watch_call(self, call: Call) -> None:
+        include = call.query.get("includeObject", "Metadata") if self._as_table() else None
+        self._watch(call.rt, call.namespace, call.name, call.query, include)
+
+    def _list(self, call: Call) -> None:
+        query = call.query
+        result = self.server.cluster.api.list(
+            call.rt,
+            call.namespace,
+            query.get("labelSelector"),
+            query.get("fieldSelector"),
+            _number(query, "limit", int) or 0,
+            query.get("continue") or None,
+        )
+        if self._as_table():
+            result = self._table(call.rt, result["items"], result["metadata"], query)
+        self._send(200, result)
+
+    def _get(self, call: Call) -> None:
+        obj = self.server.cluster.api.get(call.rt, call.namespace or "", call.object_name)
+        if self._as_table():
+            obj = self._table(call.rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, call.query)
+        self._send(200, obj)
+
+    def _manager(self, query: dict) -> str:
+        """The field manager of a write: ?fieldManager, else the client's name (as the API server)."""
+        return query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0][:128]
+
+    def _written(self, call: Call) -> object:
+        """A create's or update's body: validated as ?fieldValidation asks (its warnings kept
+        for the reply), its fields' managers tracked unless it writes a subresource."""
+        body = self._body()
+        self._warnings = self._field_validation(call.rt, call.verb, body, call.query)
+        if call.subresource:
+            return body
+        api, manager = self.server.cluster.api, self._manager(call.query)
+        return track(api, call.rt, call.namespace or "", call.name, call.verb, body, "", manager)
+
+    def _create(self, call: Call) -> None:
+        body = self._written(call)
+        obj, warnings = self.server.cluster.api.create(call.rt, call.namespace or "", body, call.user, call.dry_run)
+        self._send(201, obj, _warning_headers(self._warnings + warnings))
+
+    def _update(self, call: Call) -> None:
+        body = self._written(call)
+        obj, warnings = self.server.cluster.api.replace(
+            call.rt, call.namespace or "", call.object_name, body, call.user, call.dry_run, call.subresource
+        )
+        self._send(200, obj, _warning_headers(self._warnings + warnings))
+
+    def _patch(self, call: Call) -> None:
+        """A server-side apply, or a JSON, merge or strategic merge patch."""
+        rt, namespace, name, api = call.rt, call.namespace or "", call.object_name, self.server.cluster.api
+        self._warnings = self._field_validation(rt, call.verb, None, call.query)
+        manager = self._manager(call.query)
+        content_type = self.headers.get("Content-Type") or ""
+        if content_type.split(";")[0].strip().lower() == APPLY_PATCH:
+            code, obj, warnings = server_side_apply(
+                api, rt, namespace, name, self._raw, call.query, call.user, call.dry_run, call.subresource
             )
-            if as_table:
-                result = self._table(rt, result["items"], result["metadata"], query)
-            return self._send(200, result)
-        body = self._body() if verb in ("create", "update") else None
-        if verb in ("create", "update", "patch"):
-            self._warnings = self._field_validation(rt, verb, body, query)
-        manager = query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0][:128]
-        if verb in ("create", "update") and not subresource:
-            body = track(api, rt, namespace or "", name, verb, body, "", manager)
-        if verb == "create":
-            obj, warnings = api.create(rt, namespace or "", body, user, dry_run)
-            return self._send(201, obj, _warning_headers(self._warnings + warnings))
-        # _verb gives the verbs below only to a named object.
-        assert name is not None
-        if verb == "get":
-            obj = api.get(rt, namespace or "", name)
-            if as_table:
-                obj = self._table(rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, query)
-            return self._send(200, obj)
-        if verb == "update":
-            obj, warnings = api.replace(rt, namespace or "", name, body, user, dry_run, subresource)
-            return self._send(200, obj, _warning_headers(self._warnings + warnings))
-        if verb == "patch":
-            content_type = self.headers.get("Content-Type") or ""
-            if content_type.split(";")[0].strip().lower() == APPLY_PATCH:
-                code, obj, warnings = server_side_apply(
-                    api, rt, namespace or "", name, self._raw, query, user, dry_run, subresource
-                )
-                return self._send(code, obj, _warning_headers(self._warnings + warnings))
-            patch = self._body()
-            if not subresource:
-                patch = track(api, rt, namespace or "", name, verb, patch, content_type, manager)
-            obj, warnings = api.patch(rt, namespace or "", name, content_type, patch, user, dry_run, subresource)
-            return self._send(200, obj, _warning_headers(self._warnings + warnings))
-        if verb == "delete":
-            options = self._body_object()
-            if "propagationPolicy" in query:
-                options["propagationPolicy"] = query["propagationPolicy"]
-            return self._send(200, api.delete(rt, namespace or "", name, options, dry_run, user))
-        raise method_not_allowed()
+            return self._send(code, obj, _warning_headers(self._warnings + warnings))
+        patch = self._body()
+        if not call.subresource:
+            patch = track(api, rt, namespace, name, call.verb, patch, content_type, manager)
+        obj, warnings = api.patch(rt, namespace, name, content_type, patch, call.user, call.dry_run, call.subresource)
+        return self._send(200, obj, _warning_headers(self._warnings + warnings))
+
+    def _delete(self, call: Call) -> None:
+        options = self._body_object()
+        if "propagationPolicy" in call.query:
+            options["propagationPolicy"] = call.query["propagationPolicy"]
+        api = self.server.cluster.api
+        self._send(200, api.delete(call.rt, call.namespace or "", call.object_name, options, call.dry_run, call.user))
 
     def _field_validation(self, rt: ResourceType, verb: str, body: object, query: dict) -> list[str]:
         """fieldValidation=Strict refuses fields the kind's schema does not declare, Warn warns
@@ -318,18 +323,6 @@ class Handler(BaseHTTPRequestHandler):
         now = self.server.cluster.clock.now()
         return table(rt.group, rt.plural, items, now, meta, query.get("includeObject", "Metadata"))
 
-    @staticmethod
-    def _verb(method: str, name: str | None, query: dict, path_subresource: str = "") -> str:
-        if method == "GET":
-            if query.get("watch") in _TRUE:
-                return "watch"
-            return "get" if name else "list"
-        if method == "POST" and (name is None or path_subresource == "eviction"):
-            return "create"
-        if name is None:
-            raise method_not_allowed()
-        return {"PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method) or "unsupported"
-
     def _watch(
         self, rt: ResourceType, namespace: str | None, name: str | None, query: dict, as_table: str | None
     ) -> None:
@@ -345,9 +338,9 @@ class Handler(BaseHTTPRequestHandler):
             query.get("labelSelector"),
             field_selector,
             timeout,
-            query.get("allowWatchBookmarks") in _TRUE,
+            query.get("allowWatchBookmarks") in TRUE,
             self.server.cluster.config.bookmark_interval_seconds,
-            query.get("sendInitialEvents") in _TRUE,
+            query.get("sendInitialEvents") in TRUE,
         )
         self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
         self.server.watch_started()
@@ -375,37 +368,24 @@ class Handler(BaseHTTPRequestHandler):
             event["object"] = table(rt.group, rt.plural, [obj], self.server.cluster.clock.now(), meta, include)
         return json.dumps(event, separators=(",", ":")).encode() + b"\n"
 
-    def _control(self, method: str, path: str, query: dict) -> None:
-        cluster = self.server.cluster
+    def _control(self, method: str, path: str) -> None:
+        # The body is read before the endpoint is looked up: a bad one is a 400 anywhere.
         body = self._body_object() if method in ("POST", "PUT") else {}
-        if path == "/kubesim/audit" and method == "GET":
-            return self._send(200, {"items": list(cluster.audit)})
-        if path == "/kubesim/faults" and method == "POST":
-            cluster.faults.add(**body)
-            return self._send(200, {"rules": len(cluster.faults.rules)})
-        if path == "/kubesim/faults" and method == "DELETE":
-            cluster.faults.clear()
-            return self._send(200, {"rules": 0})
-        if path == "/kubesim/drop-watches" and method == "POST":
-            return self._send(200, {"dropped": cluster.drop_watches(bool(body.get("abrupt")))})
-        if path == "/kubesim/compact" and method == "POST":
-            return self._send(200, {"compacted": cluster.store.compact()})
-        if path == "/kubesim/advance" and method == "POST":
-            if not cluster.clock.manual:
-                raise bad_request("advance needs `clock: manual`; a real clock moves by itself")
-            cluster.advance(float(body.get("seconds", 0)))
-            return self._send(200, {"now": cluster.clock.now()})
-        if path == "/kubesim/state" and method == "GET":
-            return self._send(
-                200,
-                {
-                    "now": cluster.clock.now(),
-                    "resourceVersion": cluster.store.resource_version,
-                    "watchers": cluster.store.watcher_count(),
-                    "errors": list(self.server.errors),
-                },
-            )
-        raise ApiError(404, "NotFound", f"no kubesim control endpoint {method} {path}")
+        self._send(200, control.answer(self.server.cluster, self.server.errors, method, path, body))
+
+
+# What handles a request on a resource: its subresource's handler (routes.SUBRESOURCE_VERBS
+# says which verb each serves), else its verb's.
+_SUBRESOURCES: dict[str, Callable[[Handler, Call], None]] = {"log": Handler._log, "eviction": Handler._evict}
+_VERBS: dict[str, Callable[[Handler, Call], None]] = {
+    "watch": Handler._watch_call,
+    "list": Handler._list,
+    "get": Handler._get,
+    "create": Handler._create,
+    "update": Handler._update,
+    "patch": Handler._patch,
+    "delete": Handler._delete,
+}
 
 
 def _number(query: dict, key: str, kind: type):

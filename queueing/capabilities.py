@@ -6,7 +6,8 @@ declare gets the default written beside the protocol. So a kind that does not fi
 Kubeflow mould has a named place for what differs: its own name rule, no suspend flag
 (preempted by deleting its object, held only by refusing it), no role label on its pods
 (one group), a start that is not "every pod of the gang Running", or pod templates that are
-not all in its object.
+not all in its object.  JobOfPods, and ``declares`` that each question here asks, are in
+capability_base.py (workload.py needs them, and this module builds on workload.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
+from .capability_base import JobOfPods as JobOfPods
+from .capability_base import declares as declares
+from .capability_base import objects_are_pods as objects_are_pods
 from .validation import NameRule, dns1035_label_problem
 from .workload import JobAdapter, JobStatus, Workload
 
@@ -79,18 +83,6 @@ class JobWithPodTemplates(Protocol):
 
 
 @runtime_checkable
-class JobOfPods(Protocol):
-    """Its object is its pods, made by their user: a plain Pod, or a group of them (Kueue's
-    pod integration). There is no parent object: the pods exist while the job waits, gated
-    at creation by jobdash's webhook, and charged by ResourceQuota from then on (so what the
-    job waits for is its members, nodes and its turn, never quota: ``waiting_demand``).
-    Release lifts their gate; their phases are the job's status (``status_of_pods``, the
-    phases of its pods, None for a pod deleted)."""
-
-    def status_of_pods(self, phases: Sequence[str], total: int) -> JobStatus: ...
-
-
-@runtime_checkable
 class JobNotTakenBack(Protocol):
     """Once released it cannot be taken back and released again: nothing can suspend it and
     nothing could make its objects again (a plain Pod's creator does not retry). It is never
@@ -115,20 +107,6 @@ class JobWithElasticRange(Protocol):
         """The merge patch that runs ``counts`` (role -> pods) of its elastic roles: its
         operator's own scaling path (it makes or removes the pods)."""
         ...
-
-
-_DECLARED: dict[tuple[type, type], bool] = {}
-
-
-def declares(adapter: object, capability: type) -> bool:
-    """isinstance(adapter, capability), remembered per adapter class: a capability is a
-    kind's class's, and a runtime-checkable protocol's isinstance looks up every member
-    each time (the tracker asks for every pod it follows)."""
-    key = (type(adapter), capability)
-    found = _DECLARED.get(key)
-    if found is None:
-        found = _DECLARED[key] = isinstance(adapter, capability)
-    return found
 
 
 def name_rule(adapter: JobAdapter | None) -> NameRule:
@@ -202,10 +180,6 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def drop_blank(adapter: JobAdapter, obj: MutableMapping[str, Any], template: MutableMapping[str, Any]) -> None:
     if declares(adapter, JobWithPodTemplates):
         cast(JobWithPodTemplates, adapter).drop_blank(obj, template)
-
-
-def objects_are_pods(adapter: JobAdapter) -> bool:
-    return declares(adapter, JobOfPods)
 
 
 def status_of_pods(adapter: JobAdapter, phases: Sequence[str], total: int) -> JobStatus:

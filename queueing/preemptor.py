@@ -59,24 +59,7 @@ class Preemptor:
         by_priority = any(ns.policy.preempt_lower_priority for ns in self.state.namespaces.values())
         if not (elastic.active or by_priority) or not self.state.waiting:
             return
-        limit = self.state.snapshot.preemption_limit
-        # Victims leaving for a job that started, is gone, or cannot use them now (it holds
-        # nothing) are spare: they leave anyway, so they are the first victims for anyone else
-        # (their preemptor changes, not their time).
-        spare = victim_order(
-            victim
-            for preemptor, victims in self.state.leaving.items()
-            if preemptor not in self.state.preempting
-            for victim in victims
-        )
-        candidates = spare + victim_order(
-            job
-            for job in self.state.snapshot.running
-            if job.preempted_for is None
-            and job.shrinking_for is None
-            and job.preemptible
-            and (limit is None or job.preemptions < limit)
-        )
+        candidates = self._candidates()
         # Jobs whose extra pods may go first (shrink.py): partly leaving ones keep their counts.
         shrinkable = [job for job in candidates if job.elastic and job.preempted_for is None]
         shrinking = {job.id: dict(job.counts) for job in self.state.snapshot.running if job.shrinking_for is not None}
@@ -89,37 +72,10 @@ class Preemptor:
         for _, job, outcome in self.state.waiting:
             if job.id in self.state.preempting:  # holding room its victims leave
                 continue
-            reason = outcome[0]
-            namespace = self.state.namespaces[job.namespace]
-            if elastic.is_claimed(job) and reason in _NODES and self.state.node_fit:
-                cause = RECLAIM
-                cohort = elastic.cohort_of(job.namespace)
-                pool = [
-                    victim
-                    for victim in candidates
-                    if victim.borrowing
-                    and victim.id not in taken
-                    and victim.namespace != job.namespace
-                    and elastic.cohort_of(victim.namespace) == cohort
-                ]
-                lenders = {victim.id for victim in pool}
-                extras = [victim for victim in shrinkable if victim.id in lenders]
-            elif namespace.policy.preempt_lower_priority and (
-                reason is Reason.QUOTA_EXCEEDED or reason in _NODES or reason is Reason.CANNOT_BORROW
-            ):
-                cause = PRIORITY
-                pool = [
-                    victim
-                    for victim in candidates
-                    if victim.namespace == job.namespace and victim.priority < job.priority and victim.id not in taken
-                ]
-                extras = [
-                    victim
-                    for victim in shrinkable
-                    if victim.namespace == job.namespace and victim.priority <= job.priority and victim.id not in taken
-                ]
-            else:
+            pools = self._pools(job, outcome[0], candidates, shrinkable, taken)
+            if pools is None:
                 continue
+            cause, pool, extras = pools
 
             def fits(victims: list[RunningJob], job: PendingJob = job) -> bool:
                 return self.fits_after(job, victims, commit=False)
@@ -138,23 +94,99 @@ class Preemptor:
                     self.state.keep_alive.append(job.gang)
                 continue
             chosen, keep = found
-            self.fits_after(job, chosen, commit=True)
-            taken.update(victim.id for victim in self.state.leaving.get(job.id, ()))  # what it counts on
-            for victim in chosen:
-                taken.add(victim.id)
-                if victim.preempted_for is not None or victim.shrinking_for is not None:
-                    self.reassigned.add(victim.id)
-                shrink_to = keep.get(victim.id) or shrinking.get(victim.id, {})
-                self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause, shrink_to))
-            chosen_ids = {victim.id for victim in chosen}
-            victims = [
-                v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
+            self._take(job, cause, chosen, keep, shrinking, taken)
+
+    def _candidates(self) -> list[RunningJob]:
+        """Who may be preempted, in victim order: first the spare victims, those leaving for a
+        job that started, is gone, or cannot use them now (it holds nothing): they leave
+        anyway, so they are the first victims for anyone else (their preemptor changes, not
+        their time); then the running jobs no one preempts yet, within the preemption limit."""
+        limit = self.state.snapshot.preemption_limit
+        spare = victim_order(
+            victim
+            for preemptor, victims in self.state.leaving.items()
+            if preemptor not in self.state.preempting
+            for victim in victims
+        )
+        return spare + victim_order(
+            job
+            for job in self.state.snapshot.running
+            if job.preempted_for is None
+            and job.shrinking_for is None
+            and job.preemptible
+            and (limit is None or job.preemptions < limit)
+        )
+
+    def _pools(
+        self,
+        job: PendingJob,
+        reason: Reason,
+        candidates: list[RunningJob],
+        shrinkable: list[RunningJob],
+        taken: set[int],
+    ) -> tuple[str, list[RunningJob], list[RunningJob]] | None:
+        """Why ``job`` may preempt (RECLAIM or PRIORITY), the jobs it may preempt and those whose
+        extra pods it may take; None if it may preempt no one.  Reclaim: a job within its
+        guarantee, waiting for nodes, from other namespaces' borrowers of its cohort.
+        Priority: in its own namespace, from jobs of lower priority (extra pods: of no higher)."""
+        elastic = self.state.elastic
+        namespace = self.state.namespaces[job.namespace]
+        if elastic.is_claimed(job) and reason in _NODES and self.state.node_fit:
+            cohort = elastic.cohort_of(job.namespace)
+            pool = [
+                victim
+                for victim in candidates
+                if victim.borrowing
+                and victim.id not in taken
+                and victim.namespace != job.namespace
+                and elastic.cohort_of(victim.namespace) == cohort
             ]
-            victims += chosen
-            self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+            lenders = {victim.id for victim in pool}
+            return RECLAIM, pool, [victim for victim in shrinkable if victim.id in lenders]
+        if namespace.policy.preempt_lower_priority and (
+            reason == Reason.QUOTA_EXCEEDED or reason in _NODES or reason == Reason.CANNOT_BORROW
+        ):
+            pool = [
+                victim
+                for victim in candidates
+                if victim.namespace == job.namespace and victim.priority < job.priority and victim.id not in taken
+            ]
+            extras = [
+                victim
+                for victim in shrinkable
+                if victim.namespace == job.namespace and victim.priority <= job.priority and victim.id not in taken
+            ]
+            return PRIORITY, pool, extras
+        return None
+
+    def _take(
+        self,
+        job: PendingJob,
+        cause: str,
+        chosen: list[RunningJob],
+        keep: dict[int, dict[str, int]],
+        shrinking: dict[int, dict[str, int]],
+        taken: set[int],
+    ) -> None:
+        """``job`` preempts ``chosen`` (shrinking those in ``keep`` to their counts there) and
+        holds the room they and its victims already leaving make."""
+        self.fits_after(job, chosen, commit=True)
+        taken.update(victim.id for victim in self.state.leaving.get(job.id, ()))  # what it counts on
+        for victim in chosen:
+            taken.add(victim.id)
+            if victim.preempted_for is not None or victim.shrinking_for is not None:
+                self.reassigned.add(victim.id)
+            shrink_to = keep.get(victim.id) or shrinking.get(victim.id, {})
+            self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause, shrink_to))
+        chosen_ids = {victim.id for victim in chosen}
+        victims = [
+            v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids
+        ]
+        victims += chosen
+        self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
 
     def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
-        return self.state.elastic.may_take if cause is RECLAIM else _always
+        return self.state.elastic.may_take if cause == RECLAIM else _always
 
     def wait_for_victims(self, job: PendingJob) -> Outcome | None:
         """The Preempting outcome of a job that fits once what is leaving has left, holding

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from .capability_base import objects_are_pods
 from .devices import derived_totals
 from .errors import FieldError, ManifestError
 from .node_affinity import NodeAffinity, terms_from_json, terms_to_json
@@ -170,8 +171,6 @@ class Workload:
             for name, amount in derived_totals(pod_set.requests).items():
                 demand[f"requests.{name}"] = demand.get(f"requests.{name}", 0) + amount * pod_set.count
         adapter = ADAPTERS.get((self.api_version, self.kind))
-        from .capabilities import objects_are_pods  # (capabilities builds on this module)
-
         # A job of pods is no object of its own: its pods are counted by "pods".
         if count_object and adapter is not None and not objects_are_pods(adapter):
             demand[f"count/{resource_key(adapter)}"] = 1

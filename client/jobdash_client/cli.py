@@ -18,7 +18,6 @@ import yaml
 
 from . import (
     FINISHED,
-    UNTIL,
     Client,
     FieldError,
     Job,
@@ -26,14 +25,13 @@ from . import (
     Unreachable,
     WaitTimeout,
     cli_options,
+    cli_parser,
     cli_status,
     cli_usage,
 )
 from . import cli_output as out
 from .cli_config import ConfigError, config_path, resolve, write_config
 
-STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
-WAIT_FOR = UNTIL
 # wait's exit codes: reached, ended in another final state, timed out; and any error.
 REACHED, OTHER_END, TIMED_OUT, WAIT_ERROR = 0, 1, 2, 3
 
@@ -359,119 +357,11 @@ def _say(message: str) -> None:
     print(f"jobdash: {message}", file=sys.stderr)
 
 
-def _state(text: str, choices: Sequence[str]) -> str:
-    for choice in choices:
-        if choice.lower() == text.lower():
-            return choice
-    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(choices)}")
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
-    connection = argparse.ArgumentParser(add_help=False)
-    group = connection.add_argument_group("server")
-    # SUPPRESS: given before or after the command, the flag is kept (argparse would reset it).
-    group.add_argument("--server", default=argparse.SUPPRESS, help="jobdash's URL (else JOBDASH_URL, else the config)")
-    group.add_argument("--token", default=argparse.SUPPRESS, help="API token (else JOBDASH_TOKEN, else the config)")
-    group.add_argument("--request-timeout", type=_positive, default=argparse.SUPPRESS, help="seconds per request (30)")
-    output = argparse.ArgumentParser(add_help=False)
-    output.add_argument("-o", "--output", choices=("json", "yaml"), help="the API's objects instead of a table")
-
-    parser = argparse.ArgumentParser(
-        prog="jobdash",
-        parents=[connection],
-        description="jobdash's admission queue from the command line. Server and token: --server/--token, else "
-        "JOBDASH_URL/JOBDASH_TOKEN, else $JOBDASH_CONFIG or ~/.config/jobdash/config.yaml (`jobdash login`).",
-    )
-    parser.set_defaults(request_timeout=30.0)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, run: Callable[[argparse.Namespace], int], help: str, *parents: Any) -> Any:
-        sub = commands.add_parser(name, help=help, description=help, parents=[connection, *parents])
-        sub.set_defaults(run=run)
-        return sub
-
-    sub = commands.add_parser("login", help="save the server and token in the config file (mode 0600)")
-    sub.add_argument("--server", default=argparse.SUPPRESS, help="jobdash's URL, e.g. http://127.0.0.1:8000")
-    sub.add_argument("--token", default=argparse.SUPPRESS, help="API token (asked for when not given)")
-    sub.set_defaults(run=login)
-
-    sub = command(
-        "submit",
-        submit,
-        "submit manifests: one job per file (or per YAML document); several go in one request, all or none",
-        output,
-    )
-    sub.add_argument("files", nargs="+", metavar="FILE", help="a manifest file; - reads standard input")
-    sub.add_argument("-n", "--namespace", help="the namespace, when the manifest names none")
-    sub.add_argument("--priority-class", help="a PriorityClass of the cluster, within the namespace's limit")
-    sub.add_argument("--priority", type=int, default=0, help="a numeric priority (staff only)")
-    cli_options.add_flags(sub)
-
-    sub = command("list", list_jobs, "list jobs", output)
-    sub.add_argument("-n", "--namespace")
-    sub.add_argument("--state", type=lambda t: _state(t, STATES), metavar="|".join(STATES))
-    sub.add_argument("--kind", help="e.g. TFJob, PyTorchJob")
-    sub.add_argument("--name", help="the job's name, exactly")
-    sub.add_argument("--name-contains", metavar="PART", help="a part of the name, any case")
-    sub.add_argument("--mine", action="store_true", help="only my jobs (those I created with kubectl too)")
-
-    sub = command("queue", queue, "a namespace's waiting jobs in admission order, with their start ranges", output)
-    sub.add_argument("namespace", metavar="NS")
-
-    sub = command("describe", describe, "a job: state, reason, start range, predicted run time, events", output)
-    sub.add_argument("id", type=int, metavar="ID")
-
-    sub = command("cancel", cancel, "cancel jobs", output)
-    sub.add_argument("ids", nargs="+", type=int, metavar="ID")
-
-    sub = command(
-        "wait",
-        wait,
-        "wait until a job reaches a state; exit 0 reached, 1 ended in another final state, 2 timed out, 3 error",
-    )
-    sub.add_argument("id", type=int, metavar="ID")
-    sub.add_argument(
-        "--for",
-        dest="state",
-        required=True,
-        type=lambda t: _state(t, WAIT_FOR),
-        metavar="|".join(WAIT_FOR),
-        help="finished: any final state",
-    )
-    sub.add_argument("--timeout", type=_positive, help="seconds (default: no limit)")
-    sub.add_argument("--poll", type=_positive, default=2.0, help="seconds between reads (2)")
-    sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
-
-    sub = command("workflows", list_workflows, "list workflows: jobs submitted as one graph or one array", output)
-    sub.add_argument("-n", "--namespace")
-
-    sub = command("workflow", workflow, "a workflow: its jobs in dependency order, what each waits for", output)
-    sub.add_argument("id", type=int, metavar="ID")
-    sub.add_argument("--cancel", action="store_true", help="cancel every active job of it")
-
-    cli_usage.add_arguments(command("usage", usage, "GPU-, CPU- and memory-hours used per day, namespace, user..."))
-
-    cli_status.add_arguments(
-        command(
-            "status",
-            status,
-            "whether jobs are being released (the dispatcher's cycles), the leader, job counts; "
-            "exit 0 releasing, 2 not, 1 error",
-        )
-    )
-
-    sub = command("watch", watch, "reprint the queue every few seconds until Ctrl-C", output)
-    sub.add_argument("namespace", nargs="?", metavar="NS", help="default: every namespace you see")
-    sub.add_argument("-i", "--interval", type=_positive, default=5.0, help="seconds (5)")
-    sub.add_argument("--once", action="store_true", help="print once and exit")
-    return parser
+    runs = {"login": login, "submit": submit, "list": list_jobs, "queue": queue, "describe": describe}
+    runs |= {"cancel": cancel, "wait": wait, "workflows": list_workflows, "workflow": workflow}
+    runs |= {"usage": usage, "status": status, "watch": watch}
+    return cli_parser.parser(runs)
 
 
 if __name__ == "__main__":

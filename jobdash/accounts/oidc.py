@@ -58,12 +58,6 @@ def client() -> Any:
     return _oauth.create_client(NAME)
 
 
-def verified_claims(token: dict, nonce: str) -> dict:
-    """The ID token's claims, if the provider signed it for this client, for this sign-in
-    (nonce), and it has not expired; else JoseError."""
-    return dict(client().parse_id_token(token, nonce=nonce, leeway=settings.JOBDASH_OIDC_LEEWAY_SECONDS))
-
-
 @require_GET
 def oidc_login(request):
     if not enabled():

@@ -13,21 +13,17 @@ from drf_spectacular.utils import (
 )
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from queueing.safe_yaml import document_path
 from queueing.workload import ADAPTERS
 
 from .. import estimates, selectors, services, workflows
 from ..dispatcher_health import dispatcher_health
 from ..exceptions import FieldProblem, InvalidInput
 from ..models import JobDependency, JobEvent, Source, State
-from .errors import flatten
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT, UNAVAILABLE
 from .serializers import (
-    OPTION_FIELDS,
     ElasticQuotaSerializer,
     JobDetailSerializer,
     JobSerializer,
@@ -36,7 +32,8 @@ from .serializers import (
     PriorityClassSerializer,
     ReasonSerializer,
 )
-from .workflows import query_options, submit_workflow
+from .submissions import body_submissions
+from .workflows import submit_workflow
 
 
 class JobFilter(django_filters.FilterSet):
@@ -180,7 +177,7 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         ],
     )
     def create(self, request):
-        submissions, many = _body_submissions(request)
+        submissions, many = body_submissions(request)
         array = _array_spec(request)
         if array is not None or (many and workflows.header(submissions[0].manifest) is not None):
             if array is not None and many:
@@ -229,56 +226,12 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         return Response(JobSerializer(job).data)
 
 
-def _body_submissions(request) -> tuple[list[services.Submission], bool]:
-    """The submissions of a create's body and whether it asked for several: a JSON object
-    or list, or a raw YAML body (one manifest, kept exactly as sent, or a stream of several)
-    with its options in the query string."""
-    if isinstance(request.data, bytes):
-        options = {
-            "priority": request.query_params.get("priority", 0),
-            "priority_class": request.query_params.get("priority_class", ""),
-            "namespace": request.query_params.get("namespace", "") or None,
-            "options": query_options(request.query_params),
-        }
-        documents = services.yaml_documents(request.data)
-        if len(documents) == 1:
-            return [services.Submission(request.data, **options)], False
-        return [services.Submission(text, **options) for text in documents], True
-    if isinstance(request.data, list):
-        return _submissions(request.data), True
-    return [_submission(request.data)], False
-
-
-def _submission(data) -> services.Submission:
-    body = JobSubmitSerializer(data=data)
-    body.is_valid(raise_exception=True)
-    manifest, priority, priority_class, namespace = (
-        body.validated_data[k] for k in ("manifest", "priority", "priority_class", "namespace")
-    )
-    options = {k: body.validated_data[k] for k in OPTION_FIELDS if k in body.validated_data}
-    return services.Submission(manifest, priority, priority_class, namespace or None, options)
-
-
 def _array_spec(request) -> str | None:
     if isinstance(request.data, bytes):
         return request.query_params.get("array") or None
     if isinstance(request.data, dict) and request.data.get("array") is not None:
         return str(request.data["array"])
     return None
-
-
-def _submissions(items: list) -> list[services.Submission]:
-    """A JSON list of submissions; the problems of every item at once, each path led by its index."""
-    services.check_bulk_size(len(items))
-    submissions, problems = [], []
-    for index, item in enumerate(items):
-        try:
-            submissions.append(_submission(item))
-        except ValidationError as error:
-            problems += [FieldProblem(document_path(index, p["path"]), p["message"]) for p in flatten(error.detail)]
-    if problems:
-        raise InvalidInput(problems)
-    return submissions
 
 
 NAMESPACE_NAME = OpenApiParameter(

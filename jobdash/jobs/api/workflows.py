@@ -1,8 +1,7 @@
-"""Workflows in the API (issue 36): list, describe, submit and cancel; and the workflow
-options of a job submitted as a raw YAML body (query parameters)."""
+"""Workflows in the API (issue 36): list, describe, submit and cancel."""
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -15,47 +14,7 @@ from ..exceptions import InvalidInput
 from ..models import Job, Source, Workflow
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT
-
-# Query parameter -> (API field, key inside it): a YAML body's workflow options.
-_QUERY = {
-    "after": ("after", None),
-    "keep_if_never_satisfied": ("keep_if_never_satisfied", None),
-    "max_run_seconds": ("max_run_seconds", None),
-    "start_by": ("start_by", None),
-    "retry_limit": ("retry", "limit"),
-    "retry_on": ("retry", "on"),
-    "retry_exit_codes": ("retry", "exit_codes"),
-    "retry_backoff_seconds": ("retry", "backoff_seconds"),
-}
-
-
-def query_options(params: Mapping[str, str]) -> dict[str, Any]:
-    """The options fields a raw YAML submission gives in its query string (`after` repeatable)."""
-    options: dict[str, Any] = {}
-    for name, (field, key) in _QUERY.items():
-        if name not in params:
-            continue
-        values = params.getlist(name) if hasattr(params, "getlist") else [params[name]]
-        value: Any = ",".join(values) if name == "after" else values[-1]
-        if name == "keep_if_never_satisfied":
-            value = value.lower() in ("1", "true", "yes")
-        elif name == "max_run_seconds" or name in ("retry_limit", "retry_backoff_seconds"):
-            value = _number(value)
-        if key is None:
-            options[field] = value
-        else:
-            options.setdefault(field, {})[key] = value
-    return options
-
-
-def _number(text: str) -> Any:
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return float(text)
-        except ValueError:
-            return text  # (with_fields refuses it, naming the field)
+from .submissions import body_submissions, submissions_of
 
 
 def submit_workflow(user, submissions: Sequence[services.Submission], array: str | None) -> tuple[Workflow, list[Job]]:
@@ -136,10 +95,8 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
     )
     def create(self, request):
         """A YAML stream whose first document is a jobdash.io/v1 Workflow, or JSON {name, jobs, concurrency}."""
-        from .views import _body_submissions, _submissions  # (views imports this module)
-
         if isinstance(request.data, bytes):
-            submissions, _ = _body_submissions(request)
+            submissions, _ = body_submissions(request)
             if workflows.header(submissions[0].manifest) is None:
                 raise InvalidInput.at("[0]", "the first document must be an apiVersion jobdash.io/v1 kind Workflow")
             workflow, _ = submit_workflow(request.user, submissions, None)
@@ -150,7 +107,7 @@ class WorkflowViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             workflow, _ = workflows.workflow_submit(
                 user=request.user,
                 name=data["name"],
-                submissions=_submissions(data["jobs"]),
+                submissions=submissions_of(data["jobs"]),
                 source=Source.API,
                 concurrency=data.get("concurrency"),
             )
