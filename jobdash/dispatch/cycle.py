@@ -293,22 +293,12 @@ class Dispatcher:
         result.admitted = len(plan.admissions)
         lap("plan")
         # 3. release
-        cards = pinning.cards_json(plan.cards)
-        admissions = [
-            (
-                a.job_id,
-                [list(p) for p in a.placement] if a.placement else None,
-                a.borrowing,
-                cards.get(a.job_id),
-                dict(a.counts) or None,
-            )
-            for a in plan.admissions
-        ]
+        claims = [transitions.Claim.of(a, plan.cards.get(a.job_id, ())) for a in plan.admissions]
         sending = None
         try:
             sending = release_phase.start(
                 self.gateway,
-                admissions,
+                claims,
                 term=term,
                 mode=config.release_mode,
                 concurrency=config.concurrency,
@@ -316,7 +306,7 @@ class Dispatcher:
                 seen=seen,
                 now=started,
                 pin=config.pin,
-                workloads=self.cache.workloads_of(admission[0] for admission in admissions),
+                workloads=self.cache.workloads_of(claim.job_id for claim in claims),
             )
         except transitions.StaleSnapshot as error:
             log.info("cycle: released nothing, %s", error)

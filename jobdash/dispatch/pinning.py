@@ -30,7 +30,7 @@ from queueing.placement import GATE, JobPod, assign
 from queueing.replacement import Placement, Replacement
 
 from . import holding, transitions
-from .active import ActiveJob
+from .active import ActiveJob, cards_column
 from .cycle_cache import CycleCache
 from .release import Sending
 
@@ -91,11 +91,8 @@ def _moved_cards(old: CardPlacement, lost: Placement, moved: CardPlacement) -> C
 
 
 def cards_json(cards: Mapping[int, CardPlacement]) -> dict[int, list | None]:
-    """Job.cards as stored: None for a job with no pod on a shared card."""
-    return {
-        job_id: [[role, index, list(chosen)] for role, index, chosen in found] or None
-        for job_id, found in cards.items()
-    }
+    """Job.cards as stored, per job: None for a job with no pod on a shared card."""
+    return {job_id: cards_column(found) for job_id, found in cards.items()}
 
 
 def _stranded(

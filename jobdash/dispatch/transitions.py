@@ -3,6 +3,7 @@ JobEvent (jobs.services.compare_and_set), so a second leader, a retry or a cance
 the cycle can never move a job twice."""
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,8 +16,11 @@ from django.utils import timezone
 from jobdash.jobs import lifecycle
 from jobdash.jobs.models import Fence, Job, State
 from jobdash.jobs.services import compare_and_set
+from queueing import Admission
+from queueing.cards import CardPlacement
 
 from . import bulk
+from .active import Placement, cards_column, placement_column
 
 DISPATCHER = "dispatcher"
 
@@ -59,6 +63,27 @@ def _bound_idle_transactions(sender, connection, **kwargs) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One admission as its claim writes it on the job's row (Queued -> Released): the
+    planner's decision, typed as the planner made it; claim() turns it into columns."""
+
+    job_id: int
+    placement: Placement | None = None  # (role, index, node) of each pod; None with node fit off
+    borrowing: bool = False  # beyond its namespace's guaranteed share
+    cards: CardPlacement = ()  # (role, index, cards) of its pods on GPUs shared by memory
+    counts: Mapping[str, int] = field(default_factory=dict, hash=False)  # role -> pods admitted; {}: all
+
+    @classmethod
+    def of(cls, admission: Admission, cards: CardPlacement = ()) -> "Claim":
+        """`cards`: the plan's for this job (Plan.cards, kept apart from its placement)."""
+        return cls(admission.job_id, admission.placement, admission.borrowing, cards, admission.counts)
+
+    def columns(self) -> tuple[list | None, bool, list | None, dict[str, int] | None]:
+        """Job.placement, borrowing, cards and scale, as stored."""
+        return placement_column(self.placement), self.borrowing, cards_column(self.cards), dict(self.counts) or None
+
+
 def claims_seen() -> int:
     """The fence's claim counter, read before a cycle's snapshot (see claim)."""
     return Fence.objects.filter(id=1).values_list("claims", flat=True).first() or 0
@@ -81,34 +106,26 @@ def current_term() -> int | None:
 
 
 def claim(
-    admissions: Iterable[tuple[Any, ...]],
+    claims: Iterable[Claim],
     term: int,
     *,
     seen: int | None = None,
     now: datetime | None = None,
 ) -> list[int]:
-    """Queued -> Released for each (job id, placement[, borrowing[, cards[, scale]]]), under the fence: the fence row is
+    """Queued -> Released for each claim, under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
-    together (bulk.update_rows), in the order of `admissions`."""
+    together (bulk.update_rows), in the order of `claims`."""
     now = now or timezone.now()
-    wanted = {
-        admission[0]: (
-            admission[1],
-            len(admission) > 2 and bool(admission[2]),
-            admission[3] if len(admission) > 3 else None,
-            admission[4] if len(admission) > 4 else None,
-        )
-        for admission in admissions
-    }
+    wanted = {one.job_id: one.columns() for one in claims}
     with transaction.atomic():
         fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
-        recorded, claims = fence if fence else (None, 0)
+        recorded, counted = fence if fence else (None, 0)
         if recorded != term:
             raise StaleTerm(f"term {term} is not the recorded term {recorded}")
-        if seen is not None and claims != seen:
-            raise StaleSnapshot(f"{claims - seen} claim(s) since this cycle's snapshot")
+        if seen is not None and counted != seen:
+            raise StaleSnapshot(f"{counted - seen} claim(s) since this cycle's snapshot")
         queued = set(bulk.lock_in_states(Job, wanted, (State.QUEUED,)))
         claimed = [job_id for job_id in wanted if job_id in queued]
         if claimed:
