@@ -51,6 +51,7 @@ from . import (
     reclaim,
     resize,
     snapshot_phase,
+    statuses,
     tracker,
     transitions,
     workflow_holds,
@@ -274,7 +275,7 @@ class Dispatcher:
         self.quiet.forget()
         # 1. snapshot
         seen = transitions.claims_seen()
-        observed = snapshot_phase.build(
+        observed = snapshot_phase.observe(
             self.gateway,
             self.cache,
             release_mode=config.release_mode,
@@ -345,7 +346,7 @@ class Dispatcher:
                 ranges=self.cache.learning.calibrator,
                 forecasts=self.cache.learning.forecasts,
                 now=observed.snapshot.now,
-                overruns=observed.overruns,
+                overruns=statuses.overruns(observed.active, observed.snapshot.now),
                 cache=self.cache,
             )
             if everything:

@@ -5,17 +5,18 @@ still the version the snapshot read."""
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from django.db import transaction
 
 from jobdash.jobs.models import Job, State
-from jobdash.jobs.presenters import past_late_bound_words
+from jobdash.jobs.presenters import overrun_words, past_late_bound_words
 from queueing import Plan
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait
 
 from . import bulk
+from .active import ActiveJob
 from .cycle_cache import CycleCache, PendingRow, as_datetime
 
 FIRST_RANGE = ("eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast")
@@ -149,6 +150,20 @@ def write_statuses(
     if cache is not None and versions:
         cache.written(versions, updates)
     return changed
+
+
+def overruns(active: Iterable[ActiveJob], now: float) -> dict[str, list[str]]:
+    """Per namespace, its running jobs that have run past their 90 % bound, in words: why a
+    job waiting there is late (write_statuses' `overruns`)."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for job in active:
+        if job.state == State.RELEASED:
+            continue
+        ran = now - (job.started_at or now)
+        bound = job.predicted_p90_s
+        if bound is not None and ran > bound:
+            found[job.namespace].append(overrun_words(job.id, job.name, ran, bound))
+    return dict(found)
 
 
 def _same(a: float | None, b: float | None) -> bool:

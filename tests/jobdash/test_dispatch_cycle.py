@@ -406,7 +406,7 @@ def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gat
     assert Job.objects.get(pk=waiting.pk).position == 1
     cache = dispatcher.cache
     Job.objects.filter(pk=waiting.pk).update(position=None, message="")
-    observed = snapshot_phase.build(gateway, cache, release_mode="create", node_fit=True, preemption_limit=None)
+    observed = snapshot_phase.observe(gateway, cache, release_mode="create", node_fit=True, preemption_limit=None)
     plan = queueing.plan(observed.snapshot, dispatcher.policy)
     Job.objects.filter(pk=waiting.pk).update(message="changed after the snapshot")
     assert write_statuses(observed.pending, plan, cache=cache) == 1  # it wanted to write it...
