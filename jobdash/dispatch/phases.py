@@ -116,9 +116,22 @@ def release_claims(ctx: CycleContext) -> None:
 
 
 def preempt_and_resize(ctx: CycleContext) -> None:
+    leader, observed = ctx.leader, ctx.observed
+    if not ctx.stale:  # (a stale plan's room was not released into: nobody leaves for it)
+        _victims(ctx)
+    lent = observed.snapshot.lent
+    if lent:  # lent nodes going back: their jobs told, preempted at the reclaim (a notice, not the plan's)
+        ctx.result.reclaim_notices = reclaim.mark(
+            leader.gateway, lent, observed.active, now=observed.snapshot.now, term=ctx.term
+        )
+
+
+def _victims(ctx: CycleContext) -> None:
+    """The plan's victims told to leave, the elastic ones to give back pods; the elastic
+    jobs that grow into what nothing waiting can use, grown."""
     leader, observed, decided, result = ctx.leader, ctx.observed, ctx.plan, ctx.result
     grace_s = leader.config.preemption_grace_s
-    if not ctx.stale and decided.preemptions:
+    if decided.preemptions:
         waiting = {row.job.id: (row.job.namespace, row.job.workload.name) for row in observed.pending}
         result.preempted = preempt.mark(
             leader.gateway,
@@ -129,17 +142,12 @@ def preempt_and_resize(ctx: CycleContext) -> None:
             term=ctx.term,
             now=ctx.started,
         )
-    if not ctx.stale and any(p.shrink_to for p in decided.preemptions):  # elastic jobs giving back pods
+    if any(p.shrink_to for p in decided.preemptions):
         result.preempted += resize.mark(
             decided.preemptions, observed.active, grace_s=grace_s, term=ctx.term, now=ctx.started
         )
-    if not ctx.stale and decided.resizes:  # elastic jobs growing into what nothing waiting can use
+    if decided.resizes:
         result.grown = resize.grow(leader.gateway, decided.resizes, observed.active, term=ctx.term)
-    lent = observed.snapshot.lent
-    if lent:  # lent nodes going back: their jobs told, preempted at the reclaim (a notice, not the plan's)
-        result.reclaim_notices = reclaim.mark(
-            leader.gateway, lent, observed.active, now=observed.snapshot.now, term=ctx.term
-        )
 
 
 def write_back_statuses(ctx: CycleContext) -> None:
