@@ -37,6 +37,7 @@ from . import (
     workflow_holds,
 )
 from . import release as release_phase
+from .claims import Claim
 from .context import CycleContext
 
 log = logging.getLogger("jobdash.dispatch.cycle")  # (the cycle's log, wherever its phases live)
@@ -96,7 +97,7 @@ def make_plan(ctx: CycleContext) -> None:
 
 def release_claims(ctx: CycleContext) -> None:
     leader, config, decided = ctx.leader, ctx.leader.config, ctx.plan
-    claims = [transitions.Claim.of(a, decided.cards.get(a.job_id, ())) for a in decided.admissions]
+    claims = [Claim.of(a, decided.cards.get(a.job_id, ())) for a in decided.admissions]
     try:
         ctx.sending = release_phase.start(
             leader.gateway,

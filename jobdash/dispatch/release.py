@@ -24,6 +24,7 @@ from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload
 
 from . import holding, pod_groups, transitions
+from .claims import Claim
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None,
 
 def start(
     gateway: gw.ClusterGateway,
-    claims: Iterable[transitions.Claim],
+    claims: Iterable[Claim],
     *,
     term: int,
     mode: str,

@@ -3,7 +3,6 @@ JobEvent (jobs.services.compare_and_set), so a second leader, a retry or a cance
 the cycle can never move a job twice."""
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,11 +15,11 @@ from django.utils import timezone
 from jobdash.jobs import lifecycle
 from jobdash.jobs.models import Fence, Job, State
 from jobdash.jobs.services import compare_and_set
-from queueing import Admission
-from queueing.cards import CardPlacement
 
 from . import bulk
-from .active import Placement, cards_column, placement_column
+from .claims import Claim
+
+__all__ = ["Claim"]  # (claim()'s argument, at hand where claim is)
 
 DISPATCHER = "dispatcher"
 
@@ -61,27 +60,6 @@ def _bound_idle_transactions(sender, connection, **kwargs) -> None:
             "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
             [str(int(settings.JOBDASH_LEADER_TTL_SECONDS * 1000))],
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One admission as its claim writes it on the job's row (Queued -> Released): the
-    planner's decision, typed as the planner made it; claim() turns it into columns."""
-
-    job_id: int
-    placement: Placement | None = None  # (role, index, node) of each pod; None with node fit off
-    borrowing: bool = False  # beyond its namespace's guaranteed share
-    cards: CardPlacement = ()  # (role, index, cards) of its pods on GPUs shared by memory
-    counts: Mapping[str, int] = field(default_factory=dict, hash=False)  # role -> pods admitted; {}: all
-
-    @classmethod
-    def of(cls, admission: Admission, cards: CardPlacement = ()) -> "Claim":
-        """`cards`: the plan's for this job (Plan.cards, kept apart from its placement)."""
-        return cls(admission.job_id, admission.placement, admission.borrowing, cards, admission.counts)
-
-    def columns(self) -> tuple[list | None, bool, list | None, dict[str, int] | None]:
-        """Job.placement, borrowing, cards and scale, as stored."""
-        return placement_column(self.placement), self.borrowing, cards_column(self.cards), dict(self.counts) or None
 
 
 def claims_seen() -> int:
