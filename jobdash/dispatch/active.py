@@ -97,6 +97,16 @@ def card_placement(data: Any) -> CardPlacement:
     return tuple((role, int(index), tuple(int(card) for card in cards)) for role, index, cards in data or ())
 
 
+def cards_column(cards: CardPlacement) -> list | None:
+    """card_placement's inverse: Job.cards as stored, None for a job with no pod on a shared card."""
+    return [[role, index, list(chosen)] for role, index, chosen in cards] or None
+
+
+def placement_column(placement: Placement | None) -> list | None:
+    """Job.placement as stored: None with node fit off (and for no pods)."""
+    return [list(slot) for slot in placement] if placement else None
+
+
 def read_active(known: Mapping[int, Workload]) -> list[ActiveJob]:
     """The Released and Running jobs, in one query (and one more for the workloads not in
     `known`, those parsed already)."""

@@ -1,36 +1,19 @@
-"""The admission cycle, in numbered phases, each timed (after Kueue's schedule(); the
-phase names are the keys of Cycle.phases and of jobdash_cycle_phase_seconds):
+"""The admission cycle: the leader's Dispatcher runs the table of phases (phases.PHASES,
+after Kueue's schedule(): numbered phases, each timed; the phase names are the keys of
+Cycle.phases and of jobdash_cycle_phase_seconds), then one Cycle row records the cycle
+and its phase timings, for the status page.
 
-0. quiet     - nothing changed since a cycle whose plan did nothing: phases 1 to 10 are
-               skipped, the mirror and events run only if they left writes (quiet.py)
-1. snapshot  - database + watch cache -> queueing.Snapshot and the active jobs (snapshot_phase.build)
-2. plan      - queueing.plan(): admissions, preemptions, and position/reason/ETA for every other job
-3. release   - claim under the leader's term (release.start); the objects are then sent
-               from the release threads while phases 4 to 7 run
-4. preempt   - the plan's victims are told to leave after their grace period (preempt.mark), and
-               the jobs on lent nodes that go back, at their notice (reclaim.mark)
-5. statuses  - position/reason/message/ETA written back, only rows that changed (statuses.write_statuses)
-6. track     - the cluster's news moves the active jobs on: running, finished, start
-               timeout (tracker.track); claims stranded without their object are re-sent
-               (reconcile.resend_stranded, and the whole reconcile every few cycles); a
-               queued job of pods whose pods never came is failed (pod_groups)
-7. replace   - gangs that lost nodes get their new placement, or are queued again (pinning.replace)
-8. sent      - the outcomes of phase 3's sends recorded (release.Sending.finish), also when
-               phases 5 to 7 failed
-9. pin       - every gated pod of the active jobs, and of this cycle's releases whose pods
-               exist already, is sent to its planned node (pinning.pin)
-10. publish  - the quotas, nodes and our pods' phases seen, for the web pages (ClusterState)
-11. mirror   - each Queued job's QueuedJob object made, updated or deleted, a deleted one's
-               job cancelled (mirror.sync; at most `mirror_writes` writes a cycle)
-12. events   - the outbox's state changes sent as Kubernetes Events (cluster_events.send;
-               at most `events_per_cycle` a cycle; 11 and 12 share a write budget: queue_out.py)
-Then one Cycle row records the cycle and its phase timings, for the status page.
+ 0 quiet · 1 snapshot · 2 plan · 3 release · 4 preempt · 5 statuses · 6 track · 7 replace
+ · 8 sent · 9 pin · 10 publish · 11 mirror · 12 events
+
+What each does, and which run in a quiet cycle or after a failure: phases.py (the docs'
+table is drawn from it). The driver (Dispatcher._cycle) is the loop over that table.
 """
 
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -40,32 +23,19 @@ from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
 from jobdash.jobs.models import Cycle
 
-from . import (
-    card_usage,
-    cycle_cache,
-    pinning,
-    pod_groups,
-    preempt,
-    publish,
-    quiet,
-    reclaim,
-    resize,
-    snapshot_phase,
-    tracker,
-    transitions,
-    workflow_holds,
-)
+from . import cycle_cache, phases, quiet, tracker
 from . import reconcile as reconcile_pass
-from . import release as release_phase
 from .active import ActiveJob
 from .clock import Clock, WallClock
 from .collector import CollectorPause
+from .context import CycleContext, CycleResult
 from .failures import FailureWatch
 from .queue_out import QueueOut
-from .statuses import write_statuses
 from .table_stats import TableStatistics
 from .team_usage import TeamUsage
 from .write_budget import PUBLISH_SHARE
+
+__all__ = ["CycleResult", "DispatchSettings", "Dispatcher", "prune_cycles"]
 
 log = logging.getLogger(__name__)
 KEEP_CYCLES = 2000
@@ -127,22 +97,6 @@ class DispatchSettings:
         )
 
 
-@dataclass
-class CycleResult:
-    pending: int = 0
-    admitted: int = 0
-    released: dict = field(default_factory=dict)
-    phases: dict = field(default_factory=dict)
-    skipped: bool = False  # released nothing: another cycle claimed after this one's snapshot
-    repaired: dict = field(default_factory=dict)  # stranded claims re-sent, objects adopted
-    preempted: int = 0  # victims told to leave this cycle
-    reclaim_notices: int = 0  # jobs on lent nodes told they leave when the nodes go back
-    grown: int = 0  # elastic jobs grown into free capacity
-    pinned: dict = field(default_factory=dict)  # gated pods sent to their planned nodes, ...
-    mirrored: dict = field(default_factory=dict)  # QueuedJob objects created, updated, ...
-    events: dict = field(default_factory=dict)  # Kubernetes Events sent, ...
-
-
 class Dispatcher:
     """Everything one leader does, on one gateway. Holds what cycles keep for the next (CycleCache)."""
 
@@ -172,6 +126,13 @@ class Dispatcher:
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
         self.failures = FailureWatch(self.clock)  # its drivers' cycles, told once and recorded (failures.py)
+
+    def complete_round_due(self, queued: int) -> bool:
+        """Whether this cycle writes every status and forecasts start times (a complete round)."""
+        return time.monotonic() - self._all_statuses_at >= self.status_interval(queued)
+
+    def complete_round_done(self) -> None:
+        self._all_statuses_at = time.monotonic()
 
     def status_interval(self, queued: int) -> float:
         """How often position/ETA-only changes are written: `status_interval_s`, and once
@@ -255,191 +216,50 @@ class Dispatcher:
             return self._cycle(term)
 
     def _cycle(self, term: int) -> CycleResult:
+        """The table's phases in order (phases.py): a quiet cycle runs only those marked
+        quiet; after a phase raised, only those marked finishing, then the error is raised
+        (the first, or a finishing phase's with the first as its context, as a `finally`
+        would), and no Cycle row is written."""
         logs.bind_term(term)
-        result = CycleResult()
-        started = self.clock.now()  # the cycle's time: every phase stamps and compares with it
-        clock = time.perf_counter()
+        ctx = CycleContext(self, term, started=self.clock.now())
+        failure: BaseException | None = None
+        for phase in phases.PHASES:
+            if not phase.runs(ctx, failed=failure is not None):
+                continue
+            try:
+                phase.run(ctx)
+            except BaseException as error:
+                if failure is not None:
+                    error.__context__ = failure
+                failure = error
+                continue
+            if phase.timed(ctx):
+                ctx.laps.lap(phase.name)
+        if failure is not None:
+            raise failure
+        self._close(ctx)
+        return ctx.result
 
-        def lap(phase: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            result.phases[phase] = round((now - clock) * 1000, 2)
-            clock = now
-
-        config = self.config
-        # 0. quiet: nothing changed since a cycle whose plan did nothing: no plan (quiet.py)
-        looked = self.quiet.look(self.gateway, term)
-        if self.quiet.quiet(started.timestamp(), looked, self.cache):
-            return self._quiet_cycle(term, started, result, lap)
-        self.quiet.forget()
-        # 1. snapshot
-        seen = transitions.claims_seen()
-        observed = snapshot_phase.build(
-            self.gateway,
-            self.cache,
-            release_mode=config.release_mode,
-            node_fit=config.node_fit,
-            preemption_limit=config.preemption_limit,
-            topology_levels=config.topology_levels,
-            pin=config.pin,
-            now=started.timestamp(),
-            team_usage=self.team_usage,
-        )
-        result.pending = len(observed.pending)
-        lap("snapshot")
-        # 2. plan; start times are forecast only in the cycles that write every status
-        everything = time.monotonic() - self._all_statuses_at >= self.status_interval(len(observed.pending))
-        plan = queueing.plan(observed.snapshot, self.policy, forecasts=everything)
-        result.admitted = len(plan.admissions)
-        lap("plan")
-        # 3. release
-        cards = pinning.cards_json(plan.cards)
-        admissions = [
-            (
-                a.job_id,
-                [list(p) for p in a.placement] if a.placement else None,
-                a.borrowing,
-                cards.get(a.job_id),
-                dict(a.counts) or None,
-            )
-            for a in plan.admissions
-        ]
-        sending = None
-        try:
-            sending = release_phase.start(
-                self.gateway,
-                admissions,
-                term=term,
-                mode=config.release_mode,
-                concurrency=config.concurrency,
-                backoff_seconds=config.backoff_s,
-                seen=seen,
-                now=started,
-                pin=config.pin,
-                workloads=self.cache.workloads_of(admission[0] for admission in admissions),
-            )
-        except transitions.StaleSnapshot as error:
-            log.info("cycle: released nothing, %s", error)
-            result.skipped = True
-        lap("release")
-        try:
-            # 4. preempt: victims are told, and leave after their grace period (preempt.evict)
-            if not result.skipped and plan.preemptions:
-                waiting = {row.job.id: (row.job.namespace, row.job.workload.name) for row in observed.pending}
-                result.preempted = preempt.mark(
-                    self.gateway,
-                    plan.preemptions,
-                    active=observed.active,
-                    waiting=waiting,
-                    grace_s=config.preemption_grace_s,
-                    term=term,
-                    now=started,
-                )
-            if not result.skipped and any(p.shrink_to for p in plan.preemptions):  # elastic jobs giving back pods
-                result.preempted += resize.mark(
-                    plan.preemptions, observed.active, grace_s=config.preemption_grace_s, term=term, now=started
-                )
-            if not result.skipped and plan.resizes:  # elastic jobs growing into what nothing waiting can use
-                result.grown = resize.grow(self.gateway, plan.resizes, observed.active, term=term)
-            if observed.snapshot.lent:  # lent nodes going back: their jobs told, preempted at the reclaim
-                result.reclaim_notices = reclaim.mark(
-                    self.gateway, observed.snapshot.lent, observed.active, now=observed.snapshot.now, term=term
-                )
-            lap("preempt")
-            # 5. statuses
-            write_statuses(
-                observed.pending,
-                plan,
-                shifts=everything,
-                forecasted=everything,
-                ranges=self.cache.learning.calibrator,
-                forecasts=self.cache.learning.forecasts,
-                now=observed.snapshot.now,
-                overruns=observed.overruns,
-                cache=self.cache,
-            )
-            if everything:
-                self._all_statuses_at = time.monotonic()
-            lap("statuses")
-            # 6. track (the jobs active at the snapshot; those released since, from the next
-            # cycle on), and repair what an interrupted release left behind
-            tracked = self.track(
-                term, observed.active, observed.active_pods, now=started, failed_nodes=observed.failed_nodes
-            )
-            pod_groups.fail_never_created(observed.never_created, term, started)
-            workflow_holds.end(observed.never_met, term, started)  # never to be met, or too late
-            result.repaired = self.repair(term, started)
-            lap("track")
-            # 7. replace: gangs that lost nodes placed anew, or queued again
-            replaced = pinning.replace(
-                self.gateway,
-                plan,
-                observed.active,
-                observed.active_pods,
-                observed.snapshot.replacements,
-                observed.failed_nodes,
-                mode=config.release_mode,
-                term=term,
-                now=started,
-            )
-            lap("replace")
-        finally:
-            # 8. sent: the objects sent in phase 3 were created meanwhile: their outcomes are recorded
-            if sending is not None:
-                result.released = sending.finish()
-        lap("sent")
-        # 9. pin: gated pods sent to their planned nodes, those of this cycle's releases too
-        if config.pin:
-            released = pinning.released(sending, plan, self.cache) if sending is not None else []
-            result.pinned = pinning.pin(
-                self.gateway,
-                [*observed.active, *released],
-                release_phase.sending_pool(config.concurrency),
-                *replaced,
-                nodes=observed.node_infos,
-            )
-        lap("pin")
-        # 10. publish: quotas with reservations, nodes and our pods' phases
-        shared_cards: dict[str, list[dict]] = {}
-        sharing = {}
-        if any(node.cards is not None for node in observed.snapshot.nodes):  # (clusters that share GPUs)
-            infos = observed.node_infos
-            sharing = {info.name: info.cards for info in infos if info.cards is not None}
-            shared_cards = card_usage.card_rows(
-                observed.snapshot.nodes,
-                infos,
-                observed.live_pods,
-                publish.jobs_of_pods(observed.active, observed.active_pods),
-            )
-        publish.publish(
-            observed.snapshot,
-            publish.pod_phases(observed.active, observed.active_pods, sharing),
-            publish.gpus_by_job(observed.active, observed.active_pods),
-            shared_cards,
-            observed.budgets,
-        )
-        metrics.set_off_plan(pinning.off_plan(observed.active, observed.active_pods))
-        lap("publish")
-        # 11. mirror: the queue as QueuedJob objects; 12. events: the outbox sent (queue_out)
-        self.out.run(
-            self.gateway,
-            term=term,
-            started=started,
-            concurrency=config.concurrency,
-            changed=True,
-            lap=lap,
-            result=result,
-        )
+    def _close(self, ctx: CycleContext) -> None:
+        """After the phases: a full cycle is remembered (the next may be quiet), and every
+        cycle recorded."""
+        result = ctx.result
+        if ctx.quiet:
+            self._record(ctx.term, ctx.started, result, self.policy.name)
+            return
+        observed, plan = ctx.observed, ctx.plan
+        assert ctx.seen is not None  # (phase 0 read it)
+        acted = quiet.acted(ctx.tracked, result.released, result.repaired, result.pinned)
         self.quiet.remember(
-            looked,
+            ctx.seen,
             snapshot=observed.snapshot,
             plan=plan,
             policy=self.policy,
             active=observed.active,
-            acted=quiet.acted(tracked, result.released, result.repaired, result.pinned) or bool(replaced[0]),
+            acted=acted or bool(ctx.replaced.placements),
         )
         self._cycles += 1
-        self._record(term, started, result, plan.policy)
+        self._record(ctx.term, ctx.started, result, plan.policy)
         if result.admitted:
             log.info(
                 "cycle: %d pending, %d admitted, %s; %s",
@@ -448,24 +268,6 @@ class Dispatcher:
                 result.released,
                 result.phases,
             )
-        return result
-
-    def _quiet_cycle(self, term: int, started: datetime, result: CycleResult, lap) -> CycleResult:
-        """Nothing changed since a cycle whose plan did nothing (quiet.py): phases 1 to 10
-        would decide and write the same. The mirror and the events finish what they left."""
-        result.pending = self.quiet.pending
-        lap("quiet")
-        self.out.run(
-            self.gateway,
-            term=term,
-            started=started,
-            concurrency=self.config.concurrency,
-            changed=False,
-            lap=lap,
-            result=result,
-        )
-        self._record(term, started, result, self.policy.name)
-        return result
 
     def _record(self, term: int, started: datetime, result: CycleResult, policy: str) -> None:
         """One Cycle row (the status page's), the phase metrics, and now and then the pruning."""

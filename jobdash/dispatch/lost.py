@@ -9,6 +9,7 @@ release and our pod's start). Jobs released earlier keep their room first. A pod
 there and ended holds its place: its job is finishing, not starting.
 """
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -31,9 +32,41 @@ class Lost:
     replacements: tuple[Replacement, ...]
     failed_nodes: frozenset[str]
 
+    @property
+    def slots(self) -> frozenset[tuple[str, int, str]]:
+        """Every planned pod lost: placed anew by the plan, so not charged where it was."""
+        return frozenset(slot for replacement in self.replacements for slot in replacement.lost)
+
 
 def failed_nodes(nodes: Iterable[NodeInfo]) -> frozenset[str]:
     return frozenset(node.name for node in nodes if any(t.get("key") in FAILED_TAINTS for t in node.taints))
+
+
+def account(
+    active: Iterable[ActiveJob],
+    pods: Mapping[ObjectKey, list[PodInfo]],
+    nodes: list[NodeInfo],
+    live_pods: Iterable[PodInfo],
+    *,
+    pin: bool,
+) -> Lost:
+    """The snapshot's lost pods (a step of phase 1). Pods go where the plan says only when
+    pinned: otherwise no planned node is theirs to lose. A job that cannot be taken back has
+    nobody to make its pods again elsewhere: not replaced; an elastic job giving back pods
+    loses nothing with them: only the pods it keeps count."""
+    if not pin:
+        return Lost((), failed_nodes(nodes))
+    replaceable = [_kept(job) for job in active if kinds.can_take_back(job.kind_key)]
+    return lost(replaceable, pods, nodes, live_pods)
+
+
+def _kept(job: ActiveJob) -> ActiveJob:
+    """The job as it will be once it has given back its extra pods (resize.py), if it is."""
+    if not job.shrink_to:
+        return job
+    keep = job.shrink_to
+    placement = tuple(slot for slot in job.placement if slot[1] < keep.get(slot[0], slot[1] + 1))
+    return dataclasses.replace(job, placement=placement, workload=job.workload.with_counts(keep))
 
 
 def lost(

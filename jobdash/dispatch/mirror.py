@@ -138,6 +138,10 @@ def _written_order(obj: gw.QueuedObject) -> tuple[int, str]:
     return (len(version), version) if version.isdigit() else (0, "")
 
 
+_COUNTED = ("created", "updated", "deleted", "adopted", "cancelled", "deferred", "later", "failed", "refused")
+Write = tuple[str, Callable[[], Any]]  # what it counts as, and the request
+
+
 def sync(
     gateway: gw.ClusterGateway,
     *,
@@ -151,31 +155,22 @@ def sync(
     objects = gateway.queued_objects()
     if objects is None:
         return {}
-    kinds = ("created", "updated", "deleted", "adopted", "cancelled", "deferred", "later", "failed", "refused")
-    counts = dict.fromkeys(kinds, 0)
+    counts = dict.fromkeys(_COUNTED, 0)
     waiting = waiting_jobs()
     queued = {job.id: job for job in waiting}
     ours, leftovers, deleting = _sort_out(objects, queued)
-    writes: list[tuple[str, Callable[[], Any]]] = []
+    writes: list[Write] = []
 
     # 1. the rows of jobs that left the queue go before their objects
     QueuedMirror.objects.exclude(job__state=State.QUEUED).delete()
     for obj in leftovers[:limit]:
         writes.append(("deleted", partial(gateway.delete_queued, obj.namespace, obj.name, obj.resource_version, term)))
-
     # 2. made by jobdash, gone now: someone left the queue
-    checks = 0
-    for job in waiting:
-        if job.mirror is not None and job.id not in ours and checks < limit:
-            checks += job.id not in deleting
-            if job.id in deleting or gateway.queued_gone(job.namespace, job.mirror):
-                counts["cancelled"] += _cancel(job, term)
-            # (else the watch cache has not seen our create yet)
-
+    counts["cancelled"] = _cancel_gone(gateway, waiting, ours, deleting, limit, term)
     # 3. new ones, and objects found without their row
-    taken = {(obj.namespace, obj.name) for obj in objects}
     created: list[tuple[Waiting, gw.QueuedObject]] = []
     adopted = [job for job in waiting if job.mirror is None and job.id in ours]
+    taken = {(obj.namespace, obj.name) for obj in objects}
     for job in waiting:
         if job.mirror is None and job.id not in ours:
             if len(writes) >= limit:
@@ -184,9 +179,51 @@ def sync(
             name = object_name(job, taken)
             taken.add((job.namespace, name))
             writes.append(("created", partial(_create, gateway, job, name, term, created)))
+    # 4. what changed, the front of the queue first
+    deferred, counts["later"] = _changed(gateway, waiting, ours, writes, limit, term, moves_due)
+    counts["deferred"] += deferred
 
-    # 4. what changed, the front of the queue first; places that only moved, beyond the
-    # front, in a round of moves, the longest unwritten first
+    _send(writes, pool, counts)
+    rows = [QueuedMirror(job_id=job.id, name=obj.name) for job, obj in created]
+    rows += [QueuedMirror(job_id=job.id, name=ours[job.id].name) for job in adopted]
+    counts["adopted"] = len(adopted)
+    QueuedMirror.objects.bulk_create(rows, ignore_conflicts=True)
+    return {k: v for k, v in counts.items() if v}
+
+
+def _cancel_gone(
+    gateway: gw.ClusterGateway,
+    waiting: list[Waiting],
+    ours: dict[int, gw.QueuedObject],
+    deleting: set[int],
+    limit: int,
+    term: int | None,
+) -> int:
+    """Step 2: the jobs whose object jobdash made is gone or being deleted are cancelled
+    (at most `limit` objects confirmed gone with the API server a pass)."""
+    cancelled = checks = 0
+    for job in waiting:
+        if job.mirror is not None and job.id not in ours and checks < limit:
+            checks += job.id not in deleting
+            if job.id in deleting or gateway.queued_gone(job.namespace, job.mirror):
+                cancelled += _cancel(job, term)
+            # (else the watch cache has not seen our create yet)
+    return cancelled
+
+
+def _changed(
+    gateway: gw.ClusterGateway,
+    waiting: list[Waiting],
+    ours: dict[int, gw.QueuedObject],
+    writes: list[Write],
+    limit: int,
+    term: int | None,
+    moves_due: bool,
+) -> tuple[int, int]:
+    """Step 4: objects whose status differs, the front of the queue first; places that only
+    moved, beyond the front, in a round of moves, the longest unwritten first. Returns the
+    writes deferred to the next cycle and the moves left for a later round."""
+    deferred = 0
     moved: list[tuple[Waiting, gw.QueuedObject]] = []
     for job in waiting:
         mine = ours.get(job.id)
@@ -197,15 +234,18 @@ def sync(
         elif len(writes) < limit:
             writes.append(("updated", partial(gateway.update_queued, mine.namespace, mine.name, job.status, term)))
         else:
-            counts["deferred"] += 1
+            deferred += 1
     if moves_due:
         moved.sort(key=lambda pair: _written_order(pair[1]))
         room = max(0, limit - len(writes))
         for job, mine in moved[:room]:
             writes.append(("updated", partial(gateway.update_queued, mine.namespace, mine.name, job.status, term)))
         moved = moved[room:]
-    counts["later"] = len(moved)
+    return deferred, len(moved)
 
+
+def _send(writes: list[Write], pool: ThreadPoolExecutor, counts: dict[str, int]) -> None:
+    """The writes, from the pool; each counted by its outcome, the failures logged in one line."""
     futures = [(what, pool.submit(write)) for what, write in writes]
     errors: list[str] = []
     for what, future in futures:
@@ -222,11 +262,6 @@ def sync(
             errors.append(f"{what}: {error}")
     if errors:  # one line a cycle, not one a job
         log.warning("queued objects: %d writes failed, the first: %s", len(errors), errors[0])
-    rows = [QueuedMirror(job_id=job.id, name=obj.name) for job, obj in created]
-    rows += [QueuedMirror(job_id=job.id, name=ours[job.id].name) for job in adopted]
-    counts["adopted"] = len(adopted)
-    QueuedMirror.objects.bulk_create(rows, ignore_conflicts=True)
-    return {k: v for k, v in counts.items() if v}
 
 
 def _create(

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from jobdash import logs, metrics
@@ -30,11 +31,20 @@ from queueing.placement import GATE, JobPod, assign
 from queueing.replacement import Placement, Replacement
 
 from . import holding, transitions
-from .active import ActiveJob
+from .active import ActiveJob, cards_column
 from .cycle_cache import CycleCache
 from .release import Sending
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What phase 7 changed of the snapshot's placements: per gang placed anew, its
+    placement now in force and its pods' shared cards (pin sends its pods there)."""
+
+    placements: Mapping[int, Placement] = field(default_factory=dict)
+    cards: Mapping[int, CardPlacement] = field(default_factory=dict)
 
 
 def replace(
@@ -48,10 +58,9 @@ def replace(
     mode: str,
     term: int | None,
     now: datetime | None = None,
-) -> tuple[dict[int, Placement], dict[int, CardPlacement]]:
+) -> Replaced:
     """Write the plan's new placements of gangs that lost nodes (`lost`: the snapshot's
-    account of what they lost) and take back those it evicts. Returns the placements now
-    in force that differ from the snapshot's, and their pods' shared cards."""
+    account of what they lost) and take back those it evicts."""
     jobs = {job.id: job for job in active}
     notes = {
         job_id: "its node(s) "
@@ -80,7 +89,9 @@ def replace(
                 holding.taken_back(gateway, evicted.key, mode, term)
             except gw.GatewayError as error:
                 log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, evicted.namespace))
-    return {job_id: plan.replacements[job_id] for job_id in written}, {job_id: cards[job_id] for job_id in written}
+    return Replaced(
+        {job_id: plan.replacements[job_id] for job_id in written}, {job_id: cards[job_id] for job_id in written}
+    )
 
 
 def _moved_cards(old: CardPlacement, lost: Placement, moved: CardPlacement) -> CardPlacement:
@@ -91,11 +102,8 @@ def _moved_cards(old: CardPlacement, lost: Placement, moved: CardPlacement) -> C
 
 
 def cards_json(cards: Mapping[int, CardPlacement]) -> dict[int, list | None]:
-    """Job.cards as stored: None for a job with no pod on a shared card."""
-    return {
-        job_id: [[role, index, list(chosen)] for role, index, chosen in found] or None
-        for job_id, found in cards.items()
-    }
+    """Job.cards as stored, per job: None for a job with no pod on a shared card."""
+    return {job_id: cards_column(found) for job_id, found in cards.items()}
 
 
 def _stranded(

@@ -16,7 +16,8 @@ expected duration in every cycle after, and what its error is measured against.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,17 @@ class _Since:
             self.at_mark.add(job_id)
             fresh.append(job_id)
         return fresh
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the snapshot expects of the active jobs' run times (Learning.expected)."""
+
+    # Per active job, its whole run: its stored prediction, or one made now for a job
+    # released before predictions were made.
+    durations: Mapping[int, float | None]
+    # Per running job, its likely whole run given how long it has run so far.
+    likely: Mapping[int, float | None]
 
 
 class Learning:
@@ -138,6 +150,23 @@ class Learning:
         if features is None:
             features = self._running[job.id] = self.features(job.workload, job.namespace, job.submitted_by_name)
         return self.predictor.likely_total(features, elapsed_s)
+
+    def expected(self, active: Iterable[ActiveJob], workloads: dict[int, Workload], now: float) -> Expected:
+        """The predictions step of a cycle's snapshot: learn what finished or started since
+        the last cycle (`workloads`: the parsed ones of the jobs active then, which those
+        that finished are among), then what each active job is expected to take."""
+        self.refresh(workloads)
+        durations: dict[int, float | None] = {}
+        likely: dict[int, float | None] = {}
+        for job in active:
+            predicted = job.predicted_duration_s
+            if not job.prediction_source:  # (released before predictions were made)
+                predicted = self.predict(job.workload, job.namespace, job.submitted_by_name).median_s
+            durations[job.id] = predicted
+            if job.state != State.RELEASED:
+                likely[job.id] = self.likely_total(job, now - (job.started_at or now))
+        self.retain(likely)
+        return Expected(durations, likely)
 
     def retain(self, running: Iterable[int]) -> None:
         keep = set(running)

@@ -13,8 +13,10 @@ from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
 from queueing.tide import LentPool, clock_words
 
+from . import card_usage
 from .active import ActiveJob
 from .lost import FAILED_TAINTS
+from .snapshot_phase import Observation
 
 GPU = "nvidia.com/gpu"
 PODS_SHOWN = 64  # a job's pods listed one by one on its page; beyond, counted only
@@ -145,3 +147,26 @@ def publish(
     # Every cycle publishes: one UPDATE, not update_or_create's transaction, locking read and update.
     if not ClusterState.objects.filter(id=1).update(**fields):
         ClusterState.objects.update_or_create(id=1, defaults=fields)
+
+
+def observation(observed: Observation) -> None:
+    """Phase 10: what the cycle's snapshot saw of quotas (with reservations), nodes and our
+    pods' phases, published. Shared cards are drawn only on clusters that share GPUs."""
+    shared_cards: dict[str, list[dict]] = {}
+    sharing = {}
+    if any(node.cards is not None for node in observed.snapshot.nodes):
+        infos = observed.node_infos
+        sharing = {info.name: info.cards for info in infos if info.cards is not None}
+        shared_cards = card_usage.card_rows(
+            observed.snapshot.nodes,
+            infos,
+            observed.live_pods,
+            jobs_of_pods(observed.active, observed.active_pods),
+        )
+    publish(
+        observed.snapshot,
+        pod_phases(observed.active, observed.active_pods, sharing),
+        gpus_by_job(observed.active, observed.active_pods),
+        shared_cards,
+        observed.budgets,
+    )

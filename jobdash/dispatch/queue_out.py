@@ -10,7 +10,7 @@ rows (`changed`), or the QueuedJob objects in the cluster (someone deleted one).
 
 import logging
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from jobdash.cluster.gateway import ClusterGateway, GatewayError
@@ -36,28 +36,23 @@ class QueueOut:
         self.settled: int | None = None  # the QueuedJob objects' revision when a pass wrote nothing
         self.events_settled = False  # the last send found the outbox empty
 
-    def run(
-        self,
-        gateway: ClusterGateway,
-        *,
-        term: int,
-        started: datetime,
-        concurrency: int,
-        changed: bool,
-        lap: Callable[[str], None],
-        result,
-    ) -> None:
-        """`changed`: the job rows may have changed since the last pass (False in a quiet cycle)."""
+    def begin(self, started: datetime, *, changed: bool) -> "Turn":
+        """This cycle's turn: whether both write (`changed`: the job rows may have changed
+        since the last pass, False in a quiet cycle)."""
+        began = time.monotonic()
+        batch = self.budget.refill(started) >= max(1, self.budget.burst // 2) and began >= self.not_before
+        return Turn(batch, began, changed)
+
+    def mirror(self, gateway: ClusterGateway, turn: "Turn", *, term: int, concurrency: int, result) -> None:
+        """Phase 11: the queue as QueuedJob objects, within what the budget holds."""
         budget = self.budget
-        pool = release_phase.sending_pool(concurrency)
-        publishing_from = time.monotonic()
-        batch = budget.refill(started) >= max(1, budget.burst // 2) and publishing_from >= self.not_before
         revision = gateway.revision(mirror=True)
-        mirror_due = changed or self.settled != revision
+        mirror_due = turn.changed or self.settled != revision
         try:
-            if batch and mirror_due and time.monotonic() >= self.paused_until:
+            if turn.batch and mirror_due and time.monotonic() >= self.paused_until:
                 moves_due = time.monotonic() - self.moves_at >= mirror.MOVES_INTERVAL_S
                 limit = min(self.mirror_writes, int(budget.tokens))
+                pool = release_phase.sending_pool(concurrency)
                 result.mirrored = mirror.sync(gateway, term=term, limit=limit, pool=pool, moves_due=moves_due)
                 written = mirror.writes(result.mirrored)
                 budget.spend(written)
@@ -69,17 +64,30 @@ class QueueOut:
                     self.paused_until = time.monotonic() + mirror.REFUSED_PAUSE_S
         except GatewayError as error:
             log.warning("cycle: mirror: %s", error)
-        lap("mirror")
+
+    def events(self, gateway: ClusterGateway, turn: "Turn", *, concurrency: int, result) -> None:
+        """Phase 12: the outbox's state changes as Events, with what the mirror left of the
+        budget; then, of a turn that wrote, when the next may (its share of the leader's time)."""
+        budget = self.budget
         try:
             limit = min(self.events_per_cycle, int(budget.tokens))
-            if batch and limit and (changed or not self.events_settled):
+            if turn.batch and limit and (turn.changed or not self.events_settled):
+                pool = release_phase.sending_pool(concurrency)
                 result.events = cluster_events.send(gateway, limit=limit, pool=pool)
                 sent = cluster_events.writes(result.events)
                 budget.spend(sent)
                 self.events_settled = not sent
         except GatewayError as error:
             log.warning("cycle: events: %s", error)
-        lap("events")
-        if batch:
-            spent = time.monotonic() - publishing_from
+        if turn.batch:
+            spent = time.monotonic() - turn.began
             self.not_before = time.monotonic() + spent * (1 / self.share - 1)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One cycle's turn of phases 11 and 12."""
+
+    batch: bool  # both may write: half a burst in hand, and their share of the time not spent
+    began: float  # monotonic: when it began (what it took is charged to its share)
+    changed: bool  # the job rows may have changed since the last pass

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
@@ -25,6 +24,7 @@ from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload
 
 from . import holding, pod_groups, transitions
+from .claims import Claim
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None,
 
 def start(
     gateway: gw.ClusterGateway,
-    admissions: Iterable[tuple[Any, ...]],  # (job id, placement[, borrowing])
+    claims: Iterable[Claim],
     *,
     term: int,
     mode: str,
@@ -108,7 +108,7 @@ def start(
     """Step 1 now, steps 2 and 3 under way: the cycle goes on with its other phases while
     the cluster creates the objects, and calls finish() at its end. (The claim is committed
     before anything is sent: a crash before finish() leaves claims that reconcile finishes.)"""
-    claimed = transitions.claim(admissions, term, seen=seen, now=now)
+    claimed = transitions.claim(claims, term, seen=seen, now=now)
     metrics.observe_released(claimed)
     return start_sending(
         gateway,

@@ -1,6 +1,10 @@
 """Phase 1 of a cycle, the snapshot: the database and the cluster's watch cache -> an
 Observation (the queueing.Snapshot the planner decides from, and what later phases need).
 
+Its steps (observe): read the world (read); the active jobs' run times expected
+(predictions.Learning.expected); the planned pods lost to failed or full nodes
+(lost.account); the snapshot built of them (build).
+
 Reads only. Pending jobs come through the CycleCache (cycle_cache.pending_rows: only the
 rows that changed are read in full); quotas, nodes and pods from the gateway's cache, never
 from the API server, so building a snapshot costs no round trips.
@@ -19,8 +23,7 @@ from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, NodeInfo, ObjectKey, PodInfo
 from jobdash.jobs import elastic
 from jobdash.jobs.models import Namespace, State
-from jobdash.jobs.presenters import overrun_words
-from queueing import POLICY_NAMES, PodSet
+from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.cards import SharedCards
 from queueing.devices import derived_totals
 from queueing.namespace_quota import NamespaceQuota
@@ -29,6 +32,7 @@ from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
 from . import card_usage, lending, lost, pod_groups, workflow_holds
 from .active import ActiveJob, read_active
 from .cycle_cache import CycleCache, PendingRow, pending_rows
+from .predictions import Expected
 from .team_usage import TeamUsage
 
 log = logging.getLogger(__name__)
@@ -46,9 +50,6 @@ class Observation:
     # The pods of the active jobs by their object key, as the snapshot saw them: the tracker
     # and publish count their phases without asking the watch cache again.
     active_pods: dict[ObjectKey, list[PodInfo]]
-    # Per namespace, its running jobs that have run past their 90 % bound, in words: why a
-    # job waiting there is late (statuses).
-    overruns: dict[str, list[str]]
     # Nodes that failed (not ready, unreachable, gone): our pods there are made again elsewhere.
     failed_nodes: frozenset[str] = frozenset()
     # Queued jobs of pods none of whose pods was ever created (pod_groups.never_created).
@@ -95,15 +96,6 @@ def _unbound_placements(job: ActiveJob, created: list[PodInfo]) -> tuple:
         else:
             unbound.append((role, index, node))
     return tuple(unbound)
-
-
-def _kept(job: ActiveJob) -> ActiveJob:
-    """The job as it will be once it has given back its extra pods (resize.py), if it is."""
-    if not job.shrink_to:
-        return job
-    keep = job.shrink_to
-    placement = tuple(slot for slot in job.placement if slot[1] < keep.get(slot[0], slot[1] + 1))
-    return dataclasses.replace(job, placement=placement, workload=job.workload.with_counts(keep))
 
 
 def _nodes(
@@ -200,7 +192,143 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
     return policies
 
 
+@dataclass(frozen=True)
+class World:
+    """What phase 1 reads before anything is made of it."""
+
+    namespaces: Sequence[Mapping[str, Any]]  # the Namespace rows: weight, policy, elastic quota, budget
+    rows: list[PendingRow]  # the queued jobs (cycle_cache.pending_rows)
+    live_pods: list[PodInfo]  # every pod not finished (node usage)
+    active: list[ActiveJob]  # the Released and Running jobs
+    pods: dict[ObjectKey, list[PodInfo]]  # the active jobs' pods, by their object key
+    nodes: list[NodeInfo]
+    # The parsed workloads of the jobs active in the last cycle, those that finished among
+    # them: what the leader learns run times from (predictions.Learning.expected).
+    workloads_before: dict[int, Workload]
+
+
+def read(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str) -> World:
+    """The database (the queue through the cycle cache) and the watch cache, read once."""
+    namespaces = list(
+        Namespace.objects.values(
+            "name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit", "gpu_hour_budget", "over_budget"
+        )
+    )
+    rows = pending_rows(cache, release_mode=release_mode)
+    # The cache keeps finished pods and objects until they are deleted: read only the live
+    # pods (node usage) and the pods and objects of released jobs, not all of them.
+    live_pods = gateway.live_pods()
+    before = cache.workloads
+    active = read_active(before)
+    cache.workloads = {job.id: job.workload for job in active}
+    by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
+    return World(namespaces, rows, live_pods, active, by_job, gateway.nodes(), before)
+
+
+def _in_flight(
+    gateway: ClusterGateway,
+    job: ActiveJob,
+    pods: list[PodInfo],
+    lost_slots: frozenset,
+    predicted: float | None,
+    now: float,
+) -> InFlightJob:
+    created = [p for p in pods if not p.deleting]
+    return InFlightJob(
+        id=job.id,
+        namespace=job.namespace,
+        workload=job.workload,
+        # (what it lost is placed anew by the plan: not charged where it was)
+        placements=tuple(p for p in _unbound_placements(job, created) if p not in lost_slots),
+        outstanding=_outstanding(job, created, gateway.job_object(job.key) is not None),
+        released_at=job.released_at or now,
+        expected_duration=predicted,
+    )
+
+
+def _running(job: ActiveJob, predicted: float | None, likely: float | None, now: float) -> RunningJob:
+    started_at = job.started_at or now
+    return RunningJob(
+        job.id,
+        job.namespace,
+        job.workload,
+        started_at=started_at,
+        expected_end=None if predicted is None else started_at + predicted,
+        likely_end=None if likely is None else started_at + likely,
+        priority=job.priority,
+        borrowing=job.borrowing,
+        placements=job.placement,
+        preemptions=job.preemptions,
+        # (an elastic job giving back pods: it keeps shrink_to, the others leave for its preemptor)
+        preempted_for=None if job.shrink_to else job.preempted_for,
+        counts=job.shrink_to or {},
+        shrinking_for=job.preempted_for if job.shrink_to else None,
+        preemptible=kinds.can_take_back(job.kind_key),
+    )
+
+
 def build(
+    gateway: ClusterGateway,
+    world: World,
+    expected: Expected,
+    found: lost.Lost,
+    *,
+    node_fit: bool,
+    preemption_limit: int | None,
+    topology_levels: tuple[str, ...],
+    nodes_kept: dict[str, tuple[tuple, Node]],
+    now: float,
+    team_usage: TeamUsage | None,
+) -> Observation:
+    """The snapshot of `world`, with the run times `expected` of its active jobs and the
+    planned pods `found` lost. `nodes_kept`: CycleCache.nodes (_nodes)."""
+    slots = found.slots
+    in_flight, running = [], []
+    for job in world.active:
+        predicted = expected.durations.get(job.id)
+        if job.state == State.RELEASED:
+            in_flight.append(_in_flight(gateway, job, world.pods.get(job.key, []), slots, predicted, now))
+        else:
+            running.append(_running(job, predicted, expected.likely.get(job.id), now))
+    rows = world.rows
+    held = pod_groups.waiting_for_pods(gateway, (row.job for row in rows))
+    holds = workflow_holds.read(row.job for row in rows)
+    over_budget, budgets = team_usage.budgets(world.namespaces, now) if team_usage is not None else ({}, {})
+    for job_id, dependent in holds.held.items():
+        held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
+    cards = card_usage.shared_cards(world.nodes, world.live_pods, world.active, world.pods, slots)
+    snapshot = Snapshot(
+        now=now,
+        pending=tuple(held.get(row.job.id, row.job) for row in rows if row.job.id not in holds.never),
+        in_flight=tuple(in_flight),
+        running=tuple(running),
+        quotas=_quotas(gateway, {row["name"]: row for row in world.namespaces}, world.live_pods),
+        nodes=_nodes(world.nodes, world.live_pods, cards, nodes_kept),
+        node_fit=node_fit,
+        policies=namespace_policies((row["name"], row["policy"]) for row in world.namespaces),
+        preemption_limit=preemption_limit,
+        topology_levels=topology_levels,
+        replacements=found.replacements,
+        lent=lending.lent_pools(world.nodes, lending.declared_pools(), now),
+        groups=holds.groups,
+        usage=team_usage.past(now) if team_usage is not None else {},
+        budgets=over_budget,
+    )
+    return Observation(
+        snapshot=snapshot,
+        pending=[row for row in rows if row.job.id not in holds.never],
+        active=world.active,
+        active_pods=world.pods,
+        failed_nodes=found.failed_nodes,
+        never_created=pod_groups.never_created(held, now),
+        node_infos=world.nodes,
+        live_pods=world.live_pods,
+        never_met=holds.never,
+        budgets=budgets,
+    )
+
+
+def observe(
     gateway: ClusterGateway,
     cache: CycleCache,
     *,
@@ -212,120 +340,23 @@ def build(
     now: float | None = None,
     team_usage: TeamUsage | None = None,
 ) -> Observation:
-    """`now`: the cycle's time, in seconds since the epoch (default: the current time);
-    `pin`: pods run where the plan put them (their lost places are then replaced)."""
+    """Phase 1, its steps in order: read the world, predict the active jobs' run times, account
+    the planned pods lost, build the snapshot. `now`: the cycle's time, in seconds since the
+    epoch (default: the current time); `pin`: pods run where the plan put them (their lost
+    places are then replaced)."""
     now = timezone.now().timestamp() if now is None else now
-    namespaces = list(
-        Namespace.objects.values(
-            "name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit", "gpu_hour_budget", "over_budget"
-        )
-    )
-    managed = {row["name"]: row for row in namespaces}
-    rows = pending_rows(cache, release_mode=release_mode)
-    # The cache keeps finished pods and objects until they are deleted: read only the live
-    # pods (node usage) and the pods and objects of released jobs, not all of them.
-    live_pods = gateway.live_pods()
-
-    learning = cache.learning
-    learning.refresh(cache.workloads)  # before the workloads of jobs no longer active are dropped
-    active = read_active(cache.workloads)
-    cache.workloads = {job.id: job.workload for job in active}
-    by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
-
-    node_infos = gateway.nodes()
-    # Pods go where the plan says only when pinned: otherwise no planned node is theirs to lose.
-    # (A job that cannot be taken back has nobody to make its pods again elsewhere: not replaced.)
-    # (an elastic job giving back pods loses nothing with them: only the pods it keeps count)
-    replaceable = [_kept(job) for job in active if kinds.can_take_back(job.kind_key)]
-    found = (
-        lost.lost(replaceable, by_job, node_infos, live_pods) if pin else lost.Lost((), lost.failed_nodes(node_infos))
-    )
-    lost_slots = {slot for replacement in found.replacements for slot in replacement.lost}
-    in_flight, running = [], []
-    overruns: dict[str, list[str]] = defaultdict(list)
-    for job in active:
-        predicted = job.predicted_duration_s
-        if not job.prediction_source:  # (released before predictions were made)
-            predicted = learning.predict(job.workload, job.namespace, job.submitted_by_name).median_s
-        if job.state == State.RELEASED:
-            created = [p for p in by_job.get(job.key, ()) if not p.deleting]
-            in_flight.append(
-                InFlightJob(
-                    id=job.id,
-                    namespace=job.namespace,
-                    workload=job.workload,
-                    # (what it lost is placed anew by the plan: not charged where it was)
-                    placements=tuple(p for p in _unbound_placements(job, created) if p not in lost_slots),
-                    outstanding=_outstanding(job, created, gateway.job_object(job.key) is not None),
-                    released_at=job.released_at or now,
-                    expected_duration=predicted,
-                )
-            )
-        else:
-            started_at = job.started_at or now
-            likely = learning.likely_total(job, now - started_at)
-            bound = job.predicted_p90_s
-            if bound is not None and now - started_at > bound:
-                overruns[job.namespace].append(overrun_words(job.id, job.name, now - started_at, bound))
-            running.append(
-                RunningJob(
-                    job.id,
-                    job.namespace,
-                    job.workload,
-                    started_at=started_at,
-                    expected_end=None if predicted is None else started_at + predicted,
-                    likely_end=None if likely is None else started_at + likely,
-                    priority=job.priority,
-                    borrowing=job.borrowing,
-                    placements=job.placement,
-                    preemptions=job.preemptions,
-                    # (an elastic job giving back pods: it keeps shrink_to, the others leave for its preemptor)
-                    preempted_for=None if job.shrink_to else job.preempted_for,
-                    counts=job.shrink_to or {},
-                    shrinking_for=job.preempted_for if job.shrink_to else None,
-                    preemptible=kinds.can_take_back(job.kind_key),
-                )
-            )
-
-    learning.retain(job.id for job in running)
-    held = pod_groups.waiting_for_pods(gateway, (row.job for row in rows))
-    holds = workflow_holds.read(row.job for row in rows)
-    over_budget, budgets = team_usage.budgets(namespaces, now) if team_usage is not None else ({}, {})
-    for job_id, dependent in holds.held.items():
-        held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
-    snapshot = Snapshot(
-        now=now,
-        pending=tuple(held.get(row.job.id, row.job) for row in rows if row.job.id not in holds.never),
-        in_flight=tuple(in_flight),
-        running=tuple(running),
-        quotas=_quotas(gateway, managed, live_pods),
-        nodes=_nodes(
-            node_infos,
-            live_pods,
-            card_usage.shared_cards(node_infos, live_pods, active, by_job, lost_slots),
-            cache.nodes,
-        ),
+    world = read(gateway, cache, release_mode=release_mode)
+    expected = cache.learning.expected(world.active, world.workloads_before, now)
+    found = lost.account(world.active, world.pods, world.nodes, world.live_pods, pin=pin)
+    return build(
+        gateway,
+        world,
+        expected,
+        found,
         node_fit=node_fit,
-        policies=namespace_policies((row["name"], row["policy"]) for row in namespaces),
         preemption_limit=preemption_limit,
         topology_levels=topology_levels,
-        replacements=found.replacements,
-        lent=lending.lent_pools(node_infos, lending.declared_pools(), now),
-        groups=holds.groups,
-        usage=team_usage.past(now) if team_usage is not None else {},
-        budgets=over_budget,
-    )
-    never = pod_groups.never_created(held, now)
-    return Observation(
-        snapshot,
-        [row for row in rows if row.job.id not in holds.never],
-        active,
-        by_job,
-        dict(overruns),
-        found.failed_nodes,
-        never,
-        node_infos,
-        live_pods,
-        holds.never,
-        budgets,
+        nodes_kept=cache.nodes,
+        now=now,
+        team_usage=team_usage,
     )

@@ -5,17 +5,19 @@ still the version the snapshot read."""
 import math
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from django.db import transaction
 
 from jobdash.jobs.models import Job, State
-from jobdash.jobs.presenters import past_late_bound_words
-from queueing import Plan
+from jobdash.jobs.presenters import overrun_words, past_late_bound_words
+from queueing import PendingStatus, Plan
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait
 
 from . import bulk
+from .active import ActiveJob
 from .cycle_cache import CycleCache, PendingRow, as_datetime
 
 FIRST_RANGE = ("eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast")
@@ -63,74 +65,103 @@ def write_statuses(
         # outwaited count as missed, their waits so far as censored. In the complete rounds
         # only, every 10 min at most (0.3 s of CPU with 10,000 jobs waiting for 8 hours).
         ranges.update(now, forecasts)
-    # Per job the fields to write: a new job's status, first range and prediction in one row
-    # update (each update of a row is a new version of it, with its index entries).
-    updates: dict[int, dict[str, object]] = defaultdict(dict)
-    admitted: set[int] = set()  # their predictions are written in any state
-    events = []
-    changed = 0
+    writes = _Writes()
     for row in rows:
-        status = plan.pending.get(row.job.id)
         if row.prediction is not None:  # (an admitted job keeps it too: its run is measured against it)
             p = row.prediction
-            updates[row.job.id].update(
+            writes.updates[row.job.id].update(
                 predicted_duration_s=p.median_s,
                 predicted_p90_s=p.p90_s,
                 # (inf, no key with runs enough to bound its tail, is stored as NULL: JSON has no inf)
                 predicted_tail_s=p.tail_s if p.tail_s is None or math.isfinite(p.tail_s) else None,
                 prediction_source=p.source,
             )
+        status = plan.pending.get(row.job.id)
         if status is None:
-            admitted.add(row.job.id)
-            continue  # admitted this cycle
-        forecast = status.eta
-        if (
-            not shifts
-            and row.position is not None
-            and (forecast is None or row.eta_first_at is not None)
-            and same_wait(status.reason, row.reason)
-        ):
-            # Nothing of it is written this cycle (below, it would be skipped): only its
-            # forecast is sampled, without building its range and message.
-            if forecast is not None and forecasts is not None:  # (with the range its row shows)
-                forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(row.eta, row.eta_late))
+            writes.admitted.add(row.job.id)  # admitted this cycle
             continue
-        eta = late = None
-        if not forecasted:
-            eta, late = row.eta, row.eta_late
-        elif forecast is not None:
-            eta, late = ranges.range(now, forecast, row.job.namespace) if ranges is not None else (forecast, None)
-            if forecasts is not None:
-                forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(eta, late))
-            if row.eta_first_at is None:
-                first = map(as_datetime, (now, eta, late, forecast))
-                updates[row.job.id].update(zip(FIRST_RANGE, first, strict=True))
-        reason = str(status.reason)
-        message = status.message
-        if forecasted and forecast is None and status.eta_note:
-            message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
-        if row.eta_first_late is not None and now > row.eta_first_late:
-            late_bound = as_datetime(row.eta_first_late)
-            assert late_bound is not None
-            message = f"{message.rstrip('.')}. {past_late_bound_words(late_bound, overruns.get(row.job.namespace))}"
-        same = _same(eta, row.eta) and _same(late, row.eta_late)
-        if (status.position, reason, message) == (row.position, row.reason, row.message) and same:
-            continue
-        if not shifts and same_wait(reason, row.reason) and row.position is not None:
-            continue
-        updates[row.job.id].update(
-            position=status.position, reason=reason, message=message, eta=as_datetime(eta), eta_late=as_datetime(late)
-        )
-        changed += 1
-        if not same_wait(reason, row.reason):
-            events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
+        _status(row, status, writes, shifts, forecasted, ranges, forecasts, now, overruns)
     if forecasts is not None:
         forecasts.forget(now)
-    # One statement per set of fields written (a handful: new jobs, moved jobs, admitted ones).
+    _write(writes, cache)
+    return writes.changed
+
+
+@dataclass
+class _Writes:
+    """What a statuses pass writes. Per job the fields of its one row update (a new job's
+    status, first range and prediction together: each update of a row is a new version of
+    it, with its index entries); the jobs admitted this cycle (their predictions are written
+    in any state); the Waiting events; the statuses changed."""
+
+    updates: dict[int, dict[str, object]] = field(default_factory=lambda: defaultdict(dict))
+    admitted: set[int] = field(default_factory=set)
+    events: list[tuple[int, str, str, str]] = field(default_factory=list)
+    changed: int = 0
+
+
+def _status(
+    row: PendingRow,
+    status: PendingStatus,
+    writes: _Writes,
+    shifts: bool,
+    forecasted: bool,
+    ranges: StartCalibrator | None,
+    forecasts: ForecastSamples | None,
+    now: float,
+    overruns: Mapping[str, list[str]],
+) -> None:
+    """One waiting job's status, into `writes` if it changed (write_statuses' rules)."""
+    forecast = status.eta
+    if (
+        not shifts
+        and row.position is not None
+        and (forecast is None or row.eta_first_at is not None)
+        and same_wait(status.reason, row.reason)
+    ):
+        # Nothing of it is written this cycle (below, it would be skipped): only its
+        # forecast is sampled, without building its range and message.
+        if forecast is not None and forecasts is not None:  # (with the range its row shows)
+            forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(row.eta, row.eta_late))
+        return
+    eta = late = None
+    if not forecasted:
+        eta, late = row.eta, row.eta_late
+    elif forecast is not None:
+        eta, late = ranges.range(now, forecast, row.job.namespace) if ranges is not None else (forecast, None)
+        if forecasts is not None:
+            forecasts.note(row.job.id, now, forecast, namespace=row.job.namespace, shown=(eta, late))
+        if row.eta_first_at is None:
+            first = map(as_datetime, (now, eta, late, forecast))
+            writes.updates[row.job.id].update(zip(FIRST_RANGE, first, strict=True))
+    reason = str(status.reason)
+    message = status.message
+    if forecasted and forecast is None and status.eta_note:
+        message = f"{message.rstrip('.')}. Start time unknown: {status.eta_note}."
+    if row.eta_first_late is not None and now > row.eta_first_late:
+        late_bound = as_datetime(row.eta_first_late)
+        assert late_bound is not None
+        message = f"{message.rstrip('.')}. {past_late_bound_words(late_bound, overruns.get(row.job.namespace))}"
+    same = _same(eta, row.eta) and _same(late, row.eta_late)
+    if (status.position, reason, message) == (row.position, row.reason, row.message) and same:
+        return
+    if not shifts and same_wait(reason, row.reason) and row.position is not None:
+        return
+    writes.updates[row.job.id].update(
+        position=status.position, reason=reason, message=message, eta=as_datetime(eta), eta_late=as_datetime(late)
+    )
+    writes.changed += 1
+    if not same_wait(reason, row.reason):
+        writes.events.append((row.job.id, "Waiting", f"{reason}: {status.message}", "dispatcher"))
+
+
+def _write(writes: _Writes, cache: CycleCache | None) -> None:
+    """One statement per set of fields written (a handful: new jobs, moved jobs, admitted
+    ones), and the events, in one transaction; the cache learns the rows' new versions."""
     groups: dict[tuple[tuple[str, ...], bool], list[tuple]] = defaultdict(list)
-    for job_id, fields in updates.items():
+    for job_id, fields in writes.updates.items():
         names = tuple(sorted(fields))
-        groups[names, job_id in admitted].append((job_id, *(fields[name] for name in names)))
+        groups[names, job_id in writes.admitted].append((job_id, *(fields[name] for name in names)))
     versions: dict[int, str] = {}
     with transaction.atomic():
         for (names, any_state), values in groups.items():
@@ -145,10 +176,23 @@ def write_statuses(
                 versions.update(bulk.update_versioned_rows(Job, at_version, names, only_states=(State.QUEUED,)))
             else:
                 bulk.update_rows(Job, values, names, only_states=(State.QUEUED,))
-        bulk.insert_events(events)
+        bulk.insert_events(writes.events)
     if cache is not None and versions:
-        cache.written(versions, updates)
-    return changed
+        cache.written(versions, writes.updates)
+
+
+def overruns(active: Iterable[ActiveJob], now: float) -> dict[str, list[str]]:
+    """Per namespace, its running jobs that have run past their 90 % bound, in words: why a
+    job waiting there is late (write_statuses' `overruns`)."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for job in active:
+        if job.state == State.RELEASED:
+            continue
+        ran = now - (job.started_at or now)
+        bound = job.predicted_p90_s
+        if bound is not None and ran > bound:
+            found[job.namespace].append(overrun_words(job.id, job.name, ran, bound))
+    return dict(found)
 
 
 def _same(a: float | None, b: float | None) -> bool:

@@ -211,6 +211,21 @@ def _follow(
     if state == State.RUNNING:
         limit = retries.past_deadline(job, now)
         return "running" if limit is None else retries.stop(gateway, job, limit, now, term)
+    return _starting(gateway, config, job, pods, now, moves, term)
+
+
+def _starting(
+    gateway: gw.ClusterGateway,
+    config: TrackerSettings,
+    job: ActiveJob,
+    pods: list[gw.PodInfo],
+    now: datetime,
+    moves: _Moves,
+    term: int | None,
+) -> str:
+    """A Released job: started once its kind's start rule holds; past the start timeout,
+    taken back and queued again with a backoff (Failed after the attempt limit)."""
+    job_id, key = job.id, job.key
     gang = job.gang
     if kinds.started(job.kind_key, job.workload, pods):
         moves.start(job, "its pod is running" if gang == 1 else f"all {gang} pods are running")

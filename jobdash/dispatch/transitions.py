@@ -17,6 +17,9 @@ from jobdash.jobs.models import Fence, Job, State
 from jobdash.jobs.services import compare_and_set
 
 from . import bulk
+from .claims import Claim
+
+__all__ = ["Claim"]  # (claim()'s argument, at hand where claim is)
 
 DISPATCHER = "dispatcher"
 
@@ -81,34 +84,26 @@ def current_term() -> int | None:
 
 
 def claim(
-    admissions: Iterable[tuple[Any, ...]],
+    claims: Iterable[Claim],
     term: int,
     *,
     seen: int | None = None,
     now: datetime | None = None,
 ) -> list[int]:
-    """Queued -> Released for each (job id, placement[, borrowing[, cards[, scale]]]), under the fence: the fence row is
+    """Queued -> Released for each claim, under the fence: the fence row is
     locked for the transaction, so a new leader's take_term waits for it or beats it.
     With `seen` (claims_seen() before the cycle's snapshot) nothing is claimed if another
     claim happened since (StaleSnapshot). The rows still Queued are locked and moved
-    together (bulk.update_rows), in the order of `admissions`."""
+    together (bulk.update_rows), in the order of `claims`."""
     now = now or timezone.now()
-    wanted = {
-        admission[0]: (
-            admission[1],
-            len(admission) > 2 and bool(admission[2]),
-            admission[3] if len(admission) > 3 else None,
-            admission[4] if len(admission) > 4 else None,
-        )
-        for admission in admissions
-    }
+    wanted = {one.job_id: one.columns() for one in claims}
     with transaction.atomic():
         fence = Fence.objects.select_for_update().filter(id=1).values_list("term", "claims").first()
-        recorded, claims = fence if fence else (None, 0)
+        recorded, counted = fence if fence else (None, 0)
         if recorded != term:
             raise StaleTerm(f"term {term} is not the recorded term {recorded}")
-        if seen is not None and claims != seen:
-            raise StaleSnapshot(f"{claims - seen} claim(s) since this cycle's snapshot")
+        if seen is not None and counted != seen:
+            raise StaleSnapshot(f"{counted - seen} claim(s) since this cycle's snapshot")
         queued = set(bulk.lock_in_states(Job, wanted, (State.QUEUED,)))
         claimed = [job_id for job_id in wanted if job_id in queued]
         if claimed:

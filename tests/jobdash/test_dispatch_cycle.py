@@ -159,7 +159,7 @@ def test_a_tfjob_deleted_behind_our_back_fails_the_job(user, sim, gateway, term)
 
 def test_reconcile_resends_a_release_interrupted_after_the_claim(user, sim, gateway, term):
     job = submit(user, "interrupted")
-    assert transitions.claim([(job.pk, None)], term) == [job.pk]  # the crash: no create followed
+    assert transitions.claim([transitions.Claim(job.pk)], term) == [job.pk]  # the crash: no create followed
     counts = Dispatcher(gateway, settings()).reconcile(term)
     assert counts == {"resent": 1, "adopted": 0}
     job.refresh_from_db()
@@ -305,15 +305,15 @@ def test_two_cycles_planned_on_one_snapshot_claim_once(user, term, gateway):
     claim counter does. The cycle whose snapshot predates another's claim releases nothing."""
     first, second = submit(user, "first"), submit(user, "second")
     seen = transitions.claims_seen()  # both cycles took their snapshot here
-    assert transitions.claim([(first.pk, None)], term, seen=seen) == [first.pk]
+    assert transitions.claim([transitions.Claim(first.pk)], term, seen=seen) == [first.pk]
     with pytest.raises(transitions.StaleSnapshot):
-        transitions.claim([(second.pk, None)], term, seen=seen)
+        transitions.claim([transitions.Claim(second.pk)], term, seen=seen)
     assert state(second) == "Queued"
     # planned again on a fresh snapshot, it goes through
-    assert transitions.claim([(second.pk, None)], term, seen=transitions.claims_seen()) == [second.pk]
+    assert transitions.claim([transitions.Claim(second.pk)], term, seen=transitions.claims_seen()) == [second.pk]
     # a claim of nothing (everything already taken) does not make others replan
     before = transitions.claims_seen()
-    assert transitions.claim([(first.pk, None)], term, seen=before) == []
+    assert transitions.claim([transitions.Claim(first.pk)], term, seen=before) == []
     assert transitions.claims_seen() == before
 
 
@@ -322,7 +322,7 @@ def test_a_claim_stranded_without_its_tfjob_is_resent_by_the_next_cycles(user, t
     next cycles re-send it once the claim is old enough, with no start timeout and no
     attempt counted (it used to wait for the 300 s start timeout, at the cost of an attempt)."""
     job = submit(user, "stranded")
-    assert transitions.claim([(job.pk, None)], term) == [job.pk]  # ... and then nothing was sent
+    assert transitions.claim([transitions.Claim(job.pk)], term) == [job.pk]  # ... and then nothing was sent
     patient = Dispatcher(gateway, settings(repair_after_s=60.0))
     patient.cycle(term)
     with pytest.raises(NotFound):  # too young to be called stranded: not sent yet
@@ -412,7 +412,7 @@ def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gat
     assert Job.objects.get(pk=waiting.pk).position == 1
     cache = dispatcher.cache
     Job.objects.filter(pk=waiting.pk).update(position=None, message="")
-    observed = snapshot_phase.build(gateway, cache, release_mode="create", node_fit=True, preemption_limit=None)
+    observed = snapshot_phase.observe(gateway, cache, release_mode="create", node_fit=True, preemption_limit=None)
     plan = queueing.plan(observed.snapshot, dispatcher.policy)
     Job.objects.filter(pk=waiting.pk).update(message="changed after the snapshot")
     assert write_statuses(observed.pending, plan, cache=cache) == 1  # it wanted to write it...

@@ -43,7 +43,7 @@ def _waiting_job(alice, example_text, name: str) -> Job:
 
 def _claim(job, staff):
     transitions.take_term(7, "test")
-    assert transitions.claim([(job.pk, [["Worker", 0, "node-0"]], False)], 7) == [job.pk]
+    assert transitions.claim([transitions.Claim(job.pk, (("Worker", 0, "node-0"),))], 7) == [job.pk]
 
 
 def _mark_released(job, staff):

@@ -79,7 +79,7 @@ def test_retries_land_on_the_same_job_while_it_is_active(webhook, team_a):
     assert "position 4 in team-a's queue: the namespace's quota is full" in queued
 
     transitions.take_term(1, "test")
-    assert transitions.claim([(job.pk, None)], 1) == [job.pk]
+    assert transitions.claim([transitions.Claim(job.pk)], 1) == [job.pk]
     released = webhook(trial_tfjob("trial-1"))["status"]["message"]
     assert f"jobdash job #{job.pk}, Released" in released
     Job.objects.filter(pk=job.pk).update(state=State.RUNNING)

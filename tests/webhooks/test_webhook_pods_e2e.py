@@ -184,7 +184,7 @@ def test_a_plain_gpu_pod_and_a_pod_group_wait_gated_and_start_together_on_their_
         assert Counter(p["spec"]["nodeName"] for p in pods(sim, names)) == planned, name
     assert all(not gates(p) for p in pods(sim, everyone))
     # Running, they are no preemption victims: nothing could make their pods again.
-    observed = snapshot_phase.build(
+    observed = snapshot_phase.observe(
         dispatcher.gateway, CycleCache(), release_mode="create", node_fit=True, preemption_limit=None
     )
     assert {job.id: job.preemptible for job in observed.snapshot.running} == {

@@ -66,7 +66,7 @@ def test_a_released_job_of_that_name_refuses_a_new_object(webhook, team_a):
     webhook(trial_tfjob("trial-1"))
     job = Job.objects.get()
     transitions.take_term(1, "test")
-    transitions.claim([(job.pk, None)], 1)
+    transitions.claim([transitions.Claim(job.pk)], 1)
     response = webhook(trial_tfjob("trial-1"))
     assert response["allowed"] is False and response["status"]["code"] == 409
     assert f"jobdash job #{job.pk}, Released" in response["status"]["message"]
