@@ -80,8 +80,9 @@ class Preview:
     name: str = ""  # the job's (its metadata.name, or the name assigned from generateName)
     kind: str = ""
     demand: dict = field(default_factory=dict)
-    fit: list[dict] = field(default_factory=list)  # key, needed, free, hard, ok, never
+    fit: list[dict] = field(default_factory=list)  # key, needed, free, hard, ok, never: the keys it asks of
     fits: bool | None = None  # None: no quota known (no ResourceQuota, or no cycle yet)
+    unasked: int = 0  # the quota's keys it asks nothing of: not in `fit`, they cannot stop it
     queued_ahead: int = 0
     cards: list[dict] = field(default_factory=list)  # card_fit.card_checks: pod sets asking a share of a card
     never: str = ""  # node_fit.never_fits: why no node could ever hold one of its pods
@@ -153,13 +154,19 @@ def judge(preview: Preview, workload, nodes: list) -> None:
 
 
 def fit_quota(preview: Preview, workload, namespace: str, quota: dict | None) -> None:
-    """Whether the job fits the namespace's free quota now, key by key."""
+    """Whether the job fits the namespace's free quota now, key by key: the keys it asks of.
+    A key it asks nothing of never stops it (the planner's quota_check: a CPU-only job is
+    admitted in a namespace whose GPU quota is full), so it is only counted (`unasked`); the
+    keys that stop it are always among those it asks of."""
     preview.namespace = namespace
     preview.budget = budget_words(namespace, (quota or {}).get("budget"))
     if not quota or not quota.get("hard"):
         return
     lines = quota_lines(workload.quota_demand(), quota["hard"], quota.get("used", {}), quota.get("reserved", {}))
     for fit in lines:
+        if not fit.needed and not fit.short:
+            preview.unasked += 1
+            continue
         needed, free, hard = units.readable(units.resource_of(fit.key), fit.needed, max(fit.free, 0), fit.hard)
         preview.fit.append(
             {"key": fit.key, "needed": needed, "free": free, "hard": hard, "ok": not fit.short, "never": fit.never}
