@@ -122,7 +122,8 @@ def submit(args: argparse.Namespace) -> int:
         return 1
     human = out.submitted_rows(created)
     if args.array is not None and created:
-        human += f"\narray {created[0].workflow}: {len(created)} jobs (jobdash workflow ID describes it)"
+        workflow_id = created[0].workflow
+        human += f"\narray {workflow_id}: {len(created)} jobs (jobdash workflow {workflow_id} describes it)"
     _show(args, out.to_data(created), lambda: human)
     return 0
 

@@ -176,12 +176,14 @@ class SubmitForm(forms.Form):
         declared = workflows.header(documents[0]) if documents else None
         array = data["array"].strip()
         if array and (len(documents) > 1 or declared):
-            raise InvalidInput.at("array", "an array is one manifest: paste one document, not a workflow")
+            raise InvalidInput.at("array", workflows.ARRAY_OF_ONE)
+        if len(documents) > 1 and declared is None:
+            raise InvalidInput.at("", workflows.several_documents(len(documents)))
         if array:
             return workflows.array_submit(user=user, submission=one, spec=array, source=source)[0]
         if declared is not None:
             if len(documents) < 2:
-                raise InvalidInput.at("", "a workflow needs at least one job after its Workflow document")
+                raise InvalidInput.at("", workflows.NO_JOBS)
             name, concurrency = declared
             jobs = [
                 services.Submission(text, one.priority, one.priority_class, one.namespace, one.options)

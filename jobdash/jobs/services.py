@@ -26,6 +26,7 @@ from .submission import Submission as Submission
 from .submission import actor_name as actor_name
 from .submission import check_bulk_size as check_bulk_size
 from .submission import job_submit as job_submit
+from .submission import jobs_check_many as jobs_check_many
 from .submission import jobs_submit_many as jobs_submit_many
 from .submission import manifest_check as manifest_check
 from .submission import yaml_documents as yaml_documents

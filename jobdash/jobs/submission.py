@@ -124,7 +124,7 @@ class Submission:
 
 
 @dataclass(frozen=True)
-class _Checked:
+class Checked:
     """A submission that passed every check, ready to be stored."""
 
     manifest: str
@@ -144,7 +144,7 @@ def _check(
     runtime_source: queueing.workload.RuntimeSource | None = None,
     priority_source=None,
     namespaces: dict[str, tuple[Namespace | None, bool]] | None = None,
-) -> _Checked:
+) -> Checked:
     priority = validate_priority(submission.priority)
     manifest, namespace = submission.manifest, submission.namespace
     parsed, workload = manifest_check(
@@ -160,7 +160,7 @@ def _check(
     if options.max_run_s is None and ns.default_max_run_seconds:  # (the namespace's default)
         options = dataclasses.replace(options, max_run_s=float(ns.default_max_run_seconds))
     path = dependencies.after_path(submission.options)
-    return _Checked(manifest, parsed, workload, ns, priority, priority_class, options, path)
+    return Checked(manifest, parsed, workload, ns, priority, priority_class, options, path)
 
 
 def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptions:
@@ -172,7 +172,7 @@ def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptio
         raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
 
 
-def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) -> Job:
+def _new_job(checked: Checked, *, user, source: str, actor: str, owner=None) -> Job:
     adapter = queueing.adapter_for(checked.workload.api_version, checked.workload.kind)
     if adapter is not None and source != Source.WEBHOOK and capabilities.objects_are_pods(adapter):
         # Its pods wait in the cluster, gated, made by their user: nothing here could make them.
@@ -201,12 +201,12 @@ def _new_job(checked: _Checked, *, user, source: str, actor: str, owner=None) ->
     )
 
 
-def _submitted_note(checked: _Checked, source: str) -> str:
+def _submitted_note(checked: Checked, source: str) -> str:
     of_class = f" (class {checked.priority_class!r})" if checked.priority_class else ""
     return f"queued from {source} with priority {checked.priority}{of_class}"
 
 
-def _name_taken(checked: _Checked) -> Conflict | None:
+def _name_taken(checked: Checked) -> Conflict | None:
     """After an IntegrityError: the conflict, if an active job of this name exists."""
     # Ask the database rather than parse its message: vendors word it differently.
     if not Job.objects.filter(namespace=checked.ns, name=checked.workload.name, state__in=ACTIVE_STATES).exists():
@@ -295,34 +295,23 @@ def _too_many(limit: int) -> InvalidInput:
     )
 
 
-def jobs_submit_many(
-    *,
-    user,
-    submissions: Sequence[Submission],
-    source: str,
-    submitted_by_name: str = "",
-    workflow: Workflow | None = None,
-    indexes: Sequence[int] | None = None,
-    first_document: int = 0,
-) -> list[Job]:
-    """Validate every submission, then store them all as Queued jobs, in order, in one
-    transaction: all or nothing.
+def jobs_check_many(
+    *, user, submissions: Sequence[Submission], first_document: int = 0
+) -> tuple[list[Checked], list[list[dependencies.Edge]]]:
+    """Every check jobs_submit_many makes before it writes, and nothing written: each
+    submission checked (as job_submit checks one, membership of its namespace included),
+    then the dependencies among them and on jobs stored (never in a circle). The submit
+    page's check calls it for a workflow, so that it refuses exactly what submitting would.
 
-    Every document is checked (as job_submit checks one, membership of its namespace
-    included) before anything is written; documents may depend on each other by name, never
-    in a circle. `workflow` (unsaved): the workflow they form, saved with them (its
-    namespace the first job's), `indexes` an array's. Refusals name the document: paths start with its
-    index, `[3].spec...` (counted from `first_document`: a workflow's stream starts with its header). A refusal of the request as a whole wins (403, then 503);
-    otherwise every document's problems come back together (400, or 413 when one is too
-    large). Two documents naming the same job, or a name an active job holds, is a 409.
-    """
-    if source not in Source.values:
-        raise ValueError(f"unknown source {source!r}")
+    Refusals name the document: paths start with its index, `[3].spec...` (counted from
+    `first_document`: a workflow's stream starts with its header). A refusal of the request
+    as a whole wins (403, then 503); otherwise every document's problems come back together
+    (400, or 413 when one is too large). Two documents naming the same job is a 409."""
     check_bulk_size(len(submissions))
     # Read from the cluster once per request, not once per document.
     runtime_source, priority_source = _runtimes(), priority_sources()
     namespaces: dict[str, tuple[Namespace | None, bool]] = {}  # and the membership, each read once
-    checked: list[_Checked] = []
+    checked: list[Checked] = []
     refusals: list[JobdashError] = []
     for index, submission in enumerate(submissions):
         try:
@@ -347,7 +336,26 @@ def jobs_submit_many(
                 f"document [{first_document + first}] is a job named {one.workload.name!r} in namespace "
                 f"{one.ns.name!r} too"
             ).in_document(first_document + index)
-    edges = _edges(checked, first_document)
+    return checked, _edges(checked, first_document)
+
+
+def jobs_submit_many(
+    *,
+    user,
+    submissions: Sequence[Submission],
+    source: str,
+    submitted_by_name: str = "",
+    workflow: Workflow | None = None,
+    indexes: Sequence[int] | None = None,
+    first_document: int = 0,
+) -> list[Job]:
+    """Validate every submission (jobs_check_many), then store them all as Queued jobs, in
+    order, in one transaction: all or nothing. `workflow` (unsaved): the workflow they form,
+    saved with them (its namespace the first job's), `indexes` an array's. A name an active
+    job holds is a 409 naming its document."""
+    if source not in Source.values:
+        raise ValueError(f"unknown source {source!r}")
+    checked, edges = jobs_check_many(user=user, submissions=submissions, first_document=first_document)
     actor = actor_name(user) if user is not None else (submitted_by_name or SYSTEM_ACTOR)
     new = [_new_job(one, user=user, source=source, actor=actor) for one in checked]
     try:
@@ -375,7 +383,7 @@ def jobs_submit_many(
     return jobs
 
 
-def _edges(checked: Sequence[_Checked], first_document: int) -> list[list[dependencies.Edge]]:
+def _edges(checked: Sequence[Checked], first_document: int) -> list[list[dependencies.Edge]]:
     """Each document's dependencies, on each other (by name, in one namespace) or on jobs stored."""
     siblings: dict[tuple[int, str], int] = {(one.ns.pk, one.workload.name): i for i, one in enumerate(checked)}
     edges, problems = [], []

@@ -18,11 +18,11 @@ from . import (
     estimates,
     examples,
     presenters,
-    preview,
     priority,
     roles,
     selectors,
     services,
+    stream_preview,
     workflow_presenters,
 )
 from .budgets import budget_words
@@ -253,6 +253,7 @@ def submit(request):
         example = request.GET.get("example")
         if example:
             initial["manifest"] = examples.example_text(example) or ""
+            initial["array"] = examples.example_array(initial["manifest"])  # (sweep.yaml's 0-9%3)
         form = SubmitForm(initial=initial, namespaces=namespaces, priority_classes=classes)
     return render(
         request,
@@ -270,11 +271,13 @@ def submit(request):
 @require_POST
 def submit_check(request):
     """As people type (htmx, debounced): problems with field paths and lines, or the demand
-    and whether it fits the namespace's quota now. A read: nothing is stored."""
+    and whether it fits the namespace's quota now; of whatever the form submits (one job, a
+    workflow, an array). A read: nothing is stored."""
     manifest = request.POST.get("manifest", "")
     if not manifest.strip():
         return render(request, "jobs/_submit_check.html", {"empty": True})
-    result = preview.manifest_preview(request.user, manifest, request.POST.get("namespace", ""))
+    post = request.POST
+    result = stream_preview.submit_preview(request.user, manifest, post.get("namespace", ""), post.get("array", ""))
     return render(request, "jobs/_submit_check.html", {"preview": result})
 
 

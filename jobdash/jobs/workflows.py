@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 import queueing
-from queueing.workflows import INDEX_MARKER, expand, parse_array
+from queueing.workflows import INDEX_MARKER, ArraySpec, expand, parse_array
 
 from . import roles, selectors
 from .exceptions import Conflict, FieldProblem, InvalidInput
@@ -30,6 +30,8 @@ from .submission import Submission, actor_name, jobs_submit_many
 
 API_VERSION, KIND = "jobdash.io/v1", "Workflow"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NO_JOBS = "a workflow needs at least one job after its Workflow document"
+ARRAY_OF_ONE = "an array is one manifest: paste one document, not a workflow"
 
 
 def header(text: str | bytes) -> tuple[str, int | None] | None:
@@ -95,16 +97,13 @@ def workflow_submit(
 def array_submit(*, user, submission: Submission, spec: str, source: str) -> tuple[Workflow, list[Job]]:
     """One manifest as an array: a job per index, `{{index}}` replaced by it in the text and,
     unless the name holds the marker, `-<index>` appended to the name."""
-    try:
-        array = parse_array(spec, "array", max_size=settings.JOBDASH_BULK_MAX_JOBS)
-    except queueing.ManifestError as error:
-        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
+    array = array_spec(spec)
     text = (
         submission.manifest.decode("utf-8", "replace")
         if isinstance(submission.manifest, bytes)
         else submission.manifest
     )
-    marked = _name_marked(text)
+    marked = name_marked(text)
     submissions = [
         replace(submission, manifest=expand(text, index), name_index=None if marked else index)
         for index in array.indexes
@@ -114,8 +113,27 @@ def array_submit(*, user, submission: Submission, spec: str, source: str) -> tup
     return workflow, jobs
 
 
-def _name_marked(text: str) -> bool:
-    """Whether the manifest's metadata.name holds the index marker (two expansions differ)."""
+def array_spec(spec: str) -> ArraySpec:
+    """The array option read (Slurm's --array): at most JOBDASH_BULK_MAX_JOBS indexes; a
+    refusal names the field `array`."""
+    try:
+        return parse_array(spec, "array", max_size=settings.JOBDASH_BULK_MAX_JOBS)
+    except queueing.ManifestError as error:
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
+
+
+def several_documents(count: int) -> str:
+    """The submit page's refusal of a stream of jobs that declares no workflow."""
+    return (
+        f"{count} documents, and the first is not a jobdash.io/v1 Workflow: the submit page takes one job, "
+        "or a workflow (a Workflow document first, then its jobs; see docs/workflows.md). "
+        "To submit several unrelated jobs at once, use jobdash submit or POST /api/v1/jobs/."
+    )
+
+
+def name_marked(text: str) -> bool:
+    """Whether the manifest's metadata.name holds the index marker (two expansions differ):
+    then it places the index, else an array's jobs get `-<index>` appended."""
     return _name(expand(text, 0)) != _name(expand(text, 1))
 
 

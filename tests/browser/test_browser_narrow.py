@@ -63,6 +63,14 @@ KEY_CELLS = """table => [...document.querySelectorAll(table + ' tbody tr')].map(
 GRAPH = """() => { const s = document.querySelector('.graph-scroll'); const before = s.scrollLeft; s.scrollLeft = 10000;
   return {wider: s.scrollWidth > s.clientWidth, scrolled: s.scrollLeft > before, overflow: getComputedStyle(s).overflowX,
           right: s.getBoundingClientRect().right}; }"""
+# The submit check's quota table: its cells outside the panel, how far the table and the panel scroll sideways, its keys.
+QUOTA_TABLE = """() => { const panel = document.querySelector('#check'), box = panel.getBoundingClientRect();
+  const table = panel.querySelector('table');
+  const shown = [...table.querySelectorAll('td, th')].filter(c => getComputedStyle(c.closest('thead, tbody')).position !== 'absolute');
+  const out = shown.filter(c => { const r = c.getBoundingClientRect(); return r.left < box.left - 0.5 || r.right > box.right + 0.5; })
+    .map(c => `${c.textContent.trim()} ${Math.round(c.getBoundingClientRect().right)} > ${Math.round(box.right)}`);
+  return {out, table: table.scrollWidth - table.clientWidth, panel: panel.scrollWidth - panel.clientWidth,
+          keys: [...table.querySelectorAll('td.key')].map(k => k.textContent.trim())}; }"""
 PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "workflows" / "pipeline.yaml"
 
 
@@ -148,9 +156,13 @@ def test_the_pages_at_390_px(page, stack):  # noqa: F811
     assert graph["wider"] and graph["scrolled"] and graph["overflow"] == "auto", graph
     assert graph["right"] <= PHONE["width"], graph
 
-    page.set_viewport_size({"width": 1366, "height": 900})  # beside the editor, in a narrower column
-    page.goto(f"{url}/submit/?example=mnist-cpu")
-    quota_table_in_its_box(page)
+    page.goto(f"{url}/submit/?example=notebook-gpushare")  # a long key it asks of: requests.aliyun.com/gpu-mem
+    quota_table_in_its_box(page, "requests.aliyun.com/gpu-mem")
+    for width in (1280, 1366):  # beside the editor, in a narrower column
+        page.set_viewport_size({"width": width, "height": 900})
+        for example in ("mnist-cpu", "notebook-gpushare"):
+            page.goto(f"{url}/submit/?example={example}")
+            quota_table_in_its_box(page)
     page.goto(f"{url}/ns/team-a/")
     quota_keys_whole(page)
 
@@ -170,10 +182,12 @@ def readable_ticks(tab) -> None:
     assert len(times) >= 3 and all(a["right"] < b["left"] for a, b in pairwise(times)), times
 
 
-def quota_table_in_its_box(tab) -> None:
+def quota_table_in_its_box(tab, key: str = "") -> None:
+    """The check's quota table inside its panel with nothing hidden to scroll to: every cell
+    (and the header's, when shown) within the panel, neither the table nor the panel wider
+    than it shows; its rows only the keys the job asks of (`key` among them, whole)."""
     tab.locator("#check table").wait_for()
-    box, table = tab.evaluate(
-        """() => [document.querySelector('#check'), document.querySelector('#check table')].map(e => {
-                   const r = e.getBoundingClientRect(); return [r.left, r.right]; })"""
-    )
-    assert box[0] <= table[0] and table[1] <= box[1] + 0.5, (box, table)
+    fit = tab.evaluate(QUOTA_TABLE)
+    assert fit["out"] == [] and fit["table"] <= 1 and fit["panel"] <= 1, fit
+    assert "requests.nvidia.com/gpu.shared" not in fit["keys"], fit  # (in the quota, asked by neither example)
+    assert not key or key in fit["keys"], fit

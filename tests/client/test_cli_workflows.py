@@ -62,7 +62,9 @@ def test_an_array_is_one_job_per_index_and_a_workflow(jobdash):
     rows = columns("\n".join(done.stdout.splitlines()[:-1]))
     assert [row["NAME"] for row in rows] == [f"sweep-{i}" for i in range(5)]
     workflow = Workflow.objects.get()
-    assert done.stdout.splitlines()[-1] == f"array {workflow.pk}: 5 jobs (jobdash workflow ID describes it)"
+    assert done.stdout.splitlines()[-1] == (
+        f"array {workflow.pk}: 5 jobs (jobdash workflow {workflow.pk} describes it)"
+    )
     assert 'duration-seconds: "30"' in Job.objects.get(name="sweep-3").manifest
 
     listed = columns(jobdash("workflows", check=0).stdout)

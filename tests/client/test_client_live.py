@@ -1,5 +1,6 @@
 """jobdash_client against a live jobdash server (and, for wait(), a live dispatcher and kubesim)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,20 @@ def test_wait_times_out_with_the_job_attached(client):
     with pytest.raises(WaitTimeout) as timeout:
         client.wait(job.id, until="Running", timeout=0.3, poll=0.1, progress=lambda line: None)
     assert timeout.value.job.state == "Queued"
+
+
+def test_the_readme_shows_what_describe_prints_for_a_job_just_submitted(client, settings):
+    """The README's notebook lines, as written: the job it submits, described at once (no
+    cycle has ranked it yet: no dispatcher runs here), prints what its comment says."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    submitted = re.search(r'^job = client\.submit\("(examples/[^"]+)", priority_class="(\w+)"\)$', readme, re.M)
+    said = re.search(r"^print\(job\.describe\(\)\)  # (.+)$", readme, re.M)
+    assert submitted and said
+    chosen = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": submitted[2]}}
+    with running_kubesim(cluster_config(objects=[{**chosen, "value": 1000}]), manual_clock=True) as sim:
+        settings.JOBDASH_CLUSTER, settings.KUBECONFIG = "kubeconfig", sim.kubeconfig_path
+        job = client.submit(EXAMPLES.parent / submitted[1], priority_class=submitted[2])
+    assert job.describe() == said[1]
 
 
 def test_describe_says_why_a_job_failed():

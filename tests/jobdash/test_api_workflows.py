@@ -2,6 +2,7 @@
 YAML stream (all or nothing, cycles and unknown jobs refused naming them), arrays with the
 index substituted, the options' 400s naming the field, and one cancel."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -219,8 +220,10 @@ def test_a_workflow_document_with_a_field_it_does_not_have_is_refused_naming_it(
     assert not Job.objects.exists() and not Workflow.objects.exists()
 
 
-def test_the_submit_page_still_lists_one_job_examples_only(client, alice):
-    """examples/workflows/ is not offered as one job to paste (a stream or an array spec)."""
+def test_the_submit_page_lists_the_workflow_examples_after_the_one_job_ones(client, alice):
+    """examples/workflows/ is offered too, now that the check understands a workflow and an
+    array (test_submit_check_streams): after the one-job examples, named by their folder."""
     client.force_login(alice)
     page = client.get("/submit/").content.decode()
-    assert "?example=mnist-cpu" in page and "pipeline" not in page and "sweep" not in page
+    offered = re.findall(r'href="\?example=([^"]+)"', page)
+    assert offered[-2:] == ["workflows/pipeline", "workflows/sweep"] and "mnist-cpu" in offered

@@ -1,6 +1,7 @@
 """The namespace dashboard, the cluster page and API, the job page's actions and the
 submit page's live check, through Django's test client."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -343,6 +344,21 @@ def test_submit_check_previews_demand_and_quota_fit(browser, alice, team_b, exam
     assert browser.get("/submit/check/").status_code == 405
 
 
+def test_submit_check_lists_the_quota_keys_the_job_asks_of(browser, alice, example_text):
+    """Not all nine keys of make run's quota for a CPU-only job: a key it asks nothing of
+    cannot stop it (the planner's rule), so it is only counted; a key that stops it is one
+    it asks of, and shows."""
+    hard = {"requests.cpu": 4000, "requests.memory": 16 * GIB, "requests.nvidia.com/gpu": 16}
+    hard |= {"requests.aliyun.com/gpu-mem": 16276, "requests.nvidia.com/mig-1g.5gb": 4, "pods": 10}
+    publish({"team-a": {"hard": hard, "used": {"requests.nvidia.com/gpu": 16, "requests.cpu": 3000}}})
+    part = browser.post("/submit/check/", {"manifest": example_text("mnist-cpu")}).content.decode()
+    keys = re.findall(r'<td class="key"><code>(.*?)</code>', part)
+    assert [re.sub(r"<[^>]+>", "", key) for key in keys] == ["pods", "requests.cpu", "requests.memory"]
+    assert "Not shown: 3 quota keys of team-a it asks nothing of (they cannot stop it)." in part
+    assert '<tr class="short"><td class="key"><code><span class="nobr">requests.</span><wbr>' in part  # cpu: 2 > 1 free
+    assert "Does not fit the free quota of team-a now" in part
+
+
 @pytest.mark.parametrize("gpus_used", [16, 20], ids=["gpu-quota-full", "gpu-quota-over-full"])
 @pytest.mark.parametrize(
     ("example", "admitted"), [("mnist-cpu", True), ("resnet-multi-gpu", False)], ids=["cpu-only", "gpu"]
@@ -413,7 +429,9 @@ def test_quota_fit_and_node_numbers_read_in_one_unit_per_resource(browser, staff
     assert "42.5Gi used + 0.5Gi reserved of 256Gi · 213Gi free" in page
     part = browser.post("/submit/check/", {"manifest": manifest("half", cpu="500m")}).content.decode()
     assert "<span>cpu 0.5</span>" in part  # the demand
-    assert '<td class="num">0.5</td><td class="num">1.5</td><td class="num">64</td>' in part  # needed, free, hard
+    assert (
+        '<td class="num" data-label="needs">0.5</td><td class="num" data-label="free">1.5 <small>of 64</small>' in part
+    )
     client.force_login(staff)
     cluster = client.get("/cluster/").content.decode()
     assert "26.5 / 32 <small>(5.5 free)</small>" in cluster

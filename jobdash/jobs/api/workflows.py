@@ -26,7 +26,7 @@ def submit_workflow(user, submissions: Sequence[services.Submission], array: str
     name, concurrency = found
     jobs = list(submissions[1:])
     if not jobs:
-        raise InvalidInput.at("", "a workflow needs at least one job after its Workflow document")
+        raise InvalidInput.at("", workflows.NO_JOBS)
     return workflows.workflow_submit(
         user=user, name=name, submissions=jobs, source=Source.API, concurrency=concurrency, first_document=1
     )
