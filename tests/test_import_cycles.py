@@ -11,7 +11,7 @@ import ast
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from tests.jobdash.test_layering import ROOT, is_module, module_name
+from tests.jobdash.test_layering import ROOT, imports, module_name
 
 PACKAGES = ("jobdash", "queueing", "webhooks")
 
@@ -39,24 +39,9 @@ def _run_nodes(tree: ast.AST) -> Iterator[ast.AST]:
 
 
 def run_imports(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
-    """(line, module) of every import ``path`` runs; relative imports resolved, and
-    ``from X import a`` is X.a when that is a module, else X."""
-    module = module_name(path, root)
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in _run_nodes(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                source = f"{base}.{node.module}" if node.module else base
-            else:
-                source = node.module or ""
-            for alias in node.names:
-                submodule = f"{source}.{alias.name}"
-                yield node.lineno, submodule if is_module(submodule, root) else source
+    """(line, module) of every import ``path`` runs (test_layering's reading, without the
+    type checker's imports)."""
+    return imports(path, root, nodes=_run_nodes)
 
 
 def import_graph(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, dict[str, tuple[str, int]]]:

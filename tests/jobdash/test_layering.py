@@ -11,7 +11,7 @@ not jobdash.cluster.kube, which is a row of its own.
 
 import ast
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -266,12 +266,15 @@ def is_module(name: str, root: Path = ROOT) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
-def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
-    """(line, module) for every import of a file, relative imports resolved to absolute
-    names. `from X import a` is X.a when that is a first-party module, else X."""
+def imports(
+    path: Path, root: Path = ROOT, nodes: Callable[[ast.AST], Iterator[ast.AST]] = ast.walk
+) -> Iterator[tuple[int, str]]:
+    """(line, module) for every import of a file among `nodes` of its tree (all of them by
+    default), relative imports resolved to absolute names. `from X import a` is X.a when that
+    is a first-party module, else X."""
     module = module_name(path, root)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in nodes(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
