@@ -56,6 +56,16 @@ def test_an_array_submitted_from_the_page_shows_as_a_grid(page, live_server):
     page.get_by_label("Password").fill("ana-pass-123")
     page.get_by_role("button", name="Log in").click()
 
+    # the workflow examples load with a check that understands them (and passes)
+    page.goto(f"{url}/submit/?example=workflows/pipeline")
+    expect(page.locator("#check-ok")).to_contain_text("Valid for team-a: a workflow of 3 jobs, mnist-pipeline.")
+    expect(page.locator("#check-jobs li")).to_have_count(3)
+    page.goto(f"{url}/submit/?example=workflows/sweep")
+    expect(page.locator("#check-ok")).to_contain_text("an array of 10 jobs, lr-sweep-0 … lr-sweep-9, at most 3")
+    page.get_by_label("Array").fill("0-1")  # the check follows the Array option as it changes
+    page.get_by_label("Array").press("Tab")
+    expect(page.locator("#check-ok")).to_contain_text("an array of 2 jobs, lr-sweep-0 … lr-sweep-1;")
+
     page.goto(f"{url}/submit/?example=mnist-cpu")
     page.get_by_text("Workflow options").click()
     page.get_by_label("Array").fill("0-19%5")
