@@ -72,8 +72,8 @@ class MakeRun:
         # The harness's database and broker are the suite's: a newcomer has neither.
         env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CELERY_BROKER_URL"}}
         env = {k: v for k, v in env.items() if not k.startswith(("JOBDASH_", "DJANGO_"))}
+        env.pop("PORT", None)  # given to make, as `make run PORT=…`
         env.update(
-            PORT=str(self.port),
             JOBDASH_VAR_DIR=str(self.var_dir),
             JOBDASH_ADMIN_PASSWORD=ADMIN_PASSWORD,
             JOBDASH_DEMO_PASSWORD=DEMO_PASSWORD,
@@ -85,7 +85,7 @@ class MakeRun:
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                ["make", "run"], cwd=ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                ["make", "run", f"PORT={self.port}"], cwd=ROOT, env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
         assert wait_until(self._ready, 120, interval=0.25), f"make run never answered /healthz:\n{self.log()}"
@@ -180,7 +180,7 @@ def wait_for_state(stack: MakeRun, token: str, name: str, state: str, timeout: f
 
 def test_make_run_prints_both_logins_and_keeps_its_database_in_postgresql_under_var(stack):
     log = stack.log()
-    assert f"log in as admin / {ADMIN_PASSWORD}" in log
+    assert f"jobdash on {stack.url}/  —  log in as admin / {ADMIN_PASSWORD}" in log
     assert f"demo member demo / {DEMO_PASSWORD}" in log
     assert (stack.var_dir / "postgres" / "data" / "PG_VERSION").read_text().strip() == "18"
     assert stack.postgres_running()

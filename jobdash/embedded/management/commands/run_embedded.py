@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, addrport, cluster_config, **options):
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("embedded_setup")
+        call_command("embedded_setup", port=addrport.rpartition(":")[2])
         requeued, _ = fresh_cluster.adopt_empty_cluster()  # (every start is a new, empty cluster)
         if requeued:
             self.stdout.write(f"{requeued} job(s) that were running when make run stopped are queued again\n")

@@ -21,7 +21,10 @@ class Command(BaseCommand):
         "(JOBDASH_DEMO_PASSWORD or generated once) and the demo namespaces."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--port", default=os.environ.get("PORT", "8000"), help="the port the login line names")
+
+    def handle(self, *args, port, **options):
         username = os.environ.get("JOBDASH_ADMIN_USER", "admin")
         password = _password("JOBDASH_ADMIN_PASSWORD", "admin-password")
         demo_password = _password("JOBDASH_DEMO_PASSWORD", "demo-password")
@@ -43,7 +46,6 @@ class Command(BaseCommand):
             namespace.members.add(admin)
             if name == DEMO_MEMBER_NAMESPACE:
                 namespace.members.add(member)  # (where roles come from membership, not RBAC)
-        port = os.environ.get("PORT", "8000")
         self.stdout.write(
             self.style.SUCCESS(
                 f"\njobdash on http://127.0.0.1:{port}/  —  log in as {username} / {password}\n"
