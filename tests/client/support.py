@@ -1,9 +1,32 @@
 """Helpers shared by the client and command-line tests."""
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
+from jobdash.dispatch import transitions
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job
+from kubesim.testing import running_kubesim
+from tests.jobdash.dispatch_support import cluster_config, settings, start_gateway
+
+
+@contextmanager
+def running_dispatcher() -> Iterator[DispatcherLoop]:
+    """A live dispatcher loop (term 1, ticking every 0.1 s) on its own kubesim, for the
+    tests that follow jobs to their end through a live server."""
+    with running_kubesim(cluster_config(), manual_clock=False) as sim:
+        gateway = start_gateway(sim)
+        transitions.take_term(1, "test")
+        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
+        loop.start()
+        try:
+            yield loop
+        finally:
+            loop.stop()
+            gateway.stop()
 
 
 def give_a_late_estimate(job_id: int, likely: datetime, late: datetime) -> None:

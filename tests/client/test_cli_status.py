@@ -16,14 +16,12 @@ from django.test import Client as PageClient
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 
-from jobdash.dispatch import snapshot_phase, transitions
-from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.loop import DispatcherLoop
+from jobdash.dispatch import snapshot_phase
 from jobdash.jobs import services
 from jobdash.jobs.dispatcher_health import dispatcher_health
 from jobdash.jobs.models import Cycle, CycleFailures
-from kubesim.testing import running_kubesim
-from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
+from tests.client.support import running_dispatcher
+from tests.jobdash.dispatch_support import manifest
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,18 +29,10 @@ ERROR = 'OperationalError: unrecognized token ":"'
 
 
 @contextmanager
-def running_dispatcher():
-    with running_kubesim(cluster_config(), manual_clock=False) as sim:
-        gateway = start_gateway(sim)
-        transitions.take_term(1, "test")
-        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
-        loop.start()
-        try:
-            eventually(Cycle.objects.exists, 20, "no cycle completed")
-            yield loop
-        finally:
-            loop.stop()
-            gateway.stop()
+def cycling_dispatcher():
+    with running_dispatcher() as loop:
+        eventually(Cycle.objects.exists, 20, "no cycle completed")
+        yield loop
 
 
 def broken_snapshot(*args, **kwargs):
@@ -67,7 +57,7 @@ def test_a_dispatcher_whose_cycles_fail_is_seen_everywhere(member, jobdash, monk
     user = User.objects.get(username="member")
     staff = User.objects.create_user("root", is_staff=True, is_superuser=True)
     caplog.set_level(logging.INFO, logger="jobdash.dispatch.failures")
-    with running_dispatcher():
+    with cycling_dispatcher():
         monkeypatch.setattr(snapshot_phase, "build", broken_snapshot)  # the phase a cycle plans from
         job = services.job_submit(user=user, manifest=manifest("stuck"), source="api")  # (no quiet cycle now)
         eventually(lambda: dispatcher_health(reveal=True).cause == "failing", 20, "never failing")
@@ -128,7 +118,7 @@ def test_a_dispatcher_whose_cycles_fail_is_seen_everywhere(member, jobdash, monk
 
 def test_readyz_is_200_with_the_leader_its_term_and_the_last_cycle_while_cycles_complete(member, jobdash):
     url, _ = member
-    with running_dispatcher():
+    with cycling_dispatcher():
         ready = requests.get(f"{url}/readyz", timeout=10)
         assert ready.status_code == 200
         body = ready.json()

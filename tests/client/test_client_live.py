@@ -5,14 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from jobdash.dispatch import transitions
-from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job, Namespace
 from jobdash_client import Client, JobdashError, Unreachable, WaitTimeout
 from kubesim.testing import running_kubesim
-from tests.client.support import give_a_late_estimate
-from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
+from tests.client.support import give_a_late_estimate, running_dispatcher
+from tests.jobdash.dispatch_support import cluster_config, manifest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,22 +95,14 @@ def test_filters_queue_and_cancel(client):
 
 
 def test_wait_follows_a_job_until_it_finishes(client):
-    with running_kubesim(cluster_config(), manual_clock=False) as sim:
-        gateway = start_gateway(sim)
-        transitions.take_term(1, "test")
-        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
-        loop.start()
-        try:
-            job = client.submit(manifest("watched", workers=2, duration=1))
-            lines = []
-            running = client.wait(job.id, until="Running", timeout=20, poll=0.1, progress=lines.append)
-            assert running.state in ("Running", "Succeeded")
-            done = client.wait(job.id, until="Succeeded", timeout=20, poll=0.1, progress=lines.append)
-            assert done.state == "Succeeded"
-            assert any("Running" in line for line in lines) and lines[-1].endswith("Succeeded")
-        finally:
-            loop.stop()
-            gateway.stop()
+    with running_dispatcher():
+        job = client.submit(manifest("watched", workers=2, duration=1))
+        lines = []
+        running = client.wait(job.id, until="Running", timeout=20, poll=0.1, progress=lines.append)
+        assert running.state in ("Running", "Succeeded")
+        done = client.wait(job.id, until="Succeeded", timeout=20, poll=0.1, progress=lines.append)
+        assert done.state == "Succeeded"
+        assert any("Running" in line for line in lines) and lines[-1].endswith("Succeeded")
 
 
 def test_wait_for_a_final_state_returns_the_job_however_it_ended(client):

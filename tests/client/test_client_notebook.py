@@ -10,12 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
-from jobdash.dispatch import transitions
-from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job, Namespace
-from kubesim.testing import running_kubesim
-from tests.jobdash.dispatch_support import cluster_config, settings, start_gateway
+from tests.client.support import running_dispatcher
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,19 +29,11 @@ def test_the_example_notebook_runs_a_job_to_the_end(live_server, monkeypatch):
     monkeypatch.setenv("JOBDASH_URL", live_server.url)
     monkeypatch.setenv("JOBDASH_TOKEN", Token.objects.create(user=user).key)
     monkeypatch.chdir(EXAMPLES)  # the notebook opens its example by relative path
-    with running_kubesim(cluster_config(), manual_clock=False) as sim:
-        gateway = start_gateway(sim)
-        transitions.take_term(1, "test")
-        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
-        loop.start()
-        printed, scope = io.StringIO(), {}
-        try:
-            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-                for source in code_cells(EXAMPLES / "notebook.ipynb"):
-                    exec(compile(source, "notebook.ipynb", "exec"), scope)
-        finally:
-            loop.stop()
-            gateway.stop()
+    printed, scope = io.StringIO(), {}
+    with running_dispatcher():
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            for source in code_cells(EXAMPLES / "notebook.ipynb"):
+                exec(compile(source, "notebook.ipynb", "exec"), scope)
     job = Job.objects.get(name="mnist-from-notebook")
     assert (job.state, job.priority, job.submitted_by) == ("Succeeded", 0, user)
     output = printed.getvalue()

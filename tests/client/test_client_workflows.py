@@ -5,14 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobdash.dispatch import transitions
-from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.loop import DispatcherLoop
 from jobdash.jobs.models import Job
 from jobdash_client import Client, JobdashError, Workflow
-from kubesim.testing import running_kubesim
-from tests.client.support import with_annotation
-from tests.jobdash.dispatch_support import cluster_config, manifest, settings, start_gateway
+from tests.client.support import running_dispatcher, with_annotation
+from tests.jobdash.dispatch_support import manifest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HEADER = "apiVersion: jobdash.io/v1\nkind: Workflow\nmetadata:\n  name: {name}\nspec:\n  concurrency: 2\n"
@@ -97,42 +93,34 @@ def test_submit_workflow_from_documents_with_options_for_each_job(client, tmp_pa
 
 
 def test_a_workflow_runs_in_order_and_an_exit_code_is_retried_by_its_policy(client):
-    with running_kubesim(cluster_config(), manual_clock=False) as sim:
-        gateway = start_gateway(sim)
-        transitions.take_term(1, "test")
-        loop = DispatcherLoop(Dispatcher(gateway, settings()), tick_seconds=0.1)
-        loop.start()
-        try:
-            workflow = client.submit_workflow(
-                HEADER.format(name="steps"),
-                manifest("first", duration=1),
-                with_annotation(manifest("second", duration=1), "jobdash.io/after", "ok:first"),
-            )
-            first, second = workflow.jobs
-            flaky = client.submit(
-                with_annotation(manifest("flaky", duration=1), "kubesim.io/exit-code", "3"),
-                retry_exit_codes=[3],
-                retry_limit=1,
-                retry_backoff_seconds=0.1,
-            )
-            done = client.wait(second.id, until="Succeeded", timeout=60, poll=0.2, progress=lambda line: None)
-            assert done.state == "Succeeded"
-            ran_first = client.get(first.id)
-            assert ran_first.state == "Succeeded"
-            assert done.raw["started_at"] >= ran_first.raw["finished_at"]  # (ISO 8601 in UTC: as text, in order)
-            failed = client.wait(flaky.id, until="finished", timeout=60, poll=0.2, progress=lambda line: None)
-            assert (failed.state, failed.retries, failed.retry_limit) == ("Failed", 1, 1)
-            assert failed.failure is not None and (failed.failure["class"], failed.failure["exit_code"]) == (
-                "ExitCode",
-                3,
-            )
-            assert "Retrying" in [e["type"] for e in client.events(flaky.id)]
-            assert client.workflow(workflow.id).progress_text() == "2/2 Succeeded"
-            # Without Celery there is no beat: the loop folds the usage itself (its first fold
-            # makes the mark; nothing is 30 s old yet to be folded).
-            from jobdash.usage.models import UsageMark
+    with running_dispatcher():
+        workflow = client.submit_workflow(
+            HEADER.format(name="steps"),
+            manifest("first", duration=1),
+            with_annotation(manifest("second", duration=1), "jobdash.io/after", "ok:first"),
+        )
+        first, second = workflow.jobs
+        flaky = client.submit(
+            with_annotation(manifest("flaky", duration=1), "kubesim.io/exit-code", "3"),
+            retry_exit_codes=[3],
+            retry_limit=1,
+            retry_backoff_seconds=0.1,
+        )
+        done = client.wait(second.id, until="Succeeded", timeout=60, poll=0.2, progress=lambda line: None)
+        assert done.state == "Succeeded"
+        ran_first = client.get(first.id)
+        assert ran_first.state == "Succeeded"
+        assert done.raw["started_at"] >= ran_first.raw["finished_at"]  # (ISO 8601 in UTC: as text, in order)
+        failed = client.wait(flaky.id, until="finished", timeout=60, poll=0.2, progress=lambda line: None)
+        assert (failed.state, failed.retries, failed.retry_limit) == ("Failed", 1, 1)
+        assert failed.failure is not None and (failed.failure["class"], failed.failure["exit_code"]) == (
+            "ExitCode",
+            3,
+        )
+        assert "Retrying" in [e["type"] for e in client.events(flaky.id)]
+        assert client.workflow(workflow.id).progress_text() == "2/2 Succeeded"
+        # Without Celery there is no beat: the loop folds the usage itself (its first fold
+        # makes the mark; nothing is 30 s old yet to be folded).
+        from jobdash.usage.models import UsageMark
 
-            assert UsageMark.objects.filter(id=1).exists()
-        finally:
-            loop.stop()
-            gateway.stop()
+        assert UsageMark.objects.filter(id=1).exists()
