@@ -13,6 +13,7 @@ from jobdash.cluster.kube import api_client
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
+from tests.waiting import wait_until
 
 from .dispatch_support import ManualClock, advance, manifest, settings, state
 
@@ -68,6 +69,8 @@ def test_a_quota_raised_in_the_cluster_admits_the_waiting_job(world, sim, gatewa
     dispatcher, clock, _running, waiting = world
     core = k8s.CoreV1Api(api_client("kubeconfig", sim.kubeconfig_path))
     core.patch_namespaced_resource_quota("quota", "team-a", {"spec": {"hard": {"requests.cpu": "7"}}})
+    # (the watch delivers it in its own time: under a loaded machine, later than 3 cycles)
+    assert wait_until(lambda: any(q.hard.get("requests.cpu") == 7000 for q in gateway.quotas()), 10)
     settle(dispatcher, sim, gateway, clock, term, cycles=3)
     assert state(waiting) in (State.RELEASED, State.RUNNING)
 
