@@ -55,8 +55,8 @@ def main() -> None:
     from django.conf import settings
 
     from jobdash.cluster.factory import gateway_from_settings
-    from jobdash.dispatch import transitions
     from jobdash.dispatch.cycle import Dispatcher, DispatchSettings
+    from jobdash.dispatch.writers import transitions
     from jobdash.jobs.models import EventOutbox, Job, QueuedMirror
     from jobdash.jobs.services import Submission, jobs_submit_many
     from kubesim.testing import running_kubesim

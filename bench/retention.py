@@ -117,7 +117,7 @@ def _timed(fn, repeat: int = 7) -> float:
 def _reads(namespace) -> dict:
     from django.utils import timezone
 
-    from jobdash.dispatch.cycle_cache import CycleCache, queued_rows
+    from jobdash.dispatch.state.cycle_cache import CycleCache, queued_rows
     from jobdash.jobs import dashboard
 
     def page():
@@ -139,7 +139,7 @@ def _plans(namespace) -> dict:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from jobdash.dispatch.cycle_cache import CycleCache, queued_rows
+    from jobdash.dispatch.state.cycle_cache import CycleCache, queued_rows
     from jobdash.jobs import dashboard
 
     reads = {

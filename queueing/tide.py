@@ -134,7 +134,7 @@ class Tide:
     def extras_allowed(self) -> frozenset[int] | None:
         """The nodes an elastic job's extra pods may grow onto (None: every node): any but a
         pool's in its notice window. Extras need no bound: at the reclaim they are given back
-        and the job runs on (dispatch/reclaim.py), so nothing is killed."""
+        and the job runs on (dispatch/phases/reclaim.py), so nothing is killed."""
         closing = [numbers for pool, numbers in self.pools if self.now >= pool.reclaim_at - pool.notice_s]
         return self.everything.difference(*closing) if closing else None
 

@@ -26,7 +26,7 @@ def cycling(db, settings):  # (pytest-django's settings fixture, not hypothesis'
     cycle recent for the whole test."""
     from django.utils import timezone
 
-    from jobdash.dispatch import transitions
+    from jobdash.dispatch.writers import transitions
     from jobdash.jobs.models import Cycle
 
     settings.JOBDASH_TICK_SECONDS = 600.0

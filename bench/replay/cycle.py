@@ -229,7 +229,7 @@ class AdmissionCycles:
                 self.eta_oracle.append((known.get(status.job_id), queued_known.get(status.job_id)))
 
     def _track(self, now: float) -> None:
-        """Start timeouts (dispatch/tracker.py), checked once per cycle like the tracker."""
+        """Start timeouts (dispatch/phases/tracker.py), checked once per cycle like the tracker."""
         timeouts = self.timeouts
         while timeouts and timeouts[0][0] <= now:
             _, job_id, release = heapq.heappop(timeouts)

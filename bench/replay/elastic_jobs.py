@@ -5,14 +5,14 @@ the job id), are elastic PyTorchJobs: one 1-GPU Worker per GPU, ``elasticPolicy`
 minReplicas half of them (at least one) and maxReplicas all (mapping.pytorchjob_manifest).
 Everything goes through kubesim's API and its training operator, which makes or removes
 the Workers when their replicas change (the adapter's ``scale_patch``, as
-dispatch/resize.py):
+dispatch/phases/resize.py):
 
 - a partial admission (``Admission.counts``) creates the job with that many Workers;
 - growth (``Plan.resizes``) scales a running job up, its new pods held by the placement
   gate and sent to their planned nodes like any release's;
 - at a lent pool's reclaim, a job whose pods there are its highest-numbered Workers and
   whose count without them stays at its minimum or above gives them back and runs on (the
-  rule of dispatch/reclaim.py ``extras_on``); any other job there is preempted as before.
+  rule of dispatch/phases/reclaim.py ``extras_on``); any other job there is preempted as before.
 
 Run time: an elastic job's work is the trace's duration x its GPUs (Worker-seconds), done
 at one Worker-second per running Worker per second: with fewer Workers it runs
@@ -247,7 +247,7 @@ class ElasticJobs:
     def _extras_on(self, rec: JobRecord, nodes) -> int | None:
         """What an elastic job keeps if it gives back its Workers on ``nodes``: its count
         without them, when they are its highest-numbered Workers and it stays at its minimum
-        or above; else None (dispatch/reclaim.py ``extras_on``)."""
+        or above; else None (dispatch/phases/reclaim.py ``extras_on``)."""
         if not rec.elastic:
             return None
         there = {index for _, node, _, index, _, selected in rec.pods.values() if (node or selected) in nodes}

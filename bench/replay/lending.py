@@ -5,11 +5,11 @@ per VC, together, is lent every night 22:00-08:00 UTC; its nodes register at the
 time (annotated ``jobdash.io/lent-until``), are cordoned ``lent_notice_s`` before the
 reclaim, and are drained and deleted at the reclaim.  The replay follows the nodes from
 the store's events as the dispatcher's watch cache does, and plans with the pools it
-reads from their annotations (``Snapshot.lent``, as dispatch/lending.py) and each queued
+reads from their annotations (``Snapshot.lent``, as dispatch/phases/lending.py) and each queued
 job's 90 % bound (``PendingJob.bound``).  ``tide_blind``: the same nodes, but the planner
 is not told they are lent, so it places jobs there regardless (the baseline).
 
-As the dispatcher does (dispatch/reclaim.py): at the notice, the running jobs on the pool
+As the dispatcher does (dispatch/phases/reclaim.py): at the notice, the running jobs on the pool
 that their bound does not see finished by the reclaim are told (counted here); at the
 reclaim, whatever still runs there is preempted, suspended and queued again keeping its
 place, just before the lender drains the nodes (so nothing is lost silently).  Quota: each
@@ -167,7 +167,7 @@ class Lending:
         self._changed(self.clock.now())
 
     def _lent(self) -> tuple[LentPool, ...]:
-        """The snapshot's pools: the lent nodes by (pool, reclaim), as dispatch/lending.py reads
+        """The snapshot's pools: the lent nodes by (pool, reclaim), as dispatch/phases/lending.py reads
         annotated nodes; none when the planner is blind to the tide."""
         if self.config.tide_blind:
             return ()

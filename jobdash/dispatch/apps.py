@@ -14,6 +14,6 @@ class DispatchConfig(AppConfig):
         for row in settings.JOBDASH_DEVICE_MODELS:  # a site's own GPU-sharing models
             register(DeviceModel.from_json(row))
 
-        from . import kick
+        from jobdash.dispatch import kick
 
         queue_changed.connect(kick.on_queue_changed, dispatch_uid="jobdash-kick")

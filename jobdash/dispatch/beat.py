@@ -14,10 +14,9 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from jobdash import logs, metrics
+from jobdash.dispatch.writers import transitions
 from jobdash.leader import LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
-
-from . import transitions
 
 log = logging.getLogger(__name__)
 CYCLE_ENTRY = "jobdash-admission-cycle"

@@ -1,4 +1,4 @@
-"""What one admission cycle's phases (phases.py) hand each other, and how each is timed.
+"""What one admission cycle's phases (phases/table.py) hand each other, and how each is timed.
 
 A CycleContext lives for one cycle: the driver (cycle.Dispatcher._cycle) makes it, every
 phase reads what the phases before it left there and adds its own, and it is dropped with
@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from jobdash.dispatch.phases.queue_out import Turn
+from jobdash.dispatch.phases.snapshot_phase import Observation
+from jobdash.dispatch.state.quiet import Seen
+from jobdash.dispatch.writers.pinning import Replaced
+from jobdash.dispatch.writers.release import Sending
 from queueing import Plan
 
-from .pinning import Replaced
-from .queue_out import Turn
-from .quiet import Seen
-from .release import Sending
-from .snapshot_phase import Observation
-
 if TYPE_CHECKING:
-    from .cycle import Dispatcher
+    from jobdash.dispatch.cycle import Dispatcher
 
 
 @dataclass

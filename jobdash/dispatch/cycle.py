@@ -1,4 +1,4 @@
-"""The admission cycle: the leader's Dispatcher runs the table of phases (phases.PHASES,
+"""The admission cycle: the leader's Dispatcher runs the table of phases (phases/table.py PHASES,
 after Kueue's schedule(): numbered phases, each timed; the phase names are the keys of
 Cycle.phases and of jobdash_cycle_phase_seconds), then one Cycle row records the cycle
 and its phase timings, for the status page.
@@ -6,7 +6,7 @@ and its phase timings, for the status page.
  0 quiet · 1 snapshot · 2 plan · 3 release · 4 preempt · 5 statuses · 6 track · 7 replace
  · 8 sent · 9 pin · 10 publish · 11 mirror · 12 events
 
-What each does, and which run in a quiet cycle or after a failure: phases.py (the docs'
+What each does, and which run in a quiet cycle or after a failure: phases/table.py (the docs'
 table is drawn from it). The driver (Dispatcher._cycle) is the loop over that table.
 """
 
@@ -21,19 +21,19 @@ from django.conf import settings
 import queueing
 from jobdash import logs, metrics
 from jobdash.cluster.gateway import ClusterGateway, ObjectKey, PodInfo
+from jobdash.dispatch import reconcile as reconcile_pass
+from jobdash.dispatch.collector import CollectorPause
+from jobdash.dispatch.context import CycleContext, CycleResult
+from jobdash.dispatch.failures import FailureWatch
+from jobdash.dispatch.phases import table, tracker
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.queue_out import QueueOut
+from jobdash.dispatch.phases.team_usage import TeamUsage
+from jobdash.dispatch.state import cycle_cache, quiet
+from jobdash.dispatch.state.clock import Clock, WallClock
+from jobdash.dispatch.state.table_stats import TableStatistics
+from jobdash.dispatch.state.write_budget import PUBLISH_SHARE
 from jobdash.jobs.models import Cycle
-
-from . import cycle_cache, phases, quiet, tracker
-from . import reconcile as reconcile_pass
-from .active import ActiveJob
-from .clock import Clock, WallClock
-from .collector import CollectorPause
-from .context import CycleContext, CycleResult
-from .failures import FailureWatch
-from .queue_out import QueueOut
-from .table_stats import TableStatistics
-from .team_usage import TeamUsage
-from .write_budget import PUBLISH_SHARE
 
 __all__ = ["CycleResult", "DispatchSettings", "Dispatcher", "prune_cycles"]
 
@@ -216,14 +216,14 @@ class Dispatcher:
             return self._cycle(term)
 
     def _cycle(self, term: int) -> CycleResult:
-        """The table's phases in order (phases.py): a quiet cycle runs only those marked
+        """The table's phases in order (phases/table.py): a quiet cycle runs only those marked
         quiet; after a phase raised, only those marked finishing, then the error is raised
         (the first, or a finishing phase's with the first as its context, as a `finally`
         would), and no Cycle row is written."""
         logs.bind_term(term)
         ctx = CycleContext(self, term, started=self.clock.now())
         failure: BaseException | None = None
-        for phase in phases.PHASES:
+        for phase in table.PHASES:
             if not phase.runs(ctx, failed=failure is not None):
                 continue
             try:

@@ -15,11 +15,10 @@ from datetime import datetime
 
 from django.db import DatabaseError, transaction
 
+from jobdash.dispatch.state.clock import Clock
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.dispatcher_health import clock
 from jobdash.jobs.models import Cycle, CycleFailures
-
-from . import transitions
-from .clock import Clock
 
 log = logging.getLogger(__name__)
 ERROR_CHARS = 500  # CycleFailures.error's length

@@ -33,7 +33,7 @@ def kick() -> None:
         _notify()  # a run_dispatcher process may be listening; else the next tick will see it
         return
     try:
-        from .tasks import kick_cycle
+        from jobdash.dispatch.tasks import kick_cycle
 
         kick_cycle()
     except Exception as error:  # a broker outage must not fail a submission: the tick catches up

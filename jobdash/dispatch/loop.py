@@ -9,13 +9,13 @@ import time
 from django.db import close_old_connections, connections
 
 from jobdash import logs, metrics
+from jobdash.dispatch import kick
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.failures import CycleFailed
+from jobdash.dispatch.writers import transitions
 from jobdash.leader import Elector, LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
 from jobdash.usage import services as usage
-
-from . import kick, transitions
-from .cycle import Dispatcher
-from .failures import CycleFailed
 
 log = logging.getLogger(__name__)
 FOLD_EVERY_S = 60.0

@@ -17,9 +17,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.writers import bulk, release, transitions
 from jobdash.jobs.models import Job, State
-
-from . import bulk, release, transitions
 
 
 def _stranded(min_age_s: float, now: datetime) -> list[int]:

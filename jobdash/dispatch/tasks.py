@@ -12,10 +12,9 @@ from django.conf import settings
 
 from jobdash import logs, metrics
 from jobdash.cluster.factory import gateway_from_settings
-
-from . import transitions
-from .cycle import Dispatcher
-from .failures import CycleFailed
+from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.failures import CycleFailed
+from jobdash.dispatch.writers import transitions
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()

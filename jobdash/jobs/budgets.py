@@ -1,5 +1,5 @@
 """How a namespace's GPU-hour budget reads on the pages (issue 37; the figures are the dispatcher's,
-published with its quota: dispatch/team_usage.py)."""
+published with its quota: dispatch/phases/team_usage.py)."""
 
 from collections.abc import Mapping
 from typing import Any

@@ -681,7 +681,7 @@ def test_the_default_path_binds_every_pod_on_its_planned_node_and_never_times_ou
 
 
 def test_a_gang_whose_planned_room_is_taken_is_placed_again():
-    """Lost slots (dispatch/lost.py over the replay's watch cache): a released job's planned
+    """Lost slots (dispatch/phases/lost.py over the replay's watch cache): a released job's planned
     node whose room another pod took before its pod was bound there is placed again by the
     plan (Snapshot.replacements), the pod held by the lost slot deleted, and the job starts
     on its new node without a start timeout."""

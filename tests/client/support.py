@@ -5,9 +5,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.loop import DispatcherLoop
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job
 from kubesim.testing import running_kubesim
 from tests.jobdash.dispatch_support import cluster_config, settings, start_gateway

@@ -16,7 +16,7 @@ from django.test import Client as PageClient
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.authtoken.models import Token
 
-from jobdash.dispatch import snapshot_phase
+from jobdash.dispatch.phases import snapshot_phase
 from jobdash.jobs import services
 from jobdash.jobs.dispatcher_health import dispatcher_health
 from jobdash.jobs.models import Cycle, CycleFailures

@@ -3,7 +3,7 @@ from django.contrib.auth.models import Group, User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Namespace
 from kubesim.testing import running_kubesim

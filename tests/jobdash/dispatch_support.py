@@ -80,7 +80,7 @@ spec:
 
 @dataclass
 class ManualClock:
-    """The dispatcher's clock in a test (jobdash.dispatch.clock.Clock): it moves only when
+    """The dispatcher's clock in a test (jobdash.dispatch.state.clock.Clock): it moves only when
     told, beside kubesim's manual clock, so a grace period or a late bound passes without
     the test sleeping."""
 

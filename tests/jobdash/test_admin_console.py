@@ -4,7 +4,7 @@ on actions, namespace policy overrides, API tokens. Every write goes through a s
 import pytest
 from rest_framework.authtoken.models import Token
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, Namespace, State
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobdash.cluster.gateway import NotFound
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import ClusterState, Cycle, Job, State
 
@@ -352,7 +352,7 @@ def test_the_name_of_a_finished_job_is_reusable_its_object_replaced(user, sim, g
 
 
 def test_an_object_of_an_active_job_or_of_someone_else_is_never_replaced(user, sim, gateway, term):
-    from jobdash.dispatch.release import replace_finished_namesakes
+    from jobdash.dispatch.writers.release import replace_finished_namesakes
 
     running = submit(user, "busy", duration=60)
     dispatcher = Dispatcher(gateway, settings())
@@ -370,7 +370,7 @@ def test_an_object_of_an_active_job_or_of_someone_else_is_never_replaced(user, s
 def _versions() -> dict[int, str]:
     from django.db import connection
 
-    from jobdash.dispatch import bulk
+    from jobdash.dispatch.writers import bulk
 
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT id, {bulk.row_version('j')} FROM jobs_job j WHERE state = 'Queued'")
@@ -400,8 +400,8 @@ def test_a_status_is_not_written_over_a_change_made_since_the_snapshot(user, gat
     """The status write is conditional on the row's version: a row changed between the
     snapshot and the write keeps the change, and the next cycle reads it and decides again."""
     import queueing
-    from jobdash.dispatch import snapshot_phase
-    from jobdash.dispatch.statuses import write_statuses
+    from jobdash.dispatch.phases import snapshot_phase
+    from jobdash.dispatch.phases.statuses import write_statuses
 
     submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4
     waiting = submit(user, "waiting", cpu="4")
@@ -459,7 +459,7 @@ def test_a_flip_between_reasons_that_wait_for_room_waits_for_the_complete_round(
     """Under load a job flips between QuotaExceeded, NoNodeFits and ReservedForOlderJob from
     one cycle to the next: such a flip is written with the complete rounds and leaves no
     event; a change to another reason is written at once, with its event."""
-    from jobdash.dispatch.statuses import write_statuses
+    from jobdash.dispatch.phases.statuses import write_statuses
     from queueing import PendingStatus, Reason
 
     submit(user, "running", cpu="4")  # the quota is 6 CPUs: it takes 4

@@ -1,8 +1,8 @@
 """DispatcherLoop: a refused term stops only that term (the loop drives the real
 dispatcher in test_dispatch_failover and the browser test)."""
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.loop import DispatcherLoop
+from jobdash.dispatch.writers import transitions
 
 
 class Idle:

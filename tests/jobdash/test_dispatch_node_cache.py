@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobdash.cluster.gateway import NodeInfo, PodInfo
-from jobdash.dispatch.snapshot_phase import _nodes
+from jobdash.dispatch.phases.snapshot_phase import _nodes
 
 NODES = ("node-0", "node-1", "node-2")
 PODS = ("a", "b", "c", "d")

@@ -212,7 +212,7 @@ def test_a_dispatcher_process_bounds_its_sessions_idle_in_a_transaction_by_the_t
     from django.db import connections
     from django.db.backends.signals import connection_created
 
-    from jobdash.dispatch import transitions
+    from jobdash.dispatch.writers import transitions
 
     settings.JOBDASH_LEADER_TTL_SECONDS = 3.0
     seen = []

@@ -1,4 +1,4 @@
-"""The cycle as its table of phases (dispatch/phases.py): the table is the one list of the
+"""The cycle as its table of phases (dispatch/phases/table.py): the table is the one list of the
 phases' numbers and names, the docs draw it, and the driver runs it by its three rules
 (quiet, failed, stale)."""
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from jobdash.dispatch import cycle, phases, transitions
+from jobdash.dispatch import cycle
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.phases import PHASES, Phase
+from jobdash.dispatch.phases import table
+from jobdash.dispatch.phases.table import PHASES, Phase
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Cycle, Job, State
 
@@ -30,9 +32,7 @@ def test_the_phases_are_numbered_in_order_and_named_once():
 
 
 def test_the_docs_draw_the_table():
-    assert phases.markdown() in cycle_section(), (
-        "paste phases.markdown() into the cycle's section:\n" + phases.markdown()
-    )
+    assert table.markdown() in cycle_section(), "paste table.markdown() into the cycle's section:\n" + table.markdown()
 
 
 def test_the_docs_detail_every_phase_in_the_tables_order():
@@ -66,7 +66,7 @@ def _table(ran: list[str], *, quiet: bool = False, failing: tuple[str, ...] = ()
 
 def test_after_a_failure_only_the_finishing_phases_run_then_the_error_is_raised(monkeypatch):
     ran: list[str] = []
-    monkeypatch.setattr(phases, "PHASES", _table(ran, failing=("statuses",)))
+    monkeypatch.setattr(table, "PHASES", _table(ran, failing=("statuses",)))
     with pytest.raises(RuntimeError, match="statuses"):
         Dispatcher(gateway=None, config=settings()).cycle(1)
     assert ran == ["quiet", "snapshot", "plan", "release", "preempt", "statuses", "sent"]
@@ -74,7 +74,7 @@ def test_after_a_failure_only_the_finishing_phases_run_then_the_error_is_raised(
 
 def test_a_finishing_phase_that_fails_too_raises_its_error_with_the_first_as_its_context(monkeypatch):
     ran: list[str] = []
-    monkeypatch.setattr(phases, "PHASES", _table(ran, failing=("track", "sent")))
+    monkeypatch.setattr(table, "PHASES", _table(ran, failing=("track", "sent")))
     with pytest.raises(RuntimeError, match="sent") as raised:
         Dispatcher(gateway=None, config=settings()).cycle(1)
     assert str(raised.value.__context__) == "track"
@@ -83,7 +83,7 @@ def test_a_finishing_phase_that_fails_too_raises_its_error_with_the_first_as_its
 @pytest.mark.django_db
 def test_a_quiet_cycle_runs_the_quiet_phases_and_records_them(monkeypatch):
     ran: list[str] = []
-    monkeypatch.setattr(phases, "PHASES", _table(ran, quiet=True))
+    monkeypatch.setattr(table, "PHASES", _table(ran, quiet=True))
     result = Dispatcher(gateway=None, config=settings()).cycle(1)
     quiet = [phase.name for phase in PHASES if phase.quiet]
     assert ran == quiet and list(result.phases) == quiet

@@ -41,7 +41,7 @@ def world(db):
             for name in ("team-a", "team-b"):
                 namespace = Namespace.objects.create(name=name, guaranteed={"requests.cpu": "4"})
                 namespace.members.add(user)
-            from jobdash.dispatch import transitions
+            from jobdash.dispatch.writers import transitions
 
             transitions.take_term(1, "test")
             yield sim, gateway, user
@@ -143,7 +143,7 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
 
 def test_a_deposed_leader_neither_marks_nor_evicts(world):
     """Preemption is fenced like a release: a leader whose term has passed changes nothing."""
-    from jobdash.dispatch import preempt, transitions
+    from jobdash.dispatch.writers import preempt, transitions
 
     sim, gateway, user = world
     dispatcher = Dispatcher(gateway, settings(preemption_grace_s=60.0), clock=ManualClock())

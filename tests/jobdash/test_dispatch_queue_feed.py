@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from jobdash.dispatch.cycle_cache import CycleCache, pending_rows, queued_rows
+from jobdash.dispatch.state.cycle_cache import CycleCache, pending_rows, queued_rows
 from jobdash.jobs import services
 from jobdash.jobs.models import Job
 

@@ -1,13 +1,13 @@
-"""The queue as cluster objects (dispatch/mirror.py) and the Kubernetes Events of each state
-change (dispatch/cluster_events.py): PostgreSQL, the real gateway, kubesim over HTTP."""
+"""The queue as cluster objects (dispatch/writers/mirror.py) and the Kubernetes Events of each state
+change (dispatch/writers/cluster_events.py): PostgreSQL, the real gateway, kubesim over HTTP."""
 
 import pytest
 from kubernetes import client
 
 from jobdash.cluster.kube import KubeGateway, api_client
-from jobdash.dispatch import cluster_events, mirror, transitions
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.release import sending_pool
+from jobdash.dispatch.writers import cluster_events, mirror, transitions
+from jobdash.dispatch.writers.release import sending_pool
 from jobdash.jobs import services
 from jobdash.jobs.models import CLUSTER_EVENT_TYPES, EventOutbox, Job, QueuedMirror, State
 from kubesim.resources import EVENTS, QUEUEDJOBS

@@ -108,7 +108,7 @@ def test_a_cycle_that_fails_half_way_leaves_the_next_one_to_plan(world, user, si
     def broken(*_args, **_kwargs):
         raise OSError("the database went away")
 
-    monkeypatch.setattr("jobdash.dispatch.statuses.write_statuses", broken)
+    monkeypatch.setattr("jobdash.dispatch.phases.statuses.write_statuses", broken)
     with pytest.raises(OSError):
         dispatcher.cycle(term)
     monkeypatch.undo()

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.predictions import Learning, _Since
+from jobdash.dispatch.state.predictions import Learning, _Since
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from queueing import Workload

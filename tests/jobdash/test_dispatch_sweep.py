@@ -7,8 +7,8 @@ from django.test.utils import CaptureQueriesContext
 
 from jobdash.cluster import informer
 from jobdash.cluster.gateway import JOB_ID_LABEL
-from jobdash.dispatch import tracker
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.phases import tracker
 from jobdash.jobs import services
 from jobdash.jobs.models import State
 

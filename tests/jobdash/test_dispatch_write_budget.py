@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.write_budget import WriteBudget
+from jobdash.dispatch.state.write_budget import WriteBudget
 from jobdash.jobs import services
 from jobdash.jobs.models import QueuedMirror
 

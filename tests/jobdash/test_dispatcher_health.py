@@ -11,9 +11,11 @@ from django.conf import settings as django_settings
 from django.db import OperationalError
 from django.utils import timezone
 
-from jobdash.dispatch import snapshot_phase, tasks, transitions
+from jobdash.dispatch import tasks
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.failures import CycleFailed, FailureWatch
+from jobdash.dispatch.phases import snapshot_phase
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.dispatcher_health import NOT_CYCLING, dispatcher_health, stall_after_s, waiting_reason
 from jobdash.jobs.models import Cycle, CycleFailures

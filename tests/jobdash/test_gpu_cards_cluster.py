@@ -7,8 +7,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from jobdash.cluster import convert, devices
 from jobdash.cluster.gateway import PodInfo
-from jobdash.dispatch.active import ActiveJob
-from jobdash.dispatch.card_usage import shared_cards
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.card_usage import shared_cards
 from jobdash.jobs.models import State
 from queueing import PodSet, Workload
 from queueing.devices import MODELS, DeviceModel

@@ -1,14 +1,14 @@
-"""The lent pools a cycle plans with (dispatch/lending.py) and who is told at a pool's notice
-(dispatch/reclaim.py): declared pools by their schedule, annotated nodes by their annotations."""
+"""The lent pools a cycle plans with (dispatch/phases/lending.py) and who is told at a pool's notice
+(dispatch/phases/reclaim.py): declared pools by their schedule, annotated nodes by their annotations."""
 
 from datetime import UTC, datetime, time
 
 import pytest
 
 from jobdash.cluster import convert
-from jobdash.dispatch.active import ActiveJob
-from jobdash.dispatch.lending import lent_pools
-from jobdash.dispatch.reclaim import notices
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.lending import lent_pools
+from jobdash.dispatch.phases.reclaim import notices
 from jobdash.jobs.models import LentPool as Declared
 from jobdash.jobs.models import State
 from queueing import LentPool, PodSet, Workload
@@ -104,7 +104,7 @@ def test_at_the_reclaim_whatever_is_still_there_leaves_at_once():
 def test_an_elastic_job_shrinks_off_a_pool_only_if_its_pods_there_are_its_highest_numbered_extras():
     from dataclasses import replace
 
-    from jobdash.dispatch.reclaim import extras_on
+    from jobdash.dispatch.phases.reclaim import extras_on
 
     elastic = PodSet("Worker", 4, {"cpu": 1000}, {}, minimum=1, maximum=4)
     job = running(1, "d1", started=NIGHT, p90=None)

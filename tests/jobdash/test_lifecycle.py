@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import lifecycle, services
 from jobdash.jobs.models import Job, State
 

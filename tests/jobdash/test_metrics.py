@@ -18,9 +18,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobdash import logs, metrics
-from jobdash.dispatch import preempt
-from jobdash.dispatch.active import read_active
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.phases.active import read_active
+from jobdash.dispatch.writers import preempt
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, State
 from jobdash.leader import LeaderLoop, make_elector
@@ -218,7 +218,7 @@ def test_a_release_log_line_is_json_with_the_job_its_namespace_and_the_term(user
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(factory["()"](fmt=factory["fmt"]))
-    logger = logging.getLogger("jobdash.dispatch.release")
+    logger = logging.getLogger("jobdash.dispatch.writers.release")
     logger.addHandler(handler)
     try:
         job = submit(user, "refused")
@@ -230,7 +230,7 @@ def test_a_release_log_line_is_json_with_the_job_its_namespace_and_the_term(user
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     line = next(line for line in lines if line["event"].startswith(f"release of job {job.pk}:"))
     assert (line["job_id"], line["namespace"], line["term"]) == (job.pk, "team-a", term)
-    assert line["level"] == "warning" and line["logger"] == "jobdash.dispatch.release" and line["timestamp"]
+    assert line["level"] == "warning" and line["logger"] == "jobdash.dispatch.writers.release" and line["timestamp"]
 
 
 def test_the_log_format_setting_is_checked():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.snapshot_phase import namespace_policies
+from jobdash.dispatch.phases.snapshot_phase import namespace_policies
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from django.contrib.auth.models import User
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.testing import running_kubesim

@@ -4,8 +4,8 @@ with the cluster when the job has a TFJob."""
 import pytest
 from django.contrib.auth.models import User
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.exceptions import Conflict, NotMember
 from jobdash.jobs.models import Job, Namespace, State

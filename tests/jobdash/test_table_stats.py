@@ -1,11 +1,11 @@
-"""The leader keeps the jobs table's planner statistics fresh (dispatch/table_stats.py),
+"""The leader keeps the jobs table's planner statistics fresh (dispatch/state/table_stats.py),
 against the harness's PostgreSQL: its statistics views are what is under test."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobdash.dispatch.table_stats import TableStatistics
+from jobdash.dispatch.state.table_stats import TableStatistics
 from jobdash.jobs.submission import Submission, jobs_submit_many
 
 from .dispatch_support import manifest

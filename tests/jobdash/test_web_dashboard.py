@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import queueing
-from jobdash.dispatch.publish import cluster_summary
+from jobdash.dispatch.phases.publish import cluster_summary
 from jobdash.jobs import dashboard, preview, services
 from jobdash.jobs.models import ClusterState, Cycle, Job, JobEvent, State
 

@@ -3,8 +3,8 @@
 import pytest
 
 from jobdash.cluster.gateway import PodInfo
-from jobdash.dispatch.active import ActiveJob
-from jobdash.dispatch.publish import pod_phases, publish
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.publish import pod_phases, publish
 from jobdash.jobs.models import ClusterState
 from jobdash.jobs.presenters import gpu_slots, placement_rows, pod_rows
 from queueing import PodSet, Workload

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, Namespace, State
 

@@ -12,8 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from jobdash.cluster.kube import KubeGateway, api_client
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, Namespace, State
 from kubesim.resources import BY_API_VERSION_KIND
 from kubesim.testing import running_kubesim

@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from jobdash.dispatch import transitions
 from jobdash.dispatch.cycle import Dispatcher
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, JobEvent, Namespace, State
 from kubesim.testing import (
     batch_job_manifest,

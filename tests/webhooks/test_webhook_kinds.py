@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from jobdash.cluster.gateway import STALE_TERM_REASON, TERM_ANNOTATION
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, JobEvent, State
 from queueing import capabilities
 from queueing.workload import BY_KEY, JobAdapter, adapter_for, read_path

@@ -12,9 +12,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from jobdash.dispatch import snapshot_phase, transitions
 from jobdash.dispatch.cycle import Dispatcher
-from jobdash.dispatch.cycle_cache import CycleCache
+from jobdash.dispatch.phases import snapshot_phase
+from jobdash.dispatch.state.cycle_cache import CycleCache
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, Namespace, State
 from kubesim.testing import batch_job_manifest, running_kubesim

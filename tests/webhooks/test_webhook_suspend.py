@@ -3,7 +3,7 @@ object by namespace and name; a TFJob its creator suspended is left alone."""
 
 import pytest
 
-from jobdash.dispatch import transitions
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, JobEvent, State
 
 from .conftest import KATIB, TRIAL_OWNER, apply_patch, decoded_patch, trial_tfjob

@@ -1,6 +1,6 @@
 """Every write of a job row stamps it with the writing transaction's id:
 the leader reads what changed since its last read, by transaction horizon, instead of every
-queued row's version each cycle (dispatch/cycle_cache.py)."""
+queued row's version each cycle (dispatch/state/cycle_cache.py)."""
 
 from django.db import migrations
 

@@ -21,13 +21,12 @@ from django.db.models import FloatField, Func, QuerySet, TextField
 from django.db.models.functions import MD5, Cast
 
 from jobdash.cluster import kinds
+from jobdash.dispatch.state.predictions import Learning
+from jobdash.dispatch.writers import bulk
 from jobdash.jobs.models import Job, Namespace, State
 from queueing import Reason, Workload, capabilities
 from queueing.predictor import Prediction
 from queueing.snapshot import Node, PendingJob
-
-from . import bulk
-from .predictions import Learning
 
 
 def epoch(moment) -> float | None:

@@ -15,11 +15,10 @@ from datetime import UTC, datetime
 
 from jobdash import logs
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import State
 from queueing.tide import LentPool, clock_words
-
-from . import transitions
-from .active import ActiveJob
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,11 @@ from datetime import datetime
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
+from jobdash.dispatch.phases import pod_groups
+from jobdash.dispatch.writers import holding, transitions
+from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload
-
-from . import holding, pod_groups, transitions
-from .claims import Claim
 
 log = logging.getLogger(__name__)
 

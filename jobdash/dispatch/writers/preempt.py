@@ -19,13 +19,12 @@ from django.utils import timezone
 
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.state.cycle_cache import as_datetime
+from jobdash.dispatch.writers import holding, transitions
 from jobdash.jobs.models import Job, State
 from jobdash.jobs.presenters import preemption_words
 from queueing.preemption import Preemption
-
-from . import holding, transitions
-from .active import ActiveJob
-from .cycle_cache import as_datetime
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import NodeInfo, ObjectKey, PodInfo
+from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.jobs.models import State
 from queueing.fit import UNLIMITED
 from queueing.replacement import Placement, Replacement
 from queueing.snapshot import gang_of
-
-from .active import ActiveJob
 
 # The taints the node lifecycle controller puts on a node that stopped reporting.
 FAILED_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})

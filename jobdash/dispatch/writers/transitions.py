@@ -12,12 +12,11 @@ from django.db.backends.signals import connection_created
 from django.db.models import F
 from django.utils import timezone
 
+from jobdash.dispatch.writers import bulk
+from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs import lifecycle
 from jobdash.jobs.models import Fence, Job, State
 from jobdash.jobs.services import compare_and_set
-
-from . import bulk
-from .claims import Claim
 
 __all__ = ["Claim"]  # (claim()'s argument, at hand where claim is)
 

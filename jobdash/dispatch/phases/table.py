@@ -23,22 +23,11 @@ from dataclasses import dataclass
 
 import queueing
 from jobdash import metrics
-
-from . import (
-    pinning,
-    pod_groups,
-    preempt,
-    publish,
-    reclaim,
-    resize,
-    snapshot_phase,
-    statuses,
-    transitions,
-    workflow_holds,
-)
-from . import release as release_phase
-from .claims import Claim
-from .context import CycleContext
+from jobdash.dispatch.context import CycleContext
+from jobdash.dispatch.phases import pod_groups, publish, reclaim, resize, snapshot_phase, statuses, workflow_holds
+from jobdash.dispatch.writers import pinning, preempt, transitions
+from jobdash.dispatch.writers import release as release_phase
+from jobdash.dispatch.writers.claims import Claim
 
 log = logging.getLogger("jobdash.dispatch.cycle")  # (the cycle's log, wherever its phases live)
 

@@ -10,15 +10,14 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow, as_datetime
+from jobdash.dispatch.writers import bulk
 from jobdash.jobs.models import Job, State
 from jobdash.jobs.presenters import overrun_words, past_late_bound_words
 from queueing import PendingStatus, Plan
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait
-
-from . import bulk
-from .active import ActiveJob
-from .cycle_cache import CycleCache, PendingRow, as_datetime
 
 FIRST_RANGE = ("eta_first_at", "eta_first", "eta_first_late", "eta_first_forecast")
 

@@ -18,13 +18,12 @@ from django.utils import timezone
 from jobdash import logs
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, State
 from queueing import capabilities
 from queueing.decisions import Resize
 from queueing.preemption import Preemption
-
-from . import transitions
-from .active import ActiveJob
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import JobEvent, State
 from queueing.failures import (
     EXIT_CODE,
@@ -29,9 +31,6 @@ from queueing.failures import (
     retriable,
 )
 from queueing.job_options import JobOptions
-
-from . import transitions
-from .active import ActiveJob
 
 log = logging.getLogger(__name__)
 

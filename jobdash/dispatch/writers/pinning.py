@@ -23,17 +23,16 @@ from jobdash import logs, metrics
 from jobdash.cluster import devices, kinds
 from jobdash.cluster import gateway as gw
 from jobdash.cluster.devices import NodeCards
+from jobdash.dispatch.phases.active import ActiveJob, cards_column
+from jobdash.dispatch.state.cycle_cache import CycleCache
+from jobdash.dispatch.writers import holding, transitions
+from jobdash.dispatch.writers.release import Sending
 from jobdash.jobs.models import State
 from queueing import Plan
 from queueing.cards import CardPlacement
 from queueing.devices import MODELS
 from queueing.placement import GATE, JobPod, assign
 from queueing.replacement import Placement, Replacement
-
-from . import holding, transitions
-from .active import ActiveJob, cards_column
-from .cycle_cache import CycleCache
-from .release import Sending
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,11 @@ from django.utils import timezone
 
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, NodeInfo, ObjectKey, PodInfo
+from jobdash.dispatch.phases import card_usage, lending, lost, pod_groups, workflow_holds
+from jobdash.dispatch.phases.active import ActiveJob, read_active
+from jobdash.dispatch.phases.team_usage import TeamUsage
+from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow, pending_rows
+from jobdash.dispatch.state.predictions import Expected
 from jobdash.jobs import elastic
 from jobdash.jobs.models import Namespace, State
 from queueing import POLICY_NAMES, PodSet, Workload
@@ -28,12 +33,6 @@ from queueing.cards import SharedCards
 from queueing.devices import derived_totals
 from queueing.namespace_quota import NamespaceQuota
 from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
-
-from . import card_usage, lending, lost, pod_groups, workflow_holds
-from .active import ActiveJob, read_active
-from .cycle_cache import CycleCache, PendingRow, pending_rows
-from .predictions import Expected
-from .team_usage import TeamUsage
 
 log = logging.getLogger(__name__)
 

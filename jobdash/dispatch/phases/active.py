@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobdash.cluster.gateway import ObjectKey
+from jobdash.dispatch.state.cycle_cache import values_with_epochs
 from jobdash.jobs.models import Job, State
 from queueing import Workload
 from queueing.cards import CardPlacement
-
-from .cycle_cache import values_with_epochs
 
 Placement = tuple[tuple[str, int, str], ...]
 

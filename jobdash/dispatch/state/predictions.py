@@ -29,7 +29,7 @@ from queueing.predictor import DurationPredictor, JobFeatures, Prediction
 from queueing.workload import Workload
 
 if TYPE_CHECKING:
-    from .active import ActiveJob
+    from jobdash.dispatch.phases.active import ActiveJob
 
 BOOTSTRAP = 2000  # finished jobs (and started ones) a new leader learns from
 

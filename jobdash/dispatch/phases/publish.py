@@ -9,14 +9,13 @@ from django.utils import timezone
 from jobdash.cluster import kinds
 from jobdash.cluster.devices import NodeCards
 from jobdash.cluster.gateway import ObjectKey, PodInfo
+from jobdash.dispatch.phases import card_usage
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.lost import FAILED_TAINTS
+from jobdash.dispatch.phases.snapshot_phase import Observation
 from jobdash.jobs.models import ClusterState
 from queueing.snapshot import Snapshot
 from queueing.tide import LentPool, clock_words
-
-from . import card_usage
-from .active import ActiveJob
-from .lost import FAILED_TAINTS
-from .snapshot_phase import Observation
 
 GPU = "nvidia.com/gpu"
 PODS_SHOWN = 64  # a job's pods listed one by one on its page; beyond, counted only

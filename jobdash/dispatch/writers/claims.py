@@ -3,10 +3,9 @@
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jobdash.dispatch.phases.active import Placement, cards_column, placement_column
 from queueing import Admission
 from queueing.cards import CardPlacement
-
-from .active import Placement, cards_column, placement_column
 
 
 @dataclass(frozen=True, slots=True)

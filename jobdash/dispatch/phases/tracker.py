@@ -28,11 +28,11 @@ from django.utils import timezone
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
+from jobdash.dispatch.phases import resize, retries
+from jobdash.dispatch.phases.active import ActiveJob, read_active
+from jobdash.dispatch.writers import bulk, holding, preempt, transitions
 from jobdash.jobs.models import Job, State
 from queueing.failures import UNKNOWN
-
-from . import bulk, holding, preempt, resize, retries, transitions
-from .active import ActiveJob, read_active
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,11 @@ from collections.abc import Collection, Iterable, Mapping
 from jobdash.cluster import kinds
 from jobdash.cluster.devices import NodeCards
 from jobdash.cluster.gateway import NodeInfo, ObjectKey, PodInfo
+from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.jobs.models import State
 from queueing.cards import CardPod, SharedCards
 from queueing.devices import MODELS
 from queueing.snapshot import Node
-
-from .active import ActiveJob
 
 Slot = tuple[str, int, str]  # (role, index, node)
 

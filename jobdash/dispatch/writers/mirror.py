@@ -30,11 +30,10 @@ from django.db import transaction
 
 from jobdash import logs
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, QueuedMirror, State
 from queueing.validation import dns1123_subdomain_problem
-
-from . import transitions
 
 log = logging.getLogger(__name__)
 QUEUED_STATE = str(State.QUEUED)

@@ -11,12 +11,11 @@ from datetime import datetime
 
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import State
 from queueing import PendingJob
 from queueing.placement import GATE
 from queueing.workload import adapter_key
-
-from . import transitions
 
 
 def waiting_for_pods(gateway: gw.ClusterGateway, pending: Iterable[PendingJob]) -> dict[int, PendingJob]:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobdash.cluster.gateway import ClusterGateway, GatewayError
-
-from . import cluster_events, mirror
-from . import release as release_phase
-from .write_budget import WriteBudget
+from jobdash.dispatch.state.write_budget import WriteBudget
+from jobdash.dispatch.writers import cluster_events, mirror
+from jobdash.dispatch.writers import release as release_phase
 
 log = logging.getLogger(__name__)
 

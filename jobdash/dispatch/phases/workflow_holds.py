@@ -15,12 +15,11 @@ from datetime import datetime
 
 from django.db.models import Count
 
+from jobdash.dispatch.writers import transitions
 from jobdash.jobs.models import Job, JobDependency, State, Workflow
 from queueing.holds import Dependencies, GroupLimit
 from queueing.snapshot import PendingJob
 from queueing.workflows import NEVER, WAIT, never_words, outcome
-
-from . import transitions
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from django.db import connection
 
 from jobdash.cluster.gateway import ClusterGateway
+from jobdash.dispatch.phases import pod_groups
+from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.state import cycle_cache
 from jobdash.jobs.models import Job, LentPool, Namespace, State
 from queueing import Plan, Policy, Snapshot, next_trigger
 from queueing.job_options import JobOptions
-
-from . import cycle_cache, pod_groups
-from .active import ActiveJob
 
 REPLAN_EVERY_S = 120.0  # (the start ranges of a queue where nothing moves, refreshed this often)
 

@@ -21,9 +21,8 @@ from datetime import UTC, datetime, timedelta
 from django.utils import timezone
 
 from jobdash.cluster import gateway as gw
+from jobdash.dispatch.writers.mirror import API_VERSION as QUEUED_API_VERSION
 from jobdash.jobs.models import EventOutbox
-
-from .mirror import API_VERSION as QUEUED_API_VERSION
 
 log = logging.getLogger(__name__)
 RELEASE_WAIT_S = 30.0
