@@ -399,6 +399,18 @@ def test_only_the_port_reaches_the_cluster_from_jobs():
     assert importers == {"jobdash.jobs.cluster_port"}
 
 
+def test_the_dispatcher_words_a_job_from_words_not_from_the_pages():
+    """What a job is told comes from jobs/words.py, which both the dispatcher and the pages
+    import; the presenters (HTML, links, page rows) are the web's alone."""
+    importers = {
+        module_name(path)
+        for path in source_files()
+        if module_name(path).startswith("jobdash.dispatch")
+        and any("presenters" in m.rpartition(".")[2] for m in imported_modules(path))
+    }
+    assert importers == set()
+
+
 def test_the_import_reader_resolves_relative_and_absolute_imports(tmp_path):
     write(
         tmp_path,

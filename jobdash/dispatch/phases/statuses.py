@@ -14,7 +14,7 @@ from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow, as_datetime
 from jobdash.dispatch.writers import bulk
 from jobdash.jobs.models import Job, State
-from jobdash.jobs.presenters import overrun_words, past_late_bound_words
+from jobdash.jobs.words import overrun_words, past_late_bound_words
 from queueing import PendingStatus, Plan
 from queueing.eta_calibration import ForecastSamples, StartCalibrator
 from queueing.reasons import same_wait

@@ -23,7 +23,7 @@ from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.dispatch.state.cycle_cache import as_datetime
 from jobdash.dispatch.writers import holding, transitions
 from jobdash.jobs.models import Job, State
-from jobdash.jobs.presenters import preemption_words
+from jobdash.jobs.words import preemption_words
 from queueing.preemption import Preemption
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,56 @@
+"""The words a job is told, in its message and on its timeline, by whoever tells it: the
+dispatcher writes them into rows and events, the pages and the API show them and use the
+same durations. Plain text only (no HTML, no URLs): the pages escape and link it
+(presenters.link_job_ids)."""
+
+from datetime import datetime
+
+from queueing.preemption import PRIORITY, RECLAIM, Preemption
+
+
+def duration(seconds: float | None) -> str:
+    """Compact and exact enough for a table: 45s, 12m, 3h 05m, 2d 4h."""
+    if seconds is None:
+        return ""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s" if s < 600 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def overrun_words(job_id: int, name: str, ran_s: float, bound_s: float) -> str:
+    """A running job past its 90 % run-time bound, as a late job's message names it."""
+    return f"job {job_id} ({name}) has run {duration(ran_s)}, {duration(bound_s)} at most was expected"
+
+
+def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
+    """Why a job still waits past its first late bound: the running jobs of its namespace
+    that ran past their own (overrun_words), or that none did."""
+    said = f"Past its late bound ({late:%Y-%m-%d %H:%M} UTC)"
+    if overruns:
+        shown = "; ".join(overruns[:3]) + (f"; and {len(overruns) - 3} more" if len(overruns) > 3 else "")
+        return f"{said}: running jobs here ran longer than expected: {shown}."
+    return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
+
+
+_PREEMPTED_TO = {RECLAIM: "to give its namespace's guaranteed share back", PRIORITY: "for a job of higher priority"}
+
+
+def preemption_words(
+    preemption: Preemption, victim_namespace: str, victim_name: str, namespace: str, name: str, when: datetime
+) -> tuple[str, str]:
+    """The victim's and the preemptor's timeline notes when a victim is told to leave
+    (queueing.preemption.Preemption: its cause says why)."""
+    note = (
+        f"preempted to make room for job {preemption.preemptor} ({namespace}/{name}) "
+        f"{_PREEMPTED_TO.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, checkpoint before then"
+    )
+    preemptor_note = (
+        f"preempting job {preemption.victim} ({victim_namespace}/{victim_name}) to make room for this one; "
+        f"it leaves at {when:%H:%M:%S} UTC"
+    )
+    return note, preemptor_note
