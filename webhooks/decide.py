@@ -54,7 +54,7 @@ from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
 
 from . import edits, pods
-from .decision import ALLOW, Decision, service_refusal
+from .decision import ALLOW, Decision, refused, service_refusal
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
 
@@ -148,11 +148,10 @@ def fence(request: AdmissionRequest) -> Decision:
         term = -1
     if term >= leading:
         return ALLOW
-    return Decision(
-        allowed=False,
-        code=403,
-        reason=STALE_TERM_REASON,
-        message=f"written under leader term {written}, but term {leading} leads now: a deposed leader writes nothing",
+    return refused(
+        403,
+        f"written under leader term {written}, but term {leading} leads now: a deposed leader writes nothing",
+        STALE_TERM_REASON,
     )
 
 
@@ -201,21 +200,15 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             if not selectors.is_managed_namespace(namespace):
                 return ALLOW  # not jobdash's namespace: the API server judges the prefix
             problems = "; ".join(str(e) for e in error.errors)
-            return Decision(
-                allowed=False,
-                code=422,
-                reason="Invalid",
-                message=f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}",
+            return refused(
+                422, f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}"
             )
         name = generated
         request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
     if not isinstance(name, str) or not name or not namespace:
-        return Decision(
-            allowed=False,
-            code=422,
-            reason="Invalid",
-            message=f"jobdash queues each {request.kind} by namespace and name: set metadata.name or "
-            "metadata.generateName",
+        return refused(
+            422,
+            f"jobdash queues each {request.kind} by namespace and name: set metadata.name or metadata.generateName",
         )
     subject = _Subject(request.kind, namespace, name)
     try:
@@ -282,20 +275,18 @@ def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     if job is None:
         return edits.edited(request, adapter)
     if request.dry_run:
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"{subject}: jobdash holds it suspended in its queue; only jobdash unsuspends it (dry run)",
+        return refused(
+            403,
+            f"{subject}: jobdash holds it suspended in its queue; only jobdash unsuspends it (dry run)",
+            "Forbidden",
         )
     log.info("webhook: %s from %s refused: clears the suspend flag of job %s", subject, request.username, job.pk)
-    return Decision(
-        allowed=False,
-        code=403,
-        reason="Forbidden",
-        message=f"{subject} is held by {_describe(job, False)}; jobdash unsuspends it when the quota allows "
+    return refused(
+        403,
+        f"{subject} is held by {_describe(job, False)}; jobdash unsuspends it when the quota allows "
         f"(cancel jobdash job #{job.pk} to take it out of the queue)",
-        job_id=job.pk,
+        "Forbidden",
+        job.pk,
     )
 
 
@@ -325,12 +316,8 @@ def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         )
     except NotMember as error:
         log.info("webhook: %s: delete by %s refused: %s", subject, deleted_by, error)
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}",
-            job_id=job.pk,
+        return refused(
+            403, f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}", "Forbidden", job.pk
         )
     if request.dry_run:
         return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
@@ -371,7 +358,7 @@ def _undisclosed(decision: Decision, subject: _Subject) -> Decision:
     said = f"{subject}: jobdash already holds a job of this name (dry run: nothing stored)"
     if decision.allowed:
         return Decision(allowed=True, patch=decision.patch, warnings=[said])
-    return Decision(allowed=False, code=decision.code, reason=decision.reason, message=said)
+    return dataclasses.replace(decision, message=said, job_id=None)  # the same refusal, saying less
 
 
 def _differs(job: Job, obj: dict[str, Any]) -> str:
@@ -382,12 +369,7 @@ def _differs(job: Job, obj: dict[str, Any]) -> str:
 
 def _deny_mode(job: Job | None, created: bool, subject: _Subject, obj: dict[str, Any]) -> Decision:
     if job is None:  # dry run of a new job
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"{subject} would be queued by jobdash (dry run: nothing stored)",
-        )
+        return refused(403, f"{subject} would be queued by jobdash (dry run: nothing stored)", "Forbidden")
     verb = "is queued by jobdash as" if created else "is held by"
     message = f"{subject} {verb} {_describe(job, created)}. "
     if job.state == State.QUEUED:
@@ -396,7 +378,7 @@ def _deny_mode(job: Job | None, created: bool, subject: _Subject, obj: dict[str,
         differs = _differs(job, obj)
         message += f"{differs[0].upper()}{differs[1:]}: cancel jobdash job #{job.pk} to queue it instead. "
     message += "Retries of this create land on the same job."
-    return Decision(allowed=False, code=403, reason="Forbidden", message=message, job_id=job.pk)
+    return refused(403, message, "Forbidden", job.pk)
 
 
 def _suspend_mode(
@@ -409,30 +391,22 @@ def _suspend_mode(
             warnings=[f"jobdash would queue {subject} and keep it suspended until it is released (dry run)"],
         )
     if job.state != State.QUEUED:
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"{subject} belongs to {_describe(job, created)}",
-            job_id=job.pk,
-        )
+        return refused(409, f"{subject} belongs to {_describe(job, created)}", "AlreadyExists", job.pk)
     if job.source != Source.WEBHOOK:
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"the name {subject.namespace}/{subject.name} is taken by {_describe(job, created)}; "
+        return refused(
+            409,
+            f"the name {subject.namespace}/{subject.name} is taken by {_describe(job, created)}; "
             "choose another name or cancel that job",
-            job_id=job.pk,
+            "AlreadyExists",
+            job.pk,
         )
     if not created and not _same_spec(job, obj):
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"{subject} is queued as {_describe(job, created)}, but {_differs(job, obj)}; "
+        return refused(
+            409,
+            f"{subject} is queued as {_describe(job, created)}, but {_differs(job, obj)}; "
             f"cancel jobdash job #{job.pk} to queue this one",
-            job_id=job.pk,
+            "AlreadyExists",
+            job.pk,
         )
     return Decision(
         allowed=True,
