@@ -46,7 +46,7 @@ from typing import Any
 
 from jobdash.cluster.gateway import JOB_ID_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import cluster_selectors, selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
+from jobdash.jobs.exceptions import NotMember
 from jobdash.jobs.models import Job, Source, State
 from queueing import capabilities
 from queueing.errors import ManifestError
@@ -54,9 +54,10 @@ from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
 
 from . import edits, pods
-from .decision import ALLOW, Decision, refused, service_refusal
+from .decision import ALLOW, Decision, refused
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
+from .submit import submit
 
 log = logging.getLogger(__name__)
 
@@ -211,21 +212,12 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
             f"jobdash queues each {request.kind} by namespace and name: set metadata.name or metadata.generateName",
         )
     subject = _Subject(request.kind, namespace, name)
-    try:
-        job, created = services.job_submit_or_find(
-            namespace=namespace,
-            name=name,
-            # built only for a new job: a retry that finds its job costs one query
-            manifest=lambda: manifest_text(unsuspended(stored_object(request), adapter)),
-            source=Source.WEBHOOK,
-            submitted_by_name=request.username or "system:anonymous",
-            submitted_by_groups=request.groups,
-            dry_run=request.dry_run,
-        )
-    except services.NamespaceNotManaged:
-        return ALLOW
-    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
-        return service_refusal(error, f"jobdash cannot queue {subject}")
+    submitted = submit(
+        request, namespace, name, lambda: manifest_text(unsuspended(stored_object(request), adapter)), str(subject)
+    )
+    if isinstance(submitted, Decision):
+        return submitted
+    job, created = submitted
     if created:
         log.info(
             "webhook: %s from %s queued as job %s (%s mode%s)",

@@ -27,7 +27,7 @@ from typing import Any
 
 from jobdash.cluster.gateway import JOB_ID_LABEL
 from jobdash.jobs import selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
+from jobdash.jobs.exceptions import InvalidInput, NotMember
 from jobdash.jobs.models import Job, Source
 from queueing.errors import ManifestError
 from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL
@@ -36,9 +36,10 @@ from queueing.placement import GATE
 from queueing.podspec import is_extended_resource
 from queueing.workload import JobAdapter, Workload, resource_key
 
-from .decision import ALLOW, Decision, refused, service_refusal
+from .decision import ALLOW, Decision, refused
 from .objects import manifest_text, stored_object
 from .review import AdmissionRequest
+from .submit import submit
 
 log = logging.getLogger(__name__)
 
@@ -129,20 +130,10 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     except ManifestError as error:
         return refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
     group = workload.name
-    try:
-        job, created = services.job_submit_or_find(
-            namespace=namespace,
-            name=group,
-            manifest=lambda: manifest_text(stored),
-            source=Source.WEBHOOK,
-            submitted_by_name=request.username or "system:anonymous",
-            submitted_by_groups=request.groups,
-            dry_run=request.dry_run,
-        )
-    except services.NamespaceNotManaged:
-        return ALLOW
-    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
-        return service_refusal(error, f"jobdash cannot queue {subject}")
+    submitted = submit(request, namespace, group, lambda: manifest_text(stored), subject)
+    if isinstance(submitted, Decision):
+        return submitted
+    job, created = submitted
     if job is not None and not created:
         mismatch = _mismatch(job, workload, adapter)
         if mismatch is not None:
