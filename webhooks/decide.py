@@ -178,42 +178,32 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if adapter is None:
         return ALLOW
     if capabilities.objects_are_pods(adapter):
-        return pods.decide_pod(request, adapter)
+        return pods.decide(request, adapter)  # a pod cannot wait suspended, only gated: its own paths
+    if request.is_job_create:
+        return _create(request, adapter, mode)
     if request.is_job_update:
         return _update(request, adapter)
     if request.is_job_delete:
         return _delete(request, adapter)
-    if not request.is_job_create:
-        return ALLOW
+    return ALLOW
+
+
+def _create(request: AdmissionRequest, adapter: JobAdapter, mode: str) -> Decision:
+    """Someone other than jobdash creates a job: it is queued by namespace and name, and the
+    create refused (deny) or let through suspended (suspend)."""
     obj = request.object or {}
     if _controlled_by_managed_kind(obj):
         return ALLOW  # a managed parent's child: the parent went through the queue
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
-    namespace = request.namespace or metadata.get("namespace") or ""
-    name = metadata.get("name") or request.name
-    generated = ""
-    if not name and metadata.get("generateName"):
-        try:
-            generated = _generated_name(obj)
-        except ManifestError as error:
-            if not selectors.is_managed_namespace(namespace):
-                return ALLOW  # not jobdash's namespace: the API server judges the prefix
-            problems = "; ".join(str(e) for e in error.errors)
-            return refused(
-                422, f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}"
-            )
-        name = generated
-        request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
-    if not isinstance(name, str) or not name or not namespace:
-        return refused(
-            422,
-            f"jobdash queues each {request.kind} by namespace and name: set metadata.name or metadata.generateName",
-        )
-    subject = _Subject(request.kind, namespace, name)
+    named = _named(request, obj)
+    if isinstance(named, Decision):
+        return named
+    request, subject, generated = named
     submitted = submit(
-        request, namespace, name, lambda: manifest_text(unsuspended(stored_object(request), adapter)), str(subject)
+        request,
+        subject.namespace,
+        subject.name,
+        lambda: manifest_text(unsuspended(stored_object(request), adapter)),
+        str(subject),
     )
     if isinstance(submitted, Decision):
         return submitted
@@ -231,27 +221,10 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if mode == "deny" or flag is None:  # (a kind without a suspend flag cannot wait in the cluster)
         decision = _deny_mode(job, created, subject, obj)
     else:
-        patch = suspend_patch(obj, flag, name=generated)
-        decision = _suspend_mode(job, created, subject, obj, patch)
+        decision = _suspend_mode(job, created, subject, obj, suspend_patch(obj, flag, name=generated))
     if request.dry_run and job is not None:
         return _undisclosed(decision, subject)
     return decision
-
-
-def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job | None]:
-    """The Queued job that holds the request's object: bound to it by namespace and name,
-    queued through the webhook, of the same kind. None for any other object."""
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    namespace = request.namespace or metadata.get("namespace") or ""
-    name = request.name or metadata.get("name") or ""
-    subject = _Subject(request.kind, namespace, name)
-    if not namespace or not name or _controlled_by_managed_kind(obj):
-        return subject, None
-    job = selectors.webhook_job_holding(namespace, name)
-    if job is None or not _same_kind(job, obj):
-        return subject, None
-    return subject, job
 
 
 def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
@@ -321,6 +294,52 @@ def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         job_id=job.pk,
         warnings=[f"{subject} was jobdash job #{job.pk}'s, {state}: the job is cancelled"],
     )
+
+
+def _named(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[AdmissionRequest, _Subject, str] | Decision:
+    """The namespace and name the create is queued under, with the name generated here from
+    metadata.generateName (as the API server would: it runs mutating admission before it
+    names), and the request renamed by it; or the decision on a create that has neither."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    name = metadata.get("name") or request.name
+    generated = ""
+    if not name and metadata.get("generateName"):
+        try:
+            generated = _generated_name(obj)
+        except ManifestError as error:
+            if not selectors.is_managed_namespace(namespace):
+                return ALLOW  # not jobdash's namespace: the API server judges the prefix
+            problems = "; ".join(str(e) for e in error.errors)
+            return refused(
+                422, f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}"
+            )
+        name = generated
+        request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
+    if not isinstance(name, str) or not name or not namespace:
+        return refused(
+            422,
+            f"jobdash queues each {request.kind} by namespace and name: set metadata.name or metadata.generateName",
+        )
+    return request, _Subject(request.kind, namespace, name), generated
+
+
+def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job | None]:
+    """The Queued job that holds the request's object: bound to it by namespace and name,
+    queued through the webhook, of the same kind. None for any other object."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    name = request.name or metadata.get("name") or ""
+    subject = _Subject(request.kind, namespace, name)
+    if not namespace or not name or _controlled_by_managed_kind(obj):
+        return subject, None
+    job = selectors.webhook_job_holding(namespace, name)
+    if job is None or not _same_kind(job, obj):
+        return subject, None
+    return subject, job
 
 
 def _released(subject: _Subject, obj: dict[str, Any]) -> Job | None:

@@ -44,7 +44,7 @@ from .submit import submit
 log = logging.getLogger(__name__)
 
 
-def decide_pod(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+def decide(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     if request.is_job_create:
         return _create(request, adapter)
     if request.is_job_update:
