@@ -30,10 +30,9 @@ from jobdash.jobs import selectors, services
 from jobdash.jobs.exceptions import InvalidInput, NotMember
 from jobdash.jobs.models import Job, Source
 from queueing.errors import ManifestError
-from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL
+from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL, asks_devices
 from queueing.names import assign_generated_name
 from queueing.placement import GATE
-from queueing.podspec import is_extended_resource
 from queueing.workload import JobAdapter, Workload, resource_key
 
 from .decision import ALLOW, Decision, refused
@@ -154,7 +153,7 @@ def _queues(obj: Mapping[str, Any], namespace: str) -> bool:
     if queue_all is None:
         return False  # not a namespace jobdash manages
     labelled = GROUP_LABEL in _meta(obj, "labels") or COUNT_ANNOTATION in _meta(obj, "annotations")
-    return labelled or queue_all or _asks_devices(obj)
+    return labelled or queue_all or asks_devices(obj)
 
 
 def _joined(
@@ -194,19 +193,6 @@ def _has_controller(obj: Mapping[str, Any]) -> bool:
     metadata = obj.get("metadata")
     references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
     return any(isinstance(r, dict) and r.get("controller") is True for r in references or ())
-
-
-def _asks_devices(obj: Mapping[str, Any]) -> bool:
-    """Any container asks for an extended resource (read raw: before any validation)."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    for key in ("containers", "initContainers"):
-        for container in spec.get(key) or ():
-            resources = container.get("resources") if isinstance(container, dict) else None
-            for amounts in (resources or {}).values() if isinstance(resources, dict) else ():
-                if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):
-                    return True
-    return False
 
 
 def _gates(obj: Mapping[str, Any]) -> list[Any]:
