@@ -46,7 +46,7 @@ from typing import Any
 
 from jobdash.cluster.gateway import JOB_ID_LABEL, STALE_TERM_REASON, TERM_ANNOTATION
 from jobdash.jobs import cluster_selectors, selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
+from jobdash.jobs.exceptions import NotMember
 from jobdash.jobs.models import Job, Source, State
 from queueing import capabilities
 from queueing.errors import ManifestError
@@ -54,9 +54,10 @@ from queueing.names import assign_generated_name
 from queueing.workload import JobAdapter, adapter_for
 
 from . import edits, pods
-from .decision import ALLOW, Decision, service_refusal
+from .decision import ALLOW, Decision, refused
 from .objects import manifest_text, stored_object, suspend_patch, suspended, unsuspended
 from .review import AdmissionRequest
+from .submit import submit
 
 log = logging.getLogger(__name__)
 
@@ -148,11 +149,10 @@ def fence(request: AdmissionRequest) -> Decision:
         term = -1
     if term >= leading:
         return ALLOW
-    return Decision(
-        allowed=False,
-        code=403,
-        reason=STALE_TERM_REASON,
-        message=f"written under leader term {written}, but term {leading} leads now: a deposed leader writes nothing",
+    return refused(
+        403,
+        f"written under leader term {written}, but term {leading} leads now: a deposed leader writes nothing",
+        STALE_TERM_REASON,
     )
 
 
@@ -178,61 +178,36 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if adapter is None:
         return ALLOW
     if capabilities.objects_are_pods(adapter):
-        return pods.decide_pod(request, adapter)
+        return pods.decide(request, adapter)  # a pod cannot wait suspended, only gated: its own paths
+    if request.is_job_create:
+        return _create(request, adapter, mode)
     if request.is_job_update:
         return _update(request, adapter)
     if request.is_job_delete:
         return _delete(request, adapter)
-    if not request.is_job_create:
-        return ALLOW
+    return ALLOW
+
+
+def _create(request: AdmissionRequest, adapter: JobAdapter, mode: str) -> Decision:
+    """Someone other than jobdash creates a job: it is queued by namespace and name, and the
+    create refused (deny) or let through suspended (suspend)."""
     obj = request.object or {}
     if _controlled_by_managed_kind(obj):
         return ALLOW  # a managed parent's child: the parent went through the queue
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = {}
-    namespace = request.namespace or metadata.get("namespace") or ""
-    name = metadata.get("name") or request.name
-    generated = ""
-    if not name and metadata.get("generateName"):
-        try:
-            generated = _generated_name(obj)
-        except ManifestError as error:
-            if not selectors.is_managed_namespace(namespace):
-                return ALLOW  # not jobdash's namespace: the API server judges the prefix
-            problems = "; ".join(str(e) for e in error.errors)
-            return Decision(
-                allowed=False,
-                code=422,
-                reason="Invalid",
-                message=f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}",
-            )
-        name = generated
-        request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
-    if not isinstance(name, str) or not name or not namespace:
-        return Decision(
-            allowed=False,
-            code=422,
-            reason="Invalid",
-            message=f"jobdash queues each {request.kind} by namespace and name: set metadata.name or "
-            "metadata.generateName",
-        )
-    subject = _Subject(request.kind, namespace, name)
-    try:
-        job, created = services.job_submit_or_find(
-            namespace=namespace,
-            name=name,
-            # built only for a new job: a retry that finds its job costs one query
-            manifest=lambda: manifest_text(unsuspended(stored_object(request), adapter)),
-            source=Source.WEBHOOK,
-            submitted_by_name=request.username or "system:anonymous",
-            submitted_by_groups=request.groups,
-            dry_run=request.dry_run,
-        )
-    except services.NamespaceNotManaged:
-        return ALLOW
-    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
-        return service_refusal(error, f"jobdash cannot queue {subject}")
+    named = _named(request, obj)
+    if isinstance(named, Decision):
+        return named
+    request, subject, generated = named
+    submitted = submit(
+        request,
+        subject.namespace,
+        subject.name,
+        lambda: manifest_text(unsuspended(stored_object(request), adapter)),
+        str(subject),
+    )
+    if isinstance(submitted, Decision):
+        return submitted
+    job, created = submitted
     if created:
         log.info(
             "webhook: %s from %s queued as job %s (%s mode%s)",
@@ -246,27 +221,10 @@ def decide(request: AdmissionRequest, *, mode: str, own_identities: Iterable[str
     if mode == "deny" or flag is None:  # (a kind without a suspend flag cannot wait in the cluster)
         decision = _deny_mode(job, created, subject, obj)
     else:
-        patch = suspend_patch(obj, flag, name=generated)
-        decision = _suspend_mode(job, created, subject, obj, patch)
+        decision = _suspend_mode(job, created, subject, obj, suspend_patch(obj, flag, name=generated))
     if request.dry_run and job is not None:
         return _undisclosed(decision, subject)
     return decision
-
-
-def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job | None]:
-    """The Queued job that holds the request's object: bound to it by namespace and name,
-    queued through the webhook, of the same kind. None for any other object."""
-    metadata = obj.get("metadata")
-    metadata = metadata if isinstance(metadata, dict) else {}
-    namespace = request.namespace or metadata.get("namespace") or ""
-    name = request.name or metadata.get("name") or ""
-    subject = _Subject(request.kind, namespace, name)
-    if not namespace or not name or _controlled_by_managed_kind(obj):
-        return subject, None
-    job = selectors.webhook_job_holding(namespace, name)
-    if job is None or not _same_kind(job, obj):
-        return subject, None
-    return subject, job
 
 
 def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
@@ -282,20 +240,18 @@ def _update(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     if job is None:
         return edits.edited(request, adapter)
     if request.dry_run:
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"{subject}: jobdash holds it suspended in its queue; only jobdash unsuspends it (dry run)",
+        return refused(
+            403,
+            f"{subject}: jobdash holds it suspended in its queue; only jobdash unsuspends it (dry run)",
+            "Forbidden",
         )
     log.info("webhook: %s from %s refused: clears the suspend flag of job %s", subject, request.username, job.pk)
-    return Decision(
-        allowed=False,
-        code=403,
-        reason="Forbidden",
-        message=f"{subject} is held by {_describe(job, False)}; jobdash unsuspends it when the quota allows "
+    return refused(
+        403,
+        f"{subject} is held by {_describe(job, False)}; jobdash unsuspends it when the quota allows "
         f"(cancel jobdash job #{job.pk} to take it out of the queue)",
-        job_id=job.pk,
+        "Forbidden",
+        job.pk,
     )
 
 
@@ -325,12 +281,8 @@ def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         )
     except NotMember as error:
         log.info("webhook: %s: delete by %s refused: %s", subject, deleted_by, error)
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}",
-            job_id=job.pk,
+        return refused(
+            403, f"jobdash refuses to delete {subject}: deleting it cancels its job, and {error}", "Forbidden", job.pk
         )
     if request.dry_run:
         return Decision(allowed=True, warnings=[f"{subject}: deleting it would cancel its jobdash job (dry run)"])
@@ -342,6 +294,52 @@ def _delete(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
         job_id=job.pk,
         warnings=[f"{subject} was jobdash job #{job.pk}'s, {state}: the job is cancelled"],
     )
+
+
+def _named(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[AdmissionRequest, _Subject, str] | Decision:
+    """The namespace and name the create is queued under, with the name generated here from
+    metadata.generateName (as the API server would: it runs mutating admission before it
+    names), and the request renamed by it; or the decision on a create that has neither."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    name = metadata.get("name") or request.name
+    generated = ""
+    if not name and metadata.get("generateName"):
+        try:
+            generated = _generated_name(obj)
+        except ManifestError as error:
+            if not selectors.is_managed_namespace(namespace):
+                return ALLOW  # not jobdash's namespace: the API server judges the prefix
+            problems = "; ".join(str(e) for e in error.errors)
+            return refused(
+                422, f"jobdash cannot queue this {request.kind} in {namespace or 'its namespace'}: {problems}"
+            )
+        name = generated
+        request = dataclasses.replace(request, name=generated)  # stored_object names the object by it
+    if not isinstance(name, str) or not name or not namespace:
+        return refused(
+            422,
+            f"jobdash queues each {request.kind} by namespace and name: set metadata.name or metadata.generateName",
+        )
+    return request, _Subject(request.kind, namespace, name), generated
+
+
+def _held(request: AdmissionRequest, obj: dict[str, Any]) -> tuple[_Subject, Job | None]:
+    """The Queued job that holds the request's object: bound to it by namespace and name,
+    queued through the webhook, of the same kind. None for any other object."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    namespace = request.namespace or metadata.get("namespace") or ""
+    name = request.name or metadata.get("name") or ""
+    subject = _Subject(request.kind, namespace, name)
+    if not namespace or not name or _controlled_by_managed_kind(obj):
+        return subject, None
+    job = selectors.webhook_job_holding(namespace, name)
+    if job is None or not _same_kind(job, obj):
+        return subject, None
+    return subject, job
 
 
 def _released(subject: _Subject, obj: dict[str, Any]) -> Job | None:
@@ -371,7 +369,7 @@ def _undisclosed(decision: Decision, subject: _Subject) -> Decision:
     said = f"{subject}: jobdash already holds a job of this name (dry run: nothing stored)"
     if decision.allowed:
         return Decision(allowed=True, patch=decision.patch, warnings=[said])
-    return Decision(allowed=False, code=decision.code, reason=decision.reason, message=said)
+    return dataclasses.replace(decision, message=said, job_id=None)  # the same refusal, saying less
 
 
 def _differs(job: Job, obj: dict[str, Any]) -> str:
@@ -382,12 +380,7 @@ def _differs(job: Job, obj: dict[str, Any]) -> str:
 
 def _deny_mode(job: Job | None, created: bool, subject: _Subject, obj: dict[str, Any]) -> Decision:
     if job is None:  # dry run of a new job
-        return Decision(
-            allowed=False,
-            code=403,
-            reason="Forbidden",
-            message=f"{subject} would be queued by jobdash (dry run: nothing stored)",
-        )
+        return refused(403, f"{subject} would be queued by jobdash (dry run: nothing stored)", "Forbidden")
     verb = "is queued by jobdash as" if created else "is held by"
     message = f"{subject} {verb} {_describe(job, created)}. "
     if job.state == State.QUEUED:
@@ -396,7 +389,7 @@ def _deny_mode(job: Job | None, created: bool, subject: _Subject, obj: dict[str,
         differs = _differs(job, obj)
         message += f"{differs[0].upper()}{differs[1:]}: cancel jobdash job #{job.pk} to queue it instead. "
     message += "Retries of this create land on the same job."
-    return Decision(allowed=False, code=403, reason="Forbidden", message=message, job_id=job.pk)
+    return refused(403, message, "Forbidden", job.pk)
 
 
 def _suspend_mode(
@@ -409,30 +402,22 @@ def _suspend_mode(
             warnings=[f"jobdash would queue {subject} and keep it suspended until it is released (dry run)"],
         )
     if job.state != State.QUEUED:
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"{subject} belongs to {_describe(job, created)}",
-            job_id=job.pk,
-        )
+        return refused(409, f"{subject} belongs to {_describe(job, created)}", "AlreadyExists", job.pk)
     if job.source != Source.WEBHOOK:
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"the name {subject.namespace}/{subject.name} is taken by {_describe(job, created)}; "
+        return refused(
+            409,
+            f"the name {subject.namespace}/{subject.name} is taken by {_describe(job, created)}; "
             "choose another name or cancel that job",
-            job_id=job.pk,
+            "AlreadyExists",
+            job.pk,
         )
     if not created and not _same_spec(job, obj):
-        return Decision(
-            allowed=False,
-            code=409,
-            reason="AlreadyExists",
-            message=f"{subject} is queued as {_describe(job, created)}, but {_differs(job, obj)}; "
+        return refused(
+            409,
+            f"{subject} is queued as {_describe(job, created)}, but {_differs(job, obj)}; "
             f"cancel jobdash job #{job.pk} to queue this one",
-            job_id=job.pk,
+            "AlreadyExists",
+            job.pk,
         )
     return Decision(
         allowed=True,

@@ -33,6 +33,8 @@ ALLOW = Decision(allowed=True)
 
 
 def refused(code: int, message: str, reason: str = "Invalid", job_id: int | None = None) -> Decision:
+    """Every refusal the webhook answers, so each one carries a code, a reason and a message
+    (422 Invalid unless said otherwise), as the API server shows them to whoever wrote."""
     return Decision(allowed=False, code=code, reason=reason, message=message, job_id=job_id)
 
 

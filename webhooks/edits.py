@@ -38,7 +38,7 @@ from queueing import capabilities, placement
 from queueing.demand_change import DemandChange, demand_change
 from queueing.workload import JobAdapter, read_path
 
-from .decision import ALLOW, Decision, service_refusal
+from .decision import ALLOW, Decision, refused, service_refusal
 from .objects import manifest_text, stored_object, suspended, unsuspended
 from .review import AdmissionRequest
 
@@ -128,13 +128,12 @@ def _refused(
         "instead of replacing the object)"
     )
     log.info("webhook: update of %s by %s refused: %s", subject, request.username, "; ".join(what))
-    return Decision(
-        allowed=False,
-        code=403,
-        reason="Forbidden",
-        message=f"{subject} was admitted by jobdash as job #{job.pk} ({job.state}) for the demand it had then; "
+    return refused(
+        403,
+        f"{subject} was admitted by jobdash as job #{job.pk} ({job.state}) for the demand it had then; "
         f"this update {' and '.join(what)}: {instead}",
-        job_id=job.pk,
+        "Forbidden",
+        job.pk,
     )
 
 

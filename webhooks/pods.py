@@ -27,23 +27,23 @@ from typing import Any
 
 from jobdash.cluster.gateway import JOB_ID_LABEL
 from jobdash.jobs import selectors, services
-from jobdash.jobs.exceptions import ClusterUnavailable, Forbidden, InvalidInput, NotMember
+from jobdash.jobs.exceptions import InvalidInput, NotMember
 from jobdash.jobs.models import Job, Source
 from queueing.errors import ManifestError
-from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL
+from queueing.kinds.pod import COUNT_ANNOTATION, COUNT_PATH, GROUP_LABEL, asks_devices
 from queueing.names import assign_generated_name
 from queueing.placement import GATE
-from queueing.podspec import is_extended_resource
 from queueing.workload import JobAdapter, Workload, resource_key
 
-from .decision import ALLOW, Decision, refused, service_refusal
+from .decision import ALLOW, Decision, refused
 from .objects import manifest_text, stored_object
 from .review import AdmissionRequest
+from .submit import submit
 
 log = logging.getLogger(__name__)
 
 
-def decide_pod(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+def decide(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     if request.is_job_create:
         return _create(request, adapter)
     if request.is_job_update:
@@ -53,72 +53,22 @@ def decide_pod(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     return ALLOW
 
 
-def _meta(obj: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
-    metadata = (obj or {}).get("metadata")
-    found = metadata.get(key) if isinstance(metadata, dict) else None
-    return found if isinstance(found, dict) else {}
-
-
-def _has_controller(obj: Mapping[str, Any]) -> bool:
-    metadata = obj.get("metadata")
-    references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
-    return any(isinstance(r, dict) and r.get("controller") is True for r in references or ())
-
-
-def _asks_devices(obj: Mapping[str, Any]) -> bool:
-    """Any container asks for an extended resource (read raw: before any validation)."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    for key in ("containers", "initContainers"):
-        for container in spec.get(key) or ():
-            resources = container.get("resources") if isinstance(container, dict) else None
-            for amounts in (resources or {}).values() if isinstance(resources, dict) else ():
-                if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):
-                    return True
-    return False
-
-
-def _gates(obj: Mapping[str, Any]) -> list[Any]:
-    spec = obj.get("spec")
-    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
-    return list(gates) if isinstance(gates, list) else []
-
-
-def _patch(obj: Mapping[str, Any], group: str, job_id: int | None, generated: str) -> list[dict[str, Any]]:
-    """The gate last in spec.schedulingGates, the group and job labels, and the name the
-    webhook generated (each one `add`: onto an existing member it replaces it)."""
-    labels = {**_meta(obj, "labels"), GROUP_LABEL: group}
-    if job_id is not None:
-        labels[JOB_ID_LABEL] = str(job_id)
-    gates = [g for g in _gates(obj) if not (isinstance(g, dict) and g.get("name") == GATE)] + [{"name": GATE}]
-    patch: list[dict[str, Any]] = [
-        {"op": "add", "path": "/metadata/labels", "value": labels},
-        {"op": "add", "path": "/spec/schedulingGates", "value": gates},
-    ]
-    if generated:
-        patch.append({"op": "add", "path": "/metadata/name", "value": generated})
-    return patch
-
-
 def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
+    """Someone other than jobdash creates a pod jobdash queues: the pod is created gated; the
+    first member of its group stores the job, each later one is checked against it and
+    counted."""
     obj = request.object or {}
-    if _has_controller(obj):
-        return ALLOW  # its controller's pods: a ReplicaSet's, a Job's (queued as that Job)
     found = obj.get("metadata")
     metadata: dict[str, Any] = found if isinstance(found, dict) else {}
     namespace = request.namespace or metadata.get("namespace") or ""
-    queue_all = selectors.pod_queueing(namespace)
-    if queue_all is None:
-        return ALLOW  # not a namespace jobdash manages
-    labelled = GROUP_LABEL in _meta(obj, "labels") or COUNT_ANNOTATION in _meta(obj, "annotations")
-    if not (labelled or queue_all or _asks_devices(obj)):
+    if not _queues(obj, namespace):
         return ALLOW
-    subject = f"Pod {namespace}/{metadata.get('name') or request.name or metadata.get('generateName', '')}"
     generated = ""
     if not (metadata.get("name") or request.name) and metadata.get("generateName"):
         try:
             generated = assign_generated_name({"apiVersion": "v1", "kind": "Pod", "metadata": {**metadata, "name": ""}})
         except ManifestError as error:
+            subject = f"Pod {namespace}/{metadata['generateName']}"
             return refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
         request = _renamed(request, generated)
     stored = stored_object(request)
@@ -129,20 +79,10 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
     except ManifestError as error:
         return refused(422, f"jobdash cannot queue {subject}: " + "; ".join(str(e) for e in error.errors))
     group = workload.name
-    try:
-        job, created = services.job_submit_or_find(
-            namespace=namespace,
-            name=group,
-            manifest=lambda: manifest_text(stored),
-            source=Source.WEBHOOK,
-            submitted_by_name=request.username or "system:anonymous",
-            submitted_by_groups=request.groups,
-            dry_run=request.dry_run,
-        )
-    except services.NamespaceNotManaged:
-        return ALLOW
-    except (InvalidInput, Forbidden, ClusterUnavailable) as error:
-        return service_refusal(error, f"jobdash cannot queue {subject}")
+    submitted = submit(request, namespace, group, lambda: manifest_text(stored), subject)
+    if isinstance(submitted, Decision):
+        return submitted
+    job, created = submitted
     if job is not None and not created:
         mismatch = _mismatch(job, workload, adapter)
         if mismatch is not None:
@@ -154,52 +94,7 @@ def _create(request: AdmissionRequest, adapter: JobAdapter) -> Decision:
             patch=_patch(obj, group, None, generated),
             warnings=[f"jobdash would queue {subject} (pod group {group!r}); dry run: nothing stored"],
         )
-    try:
-        members = services.pod_group_join(job_id=job.pk, pod=name, total=workload.pods)
-    except InvalidInput as error:
-        return refused(422, f"jobdash cannot queue {subject}: {error.message}", job_id=job.pk)
-    log.info(
-        "webhook: %s from %s queued in job %s (%d of %d)", subject, request.username, job.pk, members, workload.pods
-    )
-    said = f"{subject} is queued by jobdash as job #{job.pk} (pod group {group!r}: {members} of {workload.pods} pods)"
-    return Decision(
-        allowed=True,
-        patch=_patch(obj, group, job.pk, generated),
-        job_id=job.pk,
-        warnings=[f"{said}; it stays SchedulingGated until jobdash releases the group"],
-    )
-
-
-def _renamed(request: AdmissionRequest, name: str) -> AdmissionRequest:
-    return dataclasses.replace(request, name=name)  # stored_object names the object by it
-
-
-def _mismatch(job: Job, workload: Workload, adapter: JobAdapter) -> tuple[int, str] | None:
-    """Why this pod cannot join the active job of its group's name, or None."""
-    if job.kind_key != resource_key(adapter) or job.source != Source.WEBHOOK:
-        return 409, f"the name is taken by jobdash job #{job.pk} ({job.kind}, {job.state}); choose another"
-    first = Workload.from_json(job.workload)
-    if first.pods != workload.pods:
-        return 422, f"{COUNT_PATH}: is {workload.pods}, but the group's first pod said {first.pods}"
-    mine, theirs = workload.pod_sets[0], first.pod_sets[0]
-    for field, path in (
-        ("requests", "spec.containers[*].resources"),
-        ("limits", "spec.containers[*].resources"),
-        ("node_selector", "spec.nodeSelector"),
-        ("tolerations", "spec.tolerations"),
-        ("node_affinity", "spec.affinity.nodeAffinity"),
-    ):
-        if getattr(mine, field) != getattr(theirs, field):
-            return 422, (
-                f"{path}: differs from the group's first pod ({field.replace('_', ' ')} "
-                f"{_shown(getattr(mine, field))} here, {_shown(getattr(theirs, field))} there); "
-                "the pods of a group share one shape"
-            )
-    return None
-
-
-def _shown(value: Any) -> str:
-    return str(dict(value)) if isinstance(value, Mapping) else str(value)
+    return _joined(request, obj, name, subject, job, workload, generated)
 
 
 def _update(request: AdmissionRequest) -> Decision:
@@ -247,3 +142,108 @@ def _delete(request: AdmissionRequest) -> Decision:
         job_id=job.pk,
         warnings=[f"{subject} was queued in jobdash job #{job.pk}, Queued: the job is cancelled, its other pods go"],
     )
+
+
+def _queues(obj: Mapping[str, Any], namespace: str) -> bool:
+    """Whether jobdash queues this pod: no controller owns it, jobdash manages its namespace,
+    and it is a group's member, asks for a device, or its namespace queues every pod."""
+    if _has_controller(obj):
+        return False  # its controller's pods: a ReplicaSet's, a Job's (queued as that Job)
+    queue_all = selectors.pod_queueing(namespace)
+    if queue_all is None:
+        return False  # not a namespace jobdash manages
+    labelled = GROUP_LABEL in _meta(obj, "labels") or COUNT_ANNOTATION in _meta(obj, "annotations")
+    return labelled or queue_all or asks_devices(obj)
+
+
+def _joined(
+    request: AdmissionRequest,
+    obj: Mapping[str, Any],
+    pod: str,
+    subject: str,
+    job: Job,
+    workload: Workload,
+    generated: str,
+) -> Decision:
+    """The pod counted in its job's group, under the job row's lock: never more than the count."""
+    group = workload.name
+    try:
+        members = services.pod_group_join(job_id=job.pk, pod=pod, total=workload.pods)
+    except InvalidInput as error:
+        return refused(422, f"jobdash cannot queue {subject}: {error.message}", job_id=job.pk)
+    log.info(
+        "webhook: %s from %s queued in job %s (%d of %d)", subject, request.username, job.pk, members, workload.pods
+    )
+    said = f"{subject} is queued by jobdash as job #{job.pk} (pod group {group!r}: {members} of {workload.pods} pods)"
+    return Decision(
+        allowed=True,
+        patch=_patch(obj, group, job.pk, generated),
+        job_id=job.pk,
+        warnings=[f"{said}; it stays SchedulingGated until jobdash releases the group"],
+    )
+
+
+def _meta(obj: Mapping[str, Any] | None, key: str) -> dict[str, Any]:
+    metadata = (obj or {}).get("metadata")
+    found = metadata.get(key) if isinstance(metadata, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _has_controller(obj: Mapping[str, Any]) -> bool:
+    metadata = obj.get("metadata")
+    references = metadata.get("ownerReferences") if isinstance(metadata, dict) else None
+    return any(isinstance(r, dict) and r.get("controller") is True for r in references or ())
+
+
+def _gates(obj: Mapping[str, Any]) -> list[Any]:
+    spec = obj.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, dict) else None
+    return list(gates) if isinstance(gates, list) else []
+
+
+def _patch(obj: Mapping[str, Any], group: str, job_id: int | None, generated: str) -> list[dict[str, Any]]:
+    """The gate last in spec.schedulingGates, the group and job labels, and the name the
+    webhook generated (each one `add`: onto an existing member it replaces it)."""
+    labels = {**_meta(obj, "labels"), GROUP_LABEL: group}
+    if job_id is not None:
+        labels[JOB_ID_LABEL] = str(job_id)
+    gates = [g for g in _gates(obj) if not (isinstance(g, dict) and g.get("name") == GATE)] + [{"name": GATE}]
+    patch: list[dict[str, Any]] = [
+        {"op": "add", "path": "/metadata/labels", "value": labels},
+        {"op": "add", "path": "/spec/schedulingGates", "value": gates},
+    ]
+    if generated:
+        patch.append({"op": "add", "path": "/metadata/name", "value": generated})
+    return patch
+
+
+def _renamed(request: AdmissionRequest, name: str) -> AdmissionRequest:
+    return dataclasses.replace(request, name=name)  # stored_object names the object by it
+
+
+def _mismatch(job: Job, workload: Workload, adapter: JobAdapter) -> tuple[int, str] | None:
+    """Why this pod cannot join the active job of its group's name, or None."""
+    if job.kind_key != resource_key(adapter) or job.source != Source.WEBHOOK:
+        return 409, f"the name is taken by jobdash job #{job.pk} ({job.kind}, {job.state}); choose another"
+    first = Workload.from_json(job.workload)
+    if first.pods != workload.pods:
+        return 422, f"{COUNT_PATH}: is {workload.pods}, but the group's first pod said {first.pods}"
+    mine, theirs = workload.pod_sets[0], first.pod_sets[0]
+    for field, path in (
+        ("requests", "spec.containers[*].resources"),
+        ("limits", "spec.containers[*].resources"),
+        ("node_selector", "spec.nodeSelector"),
+        ("tolerations", "spec.tolerations"),
+        ("node_affinity", "spec.affinity.nodeAffinity"),
+    ):
+        if getattr(mine, field) != getattr(theirs, field):
+            return 422, (
+                f"{path}: differs from the group's first pod ({field.replace('_', ' ')} "
+                f"{_shown(getattr(mine, field))} here, {_shown(getattr(theirs, field))} there); "
+                "the pods of a group share one shape"
+            )
+    return None
+
+
+def _shown(value: Any) -> str:
+    return str(dict(value)) if isinstance(value, Mapping) else str(value)

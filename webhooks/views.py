@@ -21,7 +21,7 @@ from jobdash.cluster.gateway import QUEUED_PLURAL
 from queueing.workload import BY_KEY
 
 from . import decide, queued_deletes, review
-from .decision import Decision
+from .decision import refused
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,10 @@ def admission(request: HttpRequest, plural: str):
         )
     except Exception as error:
         log.exception("webhook: deciding %s %s/%s failed", admission.uid, admission.namespace, admission.name)
-        decision = Decision(
-            allowed=False,
-            code=500,
-            reason="InternalError",
-            message=f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
+        decision = refused(
+            500,
+            f"jobdash could not queue this {admission.kind} ({error.__class__.__name__}: {error}); try again",
+            "InternalError",
         )
     metrics.observe_review(admission.kind, decision.allowed, time.perf_counter() - started)
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
@@ -81,11 +80,10 @@ def _queued_delete(request: HttpRequest):
         decision = queued_deletes.decide(admission, own_identities=settings.JOBDASH_OWN_IDENTITIES)
     except Exception as error:  # a cancel nobody judged would be anyone's: refused, saying why
         log.exception("webhook: the DELETE of QueuedJob %s/%s", admission.namespace, admission.name)
-        decision = Decision(
-            allowed=False,
-            code=500,
-            reason="InternalError",
-            message=f"jobdash could not judge this delete ({error.__class__.__name__}: {error}); try again",
+        decision = refused(
+            500,
+            f"jobdash could not judge this delete ({error.__class__.__name__}: {error}); try again",
+            "InternalError",
         )
     return JsonResponse(review.response(admission.uid, **decision.response_fields()))
 

@@ -68,9 +68,20 @@ def group_of(manifest: Mapping[str, Any], problems: Problems) -> Group | None:
     return Group(name, int(count), labelled=True)
 
 
-def asks_devices(workload: Workload) -> bool:
-    """Whether its pods ask for an extended resource (GPUs, shared-GPU memory, any device)."""
-    return any(is_extended_resource(name) for pod_set in workload.pod_sets for name in pod_set.requests)
+def asks_devices(manifest: Mapping[str, Any]) -> bool:
+    """Whether any container of the pod asks for an extended resource (GPUs, shared-GPU memory,
+    any device) in its requests or limits. Read from the raw manifest, not a Workload: the
+    webhook asks before any validation, to know whether the pod is queued at all (one it
+    passes is the API server's to judge)."""
+    spec = manifest.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            for amounts in (resources or {}).values() if isinstance(resources, dict) else ():
+                if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):
+                    return True
+    return False
 
 
 @dataclass(frozen=True)

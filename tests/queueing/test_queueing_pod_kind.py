@@ -47,10 +47,23 @@ def problems(manifest: dict) -> dict[str, str]:
 def test_a_single_pod_is_a_job_of_one_pod_named_by_the_pod():
     workload = POD.validate_and_build(pod("solo", gpus=8))
     assert (workload.name, workload.pods, workload.requests[GPU]) == ("solo", 1, 8)
-    assert asks_devices(workload)
+
+
+def test_whether_a_pod_asks_for_devices_is_read_from_its_raw_manifest():
+    assert asks_devices(pod("solo", gpus=8))
     cpu_only = pod("cpu")
     cpu_only["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
-    assert not asks_devices(POD.validate_and_build(cpu_only))
+    assert not asks_devices(cpu_only)
+    in_limits_only = pod("limits")
+    in_limits_only["spec"]["containers"][0]["resources"] = {"limits": {"aliyun.com/gpu-mem": "4"}}
+    assert asks_devices(in_limits_only)
+    in_an_init_container = pod("init")
+    in_an_init_container["spec"]["initContainers"] = [{"name": "i", "resources": {"requests": {GPU: "1"}}}]
+    in_an_init_container["spec"]["containers"][0]["resources"] = {}
+    assert asks_devices(in_an_init_container)
+    # Asked before any validation: whatever is malformed is not a device asked for.
+    for spec in (None, [], {"containers": None}, {"containers": ["c"]}, {"containers": [{"resources": ["x"]}]}):
+        assert not asks_devices({"kind": "Pod", "spec": spec})
 
 
 def test_a_group_is_its_count_of_pods_of_its_members_shape_named_by_the_group():
