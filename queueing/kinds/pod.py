@@ -76,7 +76,9 @@ def asks_devices(manifest: Mapping[str, Any]) -> bool:
     spec = manifest.get("spec")
     spec = spec if isinstance(spec, dict) else {}
     for key in ("containers", "initContainers"):
-        for container in spec.get(key) or ():
+        containers = spec.get(key)
+        # (a list that is not one asks nothing: the API server refuses the pod itself)
+        for container in containers if isinstance(containers, list) else ():
             resources = container.get("resources") if isinstance(container, dict) else None
             for amounts in (resources or {}).values() if isinstance(resources, dict) else ():
                 if isinstance(amounts, dict) and any(isinstance(n, str) and is_extended_resource(n) for n in amounts):

@@ -62,7 +62,15 @@ def test_whether_a_pod_asks_for_devices_is_read_from_its_raw_manifest():
     in_an_init_container["spec"]["containers"][0]["resources"] = {}
     assert asks_devices(in_an_init_container)
     # Asked before any validation: whatever is malformed is not a device asked for.
-    for spec in (None, [], {"containers": None}, {"containers": ["c"]}, {"containers": [{"resources": ["x"]}]}):
+    for spec in (
+        None,
+        [],
+        {"containers": None},
+        {"containers": ["c"]},
+        {"containers": 5},
+        {"initContainers": "x"},
+        {"containers": [{"resources": ["x"]}]},
+    ):
         assert not asks_devices({"kind": "Pod", "spec": spec})
 
 
