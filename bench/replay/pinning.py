@@ -167,7 +167,7 @@ class Pinning:
         sent = 0
         for job_id in sorted(self.gated_jobs):
             rec = self.records.get(job_id)
-            # (a running elastic job's new Workers too: phase 9 sends them as a release's)
+            # (a running elastic job's new Workers too: phase 12 sends them as a release's)
             if rec is None or not rec.placement or not (rec.state == RELEASED or rec.state == RUNNING and rec.elastic):
                 continue
             pods = [

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from jobdash.dispatch.phases.lost import Lost
 from jobdash.dispatch.phases.queue_out import Turn
-from jobdash.dispatch.phases.snapshot_phase import Observation
+from jobdash.dispatch.phases.snapshot_phase import Observation, World
+from jobdash.dispatch.state.predictions import Expected
 from jobdash.dispatch.state.quiet import Seen
 from jobdash.dispatch.writers.pinning import Replaced
 from jobdash.dispatch.writers.release import Sending
@@ -65,38 +67,51 @@ class CycleContext:
     # this cycle is quiet
     seen: Seen | None = None
     quiet: bool = False
-    # 1. snapshot: the fence's claim counter read before it (a claim since makes it stale)
+    # 1. snapshot: the fence's claim counter read before it (a claim since makes it stale),
+    # and the world cloned
     claims: int | None = None
+    world: World | None = None
+    # 2. expect: the active jobs' run times
+    expected: Expected | None = None
+    # 3. lost: the planned pods lost, the failed nodes
+    lost: Lost | None = None
+    # 4. build: the snapshot and what the later phases need of it
     observation: Observation | None = None
-    # 2. plan: whether this is a complete round (every status written, start times forecast)
+    # 5. plan: whether this is a complete round (every status written, start times forecast)
     complete: bool = False
     decision: Plan | None = None
-    # 3. release: the claimed jobs' objects on their way (phase 8 records the outcomes)
+    # 6. release: the claimed jobs' objects on their way (phase 11 records the outcomes)
     sending: Sending | None = None
-    # 6. track: what the tracker did, by outcome
+    # 9. track: what the tracker did, by outcome
     tracked: dict[str, int] = field(default_factory=dict)
-    # 7. replace: the placements it changed (phase 9 pins by them)
+    # 10. replace: the placements it changed (phase 12 pins by them)
     replaced: Replaced = field(default_factory=Replaced)
-    # 11, 12: the mirror's and the events' turn
+    # 14, 15: the mirror's and the events' turn
     turn: Turn | None = None
 
     def __post_init__(self) -> None:
         self.laps = Laps(self.result.phases)
 
     @property
+    def cloned(self) -> World:
+        if self.world is None:
+            raise RuntimeError("phase 1 (snapshot) has not run")
+        return self.world
+
+    @property
     def observed(self) -> Observation:
         if self.observation is None:
-            raise RuntimeError("phase 1 (snapshot) has not run")
+            raise RuntimeError("phase 4 (build) has not run")
         return self.observation
 
     @property
     def plan(self) -> Plan:
         if self.decision is None:
-            raise RuntimeError("phase 2 (plan) has not run")
+            raise RuntimeError("phase 5 (plan) has not run")
         return self.decision
 
     @property
     def stale(self) -> bool:
-        """Another cycle claimed after this one's snapshot (phase 3 found it): its plan may
+        """Another cycle claimed after this one's snapshot (phase 6 found it): its plan may
         spend room that is gone: it releases nothing, preempts and resizes nothing."""
         return self.result.skipped

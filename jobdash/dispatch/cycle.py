@@ -3,8 +3,8 @@ after Kueue's schedule(): numbered phases, each timed; the phase names are the k
 Cycle.phases and of jobdash_cycle_phase_seconds), then one Cycle row records the cycle
 and its phase timings, for the status page.
 
- 0 quiet · 1 snapshot · 2 plan · 3 release · 4 preempt · 5 statuses · 6 track · 7 replace
- · 8 sent · 9 pin · 10 publish · 11 mirror · 12 events
+ 0 quiet · 1 snapshot · 2 expect · 3 lost · 4 build · 5 plan · 6 release · 7 preempt
+ · 8 statuses · 9 track · 10 replace · 11 sent · 12 pin · 13 publish · 14 mirror · 15 events
 
 What each does, and which run in a quiet cycle or after a failure: phases/table.py (the docs'
 table is drawn from it). The driver (Dispatcher._cycle) is the loop over that table.

@@ -69,7 +69,7 @@ def test_after_a_failure_only_the_finishing_phases_run_then_the_error_is_raised(
     monkeypatch.setattr(table, "PHASES", _table(ran, failing=("statuses",)))
     with pytest.raises(RuntimeError, match="statuses"):
         Dispatcher(gateway=None, config=settings()).cycle(1)
-    assert ran == ["quiet", "snapshot", "plan", "release", "preempt", "statuses", "sent"]
+    assert ran == ["quiet", "snapshot", "expect", "lost", "build", "plan", "release", "preempt", "statuses", "sent"]
 
 
 def test_a_finishing_phase_that_fails_too_raises_its_error_with_the_first_as_its_context(monkeypatch):

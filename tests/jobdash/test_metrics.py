@@ -31,7 +31,21 @@ from tests.webhooks.conftest import admission_review, trial_tfjob
 from .dispatch_support import create_namesake, eventually, manifest, run_until, settings, state
 
 pytestmark = pytest.mark.django_db
-PHASES = ("snapshot", "plan", "release", "preempt", "statuses", "track", "replace", "sent", "pin", "publish")
+PHASES = (
+    "snapshot",
+    "expect",
+    "lost",
+    "build",
+    "plan",
+    "release",
+    "preempt",
+    "statuses",
+    "track",
+    "replace",
+    "sent",
+    "pin",
+    "publish",
+)
 STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
 
 

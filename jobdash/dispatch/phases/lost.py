@@ -49,7 +49,7 @@ def account(
     *,
     pin: bool,
 ) -> Lost:
-    """The snapshot's lost pods (a step of phase 1). Pods go where the plan says only when
+    """The snapshot's lost pods (phase 3, lost). Pods go where the plan says only when
     pinned: otherwise no planned node is theirs to lose. A job that cannot be taken back has
     nobody to make its pods again elsewhere: not replaced; an elastic job giving back pods
     loses nothing with them: only the pods it keeps count."""

@@ -61,7 +61,7 @@ def fail_never_created(job_ids: Iterable[int], term: int | None, now: datetime) 
 
 
 def released(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, pinned: bool) -> gw.JobObject:
-    """A job of pods let run: its pods exist, gated. Pinned, phase 9 sends each to its
+    """A job of pods let run: its pods exist, gated. Pinned, phase 12 sends each to its
     planned node; else their gate goes now and the scheduler places them."""
     made = gateway.job_object(key)
     if made is None or made.job_id != job_id:

@@ -149,7 +149,7 @@ def publish(
 
 
 def observation(observed: Observation) -> None:
-    """Phase 10: what the cycle's snapshot saw of quotas (with reservations), nodes and our
+    """Phase 13: what the cycle's snapshot saw of quotas (with reservations), nodes and our
     pods' phases, published. Shared cards are drawn only on clusters that share GPUs."""
     shared_cards: dict[str, list[dict]] = {}
     sharing = {}

@@ -1,4 +1,4 @@
-"""Phases 11 and 12: the queue as QueuedJob objects (mirror.sync) and the outbox's state
+"""Phases 14 and 15: the queue as QueuedJob objects (mirror.sync) and the outbox's state
 changes as Kubernetes Events (cluster_events.send), within one write budget.
 
 Both only with half the budget's burst in hand: a cycle a second or so under a burst of
@@ -43,7 +43,7 @@ class QueueOut:
         return Turn(batch, began, changed)
 
     def mirror(self, gateway: ClusterGateway, turn: "Turn", *, term: int, concurrency: int, result) -> None:
-        """Phase 11: the queue as QueuedJob objects, within what the budget holds."""
+        """Phase 14: the queue as QueuedJob objects, within what the budget holds."""
         budget = self.budget
         revision = gateway.revision(mirror=True)
         mirror_due = turn.changed or self.settled != revision
@@ -65,7 +65,7 @@ class QueueOut:
             log.warning("cycle: mirror: %s", error)
 
     def events(self, gateway: ClusterGateway, turn: "Turn", *, concurrency: int, result) -> None:
-        """Phase 12: the outbox's state changes as Events, with what the mirror left of the
+        """Phase 15: the outbox's state changes as Events, with what the mirror left of the
         budget; then, of a turn that wrote, when the next may (its share of the leader's time)."""
         budget = self.budget
         try:
@@ -85,7 +85,7 @@ class QueueOut:
 
 @dataclass(frozen=True)
 class Turn:
-    """One cycle's turn of phases 11 and 12."""
+    """One cycle's turn of phases 14 and 15."""
 
     batch: bool  # both may write: half a burst in hand, and their share of the time not spent
     began: float  # monotonic: when it began (what it took is charged to its share)

@@ -1,7 +1,7 @@
 """Lent nodes going back (issue 35): a reclaim is a preemption whose grace period is the
 lender's notice (preempt.py's two steps).
 
-At the notice (phase 4, beside preemption's mark): each running job with pods on a pool
+At the notice (phase 7, beside preemption's mark): each running job with pods on a pool
 whose notice has begun, and which its 90 % bound does not see finished by the reclaim (or
 which checkpoints, and was let run past it), is told on its timeline and by a Kubernetes
 Event that it is preempted when the pool goes back; at the reclaim, any job still there is

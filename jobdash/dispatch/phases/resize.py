@@ -1,8 +1,8 @@
 """Elastic jobs change size through their operator's own scaling path (the adapter's
 scale_patch: the operator makes or removes the pods, the job's workers join or leave).
 
-- grow (phase 4): the plan's resizes: a running elastic job takes capacity nothing waiting
-  can use; its new pods come gated and are sent to their planned nodes (phase 9).
+- grow (phase 7): the plan's resizes: a running elastic job takes capacity nothing waiting
+  can use; its new pods come gated and are sent to their planned nodes (phase 12).
 - shrink, in preemption's two steps: the plan's partial victims are told they give back
   their extra pods at the end of the grace period (mark), and then scaled down, the
   highest-numbered pods going (apply, in the tracker's pass beside preempt.evict). The job

@@ -1,13 +1,14 @@
-"""Phase 1 of a cycle, the snapshot: the database and the cluster's watch cache -> an
-Observation (the queueing.Snapshot the planner decides from, and what later phases need).
+"""Phases 1 to 4 of a cycle: the database and the cluster's watch cache -> an Observation
+(the queueing.Snapshot the planner decides from, and what later phases need).
 
-Its steps (observe): read the world (read); the active jobs' run times expected
-(predictions.Learning.expected); the planned pods lost to failed or full nodes
-(lost.account); the snapshot built of them (build).
+1 snapshot (read): the world cloned, the database as the leader's cache keeps it
+(state/world.py: only what changed since the last cycle is read) and the watch cache, as a
+World; 2 expect: the active jobs' run times expected (predictions.Learning.expected); 3
+lost: the planned pods lost to failed or full nodes (lost.account); 4 build: the snapshot
+built of them (build). observe runs the four in order (for callers outside a cycle).
 
-Reads only. Pending jobs come through the CycleCache (cycle_cache.pending_rows: only the
-rows that changed are read in full); quotas, nodes and pods from the gateway's cache, never
-from the API server, so building a snapshot costs no round trips.
+Reads only. Quotas, nodes and pods come from the gateway's cache, never from the API
+server, so building a snapshot costs no round trips.
 """
 
 import dataclasses
@@ -22,12 +23,13 @@ from django.utils import timezone
 from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, NodeInfo, ObjectKey, PodInfo
 from jobdash.dispatch.phases import card_usage, lending, lost, pod_groups, workflow_holds
-from jobdash.dispatch.phases.active import ActiveJob, read_active
+from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.dispatch.phases.team_usage import TeamUsage
-from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow, pending_rows
+from jobdash.dispatch.state import world as world_cache
+from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow
 from jobdash.dispatch.state.predictions import Expected
 from jobdash.jobs import elastic
-from jobdash.jobs.models import Namespace, State
+from jobdash.jobs.models import State
 from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.cards import SharedCards
 from queueing.devices import derived_totals
@@ -39,12 +41,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Observation:
-    """What phase 1 hands to the rest of the cycle."""
+    """What the snapshot's phases (1 to 4) hand to the rest of the cycle."""
 
     snapshot: Snapshot  # what plan() decides from
-    pending: list[PendingRow]  # the queued jobs with their last written status (phase 4 writes changes only)
-    # The Released and Running jobs, read once a cycle: the tracker follows them, preemption
-    # and publish name them.
+    pending: list[PendingRow]  # the queued jobs with their last written status (phase 8 writes changes only)
+    # The Released and Running jobs, kept between cycles (world.refresh): the tracker follows
+    # them, preemption and publish name them.
     active: list[ActiveJob]
     # The pods of the active jobs by their object key, as the snapshot saw them: the tracker
     # and publish count their phases without asking the watch cache again.
@@ -193,7 +195,7 @@ def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class World:
-    """What phase 1 reads before anything is made of it."""
+    """What phase 1 (snapshot) clones before anything is made of it."""
 
     namespaces: Sequence[Mapping[str, Any]]  # the Namespace rows: weight, policy, elastic quota, budget
     rows: list[PendingRow]  # the queued jobs (cycle_cache.pending_rows)
@@ -206,22 +208,18 @@ class World:
     workloads_before: dict[int, Workload]
 
 
-def read(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str) -> World:
-    """The database (the queue through the cycle cache) and the watch cache, read once."""
-    namespaces = list(
-        Namespace.objects.values(
-            "name", "weight", "policy", "guaranteed", "cohort", "borrowing_limit", "gpu_hour_budget", "over_budget"
-        )
-    )
-    rows = pending_rows(cache, release_mode=release_mode)
-    # The cache keeps finished pods and objects until they are deleted: read only the live
-    # pods (node usage) and the pods and objects of released jobs, not all of them.
+def read(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, tables: str | None = None) -> World:
+    """The world cloned: the database as the cache keeps it (world.refresh: what changed
+    read, the rest the cache's own objects) and the watch cache. `tables`: phase 0's digest
+    of the namespace and lent pool rows (None: the namespaces are read again)."""
+    kept = world_cache.refresh(cache, release_mode=release_mode, tables=tables)
+    # The watch cache keeps finished pods and objects until they are deleted: read only the
+    # live pods (node usage) and the pods and objects of released jobs, not all of them.
     live_pods = gateway.live_pods()
-    before = cache.workloads
-    active = read_active(before)
-    cache.workloads = {job.id: job.workload for job in active}
-    by_job = gateway.pods_of_jobs(job.key for job in active)  # the released jobs' for the snapshot, all for publish
-    return World(namespaces, rows, live_pods, active, by_job, gateway.nodes(), before)
+    by_job = gateway.pods_of_jobs(
+        job.key for job in kept.active
+    )  # the released jobs' for the snapshot, all for publish
+    return World(kept.namespaces, kept.rows, live_pods, kept.active, by_job, gateway.nodes(), kept.workloads_before)
 
 
 def _in_flight(
@@ -339,10 +337,10 @@ def observe(
     now: float | None = None,
     team_usage: TeamUsage | None = None,
 ) -> Observation:
-    """Phase 1, its steps in order: read the world, predict the active jobs' run times, account
-    the planned pods lost, build the snapshot. `now`: the cycle's time, in seconds since the
-    epoch (default: the current time); `pin`: pods run where the plan put them (their lost
-    places are then replaced)."""
+    """Phases 1 to 4 in order, as a cycle runs them: clone the world, predict the active
+    jobs' run times, account the planned pods lost, build the snapshot. `now`: the cycle's
+    time, in seconds since the epoch (default: the current time); `pin`: pods run where the
+    plan put them (their lost places are then replaced)."""
     now = timezone.now().timestamp() if now is None else now
     world = read(gateway, cache, release_mode=release_mode)
     expected = cache.learning.expected(world.active, world.workloads_before, now)

@@ -1,4 +1,4 @@
-"""Phase 5 of a cycle, statuses: what the plan says of every job still waiting (position,
+"""Phase 8 of a cycle, statuses: what the plan says of every job still waiting (position,
 reason, message, start range) written back, only where it changed, each row only if it is
 still the version the snapshot read."""
 

@@ -10,7 +10,7 @@ when they do not). The driver (cycle.Dispatcher._cycle) runs the table by three 
 - failed: after a phase raised, only the phases marked `finishing` run (the sends under
   way are waited for and recorded), then the error is raised: no Cycle row is written,
   and the next cycle plans again;
-- stale: another cycle claimed after this one's snapshot (phase 3); the plan's
+- stale: another cycle claimed after this one's snapshot (phase 6); the plan's
   admissions, preemptions and resizes are not carried out, the rest runs.
 
 Each phase is a function of the CycleContext (context.py): it reads what the phases
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import queueing
 from jobdash import metrics
 from jobdash.dispatch.context import CycleContext
-from jobdash.dispatch.phases import pod_groups, publish, reclaim, resize, snapshot_phase, statuses, workflow_holds
+from jobdash.dispatch.phases import lost, pod_groups, publish, reclaim, resize, snapshot_phase, statuses, workflow_holds
 from jobdash.dispatch.writers import pinning, preempt, transitions
 from jobdash.dispatch.writers import release as release_phase
 from jobdash.dispatch.writers.claims import Claim
@@ -61,16 +61,36 @@ def quiet_look(ctx: CycleContext) -> None:
 
 
 def take_snapshot(ctx: CycleContext) -> None:
-    leader, config = ctx.leader, ctx.leader.config
+    leader = ctx.leader
     ctx.claims = transitions.claims_seen()  # (before the snapshot: a claim after it makes it stale)
-    ctx.observation = snapshot_phase.observe(
+    tables = ctx.seen.tables if ctx.seen is not None else None
+    ctx.world = snapshot_phase.read(
+        leader.gateway, leader.cache, release_mode=leader.config.release_mode, tables=tables
+    )
+
+
+def expect_run_times(ctx: CycleContext) -> None:
+    world = ctx.cloned
+    ctx.expected = ctx.leader.cache.learning.expected(world.active, world.workloads_before, ctx.started.timestamp())
+
+
+def account_lost(ctx: CycleContext) -> None:
+    world = ctx.cloned
+    ctx.lost = lost.account(world.active, world.pods, world.nodes, world.live_pods, pin=ctx.leader.config.pin)
+
+
+def build_snapshot(ctx: CycleContext) -> None:
+    leader, config = ctx.leader, ctx.leader.config
+    assert ctx.expected is not None and ctx.lost is not None  # (phases 2 and 3)
+    ctx.observation = snapshot_phase.build(
         leader.gateway,
-        leader.cache,
-        release_mode=config.release_mode,
+        ctx.cloned,
+        ctx.expected,
+        ctx.lost,
         node_fit=config.node_fit,
         preemption_limit=config.preemption_limit,
         topology_levels=config.topology_levels,
-        pin=config.pin,
+        nodes_kept=leader.cache.nodes,
         now=ctx.started.timestamp(),
         team_usage=leader.team_usage,
     )
@@ -186,7 +206,7 @@ def replace_lost(ctx: CycleContext) -> None:
 
 
 def record_sent(ctx: CycleContext) -> None:
-    if ctx.sending is not None:  # (None: phase 3 claimed nothing, or did not get that far)
+    if ctx.sending is not None:  # (None: phase 6 claimed nothing, or did not get that far)
         ctx.result.released = ctx.sending.finish()
 
 
@@ -220,7 +240,7 @@ def mirror_queue(ctx: CycleContext) -> None:
 
 
 def send_events(ctx: CycleContext) -> None:
-    assert ctx.turn is not None  # (phase 11 began it)
+    assert ctx.turn is not None  # (phase 14 began it)
     ctx.leader.out.events(ctx.leader.gateway, ctx.turn, concurrency=ctx.leader.config.concurrency, result=ctx.result)
 
 
@@ -231,19 +251,22 @@ def _quiet_only(ctx: CycleContext) -> bool:
 
 
 PHASES: tuple[Phase, ...] = (
-    Phase(0, "quiet", quiet_look, "nothing a plan reads changed since a cycle whose plan did nothing: phases 1 to 10 skipped (quiet.QuietWatch)", quiet=True, timed=_quiet_only),
-    Phase(1, "snapshot", take_snapshot, "database + watch cache -> queueing.Snapshot and the active jobs, in four steps: read, expected run times, lost pods, build (snapshot_phase.observe)"),
-    Phase(2, "plan", make_plan, "queueing.plan(): admissions, preemptions, resizes, and position/reason/start range for every other job"),
-    Phase(3, "release", release_claims, "claimed under the leader's term (release.start); the objects are sent from the release threads while phases 4 to 7 run; a stale snapshot claims nothing"),
-    Phase(4, "preempt", preempt_and_resize, "the plan's victims told to leave after their grace period (preempt.mark), elastic jobs shrunk or grown (resize), none after a stale snapshot; jobs on lent nodes told at their notice (reclaim.mark)"),
-    Phase(5, "statuses", write_back_statuses, "position/reason/message/start range written back, only rows that changed (statuses.write_statuses)"),
-    Phase(6, "track", track_active, "the active jobs moved on: running, finished, start timeout (tracker.track); stranded claims re-sent (reconcile); jobs of pods that never came failed"),
-    Phase(7, "replace", replace_lost, "gangs that lost nodes get their new placement, or are queued again (pinning.replace)"),
-    Phase(8, "sent", record_sent, "the outcomes of phase 3's sends recorded (release.Sending.finish), also when a phase before it failed", finishing=True),
-    Phase(9, "pin", pin_pods, "every gated pod of the active jobs and of this cycle's releases sent to its planned node (pinning.pin)"),
-    Phase(10, "publish", publish_seen, "the quotas, nodes and our pods' phases seen, for the web pages (publish.observation -> ClusterState)"),
-    Phase(11, "mirror", mirror_queue, "each Queued job's QueuedJob object made, updated or deleted (mirror.sync; within the write budget, queue_out.py)", quiet=True),
-    Phase(12, "events", send_events, "the outbox's state changes sent as Kubernetes Events (cluster_events.send; the same budget)", quiet=True),
+    Phase(0, "quiet", quiet_look, "nothing a plan reads changed since a cycle whose plan did nothing: phases 1 to 13 skipped (quiet.QuietWatch)", quiet=True, timed=_quiet_only),
+    Phase(1, "snapshot", take_snapshot, "the world cloned: the job and namespace rows as the leader's cache keeps them, read only where they changed (world.refresh), and the watch cache (snapshot_phase.read -> World)"),
+    Phase(2, "expect", expect_run_times, "the active jobs' run times expected, learning from what finished or started since (predictions.Learning.expected)"),
+    Phase(3, "lost", account_lost, "the planned pods lost to failed or full nodes, and the failed nodes (lost.account)"),
+    Phase(4, "build", build_snapshot, "queueing.Snapshot built of the world, the run times and the lost pods (snapshot_phase.build -> Observation)"),
+    Phase(5, "plan", make_plan, "queueing.plan(): admissions, preemptions, resizes, and position/reason/start range for every other job"),
+    Phase(6, "release", release_claims, "claimed under the leader's term (release.start); the objects are sent from the release threads while phases 7 to 10 run; a stale snapshot claims nothing"),
+    Phase(7, "preempt", preempt_and_resize, "the plan's victims told to leave after their grace period (preempt.mark), elastic jobs shrunk or grown (resize), none after a stale snapshot; jobs on lent nodes told at their notice (reclaim.mark)"),
+    Phase(8, "statuses", write_back_statuses, "position/reason/message/start range written back, only rows that changed (statuses.write_statuses)"),
+    Phase(9, "track", track_active, "the active jobs moved on: running, finished, start timeout (tracker.track); stranded claims re-sent (reconcile); jobs of pods that never came failed"),
+    Phase(10, "replace", replace_lost, "gangs that lost nodes get their new placement, or are queued again (pinning.replace)"),
+    Phase(11, "sent", record_sent, "the outcomes of phase 6's sends recorded (release.Sending.finish), also when a phase before it failed", finishing=True),
+    Phase(12, "pin", pin_pods, "every gated pod of the active jobs and of this cycle's releases sent to its planned node (pinning.pin)"),
+    Phase(13, "publish", publish_seen, "the quotas, nodes and our pods' phases seen, for the web pages (publish.observation -> ClusterState)"),
+    Phase(14, "mirror", mirror_queue, "each Queued job's QueuedJob object made, updated or deleted (mirror.sync; within the write budget, queue_out.py)", quiet=True),
+    Phase(15, "events", send_events, "the outbox's state changes sent as Kubernetes Events (cluster_events.send; the same budget)", quiet=True),
 )  # fmt: skip
 
 

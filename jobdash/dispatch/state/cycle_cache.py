@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 from django.db.models import FloatField, Func, QuerySet, TextField
@@ -27,6 +27,9 @@ from jobdash.jobs.models import Job, Namespace, State
 from queueing import Reason, Workload, capabilities
 from queueing.predictor import Prediction
 from queueing.snapshot import Node, PendingJob
+
+if TYPE_CHECKING:
+    from jobdash.dispatch.phases.active import ActiveJob
 
 
 def epoch(moment) -> float | None:
@@ -81,7 +84,9 @@ class CycleCache:
 
     - the PendingJob of each queued job (its parsed workload and pod groups), rebuilt only
       when the row's priority, attempts, backoff or workload (its digest) change;
-    - the parsed workloads of the active (Released/Running) jobs;
+    - the active (Released/Running) jobs as ActiveJobs, read again only where their rows
+      changed, with their parsed workloads;
+    - the Namespace rows, read again when their versions move;
     - what the leader has learned of run times and start estimates (predictions.Learning).
     """
 
@@ -101,6 +106,13 @@ class CycleCache:
         self.learning = Learning()
         # Each node's Node as the last snapshot made it, with what it was made of (snapshot_phase._nodes).
         self.nodes: dict[str, tuple[tuple, Node]] = {}
+        # The Released and Running jobs: per id its row's version, its ActiveJob, its workload
+        # as submitted (active.kept_active).
+        self.active: dict[int, tuple[str, ActiveJob, Workload]] = {}
+        # The Namespace rows as last read, and the digest of the namespace and lent pool rows
+        # (quiet.Seen.tables) they were read at: read again when it moves (world.refresh).
+        self.namespaces: tuple[Mapping[str, Any], ...] = ()
+        self.tables: str | None = None
 
     @staticmethod
     def _version(row: Mapping[str, Any], drop_count: bool) -> tuple:
@@ -233,14 +245,18 @@ _DIGEST = {"workload_digest": MD5(Cast("workload", TextField()))}
 FULL_READ_EVERY_S = 30.0  # the whole queue's versions read again (incremental reads between)
 
 
+_ACTIVE = (State.RELEASED, State.RUNNING)
+_FEED_STATES = (State.QUEUED, *_ACTIVE)  # a full read's: the rows the cache keeps
+
+
 def _feed_query(full: bool) -> str:
     """The transaction horizon of the statement's snapshot (every transaction below it has
     ended), then per row its id, version (PostgreSQL's xmin and ctid: each update of a row
-    makes a new version), namespace's name and state: of every Queued row (`full`), or of
-    every row written at or after a given horizon. A row of nulls after the horizon when
-    none matches."""
+    makes a new version), namespace's name and state: of every Queued, Released and Running
+    row (`full`), or of every row written at or after a given horizon. A row of nulls after
+    the horizon when none matches."""
     job, namespace = Job._meta, Namespace._meta
-    where = 'j."state" = %s' if full else 'j."changed_xid" >= %s'
+    where = 'j."state" IN (%s, %s, %s)' if full else 'j."changed_xid" >= %s'
     return (
         f'SELECT h.x, j."id", {bulk.row_version("j")}, n."name", j."state" '
         "FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x) h "
@@ -248,25 +264,53 @@ def _feed_query(full: bool) -> str:
     )
 
 
-def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | None]:
+@dataclass(frozen=True)
+class Feed:
+    """One cycle's look at the job rows (_feed_query): the queue and the active jobs are
+    both kept from it, so a cycle asks once. The horizon moves (taken) only once both took
+    what they need: a read that fails half way is made again from the same horizon."""
+
+    horizon: int
+    seen: list[tuple[int, str, str, str]]  # (id, version, namespace's name, state)
+    full: bool  # every Queued, Released and Running row, not only those written since
+    at: float  # monotonic
+
+    def taken(self, cache: "CycleCache") -> None:
+        cache.horizon = self.horizon
+        if self.full:
+            cache.full_read_at = self.at
+
+
+def read_feed(cache: "CycleCache") -> Feed:
+    """The rows written since the last feed's horizon, or every FULL_READ_EVERY_S the
+    versions of every row the cache keeps (which also drops rows deleted outright and picks
+    up renamed namespaces)."""
+    now = time.monotonic()
+    full = cache.horizon is None or now - cache.full_read_at >= FULL_READ_EVERY_S
+    with connections[Job.objects.db].cursor() as cursor:
+        cursor.execute(_feed_query(full), list(_FEED_STATES) if full else [cache.horizon])
+        feed = cursor.fetchall()
+    seen = [(job_id, version, namespace, state) for _, job_id, version, namespace, state in feed if job_id is not None]
+    return Feed(feed[0][0], seen, full, now)
+
+
+def queued_rows(cache: CycleCache, feed: Feed | None = None) -> tuple[list[dict[str, Any]], set[int] | None]:
     """The Queued rows (_PENDING_FIELDS, _PENDING_TIMES as seconds since the epoch), and the
     ids of the rows that changed or left the queue since the last call (None: any may have).
+    `feed`: this cycle's (read_feed; its caller takes it); None: one is read and taken here.
 
     A row is read in full only when its version is not the one the cache
     holds, and most calls look only at the rows written since the last one: every write
     stamps a job row with its transaction's id (migration 0012), and a call reads the rows
     stamped at or after the last call's horizon, the oldest transaction still running then
     (one that committed since was running then, or began later). Every FULL_READ_EVERY_S
-    the versions of the whole queue are read instead, which also drops rows deleted outright
-    and picks up renamed namespaces. A queue of thousands costs what changed, not its length."""
+    the versions of the whole queue are read instead. A queue of thousands costs what
+    changed, not its length."""
+    own = feed is None
+    if feed is None:
+        feed = read_feed(cache)
     queued = Job.objects.filter(state=State.QUEUED)
-    now = time.monotonic()
-    full = cache.horizon is None or now - cache.full_read_at >= FULL_READ_EVERY_S
-    with connections[queued.db].cursor() as cursor:
-        cursor.execute(_feed_query(full), [State.QUEUED if full else cache.horizon])
-        feed = cursor.fetchall()
-    horizon = feed[0][0]
-    seen = [(job_id, version, namespace, state) for _, job_id, version, namespace, state in feed if job_id is not None]
+    seen = feed.seen
     known = cache.rows
     changed = [
         job_id
@@ -279,8 +323,9 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
         changed_rows = queued.filter(bulk.pk_among(changed))
         for row in values_with_epochs(changed_rows, _PENDING_FIELDS, _PENDING_TIMES, **_DIGEST):
             fetched[row["id"]] = row
-    cache.horizon = horizon
-    if not full:
+    if own:
+        feed.taken(cache)
+    if not feed.full:
         touched: set[int] = set()
         for job_id, version, namespace, state in seen:
             current = fetched.get(job_id)
@@ -291,9 +336,10 @@ def queued_rows(cache: CycleCache) -> tuple[list[dict[str, Any]], set[int] | Non
             elif (state != State.QUEUED or job_id in changed) and known.pop(job_id, None) is not None:
                 touched.add(job_id)  # left the queue (perhaps between the two reads)
         return [row for _version, row in known.values()], touched
-    cache.full_read_at = now
     rows, fresh = [], {}
-    for job_id, version, namespace, _state in seen:
+    for job_id, version, namespace, state in seen:
+        if state != State.QUEUED:
+            continue
         current = fetched.get(job_id)
         if current is None:
             entry = known.get(job_id)
@@ -325,8 +371,9 @@ def queue_unchanged(cache: CycleCache) -> bool:
     return True
 
 
-def pending_rows(cache: CycleCache, *, release_mode: str) -> list[PendingRow]:
-    read, touched = queued_rows(cache)
+def pending_rows(cache: CycleCache, *, release_mode: str, feed: Feed | None = None) -> list[PendingRow]:
+    """The queued jobs' PendingRows, rebuilt only where their rows changed (queued_rows)."""
+    read, touched = queued_rows(cache, feed)
     previous = cache.pending
     if touched is None:
         # A full read: a row that is not the very dict queued_rows returned last time is new.

@@ -13,7 +13,7 @@ cycle would decide the same unless one of those changed. QuietWatch tells which:
   head has waited long enough...), the dispatcher's deadlines (a start-by deadline, a
   maximum run time, a job of pods whose pods never came), and REPLAN_EVERY_S, which also
   bounds what nothing above follows (fair share's memory, budgets, a workflow's limit).
-A quiet cycle skips phases 1 to 10; the mirror and the events run only while they have
+A quiet cycle skips phases 1 to 13; the mirror and the events run only while they have
 something left to write.
 """
 

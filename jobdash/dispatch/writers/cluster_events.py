@@ -1,4 +1,4 @@
-"""Phase 12, events: each state change of a job is a Kubernetes Event (core/v1), so that
+"""Phase 15, events: each state change of a job is a Kubernetes Event (core/v1), so that
 `kubectl get events` tells a job's story in the words of its page.
 
 State changes happen in web processes too (a cancel from the UI), which do not talk to the

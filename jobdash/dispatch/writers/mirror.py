@@ -1,4 +1,4 @@
-"""Phase 11, mirror: every Queued job has its QueuedJob object in the cluster
+"""Phase 14, mirror: every Queued job has its QueuedJob object in the cluster
 (jobdash.io/v1alpha1), saying what its page says: position, reason, message and start
 range, so that `kubectl get queuedjobs` shows the queue. The leader alone writes them.
 

@@ -1,4 +1,4 @@
-"""Phase 7 of a cycle, pin: every pod of a released job runs on the node the planner chose.
+"""Phase 12 of a cycle, pin: every pod of a released job runs on the node the planner chose.
 
 A pinned job's pod templates carry the gate queueing.placement.GATE (holding.py), so each
 of its pods is created gated and nothing schedules it. Here each gated pod is matched to a
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Replaced:
-    """What phase 7 changed of the snapshot's placements: per gang placed anew, its
+    """What phase 10 (replace) changed of the snapshot's placements: per gang placed anew, its
     placement now in force and its pods' shared cards (pin sends its pods there)."""
 
     placements: Mapping[int, Placement] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """Preemption, in two steps a grace period apart (queueing/preemption.py decides who).
 
-1. mark (phase 3 of a cycle, after the releases): each victim is told, on its timeline and
+1. mark (phase 7 of a cycle, after the releases): each victim is told, on its timeline and
    by a Kubernetes Event on its object (so the job can checkpoint), that it leaves at the
    end of its grace period to make room for its preemptor; the preemptor's timeline names
    it. It keeps running meanwhile, and the planner counts it as leaving.

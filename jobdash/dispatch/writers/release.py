@@ -1,4 +1,4 @@
-"""Phase 3 of a cycle: hand admitted jobs to the cluster, exactly once.
+"""Phase 6 of a cycle: hand admitted jobs to the cluster, exactly once.
 
 1. claim: Queued -> Released for all admissions in one transaction under the leader's
    term (transitions.claim); a job another cycle or a cancel got to first is skipped;
