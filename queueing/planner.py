@@ -369,6 +369,12 @@ class _Planner:
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)
             self.state.stats["backfilled"] += 1
+        self._admitted(job, namespace, placement)
+        return None
+
+    def _admitted(
+        self, job: PendingJob, namespace: NamespaceState, placement: tuple[tuple[str, int, str], ...] | None
+    ) -> None:
         if namespace.free is not None:
             free = namespace.free
             for key in free:
@@ -378,7 +384,6 @@ class _Planner:
         borrowing = borrowing or job.namespace in self.holds.borrow_only
         self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
         self.admitted_jobs.append(job)
-        return None
 
     def _quota_outcome(self, job: PendingJob, namespace: NamespaceState, short: str) -> Outcome:
         demand, hard, free, held = job.demand, namespace.hard, namespace.free, namespace.held
