@@ -11,7 +11,7 @@
                 (an elastic job down to its minimum if need be: elastic_jobs.py)
 4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py;
                 elastic jobs' extra pods first: shrink.py); running elastic jobs grow
-5. positions  - each waiting job's place in its namespace's queue
+5. positions  - each waiting job's place in its namespace's queue (waiting_statuses.py)
 6. estimates  - start times played forward (eta.py), every waiting job's status
 7. the plan
 
@@ -27,7 +27,7 @@ import gc
 from . import elastic_jobs
 from .backfill import CycleBackfill
 from .cycle_state import CycleState, NamespaceState, namespace_states
-from .decisions import Admission, Plan
+from .decisions import Admission, Plan, Resize
 from .elastic import ElasticQuotas
 from .elastic_jobs import elastic_key
 from .eta import forecast
@@ -40,18 +40,16 @@ from .policy import Policy
 from .preemptor import Preemptor
 from .quota_fit import quota_check
 from .reasons import Outcome, PendingStatus, Reason, never_fits_nodes
-from .replacement import replace
+from .replacement import Replaced, replace
 from .shrink import leaving_pods
-from .snapshot import PendingJob, Snapshot
+from .snapshot import PendingJob, RunningJob, Snapshot
 from .tide import Bar, Tide
 from .topology import Topology
+from .waiting_statuses import Queues, positions, statuses
 
 # Compared by identity in the loops that run once per queued job: hashing an
 # Enum member calls Python code, an identity test does not.
 _NEVER_QUOTA, _NEVER_NODES = Reason.NEVER_FITS_QUOTA, Reason.NEVER_FITS_NODES
-_AFTER, _NEVER_AFTER = Reason.WAITING_FOR_DEPENDENCY, Reason.DEPENDENCY_NEVER_SATISFIED
-# PendingStatus(...) without the Python-level __new__ of a NamedTuple: one per queued job.
-_new_status = tuple.__new__
 # Outcomes that depend only on the job's shape and the capacity left.
 _CAPACITY = frozenset(
     {
@@ -64,16 +62,6 @@ _CAPACITY = frozenset(
     }
 )
 # (CannotBorrow is not among them: it depends on whether the job claimed its guarantee.)
-# Outcomes a preempted job's reason wraps: it waits for room, as before it was preempted.
-_ROOM = frozenset(
-    {
-        Reason.QUOTA_EXCEEDED,
-        Reason.NO_NODE_FITS,
-        Reason.RESERVED_FOR_OLDER_JOB,
-        Reason.CANNOT_BORROW,
-        Reason.OUTLASTS_LENT_POOL,
-    }
-)
 
 
 # Like Slurm's backfill window (bf_window, one day by default): a start
@@ -142,8 +130,6 @@ class _Planner:
             self.state.tide = Tide(snapshot.lent, self.state.pool.names, snapshot.now)
         self.preemptor = Preemptor(self.state)
         self.gangs = GangPlacement(self.state.pool, Topology(self.state.pool, snapshot.topology_levels), self.now)
-        # Phase 5 gives positions and, per namespace, the (rank, job) of those that can wait.
-        self.queues: dict[str, list[tuple[int, PendingJob]]] = {}
         self.fair_share = FairShare(self.state)
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
@@ -153,58 +139,56 @@ class _Planner:
 
     def run(self) -> Plan:
         state = self.state
-        # 1. State: free quota per namespace after in-flight reservations, free node capacity.
+        # 1. State: free quota per namespace after in-flight reservations, free node capacity;
+        # admitted gangs that lost nodes to failures placed again first.
+        replaced = self._state()
+        # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
+        ordered = queue_order(state.snapshot.pending, state.policy, self.overrides, self.now)
+        # 3. Admit, recording a reason for every job that is not admitted.
+        by_rank = self._admit(ordered)
+        # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
+        self.preemptor.preempt()
+        # Running elastic jobs grow into what nothing waiting could use (elastic_jobs.grow).
+        resizes = elastic_jobs.grow(state)
+        # 5. Queue positions.
+        waiting, queues = positions(state, by_rank)
+        # 6. Estimated start times, and every waiting job's status.
+        starts, notes, otherwise = self._estimate(queues) if self.forecasts else ({}, {}, "")
+        found = statuses(waiting, starts, notes, otherwise)
+        # 7. The plan.
+        return self._plan(found, replaced, resizes)
+
+    # -- 1. state ------------------------------------------------------------------------
+
+    def _state(self) -> Replaced:
+        state = self.state
         state.namespaces.update(namespace_states(state.snapshot, state.policy, self.overrides))
         self.holds.hold_namespaces(state.namespaces)  # (past their budget: held as a whole)
         self.cluster_max = state.pool.cluster_max  # the most of each resource one pod takes on one empty node
         self.largest = state.pool.largest  # and the node that has it
         # Gangs admitted before that lost nodes to failures take new ones before anyone else.
-        replaced = replace(state.pool, state.snapshot.replacements)
-        # 2. Order: the policy's queue order (each namespace's queue is this order restricted to it).
-        ordered = queue_order(self.state.snapshot.pending, self.state.policy, self.overrides, self.now)
-        # 3. Admit, recording a reason for every job that is not admitted.  With elastic quota,
-        # jobs within their guarantee go first (their claims), borrowers after them.
-        passes = [ordered]
-        if state.elastic.active:
-            strict = {name: ns.policy.strict for name, ns in state.namespaces.items()}
-            state.elastic.claim(ordered, self.now, strict)
-            members, claimed = state.elastic.members, state.elastic.claimed
-            first = [job for job in ordered if job.namespace not in members or job.id in claimed]
-            passes = [first, [job for job in ordered if job.namespace in members and job.id not in claimed]]
-        # A job whose victims are in their grace period, when its turn comes and it cannot
-        # start yet, holds what it will start on: the victims' room and the free capacity it
-        # needs (_consider_holding).
-        leaving = state.leaving
-        for running in state.snapshot.running:
-            if running.preempted_for is not None:
-                leaving.setdefault(running.preempted_for, []).append(running)
-            elif running.shrinking_for is not None and (pods := leaving_pods(running)) is not None:
-                leaving.setdefault(running.shrinking_for, []).append(pods)
-        if leaving:
-            self.preemptor.foresee()
+        return replace(state.pool, state.snapshot.replacements)
+
+    # -- 3. admission --------------------------------------------------------------------
+
+    def _admit(self, ordered: list[PendingJob]) -> bool:
+        """Every job in its turn: admitted, or recorded with its reason.  Whether they were
+        recorded out of queue order (several passes, or preemptors first)."""
+        state = self.state
+        # With elastic quota, jobs within their guarantee go first (their claims), borrowers after them.
+        passes = self._claims_first(ordered) if state.elastic.active else [ordered]
+        leaving = self._leaving()
         # Preemptors go first, in queue order: jobs with victims in their grace period (which,
         # if they cannot start yet, hold the room they will start on: _consider_holding) and
-        # jobs whose victims have just left.  Those victims, while their preemptor still
-        # waits, come last in their pass: the room they left is their preemptor's first.
-        # Those whose victims have just left (or ended on their own) go before those still
-        # waiting for theirs: the room that has just been freed is theirs.  (Which jobs waited
-        # for victims is what their last status said: a job's old victims may still be queued
-        # long after it started, and been preempted since itself.)
+        # jobs whose victims have just left.  (Which jobs waited for victims is what their last
+        # status said: a job's old victims may still be queued long after it started, and been
+        # preempted since itself.)
         freed_for = {job.id for job in ordered if job.preempting and job.id not in leaving}
-        preemptors = freed_for | set(leaving)
         ahead: list[PendingJob] = []
-        if preemptors:
-            ahead = [job for job in ordered if job.id in freed_for]
-            ahead += [job for job in ordered if job.id in leaving and job.id not in freed_for]
-            waiting_ids = {job.id for job in ordered}
-            first_ids = {job.id for job in ahead}
-            passes = [
-                [job for job in jobs if job.id not in first_ids and job.preempted_by not in waiting_ids]
-                + [job for job in jobs if job.id not in first_ids and job.preempted_by in waiting_ids]
-                for jobs in passes
-            ]
+        if freed_for or leaving:
+            ahead, passes = self._preemptors_first(ordered, passes, freed_for, leaving)
         passes = self.holds.last(passes)  # (past their budget: after everyone else)
-        ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 or preemptors else None
+        ranks = {id(job): rank for rank, job in enumerate(ordered)} if len(passes) > 1 or freed_for or leaving else None
         consider, record = self._consider_holding if leaving else self._consider, self._record
         for job in ahead:
             outcome = consider(job)
@@ -218,84 +202,57 @@ class _Planner:
                     outcome = consider(job)
                     if outcome is not None:
                         record(rank if ranks is None else ranks[id(job)], job, outcome)
-        # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
-        self.preemptor.preempt()
-        # Running elastic jobs grow into what nothing waiting could use (elastic_jobs.grow).
-        resizes = elastic_jobs.grow(state)
-        # 5. Queue positions.
-        waiting = self._positions(ranks is not None)
-        # 6. Estimated start times, and every waiting job's status.
-        starts, notes, otherwise = self._estimate() if self.forecasts else ({}, {}, "")
-        statuses = {}
-        for job, position, outcome in waiting:
-            eta = starts.get(job.id)
-            if eta is not None:
-                note = ""
-            elif outcome[0] is _NEVER_QUOTA or outcome[0] is _NEVER_NODES:
-                note = "waiting will not help"
-            else:
-                note = notes.get(job.id, otherwise)
-            statuses[job.id] = _new_status(
-                PendingStatus, (job.id, job.namespace, position, outcome[0], outcome[1], eta, note)
-            )
-        # 7. The plan.
-        stats = state.stats
-        stats.update(state.pool.stats, admitted=len(self.admissions), preemptions=len(state.preemptions))
-        return Plan(
-            tuple(self.admissions),
-            statuses,
-            state.policy.name,
-            stats,
-            tuple(state.preemptions),
-            replaced.placements,
-            replaced.evicted,
-            state.pool.cards.placements,
-            resizes,
-        )
+        return ranks is not None
 
-    # -- 3. admission --------------------------------------------------------------------
+    def _claims_first(self, ordered: list[PendingJob]) -> list[list[PendingJob]]:
+        """Elastic quota's two passes: the jobs within their namespace's guarantee (its
+        claims) and those of namespaces without one, then the borrowers."""
+        elastic = self.state.elastic
+        strict = {name: ns.policy.strict for name, ns in self.state.namespaces.items()}
+        elastic.claim(ordered, self.now, strict)
+        members, claimed = elastic.members, elastic.claimed
+        first = [job for job in ordered if job.namespace not in members or job.id in claimed]
+        return [first, [job for job in ordered if job.namespace in members and job.id not in claimed]]
+
+    def _leaving(self) -> dict[int, list[RunningJob]]:
+        """The preemptors whose victims (whole jobs, or elastic jobs' extra pods) are in their
+        grace period, with those victims.  Such a job, when its turn comes and it cannot
+        start yet, holds what it will start on: the victims' room and the free capacity it
+        needs (_consider_holding)."""
+        leaving = self.state.leaving
+        for running in self.state.snapshot.running:
+            if running.preempted_for is not None:
+                leaving.setdefault(running.preempted_for, []).append(running)
+            elif running.shrinking_for is not None and (pods := leaving_pods(running)) is not None:
+                leaving.setdefault(running.shrinking_for, []).append(pods)
+        if leaving:
+            self.preemptor.foresee()
+        return leaving
+
+    @staticmethod
+    def _preemptors_first(
+        ordered: list[PendingJob],
+        passes: list[list[PendingJob]],
+        freed_for: set[int],
+        leaving: dict[int, list[RunningJob]],
+    ) -> tuple[list[PendingJob], list[list[PendingJob]]]:
+        """The preemptors ahead of every pass, and the passes without them.  Those whose victims
+        have just left (or ended on their own: ``freed_for``) go before those still waiting for
+        theirs: the room that has just been freed is theirs.  Victims, while their preemptor
+        still waits, come last in their pass: the room they left is their preemptor's first."""
+        ahead = [job for job in ordered if job.id in freed_for]
+        ahead += [job for job in ordered if job.id in leaving and job.id not in freed_for]
+        waiting_ids = {job.id for job in ordered}
+        first_ids = {job.id for job in ahead}
+        return ahead, [
+            [job for job in jobs if job.id not in first_ids and job.preempted_by not in waiting_ids]
+            + [job for job in jobs if job.id not in first_ids and job.preempted_by in waiting_ids]
+            for jobs in passes
+        ]
 
     def _record(self, rank: int, job: PendingJob, outcome: Outcome) -> None:
         """A job that waits; its position comes in phase 5."""
         self.state.waiting.append((rank, job, outcome))
-
-    # -- 5. positions --------------------------------------------------------------------
-
-    def _positions(self, by_rank: bool) -> list[tuple[PendingJob, int, Outcome]]:
-        """Each waiting job's 1-based place in its namespace's queue, and the queues of those
-        that can wait.  Recorded in queue order, unless there were several passes."""
-        recorded = sorted(self.state.waiting, key=lambda entry: entry[0]) if by_rank else self.state.waiting
-        positions: dict[str, int] = {}
-        waiting = []
-        preempting = self.state.preempting
-        for rank, job, outcome in recorded:
-            namespace = job.namespace
-            position = positions[namespace] = positions.get(namespace, 0) + 1
-            if preempting and job.id in preempting:
-                outcome = preempting[job.id]
-            elif job.preempted_by is not None and outcome[0] in _ROOM:
-                outcome = (
-                    Reason.PREEMPTED,
-                    {
-                        "preemptor": job.preempted_by,
-                        "waits_for": outcome[0].value,
-                        "detail": outcome[1],
-                    },
-                )
-            waiting.append((job, position, outcome))
-            reason = outcome[0]  # (a dependent is not played forward: it starts when its dependencies end)
-            if (
-                reason is not _NEVER_QUOTA
-                and reason is not _NEVER_NODES
-                and reason is not _AFTER
-                and reason is not _NEVER_AFTER
-            ):
-                queue = self.queues.get(namespace)
-                if queue is None:
-                    self.queues[namespace] = [(rank, job)]
-                else:
-                    queue.append((rank, job))
-        return waiting
 
     def _consider_holding(self, job: PendingJob) -> Outcome | None:
         """A job whose victims are leaving waits for them and holds the room they leave,
@@ -412,6 +369,12 @@ class _Planner:
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)
             self.state.stats["backfilled"] += 1
+        self._admitted(job, namespace, placement)
+        return None
+
+    def _admitted(
+        self, job: PendingJob, namespace: NamespaceState, placement: tuple[tuple[str, int, str], ...] | None
+    ) -> None:
         if namespace.free is not None:
             free = namespace.free
             for key in free:
@@ -421,7 +384,6 @@ class _Planner:
         borrowing = borrowing or job.namespace in self.holds.borrow_only
         self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
         self.admitted_jobs.append(job)
-        return None
 
     def _quota_outcome(self, job: PendingJob, namespace: NamespaceState, short: str) -> Outcome:
         demand, hard, free, held = job.demand, namespace.hard, namespace.free, namespace.held
@@ -481,12 +443,12 @@ class _Planner:
 
     # -- 6. estimated start times ----------------------------------------------------------
 
-    def _estimate(self) -> tuple[dict[int, float], dict[int, str], str]:
+    def _estimate(self, queues: Queues) -> tuple[dict[int, float], dict[int, str], str]:
         """Play the queues forward from the capacity this plan leaves."""
         snapshot, admitted, estimate = self.state.snapshot, self.admitted_jobs, self.backfill.estimate
         quota_free, cluster_free = self.state.left_free(admitted)
         starts, notes, otherwise = forecast(
-            snapshot, self.queues, admitted, quota_free, cluster_free, self.eta_horizon_s, estimate
+            snapshot, queues, admitted, quota_free, cluster_free, self.eta_horizon_s, estimate
         )
         found, waits = forecast_dependents(
             snapshot,
@@ -496,3 +458,21 @@ class _Planner:
             lambda j: estimate(j.workload, j.namespace, j.expected_duration),
         )
         return {**starts, **found}, {**notes, **waits}, otherwise
+
+    # -- 7. the plan ---------------------------------------------------------------------
+
+    def _plan(self, statuses: dict[int, PendingStatus], replaced: Replaced, resizes: dict[int, Resize]) -> Plan:
+        state = self.state
+        stats = state.stats
+        stats.update(state.pool.stats, admitted=len(self.admissions), preemptions=len(state.preemptions))
+        return Plan(
+            tuple(self.admissions),
+            statuses,
+            state.policy.name,
+            stats,
+            tuple(state.preemptions),
+            replaced.placements,
+            replaced.evicted,
+            state.pool.cards.placements,
+            resizes,
+        )

@@ -7,7 +7,7 @@ message is for people and is rendered from them on demand, which keeps a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -138,107 +138,168 @@ def amount(resource: str, value: int) -> str:
 
 
 def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
-    d = detail
-    if reason is Reason.QUOTA_EXCEEDED:
-        r = d["resource"]
+    words = _WORDS.get(reason)
+    if words is None:
+        raise ValueError(f"no message for {reason!r}")
+    return words(detail, namespace)
+
+
+def _quota_exceeded(d: Mapping[str, Any], namespace: str) -> str:
+    r = d["resource"]
+    return (
+        f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
+        f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free"
+    )
+
+
+def _cannot_borrow(d: Mapping[str, Any], namespace: str) -> str:
+    r = d["resource"]
+    cohort = f"cohort {d['cohort']}" if d.get("cohort") else "the cohort"
+    if d.get("limit") is not None:
         return (
-            f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
-            f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free"
+            f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}, and its borrowing "
+            f"limit of {amount(r, d['limit'])} is reached"
         )
-    if reason is Reason.CANNOT_BORROW:
-        r = d["resource"]
-        cohort = f"cohort {d['cohort']}" if d.get("cohort") else "the cohort"
-        if d.get("limit") is not None:
-            return (
-                f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}, and its borrowing "
-                f"limit of {amount(r, d['limit'])} is reached"
-            )
+    return (
+        f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}: needs "
+        f"{amount(r, d['needed'])} from {cohort}, which lends {amount(r, max(d['free'], 0))} now"
+    )
+
+
+def _preempting(d: Mapping[str, Any], namespace: str) -> str:
+    victims = ", ".join(str(victim) for victim in d["victims"])
+    return f"starts once job(s) {victims} leave: they are preempted to make room for it"
+
+
+def _preempted(d: Mapping[str, Any], namespace: str) -> str:
+    inner = describe(Reason(d["waits_for"]), d["detail"], namespace)
+    return f"preempted to make room for job {d['preemptor']}; back in its place, {inner}"
+
+
+def _never_fits_quota(d: Mapping[str, Any], namespace: str) -> str:
+    r = d["resource"]
+    return (
+        f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
+        f"is {amount(r, d['hard'])}; reduce the job or raise the quota"
+    )
+
+
+def _no_node_fits(d: Mapping[str, Any], namespace: str) -> str:
+    r = d["resource"]
+    if "gpu" in d:
         return (
-            f"beyond the guaranteed {amount(r, d['guaranteed'])} {r} of {namespace}: needs "
-            f"{amount(r, d['needed'])} from {cohort}, which lends {amount(r, max(d['free'], 0))} now"
+            f"no single GPU has {d['needed']:,} MiB free: the most is {d['free']:,} MiB on {d['node']}'s GPU {d['gpu']}"
         )
-    if reason is Reason.PREEMPTING:
-        victims = ", ".join(str(victim) for victim in d["victims"])
-        return f"starts once job(s) {victims} leave: they are preempted to make room for it"
-    if reason is Reason.PREEMPTED:
-        inner = describe(Reason(d["waits_for"]), d["detail"], namespace)
-        return f"preempted to make room for job {d['preemptor']}; back in its place, {inner}"
-    if reason is Reason.NEVER_FITS_QUOTA:
-        r = d["resource"]
+    if d.get("scope") == "cluster":
+        return f"cluster full: needs {amount(r, d['needed'])} {r} in total, {amount(r, d['free'])} free on all nodes"
+    placed = f"{d['placed']} of {d['pods']} pods placed; " if d.get("placed") else ""
+    return (
+        f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+        f"the most free on one node is {amount(r, d['free'])}"
+    )
+
+
+def _no_domain_fits(d: Mapping[str, Any], namespace: str) -> str:
+    r, level, needed = d["resource"], level_name(d["level"]), amount(d["resource"], d["needed"])
+    pods = f"its pod ({needed} {r})" if d["pods"] == 1 else f"all {d['pods']} pods ({needed} {r} each) at once"
+    return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
+
+
+def _outlasts_lent_pool(d: Mapping[str, Any], namespace: str) -> str:
+    return lent_words(d)
+
+
+def _never_fits_nodes(d: Mapping[str, Any], namespace: str) -> str:
+    r = d["resource"]
+    if d.get("level"):
         return (
-            f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
-            f"is {amount(r, d['hard'])}; reduce the job or raise the quota"
+            f"never fits: it requires one {level_name(d['level'])} ({d['level']}), "
+            "and no schedulable node carries that label"
         )
-    if reason is Reason.NO_NODE_FITS:
-        r = d["resource"]
-        if "gpu" in d:
-            return (
-                f"no single GPU has {d['needed']:,} MiB free: the most is {d['free']:,} MiB "
-                f"on {d['node']}'s GPU {d['gpu']}"
-            )
-        if d.get("scope") == "cluster":
-            return (
-                f"cluster full: needs {amount(r, d['needed'])} {r} in total, {amount(r, d['free'])} free on all nodes"
-            )
-        placed = f"{d['placed']} of {d['pods']} pods placed; " if d.get("placed") else ""
+    if d.get("gpu"):
         return (
-            f"no node fits: {placed}a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
-            f"the most free on one node is {amount(r, d['free'])}"
+            f"never fits: a {d['role']} pod needs {d['needed']:,} MiB on one GPU, the largest GPU has {d['free']:,} MiB"
         )
-    if reason is Reason.NO_DOMAIN_FITS:
-        r, level, needed = d["resource"], level_name(d["level"]), amount(d["resource"], d["needed"])
-        pods = f"its pod ({needed} {r})" if d["pods"] == 1 else f"all {d['pods']} pods ({needed} {r} each) at once"
-        return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
-    if reason is Reason.OUTLASTS_LENT_POOL:
-        return lent_words(d)
-    if reason is Reason.NEVER_FITS_NODES:
-        r = d["resource"]
-        if d.get("level"):
-            return (
-                f"never fits: it requires one {level_name(d['level'])} ({d['level']}), "
-                "and no schedulable node carries that label"
-            )
-        if d.get("gpu"):
-            return f"never fits: a {d['role']} pod needs {d['needed']:,} MiB on one GPU, the largest GPU has {d['free']:,} MiB"
-        if r == "nodeSelector/tolerations":
-            return (
-                f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector, "
-                "required node affinity and tolerations"
-            )
-        node = f" ({d['node']})" if d.get("node") else ""
+    if r == "nodeSelector/tolerations":
         return (
-            f"never fits any node: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
-            f"the largest node{node} has {amount(r, d['free'])}"
+            f"never fits: no schedulable node matches the {d['role']} pods' nodeSelector, "
+            "required node affinity and tolerations"
         )
-    if reason is Reason.WAITING_FOR_PODS:
-        return f"waiting for its pods: {d['created']} of {d['total']} created; it starts once all exist"
-    if reason is Reason.WAITING_FOR_IN_FLIGHT:
-        if d.get("in_flight") is None:
-            return f"waiting: {namespace} released a job this cycle and starts one at a time"
-        return f"waiting: job {d['in_flight']} in {namespace} is still starting (one at a time)"
-    if reason is Reason.RESERVED_FOR_OLDER_JOB:
-        if "shadow_start" in d:  # backfill.py: the head's start is known by estimates
-            return (
-                f"would fit, but would still hold {d['resource']} when job {d['reserved_for']}, ahead in "
-                f"{namespace}'s queue, is expected to start (t={d['shadow_start']:.0f})"
-            )
-        return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
-    if reason is Reason.BLOCKED_BY_QUEUE_HEAD:
-        return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"
-    if reason is Reason.WAITING_FOR_DEPENDENCY:
-        return "waits for " + waits_words(d["waits"])
-    if reason is Reason.DEPENDENCY_NEVER_SATISFIED:
-        return f"{never_words(d['never'])} (kept queued as its submitter asked: cancel it or submit it anew)"
-    if reason is Reason.OVER_BUDGET:
+    node = f" ({d['node']})" if d.get("node") else ""
+    return (
+        f"never fits any node: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
+        f"the largest node{node} has {amount(r, d['free'])}"
+    )
+
+
+def _waiting_for_pods(d: Mapping[str, Any], namespace: str) -> str:
+    return f"waiting for its pods: {d['created']} of {d['total']} created; it starts once all exist"
+
+
+def _waiting_for_in_flight(d: Mapping[str, Any], namespace: str) -> str:
+    if d.get("in_flight") is None:
+        return f"waiting: {namespace} released a job this cycle and starts one at a time"
+    return f"waiting: job {d['in_flight']} in {namespace} is still starting (one at a time)"
+
+
+def _reserved_for_older_job(d: Mapping[str, Any], namespace: str) -> str:
+    if "shadow_start" in d:  # backfill.py: the head's start is known by estimates
         return (
-            f"{namespace} used {d['used']:,.0f} of its {d['budget']:,.0f} GPU-h budget this month: "
-            "its jobs wait for the next month or a larger budget"
+            f"would fit, but would still hold {d['resource']} when job {d['reserved_for']}, ahead in "
+            f"{namespace}'s queue, is expected to start (t={d['shadow_start']:.0f})"
         )
-    if reason is Reason.ARRAY_CONCURRENCY_LIMIT:
-        return f"array {d['name']} (#{d['group']}) runs {d['limit']} jobs at once, its limit"
-    if reason is Reason.BACKING_OFF:
-        return f"backing off after {d['attempts']} failed start(s); eligible again at t={d['until']:.0f}"
-    raise ValueError(f"no message for {reason!r}")
+    return f"would fit, but {d['resource']} is held for job {d['reserved_for']}, which has waited longer"
+
+
+def _blocked_by_queue_head(d: Mapping[str, Any], namespace: str) -> str:
+    return f"waiting behind job {d['head']}, the head of {namespace}'s queue (strict order)"
+
+
+def _waiting_for_dependency(d: Mapping[str, Any], namespace: str) -> str:
+    return "waits for " + waits_words(d["waits"])
+
+
+def _dependency_never_satisfied(d: Mapping[str, Any], namespace: str) -> str:
+    return f"{never_words(d['never'])} (kept queued as its submitter asked: cancel it or submit it anew)"
+
+
+def _over_budget(d: Mapping[str, Any], namespace: str) -> str:
+    return (
+        f"{namespace} used {d['used']:,.0f} of its {d['budget']:,.0f} GPU-h budget this month: "
+        "its jobs wait for the next month or a larger budget"
+    )
+
+
+def _array_concurrency_limit(d: Mapping[str, Any], namespace: str) -> str:
+    return f"array {d['name']} (#{d['group']}) runs {d['limit']} jobs at once, its limit"
+
+
+def _backing_off(d: Mapping[str, Any], namespace: str) -> str:
+    return f"backing off after {d['attempts']} failed start(s); eligible again at t={d['until']:.0f}"
+
+
+# A lookup, not a chain of ``reason is Reason.X`` tests: each test looks a member up on the
+# Enum class, which is slow enough that the chain cost more than the message's formatting.
+_WORDS: dict[Reason, Callable[[Mapping[str, Any], str], str]] = {
+    Reason.QUOTA_EXCEEDED: _quota_exceeded,
+    Reason.CANNOT_BORROW: _cannot_borrow,
+    Reason.PREEMPTING: _preempting,
+    Reason.PREEMPTED: _preempted,
+    Reason.NEVER_FITS_QUOTA: _never_fits_quota,
+    Reason.NO_NODE_FITS: _no_node_fits,
+    Reason.NO_DOMAIN_FITS: _no_domain_fits,
+    Reason.OUTLASTS_LENT_POOL: _outlasts_lent_pool,
+    Reason.NEVER_FITS_NODES: _never_fits_nodes,
+    Reason.WAITING_FOR_PODS: _waiting_for_pods,
+    Reason.WAITING_FOR_IN_FLIGHT: _waiting_for_in_flight,
+    Reason.RESERVED_FOR_OLDER_JOB: _reserved_for_older_job,
+    Reason.BLOCKED_BY_QUEUE_HEAD: _blocked_by_queue_head,
+    Reason.WAITING_FOR_DEPENDENCY: _waiting_for_dependency,
+    Reason.DEPENDENCY_NEVER_SATISFIED: _dependency_never_satisfied,
+    Reason.OVER_BUDGET: _over_budget,
+    Reason.ARRAY_CONCURRENCY_LIMIT: _array_concurrency_limit,
+    Reason.BACKING_OFF: _backing_off,
+}
 
 
 def used_words(used: Mapping[str, Any]) -> str:
