@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .cards import CardPool
 from .node_views import UNLIMITED as UNLIMITED
-from .node_views import pool_base, short_everywhere
+from .node_views import placing_order, pool_base, short_everywhere
 from .snapshot import PODS, Constraints, InFlightJob, Node, PodGroup
 
 STRATEGIES = ("best", "first", "worst")
@@ -35,7 +35,8 @@ class NodeFailure:
     reservation), "topology" (no domain of the required ``level`` holds the whole
     gang now: ``free`` is the most pods one domain has room for; topology.py).
     ``needed``/``free`` are per pod and the largest free on one eligible node, or
-    cluster-wide totals when ``scope`` is "cluster"."""
+    cluster-wide totals when ``scope`` is "cluster"; a "never" whose resource some
+    eligible node has enough of, only not with the pod's other requests, is "combined"."""
 
     kind: str
     resource: str
@@ -48,7 +49,7 @@ class NodeFailure:
     reserved_by: int | None = None
     level: str = ""  # a topology level's node label
     card: tuple[str, int] | None = None  # (node, GPU) with the most free, when no one card holds a pod
-    node: str = ""  # "never": the first eligible node with the most of the resource
+    node: str = ""  # "never": the eligible node that comes closest (lacks the fewest resources)
 
 
 def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
@@ -64,18 +65,6 @@ def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
 
 
 _UNCONSTRAINED = Constraints((), (), ())
-
-
-def _size(group: PodGroup) -> tuple[int, int, int]:
-    extended = cpu = memory = 0
-    for name, amount in group.requests:
-        if "/" in name:
-            extended += amount
-        elif name == "cpu":
-            cpu = amount
-        elif name == "memory":
-            memory = amount
-    return extended, cpu, memory
 
 
 class _Eligible:
@@ -275,9 +264,7 @@ class NodePool:
                 # except to tell "not now" from "never".
                 self.stats["cluster_rejects"] += 1
                 pods = sum(g.count for g in gang)
-                failure = next(
-                    (f for f in (self._never(g, self.eligible(g.constraints), pods) for g in gang) if f), None
-                ) or self._cluster_failure(name, amount, pods)
+                failure = self._first_never(gang, None, pods) or self._cluster_failure(name, amount, pods)
                 self._failed[id(gang)] = (gang, failure)
                 return failure
         placed = self._place(gang)
@@ -291,7 +278,7 @@ class NodePool:
     def _place(
         self, gang: tuple[PodGroup, ...], within: frozenset[int] | None = None
     ) -> list[tuple[int, int]] | NodeFailure:
-        order = sorted(range(len(gang)), key=lambda g: _size(gang[g]), reverse=True)
+        order = placing_order(gang)
         placed: list[tuple[int, int]] = []
         for group_number in order:
             group = gang[group_number]
@@ -303,7 +290,9 @@ class NodePool:
                     self.cards.rollback(len(placed))
                     for undo_group, undo_node in reversed(placed):
                         self._charge(undo_node, gang[undo_group].requests, -1)
-                    return self._diagnose(group, eligible, len(placed), sum(g.count for g in gang))
+                    pods = sum(g.count for g in gang)
+                    never = self._first_never(gang, within, pods)  # "never" whichever group failed now
+                    return never or self._diagnose(group, eligible, len(placed), pods)
                 self._charge(number, group.requests)
                 self.cards.take(number, group.requests)
                 placed.append((group_number, number))
@@ -334,22 +323,29 @@ class NodePool:
         short = short_everywhere(requests, capacity)
         if short is None:
             return None
-        resource, amount, most = short
+        resource, amount, nearest, combined = short
         return NodeFailure(
             "never",
             resource,
             amount,
-            capacity[most].get(resource, 0),
+            capacity[nearest].get(resource, 0),
             group.role,
             pods,
-            node=self.names[eligible.nodes[most]],
+            scope="combined" if combined else "node",
+            node=self.names[eligible.nodes[nearest]],
         )
+
+    def _first_never(self, gang: tuple[PodGroup, ...], within: frozenset[int] | None, pods: int) -> NodeFailure | None:
+        """The failure of the first group, in placing order, that no eligible node could
+        hold even empty (the submit page's node_screen.never_fits asks the same)."""
+        for number in placing_order(gang):
+            never = self._never(gang[number], self.eligible(gang[number].constraints, within), pods)
+            if never is not None:
+                return never
+        return None
 
     def _diagnose(self, group: PodGroup, eligible: _Eligible, placed: int, pods: int) -> NodeFailure:
         requests = group.requests
-        never = self._never(group, eligible, pods)
-        if never is not None:
-            return never
         if (card := self.cards.failure(requests, eligible.nodes, self.free, self.names)) is not None:
             return NodeFailure(*card[:4], group.role, pods, placed, card=card[4])
         for job_id, number, charged in self.reservations:
@@ -437,7 +433,7 @@ class NodePool:
         its pods to the nodes nearest to holding them once running pods end, even if free
         goes negative, so later jobs in the cycle cannot take that capacity."""
         charged: list[tuple[int, tuple[tuple[str, int], ...]]] = []
-        for group in sorted(gang, key=_size, reverse=True):
+        for group in (gang[number] for number in placing_order(gang)):
             eligible = self.eligible(group.constraints, within)
             index = self._index(eligible, primary_resource(group.requests))
             for _ in range(group.count):

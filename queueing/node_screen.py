@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .fit import NodeFailure
-from .node_views import largest, one_pod, short_everywhere
+from .node_views import largest, one_pod, placing_order, short_everywhere
 from .reasons import Outcome, never_fits_nodes, node_failure_outcome
 from .snapshot import Node, PodGroup
 
@@ -22,15 +22,18 @@ def never_fits(gang: Sequence[PodGroup], nodes: Sequence[Node]) -> Outcome | Non
         return screened
     capacity = [one_pod(node) for node in nodes]
     pods = sum(group.count for group in gang)
-    for group in gang:
+    for group in (gang[number] for number in placing_order(gang)):
         eligible = [number for number, node in enumerate(nodes) if node.admits(group)]
         if not eligible:
             return node_failure_outcome(NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods))
         short = short_everywhere(group.requests, [capacity[number] for number in eligible])
         if short is not None:
-            resource, amount, most = short
-            roomiest = eligible[most]
-            free = capacity[roomiest].get(resource, 0)
-            failure = NodeFailure("never", resource, amount, free, group.role, pods, node=nodes[roomiest].name)
+            resource, amount, nearest, combined = short
+            number = eligible[nearest]
+            free = capacity[number].get(resource, 0)
+            scope = "combined" if combined else "node"
+            failure = NodeFailure(
+                "never", resource, amount, free, group.role, pods, scope=scope, node=nodes[number].name
+            )
             return node_failure_outcome(failure)
     return None

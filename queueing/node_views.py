@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
 from .devices import model
-from .snapshot import PODS, Node
+from .snapshot import PODS, Node, PodGroup
 
 # A node that reports no pod limit is not limited by it.
 UNLIMITED = 10**18
@@ -94,16 +94,47 @@ def largest(nodes: Iterable[Node]) -> tuple[dict[str, int], dict[str, str]]:
 
 def short_everywhere(
     requests: Iterable[tuple[str, int]], capacity: list[Mapping[str, int]]
-) -> tuple[str, int, int] | None:
-    """None if one of these capacities holds a pod with these requests; else the resource
-    short on most of them, the pod's amount of it and the index of the first capacity with
-    the most of it (the largest node, named in "never fits")."""
+) -> tuple[str, int, int, bool] | None:
+    """None if one of these capacities holds a pod with these requests; else what the
+    nearest one lacks: the resource, the pod's amount of it, the capacity's index and
+    whether another capacity has that much of it (short only of the combination). The
+    nearest lacks the fewest resources (then the smallest share of one; then the first).
+    Each resource alone may fit some node (the first screen, never_fits_nodes, caught
+    those that fit none), so naming the node with the most of one would say "needs 1,
+    has 4"."""
     requests = tuple(requests)
-    if any(all(c.get(r, 0) >= a for r, a in requests) for c in capacity):
+    best: tuple[tuple[int, float, int], str, int] | None = None
+    for index, c in enumerate(capacity):
+        short = [(c.get(r, 0) / a, r, a) for r, a in requests if c.get(r, 0) < a]
+        if not short:
+            return None
+        share, resource, amount = max(short, key=lambda s: (-s[0], s[1]))  # the one it has least of
+        key = (len(short), -share, index)
+        if best is None or key < best[0]:
+            best = (key, resource, amount)
+    if best is None:
         return None
-    resource, amount = max(requests, key=lambda ra: (sum(c.get(ra[0], 0) < ra[1] for c in capacity), ra[0]))
-    most = max(range(len(capacity)), key=lambda i: (capacity[i].get(resource, 0), -i))
-    return resource, amount, most
+    (_, _, index), resource, amount = best
+    return resource, amount, index, any(c.get(resource, 0) >= amount for c in capacity)
+
+
+def placing_order(gang: Sequence[PodGroup]) -> list[int]:
+    """The order a gang's groups are placed in, and so diagnosed in: the largest first
+    (extended resources, then CPU, then memory), so that the planner and the submit
+    page's screen name the same group."""
+    return sorted(range(len(gang)), key=lambda number: _size(gang[number]), reverse=True)
+
+
+def _size(group: PodGroup) -> tuple[int, int, int]:
+    extended = cpu = memory = 0
+    for name, amount in group.requests:
+        if "/" in name:
+            extended += amount
+        elif name == "cpu":
+            cpu = amount
+        elif name == "memory":
+            memory = amount
+    return extended, cpu, memory
 
 
 class PoolBase(NamedTuple):

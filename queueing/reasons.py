@@ -90,6 +90,8 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
             detail["level"] = failure.level
         if failure.card:
             detail["gpu"] = True
+        if failure.scope == "combined":
+            detail["combined"] = True
         return Reason.NEVER_FITS_NODES, detail
     if failure.kind == "topology":
         return Reason.NO_DOMAIN_FITS, {
@@ -226,6 +228,11 @@ def _never_fits_nodes(d: Mapping[str, Any], namespace: str) -> str:
             "required node affinity and tolerations"
         )
     node = f" ({d['node']})" if d.get("node") else ""
+    if d.get("combined"):  # some node has that much of it, none with the pod's other requests
+        return (
+            f"never fits any node: a {d['role']} pod needs {amount(r, d['needed'])} {r} with its other "
+            f"requests on one node, the node that comes closest{node} has {amount(r, d['free'])}"
+        )
     return (
         f"never fits any node: a {d['role']} pod needs {amount(r, d['needed'])} {r}, "
         f"the largest node{node} has {amount(r, d['free'])}"

@@ -46,3 +46,44 @@ def test_never_fits_agrees_with_the_planner_on_empty_nodes(nodes, pending):
     assert (found is not None) == planner_never
     if found is not None:
         assert found == (result.pending[1].reason, result.pending[1].detail)
+
+
+def test_short_only_of_the_combination_names_the_node_that_comes_closest_and_what_it_lacks():
+    """Each request fits some node alone (8 GPUs on the small node, 16 CPU on the GPU-less
+    one), none holds both: the words name the nearer node's shortage, not "needs 1, has 4";
+    the planner, placing its largest group first, and the screen name the same group."""
+    nodes = (Node("n0", {"cpu": 8_000, GPU: 4}), Node("n1", {"cpu": 32_000, GPU: 0}))
+    chief = PodSet("Chief", 1, {"cpu": 16_000, GPU: 1}, {}, {})
+    worker = PodSet("Worker", 1, {"cpu": 16_000, GPU: 2}, {}, {})
+    pending = PendingJob(1, "team-a", 0, 0.0, Workload("TFJob", "kubeflow.org/v1", "j", None, (chief, worker)))
+    found = never_fits(gang_of(pending.workload), nodes)
+    result = plan(Snapshot(1.0, (pending,), nodes=nodes))
+    assert found == (result.pending[1].reason, result.pending[1].detail)
+    assert found[1] == {
+        "resource": "cpu",
+        "needed": 16_000,
+        "free": 8_000,
+        "role": "Worker",
+        "node": "n0",
+        "combined": True,
+    }
+    assert result.pending[1].message.startswith(
+        "never fits any node: a Worker pod needs 16 cpu with its other requests on one node, "
+        "the node that comes closest (n0) has 8"
+    )
+
+
+def test_a_group_that_never_fits_makes_the_gang_never_fit_whichever_group_failed_first():
+    """The larger group fails for now (its 16 CPU are taken); the smaller asks for a pool no
+    node is in: waiting will not help, and the planner says so, as the screen does."""
+    busy = (  # 20 CPU free in all, 10 on each: the cluster's total is not what stops it
+        Node("n0", {"cpu": 32_000}, allocated={"cpu": 22_000}, labels={"pool": "a"}),
+        Node("n1", {"cpu": 32_000}, allocated={"cpu": 22_000}, labels={"pool": "a"}),
+    )
+    big = PodSet("Chief", 1, {"cpu": 16_000}, {}, {})
+    lost = PodSet("Worker", 1, {"cpu": 1_000}, {}, {"pool": "b"})
+    pending = PendingJob(1, "team-a", 0, 0.0, Workload("TFJob", "kubeflow.org/v1", "j", None, (big, lost)))
+    result = plan(Snapshot(1.0, (pending,), nodes=busy))
+    assert result.pending[1].reason is Reason.NEVER_FITS_NODES
+    assert result.pending[1].detail["role"] == "Worker"
+    assert never_fits(gang_of(pending.workload), busy) == (result.pending[1].reason, result.pending[1].detail)
