@@ -46,6 +46,10 @@ def _spec_part(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+_KIND_ORDER = {rt.plural: number for number, rt in enumerate(ALL)}  # (the order deletes cascade in)
+_BY_PLURAL = {rt.plural: rt for rt in ALL}
+
+
 class Api:
     def __init__(self, store: Store, quota: QuotaTracker, admission: Admission, audit: list):
         self.store, self.quota, self.admission, self.audit = store, quota, admission, audit
@@ -386,15 +390,20 @@ class Api:
         return False
 
     def _collect_garbage(self, owner: dict) -> None:
-        """Background cascading deletion, done at once: delete what the owner owned."""
+        """Background cascading deletion, done at once: delete what the owner owned (the
+        namespaced dependents, in the owner's namespace if it has one), kind by kind."""
         uid = owner["metadata"]["uid"]
-        for rt in ALL:
-            if not rt.namespaced:
+        namespace = owner["metadata"].get("namespace") or None
+        found = [
+            (_KIND_ORDER[plural], plural, key) for plural, key in self.store.dependents(uid) if plural in _KIND_ORDER
+        ]
+        for _, plural, (dependent_ns, name) in sorted(found, key=lambda entry: entry[0]):
+            rt = _BY_PLURAL[plural]
+            if not rt.namespaced or (namespace is not None and dependent_ns != namespace):
                 continue
-            for dependent in owned_by(self.store.items(rt, owner["metadata"].get("namespace") or None), uid):
-                if self.store.find(rt, dependent["metadata"]["namespace"], dependent["metadata"]["name"]) is dependent:
-                    deleted = self.store.delete(rt, dependent["metadata"]["namespace"], dependent["metadata"]["name"])
-                    self._collect_garbage(deleted)
+            dependent = self.store.find(rt, dependent_ns, name)
+            if dependent is not None and owned_by(dependent, uid):
+                self._collect_garbage(self.store.delete(rt, dependent_ns, name))
 
     # --- watch -------------------------------------------------------------------------
 

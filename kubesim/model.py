@@ -24,7 +24,7 @@ import queue
 import random
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import jsoncodec
@@ -105,6 +105,10 @@ class Store:
         self._compacted_all = 0  # set by compact(): applies to every resource
         self._watchers: dict[str, set[Watcher]] = {}
         self.hooks: list[Callable[[ResourceType, Event], None]] = []
+        # owner uid -> its dependents (plural, key), in the order they came: what the garbage
+        # collector's graph holds (every ownerReference, not only controllers), so that a
+        # cascading delete looks at the owner's dependents, not at every object.
+        self._dependents: dict[str, dict[tuple[str, Key], None]] = {}
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -120,6 +124,11 @@ class Store:
 
     def find(self, rt: ResourceType, namespace: str, name: str) -> dict | None:
         return self._objects.get(rt.plural, {}).get((namespace or "", name))
+
+    def dependents(self, uid: str) -> list[tuple[str, Key]]:
+        """(plural, key) of the objects with an ownerReference to `uid`, oldest first."""
+        with self.lock:
+            return list(self._dependents.get(uid, ()))
 
     def items(self, rt: ResourceType, namespace: str | None = None) -> list[dict]:
         """Current objects (read-only), unordered; a cheap snapshot for controllers."""
@@ -251,6 +260,7 @@ class Store:
             del objects[key]
         else:
             objects[key] = obj
+        self._index_owners(rt.plural, key, prev, None if etype == "DELETED" else obj)
         event = Event(self._rv, etype, obj, prev)
         log = self._log.setdefault(rt.plural, [])
         log.append(event)
@@ -265,6 +275,18 @@ class Store:
         for hook in self.hooks:
             hook(rt, event)
         return obj
+
+    def _index_owners(self, plural: str, key: Key, before: dict | None, after: dict | None) -> None:
+        old, new = _owner_uids(before), _owner_uids(after)
+        if old == new:
+            return
+        for uid in old:
+            if uid not in new and (dependents := self._dependents.get(uid)) is not None:
+                dependents.pop((plural, key), None)
+                if not dependents:
+                    del self._dependents[uid]
+        for uid in new:
+            self._dependents.setdefault(uid, {})[(plural, key)] = None
 
     def compact(self, rv: int | None = None) -> int:
         """Forget events up to ``rv`` (default: all), like etcd compaction; older watches get 410."""
@@ -326,5 +348,14 @@ class Store:
             return sum(len(ws) for ws in self._watchers.values())
 
 
-def owned_by(objects: Iterable[dict], uid: str) -> list[dict]:
-    return [o for o in objects if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]
+def owned_by(obj: dict, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+def _owner_uids(obj: dict | None) -> tuple[str, ...]:
+    if obj is None:
+        return ()
+    refs = obj["metadata"].get("ownerReferences")
+    if not refs or not isinstance(refs, list):
+        return ()
+    return tuple(uid for ref in refs if isinstance(ref, dict) and isinstance(uid := ref.get("uid"), str))

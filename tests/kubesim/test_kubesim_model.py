@@ -212,3 +212,95 @@ def test_merge_patch_result_shares_nothing_with_the_stored_object():
     result = apply_patch(stored, "application/merge-patch+json", {"spec": {"k": "w"}})
     result["metadata"]["labels"]["x"] = "changed"
     assert stored == snapshot
+
+
+OWNERS = ["u1", "u2", "u3"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["create", "update", "delete"]),
+            st.sampled_from(["a", "b", "c", "d"]),
+            st.lists(st.sampled_from(OWNERS), max_size=2, unique=True),
+        ),
+        max_size=40,
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_the_dependents_index_is_what_a_scan_of_every_owner_reference_finds(ops):
+    """The garbage collector's graph (Store.dependents) kept from the writes, against a scan
+    of every object's ownerReferences: the same dependents, whatever was created, re-owned
+    or deleted."""
+    store = Store(ManualClock(), history=100)
+    for op, name, owners in ops:
+        obj = lease(name)
+        obj["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": o, "uid": o} for o in owners]
+        current = store.find(LEASES, "default", name)
+        if op == "create" and current is None:
+            store.create(LEASES, obj)
+        elif op == "update" and current is not None:
+            store.update(
+                LEASES,
+                evolve(
+                    current, metadata={**current["metadata"], "ownerReferences": obj["metadata"]["ownerReferences"]}
+                ),
+            )
+        elif op == "delete" and current is not None:
+            store.delete(LEASES, "default", name)
+    for uid in OWNERS:
+        scanned = {
+            ("leases", ("default", o["metadata"]["name"]))
+            for o in store.items(LEASES)
+            if any(ref["uid"] == uid for ref in o["metadata"].get("ownerReferences") or [])
+        }
+        assert set(store.dependents(uid)) == scanned
+
+
+def test_deleting_an_owner_deletes_its_dependents_in_its_namespace_and_theirs_in_turn(sim):
+    """Background cascading deletion through the API: a dependent by any ownerReference (not
+    only the controller's) goes with its owner, and what it owned goes with it; an object
+    owned by another stays; propagationPolicy Orphan keeps them.
+    (Services own, leases are owned: a lease's delete collects nothing, by design.)"""
+    from kubesim.resources import SERVICES
+
+    api = sim.cluster.api
+
+    def ref(owner):
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+        }
+
+    def service(name, namespace="team-a", owners=()):
+        body = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"ports": [{"port": 80}]},
+        }
+        body["metadata"]["ownerReferences"] = [ref(o) for o in owners]
+        return api.create(SERVICES, namespace, body, internal=True)[0]
+
+    def leased(name, namespace="team-a", owners=()):
+        body = lease(name, namespace=namespace)
+        body["metadata"]["ownerReferences"] = [ref(o) for o in owners]
+        return api.create(LEASES, namespace, body, internal=True)[0]
+
+    root = service("root")
+    child = service("child", owners=[root])
+    leased("grandchild", owners=[child])
+    leased("shared", owners=[service("other"), root])
+    leased("kept", owners=[service("parent")])
+    api.delete(SERVICES, "team-a", "root")
+    services = {o["metadata"]["name"] for o in sim.cluster.store.items(SERVICES, "team-a")}
+    leases = {o["metadata"]["name"] for o in sim.cluster.store.items(LEASES)}
+    assert "root" not in services and "child" not in services and "other" in services
+    assert "grandchild" not in leases and "shared" not in leases
+    assert "kept" in leases
+
+    leased("orphaned", owners=[service("owner")])
+    api.delete(SERVICES, "team-a", "owner", {"propagationPolicy": "Orphan"})
+    assert sim.cluster.store.find(LEASES, "team-a", "orphaned") is not None
