@@ -52,6 +52,25 @@ class NodeFailure:
     node: str = ""  # "never": the eligible node that comes closest (lacks the fewest resources)
 
 
+def never_on(
+    group: PodGroup, eligible: Sequence[int], one_pod: Sequence[Mapping[str, int]], names: Sequence[str], pods: int
+) -> NodeFailure | None:
+    """A "never" failure if none of the `eligible` nodes (numbers into `one_pod`, what one pod
+    may take on each, and `names`) could hold one pod of the group even when empty. The
+    planner's pool and the submit page's screen (node_screen) both ask it."""
+    if not eligible:
+        # The key names the pod's node constraints, required node affinity among them (reasons.py).
+        return NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods)
+    capacity = [one_pod[number] for number in eligible]
+    short = short_everywhere(group.requests, capacity)
+    if short is None:
+        return None
+    resource, amount, nearest, combined = short
+    free = capacity[nearest].get(resource, 0)
+    scope = "combined" if combined else "node"
+    return NodeFailure("never", resource, amount, free, group.role, pods, scope=scope, node=names[eligible[nearest]])
+
+
 def primary_resource(requests: tuple[tuple[str, int], ...]) -> str:
     """The resource a pod is packed by: its extended resource (GPUs), else cpu, else memory."""
     names = [name for name, _ in requests]
@@ -314,26 +333,7 @@ class NodePool:
         return NodeFailure("nofit", name, amount, self.totals.get(name, 0), pods=pods, scope="cluster")
 
     def _never(self, group: PodGroup, eligible: _Eligible, pods: int) -> NodeFailure | None:
-        """A failure if no eligible node could hold one pod of the group even when empty."""
-        requests = group.requests
-        if not eligible.nodes:
-            # The key names the pod's node constraints, required node affinity among them (reasons.py).
-            return NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods)
-        capacity = [self._one_pod[n] for n in eligible.nodes]
-        short = short_everywhere(requests, capacity)
-        if short is None:
-            return None
-        resource, amount, nearest, combined = short
-        return NodeFailure(
-            "never",
-            resource,
-            amount,
-            capacity[nearest].get(resource, 0),
-            group.role,
-            pods,
-            scope="combined" if combined else "node",
-            node=self.names[eligible.nodes[nearest]],
-        )
+        return never_on(group, eligible.nodes, self._one_pod, self.names, pods)
 
     def _first_never(self, gang: tuple[PodGroup, ...], within: frozenset[int] | None, pods: int) -> NodeFailure | None:
         """The failure of the first group, in placing order, that no eligible node could

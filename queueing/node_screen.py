@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .fit import NodeFailure
-from .node_views import largest, one_pod, placing_order, short_everywhere
+from .fit import never_on
+from .node_views import largest, one_pod, placing_order
 from .reasons import Outcome, never_fits_nodes, node_failure_outcome
 from .snapshot import Node, PodGroup
 
@@ -21,19 +21,11 @@ def never_fits(gang: Sequence[PodGroup], nodes: Sequence[Node]) -> Outcome | Non
     if screened is not None:
         return screened
     capacity = [one_pod(node) for node in nodes]
+    names = [node.name for node in nodes]
     pods = sum(group.count for group in gang)
     for group in (gang[number] for number in placing_order(gang)):
         eligible = [number for number, node in enumerate(nodes) if node.admits(group)]
-        if not eligible:
-            return node_failure_outcome(NodeFailure("never", "nodeSelector/tolerations", 1, 0, group.role, pods))
-        short = short_everywhere(group.requests, [capacity[number] for number in eligible])
-        if short is not None:
-            resource, amount, nearest, combined = short
-            number = eligible[nearest]
-            free = capacity[number].get(resource, 0)
-            scope = "combined" if combined else "node"
-            failure = NodeFailure(
-                "never", resource, amount, free, group.role, pods, scope=scope, node=nodes[number].name
-            )
+        failure = never_on(group, eligible, capacity, names, pods)
+        if failure is not None:
             return node_failure_outcome(failure)
     return None
