@@ -144,6 +144,7 @@ def pod(obj: Mapping[str, Any]) -> PodInfo:
         selected_node=(spec.get("nodeSelector") or {}).get(HOSTNAME),
         cards=devices.pod_cards(meta.get("annotations") or {}),
         failure=_failure(obj, phase, status),
+        uid=meta.get("uid", ""),
     )
 
 

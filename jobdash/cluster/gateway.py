@@ -110,6 +110,7 @@ class PodInfo:
     selected_node: str | None = None  # the node its nodeSelector names (kubernetes.io/hostname)
     cards: tuple[str, ...] = ()  # the shared cards it was given or pinned to, by their node's names
     failure: Failure | None = None  # what went wrong with it (queueing.failures), if anything
+    uid: str = ""  # this pod's, not another made later under its name
 
     @property
     def terminated(self) -> bool:

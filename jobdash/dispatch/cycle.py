@@ -33,6 +33,8 @@ from jobdash.dispatch.state import cycle_cache, quiet
 from jobdash.dispatch.state.clock import Clock, WallClock
 from jobdash.dispatch.state.table_stats import TableStatistics
 from jobdash.dispatch.state.write_budget import PUBLISH_SHARE
+from jobdash.dispatch.writers import pinning
+from jobdash.dispatch.writers import release as release_phase
 from jobdash.jobs.models import Cycle
 
 __all__ = ["CycleResult", "DispatchSettings", "Dispatcher", "prune_cycles"]
@@ -112,6 +114,7 @@ class Dispatcher:
         self.team_usage = TeamUsage(self.config.usage_half_life_days)  # past use, budgets (issue 37)
         self.cache = cycle_cache.CycleCache()
         self.sweep = tracker.Sweep()  # the tracker's memory of objects it need not look at again
+        self.pins = pinning.Pins(release_phase.sending_pool(max(1, self.config.concurrency), "pin"))
         self._cycles = 0  # full cycles (the reconcile's count)
         self._recorded = 0  # Cycle rows written (the pruning's count)
         self._all_statuses_at = float("-inf")  # monotonic time of the last complete status write

@@ -5,10 +5,12 @@ arriving and take the emptiest nodes; a node that fails under a released gang is
 within a cycle; a required rack is kept, or the job says which level it waits for."""
 
 import json
+import threading
 from collections import Counter
 
 import pytest
 
+from jobdash.cluster.gateway import Transient
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, State
@@ -255,3 +257,77 @@ def test_a_batch_job_of_more_completions_than_parallelism_runs_every_wave_on_its
     made = [p for p in sim.cluster.pods("team-a") if "waves" in (p["metadata"].get("labels") or {}).values()]
     assert len(made) == 4 and all(p["status"]["phase"] == "Succeeded" for p in made)
     assert waves_bound >= 2  # each wave was seen running on the planned nodes
+
+
+def gated_pods(sim, job: Job) -> int:
+    return sum(GATE in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in job_pods(sim, job))
+
+
+def two_worker_job(user, name: str) -> Job:
+    manifest = KINDS["TFJob"](name)
+    replicas = manifest["spec"]["tfReplicaSpecs"]["Worker"]
+    replicas["replicas"] = 2
+    whole_node(replicas)
+    return services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+
+
+def test_a_pin_in_flight_holds_up_no_cycle_and_is_neither_sent_again_nor_its_slot_given_away(
+    user, sim, dispatcher, gateway, term, monkeypatch
+):
+    """An API server slow to answer: the cycle does not wait for the patches, and the
+    cycles meanwhile take the pods as on their way to their nodes."""
+    answer, sent = threading.Event(), []
+    ungate = gateway.ungate_pod
+
+    def slow(pod, gate, node, annotations=None):
+        sent.append((pod.name, node))
+        assert answer.wait(30)
+        ungate(pod, gate, node, annotations)
+
+    monkeypatch.setattr(gateway, "ungate_pod", slow)
+    job = two_worker_job(user, "in-flight")
+    dispatcher.cycle(term)
+    step(dispatcher, sim)  # its controller made its pods, gated
+    assert dispatcher.cycle(term).pinned["ungated"] == 2  # sent, not answered
+    for _ in range(3):
+        step(dispatcher, sim)
+        assert dispatcher.cycle(term).pinned.get("ungated", 0) == 0
+    assert len(sent) == 2 and gated_pods(sim, job) == 2
+    assert sorted(node for _, node in sent) == sorted(node for _, _, node in Job.objects.get(pk=job.pk).placement)
+    answer.set()
+    dispatcher.pins.wait(10)
+    for _ in range(10):
+        step(dispatcher, sim)
+        dispatcher.cycle(term)
+        if Job.objects.get(pk=job.pk).state == State.RUNNING:
+            break
+    assert Job.objects.get(pk=job.pk).state == State.RUNNING and bound_as_planned(sim, job)
+    assert len(sent) == 2 and len(dispatcher.pins) == 0
+
+
+def test_a_pin_the_api_server_refused_is_sent_again_by_the_next_cycle(
+    user, sim, dispatcher, gateway, term, monkeypatch
+):
+    refused: set[str] = set()
+    ungate = gateway.ungate_pod
+
+    def refuse_once(pod, gate, node, annotations=None):
+        if pod.name not in refused:
+            refused.add(pod.name)
+            raise Transient("the API server is restarting")
+        ungate(pod, gate, node, annotations)
+
+    monkeypatch.setattr(gateway, "ungate_pod", refuse_once)
+    job = two_worker_job(user, "refused")
+    dispatcher.cycle(term)
+    step(dispatcher, sim)
+    assert dispatcher.cycle(term).pinned["ungated"] == 2
+    dispatcher.pins.wait(10)
+    again = dispatcher.cycle(term).pinned
+    assert again["errors"] == 2 and again["ungated"] == 2
+    for _ in range(10):
+        step(dispatcher, sim)
+        dispatcher.cycle(term)
+        if Job.objects.get(pk=job.pk).state == State.RUNNING:
+            break
+    assert Job.objects.get(pk=job.pk).state == State.RUNNING and bound_as_planned(sim, job)

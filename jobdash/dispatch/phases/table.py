@@ -218,7 +218,7 @@ def pin_pods(ctx: CycleContext) -> None:
     ctx.result.pinned = pinning.pin(
         leader.gateway,
         [*observed.active, *released],
-        release_phase.sending_pool(leader.config.concurrency),
+        leader.pins,
         ctx.replaced.placements,
         ctx.replaced.cards,
         nodes=observed.node_infos,

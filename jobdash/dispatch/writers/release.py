@@ -144,17 +144,20 @@ def replace_finished_namesakes(gateway: gw.ClusterGateway, keys: dict[int, gw.Ob
     return len(replaced)
 
 
-_pools: dict[int, ThreadPoolExecutor] = {}
+_pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def sending_pool(concurrency: int) -> ThreadPoolExecutor:
+def sending_pool(concurrency: int, purpose: str = "release") -> ThreadPoolExecutor:
     """The sending threads, kept from cycle to cycle: starting sixteen threads for each
-    cycle's releases cost a twentieth of a busy dispatcher's time."""
+    cycle's releases cost a twentieth of a busy dispatcher's time. `purpose`: writes that
+    outlive a cycle (the pins) have threads of their own, so a cycle's releases never
+    queue behind them."""
     with _pools_lock:
-        pool = _pools.get(concurrency)
+        pool = _pools.get((concurrency, purpose))
         if pool is None:
-            pool = _pools[concurrency] = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="release")
+            pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=purpose)
+            _pools[concurrency, purpose] = pool
         return pool
 
 
