@@ -4,86 +4,202 @@ scheduling does it).
 At release every pod template of the job gets the scheduling gate ``GATE`` (``hold``), so
 each pod is created gated and no scheduler places it; the dispatcher then gives each gated
 pod the nodeSelector of its planned node and removes the gate (``assign`` says which pod
-gets which node). On suspend the templates go back to what the user wrote (``restore``),
-as Kueue's RunWithPodSetsInfo and RestorePodSetsInfo do with a job's pod sets. Where a
-kind's templates are, and what a blank one is, is the kind's
+gets which node). A role whose pods the plan puts all on one node needs neither: its
+template names that node (``one_node_roles``; the job object's ``PLACED_ON`` annotation
+says which roles hold named), and its pods go there as they are made, one write per job
+instead of one per pod. On suspend the templates go back to what the user wrote
+(``restore``), as Kueue's RunWithPodSetsInfo and RestorePodSetsInfo do with a job's pod
+sets. Where a kind's templates are, and what a blank one is, is the kind's
 (capabilities.JobWithPodTemplates); what is done to them is here, the same for every kind.
 
-``restore(hold(x)) == x`` for every ``x`` that carries nothing of jobdash's (no ``GATE``)
-and no container ``hold`` fills that is there but empty: a ``schedulingGates`` that is
-``[]`` or null; for a TrainJob also a ``podTemplateOverrides`` that is, or an override
-entry that names one job and holds nothing else but a ``spec`` that is empty (or holds only
-such a ``schedulingGates``). Each means what its absence means, and ``hold`` can only make
-of it what it makes of its absence (only a marker of jobdash's could say which it was, and
-any place for one reaches the Workload or what the job's controller makes), so restore
-leaves it absent. (A TrainJob's entry without a ``spec`` is not a template: ``hold`` leaves
-it alone, and gives the jobs only such entries name an entry of their own.)
+``restore(hold(x)) == x`` for every ``x`` that carries nothing of jobdash's (no ``GATE``, no
+``PLACED_ON``) and no container ``hold`` fills that is there but empty: a
+``schedulingGates`` that is ``[]`` or null, a ``nodeSelector`` or the object's annotations
+that are ``{}`` or null; for a TrainJob also a ``podTemplateOverrides`` that is, or an
+override entry that names one job and holds nothing else but a ``spec`` that is empty (or
+holds only such a ``schedulingGates``). Each means what its absence means, and ``hold`` can
+only make of it what it makes of its absence (only a marker of jobdash's could say which it
+was, and any place for one reaches the Workload or what the job's controller makes), so
+restore leaves it absent. (A TrainJob's entry without a ``spec`` is not a template: ``hold``
+leaves it alone, and gives the jobs only such entries name an entry of their own.)
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, cast
 
 from . import capabilities
+from .topology_request import HOSTNAME
 from .workload import JobAdapter, Workload
 
 GATE = "jobdash.io/placement"
 GATES = "schedulingGates"
+SELECTOR = "nodeSelector"
+# On the job's object: {lower-case role: node} of the templates hold named a node in (JSON)
+PLACED_ON = "jobdash.io/placed-on"
 
 
-def hold(adapter: JobAdapter, obj: Mapping[str, Any], workload: Workload) -> dict[str, Any]:
-    """A copy of ``obj`` with ``GATE`` last in every pod template's schedulingGates (once:
-    a template that has it is left alone), everything else as it was. ``workload``: what
-    ``obj`` validates to; its roles are the templates a kind may have to add (a TrainJob's
-    override entries). A template whose schedulingGates is not a list is left as it is
-    (``held`` then says so): it could not be gated without losing what it holds."""
+def one_node_roles(
+    workload: Workload, placement: Iterable[Slot], cards: Iterable[tuple[str, int, Any]] = ()
+) -> dict[str, str]:
+    """The roles (lower-case) whose planned pods all share one node, each with that node:
+    their template can name it. Not an elastic role (pods beyond the plan must wait for an
+    admission), nor one with pods on shared cards (each pod is pinned to its own card)."""
+    elastic = {ps.role.lower() for ps in workload.pod_sets if ps.minimum is not None or ps.maximum is not None}
+    carded = {role.lower() for role, _, _ in cards}
+    nodes: dict[str, set[str]] = {}
+    for role, _, node in placement:
+        nodes.setdefault(role.lower(), set()).add(node)
+    return {
+        role: next(iter(found))
+        for role, found in nodes.items()
+        if len(found) == 1 and role not in elastic and role not in carded
+    }
+
+
+def hold(
+    adapter: JobAdapter, obj: Mapping[str, Any], workload: Workload, nodes: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A copy of ``obj`` whose pods wait for their planned nodes: the template of a role
+    ``nodes`` names (lower-case role -> node, ``one_node_roles``) names that node in its
+    nodeSelector, every other template has ``GATE`` last in its schedulingGates (once: a
+    template that has it is left alone); a node an earlier hold named is taken away first,
+    everything of the user's is as it was. ``workload``: what ``obj`` validates to; its
+    roles are the templates a kind may have to add (a TrainJob's override entries). A
+    template whose schedulingGates is not a list is left as it is (``held`` then says so):
+    it could not be gated without losing what it holds."""
     held_obj = copy.deepcopy(dict(obj))
-    for _, template in capabilities.pod_templates(adapter, held_obj, _roles(workload)):
+    before = _placed(held_obj)
+    templates = capabilities.pod_templates(adapter, held_obj, _roles(workload))
+    for role, template in templates:
         spec = capabilities.template_pod_spec(adapter, template)
+        if spec is not None:
+            _unnamed(spec, before.get(role.lower()))
+    named = _named(templates, nodes or {})
+    placed: dict[str, str] = {}
+    ours: set[int] = set()  # the templates named here
+    for role, template in templates:
+        spec = capabilities.template_pod_spec(adapter, template)
+        node = named.get(id(template))
+        now = None if spec is None or node is None else _named_by_selector(spec, node)
+        if spec is not None and node is not None and now is not None:
+            if now or id(template) in ours:
+                ours.add(id(template))
+                placed[role.lower()] = node
+            _ungated(spec)
+            continue
         gates = None if spec is None else spec.get(GATES)
         if spec is not None and gates is None:
             spec[GATES] = [{"name": GATE}]
         elif isinstance(gates, list) and not _gated(gates):
             gates.append({"name": GATE})
+    if placed:
+        metadata = held_obj.setdefault("metadata", {})
+        annotations = metadata.get("annotations") or {}
+        metadata["annotations"] = {**annotations, PLACED_ON: json.dumps(placed, sort_keys=True)}
     return held_obj
 
 
+def _named_by_selector(spec: MutableMapping[str, Any], node: str) -> bool | None:
+    """Whether the template's pods go to ``node`` by its nodeSelector: True where it names
+    it now, False where it did already (the user's own, or a TrainJob entry's named on an
+    earlier role's visit), None where it cannot: the user's names another node, or is not
+    a mapping (then the gate it is)."""
+    selector = spec.get(SELECTOR)
+    if isinstance(selector, Mapping) and selector.get(HOSTNAME) == node:
+        return False
+    if selector is None or isinstance(selector, MutableMapping) and HOSTNAME not in selector:
+        spec[SELECTOR] = {**(selector or {}), HOSTNAME: node}
+        return True
+    return None
+
+
+def _named(templates: list[tuple[str, MutableMapping[str, Any]]], nodes: Mapping[str, str]) -> dict[int, str]:
+    """Per template (by identity), the node its pods go to: only where every role it is the
+    template of (a TrainJob's entry may serve several) has the same one node."""
+    seen: dict[int, set[str | None]] = {}
+    for role, template in templates:
+        seen.setdefault(id(template), set()).add(nodes.get(role.lower()))
+    return {key: node for key, found in seen.items() if len(found) == 1 for node in found if node is not None}
+
+
 def restore(adapter: JobAdapter, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``obj`` without what ``hold`` added: ``GATE`` out of every template, a
-    schedulingGates it leaves empty and a template it leaves blank removed (those hold
-    made). A template without ``GATE`` is not touched."""
+    """A copy of ``obj`` without what ``hold`` added: ``GATE`` out of every template, the
+    node out of the nodeSelector of every template ``PLACED_ON`` names, a schedulingGates or
+    nodeSelector it leaves empty and a template it leaves blank removed (those hold made),
+    and ``PLACED_ON``. A template without either is not touched."""
     restored = copy.deepcopy(dict(obj))
-    # A TrainJob entry naming several jobs comes once for each: the first visit ungates it.
-    for _, template in capabilities.pod_templates(adapter, restored):
+    placed = _placed(restored)
+    # A TrainJob entry naming several jobs comes once for each: the first visit restores it.
+    for role, template in capabilities.pod_templates(adapter, restored):
         spec = capabilities.template_pod_spec(adapter, template)
-        gates = None if spec is None else spec.get(GATES)
-        if spec is None or not isinstance(gates, list) or not _gated(gates):
-            continue
-        kept = [gate for gate in gates if not _ours(gate)]
-        if kept:
-            spec[GATES] = kept
-        else:
-            del spec[GATES]
-        capabilities.drop_blank(adapter, restored, template)
+        if spec is not None and (_unnamed(spec, placed.get(role.lower())) | _ungated(spec)):
+            capabilities.drop_blank(adapter, restored, template)
     return restored
 
 
+def _placed(obj: MutableMapping[str, Any]) -> dict[str, str]:
+    """The roles ``PLACED_ON`` names (taken out of ``obj``, with annotations it leaves empty)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, MutableMapping):
+        return {}
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, MutableMapping) or PLACED_ON not in annotations:
+        return {}
+    try:
+        placed = json.loads(annotations.pop(PLACED_ON))
+    except (TypeError, ValueError):
+        placed = {}
+    if not annotations:
+        del metadata["annotations"]
+    return {str(k): str(v) for k, v in placed.items()} if isinstance(placed, dict) else {}
+
+
+def _unnamed(spec: MutableMapping[str, Any], node: str | None) -> bool:
+    selector = spec.get(SELECTOR)
+    if node is None or not isinstance(selector, MutableMapping) or selector.get(HOSTNAME) != node:
+        return False
+    del selector[HOSTNAME]
+    if not selector:
+        del spec[SELECTOR]
+    return True
+
+
+def _ungated(spec: MutableMapping[str, Any]) -> bool:
+    gates = spec.get(GATES)
+    if not isinstance(gates, list) or not _gated(gates):
+        return False
+    kept = [gate for gate in gates if not _ours(gate)]
+    if kept:
+        spec[GATES] = kept
+    else:
+        del spec[GATES]
+    return True
+
+
 def held(adapter: JobAdapter, obj: Mapping[str, Any], workload: Workload) -> bool:
-    """Whether every pod of the job would be created gated: every role of ``workload`` has
-    a template in ``obj`` and every template carries ``GATE``."""
+    """Whether every pod of the job would wait for its planned node: every role of
+    ``workload`` has a template in ``obj`` and every template carries ``GATE`` or names the
+    node ``PLACED_ON`` says for its role."""
     # Asked for no roles, a kind adds no template: obj is only read.
     templates = capabilities.pod_templates(adapter, cast(MutableMapping[str, Any], obj))
     covered = {role.lower() for role, _ in templates}
     if not templates or any(role.lower() not in covered for role in _roles(workload)):
         return False
-    for _, template in templates:
+    placed = _placed(copy.deepcopy(dict(obj)))
+    for role, template in templates:
         spec = capabilities.template_pod_spec(adapter, template)
         gates = None if spec is None else spec.get(GATES)
-        if not isinstance(gates, list) or not _gated(gates):
+        selector = None if spec is None else spec.get(SELECTOR)
+        named = (
+            isinstance(selector, Mapping) and role.lower() in placed and selector.get(HOSTNAME) == placed[role.lower()]
+        )
+        if not named and (not isinstance(gates, list) or not _gated(gates)):
             return False
     return True
 

@@ -331,3 +331,27 @@ def test_a_pin_the_api_server_refused_is_sent_again_by_the_next_cycle(
         if Job.objects.get(pk=job.pk).state == State.RUNNING:
             break
     assert Job.objects.get(pk=job.pk).state == State.RUNNING and bound_as_planned(sim, job)
+
+
+def test_a_gang_on_one_node_goes_there_by_its_template_with_no_gate_and_no_patch(
+    user, sim, dispatcher, gateway, term, monkeypatch
+):
+    """Kueue's baseline's shape (one-pod jobs): no patch per pod, the template names the node."""
+    patched = []
+    ungate = gateway.ungate_pod
+    monkeypatch.setattr(gateway, "ungate_pod", lambda pod, *args: patched.append(pod.name) or ungate(pod, *args))
+    manifest = KINDS["TFJob"]("one-node")
+    manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
+    for _ in range(10):
+        dispatcher.cycle(term)
+        if Job.objects.get(pk=job.pk).state == State.RUNNING:
+            break
+        step(dispatcher, sim)
+        assert gated_pods(sim, job) == 0
+    row = Job.objects.get(pk=job.pk)
+    assert row.state == State.RUNNING and bound_as_planned(sim, job)
+    (node,) = {node for _, _, node in row.placement}
+    template = sim.cluster.tfjob("team-a", "one-node")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert template["nodeSelector"] == {"kubernetes.io/hostname": node} and "schedulingGates" not in template
+    assert patched == []

@@ -128,9 +128,14 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
     until(dispatcher, sim, gateway, borrower, State.RUNNING)
     resumed = sim.cluster.tfjob("team-a", "big")
     assert resumed["metadata"]["uid"] == uid and resumed["spec"]["runPolicy"]["suspend"] is False
-    # Resumed on its new placement: its pods wait for their planned nodes again.
-    gates = resumed["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulingGates"]
-    assert gates == [{"name": "jobdash.io/placement"}]
+    # Resumed on its new placement: its pods wait for their planned nodes again (gated, or,
+    # all on one node, their template names it).
+    spec = resumed["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    nodes = {node for _, _, node in refreshed(borrower).placement}
+    if len(nodes) == 1:
+        assert spec["nodeSelector"] == {"kubernetes.io/hostname": nodes.pop()} and "schedulingGates" not in spec
+    else:
+        assert spec["schedulingGates"] == [{"name": "jobdash.io/placement"}]
     # 60 s of work left (100 - the 40 kept): not done after 50 s, done after 70.
     for _ in range(5):
         step(dispatcher, sim, gateway, 10.0)

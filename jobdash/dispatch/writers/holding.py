@@ -23,12 +23,14 @@ def created(
     workload: Workload | None,
     term: int | None,
     scale: Mapping[str, int] | None = None,
+    nodes: Mapping[str, str] | None = None,
 ) -> gw.JobObject:
-    """Create the job's object; with `workload` (pinned placement) its templates gated; with
-    `scale`, the pods of its elastic roles it was admitted with."""
+    """Create the job's object; with `workload` (pinned placement) its templates gated, or
+    naming the one node of a role `nodes` names (placement.one_node_roles); with `scale`,
+    the pods of its elastic roles it was admitted with."""
     adapter = kinds.adapter(kinds.key_of(manifest["apiVersion"], manifest["kind"]))
     if workload is not None:
-        manifest = placement.hold(adapter, manifest, workload)
+        manifest = placement.hold(adapter, manifest, workload, nodes)
     if scale:
         manifest = capabilities.scaled(adapter, manifest, scale)
     return gateway.create_job_object(job_id=job_id, manifest=manifest, term=term)
@@ -41,10 +43,12 @@ def unsuspended(
     workload: Workload | None,
     term: int | None,
     scale: Mapping[str, int] | None = None,
+    nodes: Mapping[str, str] | None = None,
 ) -> gw.JobObject:
     """Let a held (suspended) object run: bound to the job by its label and unsuspended;
-    with `workload`, its templates gated first (Kueue's RunWithPodSetsInfo); with `scale`,
-    its elastic roles set to the pods it was admitted with."""
+    with `workload`, its templates gated first, or naming their role's one node (`nodes`)
+    (Kueue's RunWithPodSetsInfo); with `scale`, its elastic roles set to the pods it was
+    admitted with."""
     if workload is None and not scale:
         gateway.label_job_object(key, job_id, term)
         gateway.set_suspended(key, False, term)
@@ -53,7 +57,7 @@ def unsuspended(
 
     def gate(obj: dict[str, Any]) -> dict[str, Any]:
         if workload is not None:
-            obj = placement.hold(adapter, obj, workload)
+            obj = placement.hold(adapter, obj, workload, nodes)
         if scale:
             obj = capabilities.scaled(adapter, obj, scale)
         obj.setdefault("metadata", {}).setdefault("labels", {})[JOB_ID_LABEL] = str(job_id)

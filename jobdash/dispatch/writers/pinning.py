@@ -38,7 +38,7 @@ from jobdash.jobs.models import State
 from queueing import Plan
 from queueing.cards import CardPlacement
 from queueing.devices import MODELS
-from queueing.placement import GATE, JobPod, assign
+from queueing.placement import GATE, JobPod, assign, one_node_roles
 from queueing.replacement import Placement, Replacement
 
 log = logging.getLogger(__name__)
@@ -66,38 +66,55 @@ def replace(
     now: datetime | None = None,
 ) -> Replaced:
     """Write the plan's new placements of gangs that lost nodes (`lost`: the snapshot's
-    account of what they lost) and take back those it evicts."""
+    account of what they lost) and take back those it evicts, and those whose lost pods
+    cannot move: their template names the node (placement.one_node_roles)."""
     jobs = {job.id: job for job in active}
+    slots = {replacement.job_id: replacement.lost for replacement in lost}
+    evictions = dict(plan.evictions)
+    moved: dict[int, Placement] = {}
+    for job_id, placement in plan.replacements.items():
+        job = jobs.get(job_id)
+        if job is None:
+            continue
+        gone = sorted({node for _, _, node in job.placement} - {node for _, _, node in placement})
+        if _made_for(job, slots.get(job_id, ())):
+            evictions[job_id] = (
+                f"its node(s) {', '.join(gone)} failed or went, and its pods are made for them: queued again"
+            )
+            continue
+        moved[job_id] = placement
     notes = {
         job_id: "its node(s) "
         + ", ".join(sorted({node for _, _, node in jobs[job_id].placement} - {node for _, _, node in placement}))
         + " failed or went: its pods there run again on "
         + ", ".join(sorted({node for _, _, node in placement} - {node for _, _, node in jobs[job_id].placement}))
-        for job_id, placement in plan.replacements.items()
-        if job_id in jobs
+        for job_id, placement in moved.items()
     }
-    slots = {replacement.job_id: replacement.lost for replacement in lost}
     cards = {
-        job_id: _moved_cards(jobs[job_id].cards, slots.get(job_id, ()), plan.cards.get(job_id, ()))
-        for job_id in plan.replacements
-        if job_id in jobs
+        job_id: _moved_cards(jobs[job_id].cards, slots.get(job_id, ()), plan.cards.get(job_id, ())) for job_id in moved
     }
-    written = set(transitions.replaced(dict(plan.replacements), notes, term, cards=cards_json(cards)))
+    written = set(transitions.replaced(dict(moved), notes, term, cards=cards_json(cards)))
     metrics.count_replacements(len(written))
     for job_id in written:
         job = jobs[job_id]
         for pod in _stranded(job, pods.get(job.key, ()), slots.get(job_id, ()), failed_nodes):
             gateway.delete_pod(pod.namespace, pod.name)  # its controller makes it again, gated
-    for job_id, note in plan.evictions.items():
+    for job_id, note in evictions.items():
         evicted = jobs.get(job_id)
         if evicted is not None and transitions.node_failed(job_id, note=note, term=term, now=now):
             try:
                 holding.taken_back(gateway, evicted.key, mode, term)
             except gw.GatewayError as error:
                 log.warning("taking back job %s: %s", job_id, error, extra=logs.job(job_id, evicted.namespace))
-    return Replaced(
-        {job_id: plan.replacements[job_id] for job_id in written}, {job_id: cards[job_id] for job_id in written}
-    )
+    return Replaced({job_id: moved[job_id] for job_id in written}, {job_id: cards[job_id] for job_id in written})
+
+
+def _made_for(job: ActiveJob, lost: Placement) -> bool:
+    """Whether a pod it lost is of a role whose template names its node: made again, it goes
+    there again (a job released before templates named nodes may be counted in: taken back
+    when it could have moved, never left waiting for a node that is gone)."""
+    named = one_node_roles(job.workload, job.placement, job.cards)
+    return any(role.lower() in named for role, _, _ in lost)
 
 
 def _moved_cards(old: CardPlacement, lost: Placement, moved: CardPlacement) -> CardPlacement:

@@ -24,7 +24,7 @@ from jobdash.dispatch.phases import pod_groups
 from jobdash.dispatch.writers import holding, transitions
 from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs.models import FINISHED_STATES, Job, State
-from queueing import Workload
+from queueing import Workload, placement
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +51,21 @@ def send(
     term: int | None = None,
     pinned: Workload | None = None,
     scale: Mapping[str, int] | None = None,
+    nodes: Mapping[str, str] | None = None,
 ) -> Outcome:
     """One job to the cluster, stamped with the leader's term (the webhook refuses a
     deposed leader's); `pinned`: its workload, when its pods are to wait for their planned
-    nodes (its templates gated). Runs in a worker thread: no database access here."""
+    nodes (its templates gated, or, for the roles `nodes` names, naming their one node).
+    Runs in a worker thread: no database access here."""
     try:
         if kinds.objects_are_pods(key[0]):  # its pods exist, gated: nothing to create
             return Outcome(job_id, pod_groups.released(gateway, key, job_id, pinned is not None).uid)
         if mode == "unsuspend":
             try:
-                return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term, scale).uid)
+                return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term, scale, nodes).uid)
             except gw.NotFound:
                 pass  # submitted through jobdash, not the webhook: nothing to unsuspend, create it
-        return Outcome(job_id, holding.created(gateway, job_id, manifest, pinned, term, scale).uid)
+        return Outcome(job_id, holding.created(gateway, job_id, manifest, pinned, term, scale, nodes).uid)
     except gw.GatewayError as error:
         return Outcome(job_id, error=error)
 
@@ -182,25 +184,36 @@ def start_sending(
     if not job_ids:
         return Sending([], {}, backoff_seconds, term, metered, now)
     workloads = workloads or {}
-    fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement", "scale"]
+    fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement", "scale", "cards"]
     rows = list(Job.objects.filter(pk__in=job_ids).values_list(*fields))
     unparsed = [row[0] for row in rows if pin and row[6] and row[0] not in workloads]
     if unparsed:
         parsed_now = Job.objects.filter(pk__in=unparsed).values_list("id", "workload")
         workloads = {**workloads, **{job_id: Workload.from_json(data) for job_id, data in parsed_now}}
-    manifests, keys, modes, pinned, scales = {}, {}, {}, {}, {}
-    for job_id, parsed, kind_key, namespace, name, preemptions, planned, scale in rows:
+    manifests, keys, modes, pinned, scales, nodes = {}, {}, {}, {}, {}, {}
+    for job_id, parsed, kind_key, namespace, name, preemptions, planned, scale, cards in rows:
         scales[job_id] = scale
         manifests[job_id] = object_manifest(parsed, namespace)
         keys[job_id] = (kind_key, namespace, name)
         # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
         modes[job_id] = "unsuspend" if preemptions else mode
         pinned[job_id] = workloads.get(job_id) if pin and planned else None
+        held = pinned[job_id]
+        nodes[job_id] = placement.one_node_roles(held, planned, cards or ()) if held is not None else None
     replace_finished_namesakes(gateway, keys, term)
     pool = sending_pool(max(1, concurrency))
     futures = [
         pool.submit(
-            send, gateway, job_id, keys[job_id], manifests[job_id], modes[job_id], term, pinned[job_id], scales[job_id]
+            send,
+            gateway,
+            job_id,
+            keys[job_id],
+            manifests[job_id],
+            modes[job_id],
+            term,
+            pinned[job_id],
+            scales[job_id],
+            nodes[job_id],
         )
         for job_id in job_ids
     ]
