@@ -15,7 +15,7 @@ from bench.kueue_method import kueue_usage_pct
 from bench.kueue_shape import Shape
 
 if TYPE_CHECKING:
-    from bench.kueue_baseline import Submitter
+    from bench.kueue_submit import Submitter
 
 
 def cycle_stats() -> dict:
@@ -25,7 +25,7 @@ def cycle_stats() -> dict:
     if not rows:
         return {}
     durations = [r[0] for r in rows]
-    phases = defaultdict(float)
+    phases: defaultdict[str, float] = defaultdict(float)
     for _d, p, _a in rows:
         for name, ms in (p or {}).items():
             phases[name] += ms

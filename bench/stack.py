@@ -129,6 +129,7 @@ class Kubesim:
         self.log_path = workdir / "kubesim.log"
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, text=True, cwd=ROOT)
+        assert self.process.stdout is not None
         first = self.process.stdout.readline()  # "kubesim serving http://127.0.0.1:PORT" once the kubeconfig exists
         if "serving" not in first:
             self.stop()
