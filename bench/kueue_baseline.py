@@ -9,6 +9,9 @@ kubesim at real-time speed 1.
     python -m bench.kueue_baseline --policy fifo --scale 0.1 --only main   # while iterating
     python -m bench.kueue_baseline --only main --bulk  # bulk submission (see below)
     python -m bench.kueue_baseline --only main --config large        # Kueue's large-scale config
+    python -m bench.kueue_baseline --only main --config tas --runs 3  # Kueue's topology-aware config
+    python -m bench.kueue_baseline --only main --config tas --check bench/kueue_configs/tas/rangespec.yaml
+    python -m bench.kueue_baseline --only main --quota-only           # node-bound and quota-only, side by side
     python -m bench.kueue_baseline --only main --runs 5 --rangespec bench/results/kueue_rangespec_baseline.yaml
     python -m bench.kueue_baseline --only main --check bench/results/kueue_rangespec_baseline.yaml
 
@@ -20,6 +23,30 @@ printing the summary) naming each metric a main run misses, as Kueue's CI checke
 
 Run it through the harness (PostgreSQL and Redis): `.venv/bin/python tests/harness.py --
 .venv/bin/python -m bench.kueue_baseline`.
+
+`--config tas` is Kueue's topology-aware benchmark (configs/tas, read from its generator.yaml,
+vendored with its rangespec.yaml in bench/kueue_configs/tas/ at kubernetes-sigs/kueue
+ff69552e79ad, last changed by 8bf23d956b68, #12840): the baseline's 30 namespaces of quota 20
+and 15,000 jobs, now of 2 / 4 / 8 pods, in nine classes (small / medium / large x required /
+preferred / balanced at the rack level), on 640 nodes of 96 CPU in 10 racks of 64, one block,
+labelled with Kueue's level labels; the dispatcher gets them as JOBDASH_TOPOLOGY_LEVELS.
+"required" and "preferred" are jobdash.io/required-topology and jobdash.io/preferred-topology;
+Kueue's "balanced" is, in its generator, a slice-only request (podset-slice-required-topology
+at the rack, podset-slice-size 1 / 2 / 4), not its TASBalancedPlacement algorithm (an alpha
+gate, off there): jobdash.io/slice-required-topology + jobdash.io/slice-size, the same request
+(bench.kueue_shape says where in Kueue's code). Kueue's means (KUEUE_MEANS["tas"]): wall
+401.5 s, usage 62.41 %, time to admission large 37.9-39.6 s, medium 106.3-107.1 s, small
+237.8-246.8 s.
+
+`--quota-only` runs each main run twice, interleaved: on the config's nodes, and on enough
+nodes of the same size that none ever keeps a job the quota admits from starting
+(Shape.never_binding_nodes: baseline 49 x 32 CPU instead of 20, large 1,666 instead of 667;
+tas's 640 x 96 CPU never bind, so its one run stands for both), which is how Kueue's harness
+admits (minimalkueue: ClusterQueue quota, no nodes). The summary's `quota_only` puts the two
+beside Kueue's means (wall, kueue_usage_pct, time to admission per class) and, per class,
+the bound that limits it on either node count (`bound`: quota or nodes, from its quota_s
+and nodes_s, the shortest time each allows the class alone; arrival_s for reference);
+each run's line has `class_bounds` and `nodes`.
 
 The shapes are in bench.kueue_shape; `--config large` is Kueue's large-scale config (1,000
 namespaces of quota 20 in 10 cohorts of 100, per namespace 35 small / 11 medium / 4 large
@@ -69,6 +96,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench import kueue_method, stack
 from bench.kueue_measure import measure
@@ -78,9 +106,25 @@ from bench.kueue_submit import BULK_WINDOW_S, Submitter, wait_until_finished
 KUEUE = {"wall_s": 351.0, "usage_pct": 55.9, "tta_s": {"large": 16.5, "medium": 76.8, "small": 215.0}}
 # Kueue's means per config, from the comments of its rangespec files (usage as its checker
 # computes it: compare with kueue_usage_pct).
-KUEUE_MEANS = {
+KUEUE_MEANS: dict[str, dict[str, Any]] = {
     "baseline": KUEUE,
     "large": {"wall_s": 1179.4, "usage_pct": 38.64, "tta_s": {"large": 105.6, "medium": 256.4, "small": 700.4}},
+    # configs/tas/rangespec.yaml (8bf23d956b68, #12840; the means of 10 CI runs, set in #9495).
+    "tas": {
+        "wall_s": 401.5,
+        "usage_pct": 62.41,
+        "tta_s": {
+            "large-balanced-rack": 37.9,
+            "large-preferred-rack": 39.6,
+            "large-required-rack": 39.6,
+            "medium-balanced-rack": 106.3,
+            "medium-preferred-rack": 106.3,
+            "medium-required-rack": 107.1,
+            "small-balanced-rack": 237.8,
+            "small-preferred-rack": 246.1,
+            "small-required-rack": 246.8,
+        },
+    },
 }
 POLICY_TICKS = {"seed": 10.0}  # the article's poll; everything else 2 s
 
@@ -110,6 +154,7 @@ def run(
             node_cpu=shape.node_cpu,
             start_delay_s=shape.start_delay_s,
             scoring=scoring,
+            node_groups=shape.node_groups(),
         )
         kubesim = stack.Kubesim(config, workdir, profile=profile_dir / f"kubesim-{policy}.txt" if profile_dir else None)
         dispatcher = None
@@ -120,13 +165,15 @@ def run(
                 policy=policy,
                 tick_s=tick,
                 polling_only=polling_only,
+                # Kueue's topology levels, widest first, when the config has a topology.
+                extra_env={"JOBDASH_TOPOLOGY_LEVELS": ",".join(shape.topology_levels)} if shape.levels else None,
                 profile=profile_dir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.txt"
                 if profile_dir
                 else None,
             )
             stack.log(
                 f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) "
-                f"{shape.name} at scale {scale}: {len(items)} jobs"
+                f"{shape.name} at scale {scale}: {len(items)} jobs on {shape.nodes} nodes"
             )
             cpu_before = {
                 "dispatcher": stack.cpu_seconds(dispatcher.process.pid),
@@ -161,9 +208,53 @@ def run(
     bound = max(shape.ideal_seconds(scale), shape.node_bound_seconds(scale))
     result["node_bound_s"] = round(bound, 2)
     result["usage_bound_pct"] = round(100 * shape.ideal_seconds(scale) / bound, 1)
+    result["nodes"] = shape.nodes
+    result["class_bounds"] = shape.class_bounds(scale)
     result["loop"] = "polling" if polling_only else "events"
     result["submission"] = f"bulk ({BULK_WINDOW_S} s windows)" if bulk else "per job"
     return result
+
+
+def side_by_side(shape: Shape, unbound: Shape, bound_runs: list[dict], free_runs: list[dict], scale: float) -> dict:
+    """--quota-only's summary: the node-bound runs' means beside the quota-only runs' and
+    Kueue's, per class too, with each class's bound on either node count (Shape.class_bounds:
+    the quota's and the nodes' shortest time, and which is the longer)."""
+    kueue: dict[str, Any] = KUEUE_MEANS.get(shape.name, {})
+    node_bound = kueue_method.summarize(bound_runs)
+    quota_only = kueue_method.summarize(free_runs)
+    classes = sorted(set(node_bound["tta_s"]) | set(quota_only["tta_s"]) | set(kueue.get("tta_s", {})))
+    bounds = {"node_bound": shape.class_bounds(scale), "quota_only": unbound.class_bounds(scale)}
+    return {
+        "nodes": {"node_bound": shape.nodes, "quota_only": unbound.nodes},
+        "same_run": unbound is shape,  # the config's nodes never bind: one run stands for both
+        "runs": {"node_bound": len(bound_runs), "quota_only": len(free_runs)},
+        **{
+            key: {
+                "node_bound": node_bound[key]["mean"],
+                "quota_only": quota_only[key]["mean"],
+                "kueue": kueue.get("usage_pct" if key == "kueue_usage_pct" else key),
+            }
+            for key in ("wall_s", "kueue_usage_pct")
+        },
+        "tta_s": {
+            cls: {
+                "node_bound": node_bound["tta_s"].get(cls, {}).get("mean"),
+                "quota_only": quota_only["tta_s"].get(cls, {}).get("mean"),
+                "kueue": kueue.get("tta_s", {}).get(cls),
+            }
+            for cls in classes
+        },
+        "bound": {
+            cls: {
+                "node_bound": bounds["node_bound"][cls]["bound"],
+                "quota_only": bounds["quota_only"][cls]["bound"],
+                "quota_s": bounds["node_bound"][cls]["quota_s"],
+                "nodes_s": {setting: bounds[setting][cls]["nodes_s"] for setting in bounds},
+                "arrival_s": bounds["node_bound"][cls]["arrival_s"],
+            }
+            for cls in shape.classes
+        },
+    }
 
 
 def main() -> None:
@@ -189,6 +280,12 @@ def main() -> None:
         default="LeastAllocated",
         help="kubesim's scheduler scoring (main run; default kube-scheduler's LeastAllocated)",
     )
+    parser.add_argument(
+        "--quota-only",
+        action="store_true",
+        help="run each main run twice, on the config's nodes and on enough that none binds (as Kueue's harness, "
+        "which has no nodes), and put both beside Kueue's figures with the bound that limits each class",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="record py-spy profiles into this directory")
     parser.add_argument("--logs", type=Path, default=None, help="keep the kubesim and dispatcher logs here")
     parser.add_argument(
@@ -205,15 +302,24 @@ def main() -> None:
     spec = kueue_method.load_rangespec(args.check) if args.check else None
     shape = SHAPES[args.config]
 
+    # --quota-only: also on enough nodes that none binds (itself if it has them already).
+    unbound = shape.quota_only() if args.quota_only else shape
+    settings = [("node-bound", shape)] + ([("quota-only", unbound)] if unbound is not shape else [])
+
     stack.setup_django()
     results = []
-    mains = []
+    mains: list[dict] = []
+    quota_mains: list[dict] = []
     if args.only in (None, "main"):
         for index in range(args.runs):
-            logs = args.logs / f"run-{index + 1}" if args.logs and args.runs > 1 else args.logs
-            mains.append(
-                run(
-                    shape,
+            # Interleaved (node-bound, quota-only, node-bound, ...): drift on the machine
+            # falls on both alike.
+            for label, run_shape in settings:
+                logs = args.logs / f"run-{index + 1}" if args.logs and args.runs > 1 else args.logs
+                if logs is not None and len(settings) > 1:
+                    logs = logs / label
+                result = run(
+                    run_shape,
                     args.scale,
                     args.policy,
                     tick_s=args.tick,
@@ -223,9 +329,10 @@ def main() -> None:
                     bulk=args.bulk,
                     scoring=args.scoring,
                 )
-            )
-            print(json.dumps(mains[-1]), flush=True)
-        results += mains
+                result["node_setting"] = label
+                (mains if label == "node-bound" else quota_mains).append(result)
+                print(json.dumps(result), flush=True)
+        results += mains + quota_mains
     compare = {}
     if args.only in (None, "compare"):
         # The article's dispatcher (seed, woken by its 10 s poll only), seed in jobdash's
@@ -262,6 +369,8 @@ def main() -> None:
     if mains:
         # Over the main runs (the keys above are the first run's, as they always were).
         summary["main_runs"] = {"count": len(mains), **kueue_method.summarize(mains)}
+        if args.quota_only:
+            summary["quota_only"] = side_by_side(shape, unbound, mains, quota_mains or mains, args.scale)
         if args.rangespec:
             derived = kueue_method.derive_rangespec(mains)
             kueue_method.write_rangespec(args.rangespec, derived, f"{shape.name} at scale {args.scale}")
@@ -269,6 +378,8 @@ def main() -> None:
         if spec is not None:
             for index, r in enumerate(mains):
                 failures += [f"run {index + 1}: {line}" for line in kueue_method.check(spec, r)]
+            for index, r in enumerate(quota_mains):
+                failures += [f"quota-only run {index + 1}: {line}" for line in kueue_method.check(spec, r)]
             summary["check"] = {"path": str(args.check), "failures": failures}
     if compare:
         default = compare["priority"]
@@ -286,6 +397,8 @@ def main() -> None:
             k: r.get(k)
             for k in (
                 "policy",
+                "node_setting",
+                "nodes",
                 "loop",
                 "submission",
                 "scale",

@@ -17,6 +17,15 @@ from bench.kueue_shape import Shape
 ACTIVE = ("Queued", "Released", "Running")
 
 
+def job_name(cls: str, index: int) -> str:
+    return f"{cls}-{index:04d}"
+
+
+def class_of(name: str) -> str:
+    """The class of a job job_name named (class names have dashes: small-required-rack)."""
+    return name.rpartition("-")[0]
+
+
 BULK_WINDOW_S = 0.5
 
 
@@ -46,7 +55,12 @@ def _submit(user_id: int, shape: Shape, items, start_at: float, results, bulk: b
         for _at, namespace, cls, i in items:
             job_class = shape.classes[cls]
             manifests[(namespace, cls, i)] = stack.tfjob_yaml(
-                f"{cls}-{i:04d}", namespace, str(job_class.cpu), job_class.run_s
+                job_name(cls, i),
+                namespace,
+                job_class.pod_cpu,
+                job_class.run_s,
+                replicas=job_class.pods,
+                annotations=job_class.annotations(),
             )
         if bulk:
             for at, group in batches(items, BULK_WINDOW_S):

@@ -69,19 +69,30 @@ def reset_database(namespaces: list[str]):
     return user
 
 
-def tfjob_yaml(name: str, namespace: str, cpu: str, duration_s: float, memory: str = "256Mi") -> str:
-    """A one-Worker TFJob; kubesim runs it for `duration_s` once its pod runs."""
+def tfjob_yaml(
+    name: str,
+    namespace: str,
+    cpu: str,
+    duration_s: float,
+    memory: str = "256Mi",
+    *,
+    replicas: int = 1,
+    annotations: dict[str, str] | None = None,
+) -> str:
+    """A TFJob of `replicas` Workers of `cpu` each (and `annotations`); kubesim runs it for
+    `duration_s` once all its pods run."""
+    more = "".join(f"\n    {key}: {json.dumps(value)}" for key, value in sorted((annotations or {}).items()))
     return f"""apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata:
   name: {name}
   namespace: {namespace}
   annotations:
-    kubesim.io/duration-seconds: "{duration_s}"
+    kubesim.io/duration-seconds: "{duration_s}"{more}
 spec:
   tfReplicaSpecs:
     Worker:
-      replicas: 1
+      replicas: {replicas}
       template:
         spec:
           containers:
@@ -159,12 +170,14 @@ def cluster_config(
     start_delay_s: float,
     history: int = 400_000,
     scoring: str = "LeastAllocated",
+    node_groups: list[dict] | None = None,
 ) -> dict:
+    """kubesim's config: `nodes` x `node_cpu` plain nodes, or `node_groups` as given (kubesim's
+    `nodes` entries: labelled racks, bench.kueue_shape.Shape.node_groups)."""
     return {
         "speed": 1.0,
-        "nodes": [
-            {"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}
-        ],
+        "nodes": node_groups
+        or [{"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}],
         "namespaces": [{"name": name, "quota": quota} for name, quota in namespaces.items()],
         "users": [{"token": "jobdash-token", "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": start_delay_s},
