@@ -98,7 +98,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import kueue_method, stack
+from bench import kueue_method, kueue_placement, stack
 from bench.kueue_measure import measure
 from bench.kueue_shape import BASELINE, SHAPES, Shape
 from bench.kueue_submit import BULK_WINDOW_S, Submitter, wait_until_finished
@@ -194,6 +194,12 @@ def run(
             }
             cpu = {name: round(value, 1) for name, value in cpu.items()}
             audit = kubesim.audit()
+            # With a topology: did every job run where its request says (bench.kueue_placement)?
+            placement = (
+                kueue_placement.check(shape, kueue_placement.pods(kubesim.url, stack.JOBDASH_TOKEN))
+                if shape.levels
+                else None
+            )
         finally:
             if dispatcher is not None:
                 dispatcher.stop()
@@ -209,6 +215,8 @@ def run(
     result["node_bound_s"] = round(bound, 2)
     result["usage_bound_pct"] = round(100 * shape.ideal_seconds(scale) / bound, 1)
     result["nodes"] = shape.nodes
+    if placement is not None:
+        result["placement"] = placement
     result["class_bounds"] = shape.class_bounds(scale)
     result["loop"] = "polling" if polling_only else "events"
     result["submission"] = f"bulk ({BULK_WINDOW_S} s windows)" if bulk else "per job"

@@ -25,6 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 JOBDASH_IDENTITY = "system:serviceaccount:jobdash:jobdash"
 BENCH_USER = "bench"
+JOBDASH_TOKEN = "jobdash-token"  # the dispatcher's identity's bearer token in cluster_config
 
 
 def log(message: str) -> None:
@@ -179,7 +180,7 @@ def cluster_config(
         "nodes": node_groups
         or [{"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}],
         "namespaces": [{"name": name, "quota": quota} for name, quota in namespaces.items()],
-        "users": [{"token": "jobdash-token", "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
+        "users": [{"token": JOBDASH_TOKEN, "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": start_delay_s},
         "scheduler": {"scoring": scoring},
         # The dispatcher's watches must never fall out of the event history (a 410 relists).
