@@ -9,6 +9,9 @@ kubesim at real-time speed 1.
     python -m bench.kueue_baseline --policy fifo --scale 0.1 --only main   # while iterating
     python -m bench.kueue_baseline --only main --bulk  # bulk submission (see below)
     python -m bench.kueue_baseline --only main --config large        # Kueue's large-scale config
+    python -m bench.kueue_baseline --only main --config tas --runs 3  # Kueue's topology-aware config
+    python -m bench.kueue_baseline --only main --config tas --check bench/kueue_configs/tas/rangespec.yaml
+    python -m bench.kueue_baseline --only main --quota-only           # node-bound and quota-only, side by side
     python -m bench.kueue_baseline --only main --runs 5 --rangespec bench/results/kueue_rangespec_baseline.yaml
     python -m bench.kueue_baseline --only main --check bench/results/kueue_rangespec_baseline.yaml
 
@@ -20,6 +23,30 @@ printing the summary) naming each metric a main run misses, as Kueue's CI checke
 
 Run it through the harness (PostgreSQL and Redis): `.venv/bin/python tests/harness.py --
 .venv/bin/python -m bench.kueue_baseline`.
+
+`--config tas` is Kueue's topology-aware benchmark (configs/tas, read from its generator.yaml,
+vendored with its rangespec.yaml in bench/kueue_configs/tas/ at kubernetes-sigs/kueue
+ff69552e79ad, last changed by 8bf23d956b68, #12840): the baseline's 30 namespaces of quota 20
+and 15,000 jobs, now of 2 / 4 / 8 pods, in nine classes (small / medium / large x required /
+preferred / balanced at the rack level), on 640 nodes of 96 CPU in 10 racks of 64, one block,
+labelled with Kueue's level labels; the dispatcher gets them as JOBDASH_TOPOLOGY_LEVELS.
+"required" and "preferred" are jobdash.io/required-topology and jobdash.io/preferred-topology;
+Kueue's "balanced" is, in its generator, a slice-only request (podset-slice-required-topology
+at the rack, podset-slice-size 1 / 2 / 4), not its TASBalancedPlacement algorithm (an alpha
+gate, off there): jobdash.io/slice-required-topology + jobdash.io/slice-size, the same request
+(bench.kueue_shape says where in Kueue's code). Kueue's means (KUEUE_MEANS["tas"]): wall
+401.5 s, usage 62.41 %, time to admission large 37.9-39.6 s, medium 106.3-107.1 s, small
+237.8-246.8 s.
+
+`--quota-only` runs each main run twice, interleaved: on the config's nodes, and on enough
+nodes of the same size that none ever keeps a job the quota admits from starting
+(Shape.never_binding_nodes: baseline 49 x 32 CPU instead of 20, large 1,666 instead of 667;
+tas's 640 x 96 CPU never bind, so its one run stands for both), which is how Kueue's harness
+admits (minimalkueue: ClusterQueue quota, no nodes). The summary's `quota_only` puts the two
+beside Kueue's means (wall, kueue_usage_pct, time to admission per class) and, per class,
+the bound that limits it on either node count (`bound`: quota or nodes, from its quota_s
+and nodes_s, the shortest time each allows the class alone; arrival_s for reference);
+each run's line has `class_bounds` and `nodes`.
 
 The shapes are in bench.kueue_shape; `--config large` is Kueue's large-scale config (1,000
 namespaces of quota 20 in 10 cohorts of 100, per namespace 35 small / 11 medium / 4 large
@@ -63,175 +90,43 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
-import queue
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from bench import kueue_method, stack
+from bench import kueue_method, kueue_placement, stack
 from bench.kueue_measure import measure
 from bench.kueue_shape import BASELINE, SHAPES, Shape
+from bench.kueue_submit import BULK_WINDOW_S, Submitter, wait_until_finished
 
 KUEUE = {"wall_s": 351.0, "usage_pct": 55.9, "tta_s": {"large": 16.5, "medium": 76.8, "small": 215.0}}
 # Kueue's means per config, from the comments of its rangespec files (usage as its checker
 # computes it: compare with kueue_usage_pct).
-KUEUE_MEANS = {
+KUEUE_MEANS: dict[str, dict[str, Any]] = {
     "baseline": KUEUE,
     "large": {"wall_s": 1179.4, "usage_pct": 38.64, "tta_s": {"large": 105.6, "medium": 256.4, "small": 700.4}},
+    # configs/tas/rangespec.yaml (8bf23d956b68, #12840; the means of 10 CI runs, set in #9495).
+    "tas": {
+        "wall_s": 401.5,
+        "usage_pct": 62.41,
+        "tta_s": {
+            "large-balanced-rack": 37.9,
+            "large-preferred-rack": 39.6,
+            "large-required-rack": 39.6,
+            "medium-balanced-rack": 106.3,
+            "medium-preferred-rack": 106.3,
+            "medium-required-rack": 107.1,
+            "small-balanced-rack": 237.8,
+            "small-preferred-rack": 246.1,
+            "small-required-rack": 246.8,
+        },
+    },
 }
 POLICY_TICKS = {"seed": 10.0}  # the article's poll; everything else 2 s
-ACTIVE = ("Queued", "Released", "Running")
-
-
-BULK_WINDOW_S = 0.5
-
-
-def batches(items, window_s: float) -> list[tuple[float, list]]:
-    """--bulk: `items` grouped by the window of `window_s` their due time falls in, each sent
-    when its last job is due (never before a job is due), in order."""
-    grouped: dict[int, list] = defaultdict(list)
-    for item in items:
-        grouped[int(item[0] // window_s)].append(item)
-    return [(max(item[0] for item in group), group) for _window, group in sorted(grouped.items())]
-
-
-def _submit(user_id: int, shape: Shape, items, start_at: float, results, bulk: bool) -> None:
-    """One submitter process: create `items` at their offsets from `start_at` (epoch); with
-    `bulk`, the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call."""
-    import resource
-
-    from django.contrib.auth.models import User
-    from django.db import connections
-
-    from jobdash.jobs.services import Submission, job_submit, jobs_submit_many
-
-    lags, error = [], None
-    try:
-        user = User.objects.get(pk=user_id)
-        manifests = {}
-        for _at, namespace, cls, i in items:
-            job_class = shape.classes[cls]
-            manifests[(namespace, cls, i)] = stack.tfjob_yaml(
-                f"{cls}-{i:04d}", namespace, str(job_class.cpu), job_class.run_s
-            )
-        if bulk:
-            for at, group in batches(items, BULK_WINDOW_S):
-                delay = start_at + at - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                # Each job's lag from its own due time, the wait for its window included.
-                sent = time.time() - start_at
-                lags += [max(0.0, sent - item[0]) for item in group]
-                submissions = [
-                    Submission(manifests[(namespace, cls, i)], priority=shape.classes[cls].priority)
-                    for _at, namespace, cls, i in group
-                ]
-                jobs_submit_many(user=user, submissions=submissions, source="api")
-        else:
-            for at, namespace, cls, i in items:
-                delay = start_at + at - time.time()
-                if delay > 0:
-                    time.sleep(delay)
-                lags.append(max(0.0, -delay))
-                job_submit(
-                    user=user,
-                    manifest=manifests[(namespace, cls, i)],
-                    source="api",
-                    priority=shape.classes[cls].priority,
-                )
-    except BaseException as exc:
-        error = repr(exc)
-    finally:
-        connections.close_all()
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        results.put({"lags": lags, "error": error, "cpu_s": usage.ru_utime + usage.ru_stime})
-
-
-class Submitter:
-    """Creates every job at its offset from the start, through the real service, from
-    `processes` processes (namespaces dealt round-robin), like web workers would: one
-    Python process cannot call job_submit 385 times a second. With `bulk`, each process
-    sends the jobs due in the same BULK_WINDOW_S window in one jobs_submit_many call.
-    `profile_dir`: py-spy profiles of each submitter process."""
-
-    def __init__(
-        self, user, shape: Shape, items, processes: int, *, bulk: bool = False, profile_dir: Path | None = None
-    ):
-        from django.db import connections
-
-        self.items = items
-        self.lags: list[float] = []
-        self.cpu_s = 0.0
-        self.error: str | None = None
-        connections.close_all()  # the children must not share this process's connection
-        context = multiprocessing.get_context("fork")
-        self.results = context.Queue()
-        self.start_at = time.time() + 0.5
-        self.started_at = time.monotonic() + 0.5
-        index = {name: i for i, name in enumerate(shape.namespace_names())}
-        slices = [[item for item in items if index[item[1]] % processes == p] for p in range(processes)]
-        self.processes = [
-            context.Process(target=_submit, args=(user.pk, shape, part, self.start_at, self.results, bulk), daemon=True)
-            for part in slices
-            if part
-        ]
-        self.profilers = []
-        for index, process in enumerate(self.processes):
-            process.start()
-            if profile_dir is not None:
-                assert process.pid is not None
-                self.profilers.append(stack.Profiler(process.pid, profile_dir / f"submitter-{index}.txt"))
-        self._pending = len(self.processes)
-
-    def poll(self) -> bool:
-        """True once every submitter process has finished (collects their results)."""
-        while self._pending:
-            try:
-                result = self.results.get(timeout=0.01)
-            except queue.Empty:
-                return False
-            self._pending -= 1
-            self.lags += result["lags"]
-            self.cpu_s += result["cpu_s"]
-            self.error = self.error or result["error"]
-        for process in self.processes:
-            process.join(5)
-        for profiler in self.profilers:
-            profiler.stop()
-        self.profilers = []
-        return True
-
-
-def wait_until_finished(submitter: Submitter, total: int, timeout_s: float) -> bool:
-    from django.db.models import Count
-
-    from jobdash.jobs.models import Job
-
-    deadline = time.monotonic() + timeout_s
-    last_report = 0.0
-    while True:
-        time.sleep(0.5)
-        done = submitter.poll()
-        if submitter.error is not None:
-            raise RuntimeError(f"submission failed: {submitter.error}")
-        # This process must not add load the pipeline would be blamed for: counting the
-        # active rows (thousands) costs PostgreSQL ~80 ms, so only for the report every 5 s;
-        # whether any is left is one index probe.
-        active = Job.objects.filter(state__in=ACTIVE)
-        now = time.monotonic()
-        if now - last_report >= 5.0:
-            last_report = now
-            counts = dict(active.order_by().values_list("state").annotate(n=Count("id")))
-            stack.log(f"t={now - submitter.started_at:5.1f}s {counts}")
-        if done and not active.exists() and Job.objects.count() >= total:
-            return True
-        if now > deadline:
-            return False
 
 
 def run(
@@ -259,6 +154,7 @@ def run(
             node_cpu=shape.node_cpu,
             start_delay_s=shape.start_delay_s,
             scoring=scoring,
+            node_groups=shape.node_groups(),
         )
         kubesim = stack.Kubesim(config, workdir, profile=profile_dir / f"kubesim-{policy}.txt" if profile_dir else None)
         dispatcher = None
@@ -269,13 +165,15 @@ def run(
                 policy=policy,
                 tick_s=tick,
                 polling_only=polling_only,
+                # Kueue's topology levels, widest first, when the config has a topology.
+                extra_env={"JOBDASH_TOPOLOGY_LEVELS": ",".join(shape.topology_levels)} if shape.levels else None,
                 profile=profile_dir / f"dispatcher-{policy}{'-polling' if polling_only else ''}.txt"
                 if profile_dir
                 else None,
             )
             stack.log(
                 f"{policy} (tick {tick}s{', polling only' if polling_only else ''}) "
-                f"{shape.name} at scale {scale}: {len(items)} jobs"
+                f"{shape.name} at scale {scale}: {len(items)} jobs on {shape.nodes} nodes"
             )
             cpu_before = {
                 "dispatcher": stack.cpu_seconds(dispatcher.process.pid),
@@ -296,6 +194,12 @@ def run(
             }
             cpu = {name: round(value, 1) for name, value in cpu.items()}
             audit = kubesim.audit()
+            # With a topology: did every job run where its request says (bench.kueue_placement)?
+            placement = (
+                kueue_placement.check(shape, kueue_placement.pods(kubesim.url, stack.JOBDASH_TOKEN))
+                if shape.levels
+                else None
+            )
         finally:
             if dispatcher is not None:
                 dispatcher.stop()
@@ -310,9 +214,55 @@ def run(
     bound = max(shape.ideal_seconds(scale), shape.node_bound_seconds(scale))
     result["node_bound_s"] = round(bound, 2)
     result["usage_bound_pct"] = round(100 * shape.ideal_seconds(scale) / bound, 1)
+    result["nodes"] = shape.nodes
+    if placement is not None:
+        result["placement"] = placement
+    result["class_bounds"] = shape.class_bounds(scale)
     result["loop"] = "polling" if polling_only else "events"
     result["submission"] = f"bulk ({BULK_WINDOW_S} s windows)" if bulk else "per job"
     return result
+
+
+def side_by_side(shape: Shape, unbound: Shape, bound_runs: list[dict], free_runs: list[dict], scale: float) -> dict:
+    """--quota-only's summary: the node-bound runs' means beside the quota-only runs' and
+    Kueue's, per class too, with each class's bound on either node count (Shape.class_bounds:
+    the quota's and the nodes' shortest time, and which is the longer)."""
+    kueue: dict[str, Any] = KUEUE_MEANS.get(shape.name, {})
+    node_bound = kueue_method.summarize(bound_runs)
+    quota_only = kueue_method.summarize(free_runs)
+    classes = sorted(set(node_bound["tta_s"]) | set(quota_only["tta_s"]) | set(kueue.get("tta_s", {})))
+    bounds = {"node_bound": shape.class_bounds(scale), "quota_only": unbound.class_bounds(scale)}
+    return {
+        "nodes": {"node_bound": shape.nodes, "quota_only": unbound.nodes},
+        "same_run": unbound is shape,  # the config's nodes never bind: one run stands for both
+        "runs": {"node_bound": len(bound_runs), "quota_only": len(free_runs)},
+        **{
+            key: {
+                "node_bound": node_bound[key]["mean"],
+                "quota_only": quota_only[key]["mean"],
+                "kueue": kueue.get("usage_pct" if key == "kueue_usage_pct" else key),
+            }
+            for key in ("wall_s", "kueue_usage_pct")
+        },
+        "tta_s": {
+            cls: {
+                "node_bound": node_bound["tta_s"].get(cls, {}).get("mean"),
+                "quota_only": quota_only["tta_s"].get(cls, {}).get("mean"),
+                "kueue": kueue.get("tta_s", {}).get(cls),
+            }
+            for cls in classes
+        },
+        "bound": {
+            cls: {
+                "node_bound": bounds["node_bound"][cls]["bound"],
+                "quota_only": bounds["quota_only"][cls]["bound"],
+                "quota_s": bounds["node_bound"][cls]["quota_s"],
+                "nodes_s": {setting: bounds[setting][cls]["nodes_s"] for setting in bounds},
+                "arrival_s": bounds["node_bound"][cls]["arrival_s"],
+            }
+            for cls in shape.classes
+        },
+    }
 
 
 def main() -> None:
@@ -338,6 +288,12 @@ def main() -> None:
         default="LeastAllocated",
         help="kubesim's scheduler scoring (main run; default kube-scheduler's LeastAllocated)",
     )
+    parser.add_argument(
+        "--quota-only",
+        action="store_true",
+        help="run each main run twice, on the config's nodes and on enough that none binds (as Kueue's harness, "
+        "which has no nodes), and put both beside Kueue's figures with the bound that limits each class",
+    )
     parser.add_argument("--profile", type=Path, default=None, help="record py-spy profiles into this directory")
     parser.add_argument("--logs", type=Path, default=None, help="keep the kubesim and dispatcher logs here")
     parser.add_argument(
@@ -354,15 +310,24 @@ def main() -> None:
     spec = kueue_method.load_rangespec(args.check) if args.check else None
     shape = SHAPES[args.config]
 
+    # --quota-only: also on enough nodes that none binds (itself if it has them already).
+    unbound = shape.quota_only() if args.quota_only else shape
+    settings = [("node-bound", shape)] + ([("quota-only", unbound)] if unbound is not shape else [])
+
     stack.setup_django()
     results = []
-    mains = []
+    mains: list[dict] = []
+    quota_mains: list[dict] = []
     if args.only in (None, "main"):
         for index in range(args.runs):
-            logs = args.logs / f"run-{index + 1}" if args.logs and args.runs > 1 else args.logs
-            mains.append(
-                run(
-                    shape,
+            # Interleaved (node-bound, quota-only, node-bound, ...): drift on the machine
+            # falls on both alike.
+            for label, run_shape in settings:
+                logs = args.logs / f"run-{index + 1}" if args.logs and args.runs > 1 else args.logs
+                if logs is not None and len(settings) > 1:
+                    logs = logs / label
+                result = run(
+                    run_shape,
                     args.scale,
                     args.policy,
                     tick_s=args.tick,
@@ -372,9 +337,10 @@ def main() -> None:
                     bulk=args.bulk,
                     scoring=args.scoring,
                 )
-            )
-            print(json.dumps(mains[-1]), flush=True)
-        results += mains
+                result["node_setting"] = label
+                (mains if label == "node-bound" else quota_mains).append(result)
+                print(json.dumps(result), flush=True)
+        results += mains + quota_mains
     compare = {}
     if args.only in (None, "compare"):
         # The article's dispatcher (seed, woken by its 10 s poll only), seed in jobdash's
@@ -411,6 +377,8 @@ def main() -> None:
     if mains:
         # Over the main runs (the keys above are the first run's, as they always were).
         summary["main_runs"] = {"count": len(mains), **kueue_method.summarize(mains)}
+        if args.quota_only:
+            summary["quota_only"] = side_by_side(shape, unbound, mains, quota_mains or mains, args.scale)
         if args.rangespec:
             derived = kueue_method.derive_rangespec(mains)
             kueue_method.write_rangespec(args.rangespec, derived, f"{shape.name} at scale {args.scale}")
@@ -418,6 +386,8 @@ def main() -> None:
         if spec is not None:
             for index, r in enumerate(mains):
                 failures += [f"run {index + 1}: {line}" for line in kueue_method.check(spec, r)]
+            for index, r in enumerate(quota_mains):
+                failures += [f"quota-only run {index + 1}: {line}" for line in kueue_method.check(spec, r)]
             summary["check"] = {"path": str(args.check), "failures": failures}
     if compare:
         default = compare["priority"]
@@ -435,6 +405,8 @@ def main() -> None:
             k: r.get(k)
             for k in (
                 "policy",
+                "node_setting",
+                "nodes",
                 "loop",
                 "submission",
                 "scale",

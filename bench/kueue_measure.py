@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 from bench import stack
 from bench.kueue_method import kueue_usage_pct
 from bench.kueue_shape import Shape
+from bench.kueue_submit import class_of
 
 if TYPE_CHECKING:
-    from bench.kueue_baseline import Submitter
+    from bench.kueue_submit import Submitter
 
 
 def cycle_stats() -> dict:
@@ -25,7 +26,7 @@ def cycle_stats() -> dict:
     if not rows:
         return {}
     durations = [r[0] for r in rows]
-    phases = defaultdict(float)
+    phases: defaultdict[str, float] = defaultdict(float)
     for _d, p, _a in rows:
         for name, ms in (p or {}).items():
             phases[name] += ms
@@ -57,7 +58,7 @@ def measure(
     used = nominal = held = 0.0
     holds = []  # (cpu, released, finished or None): the quota each admitted job held
     for _namespace, name, state, submitted, released, started, finished_at in rows:
-        cls = name.split("-")[0]
+        cls = class_of(name)
         cpu, run = shape.classes[cls].cpu, shape.classes[cls].run_s
         if released is not None:
             by_class[cls].append((released - submitted).total_seconds())

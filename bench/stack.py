@@ -25,6 +25,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 JOBDASH_IDENTITY = "system:serviceaccount:jobdash:jobdash"
 BENCH_USER = "bench"
+JOBDASH_TOKEN = "jobdash-token"  # the dispatcher's identity's bearer token in cluster_config
 
 
 def log(message: str) -> None:
@@ -69,19 +70,30 @@ def reset_database(namespaces: list[str]):
     return user
 
 
-def tfjob_yaml(name: str, namespace: str, cpu: str, duration_s: float, memory: str = "256Mi") -> str:
-    """A one-Worker TFJob; kubesim runs it for `duration_s` once its pod runs."""
+def tfjob_yaml(
+    name: str,
+    namespace: str,
+    cpu: str,
+    duration_s: float,
+    memory: str = "256Mi",
+    *,
+    replicas: int = 1,
+    annotations: dict[str, str] | None = None,
+) -> str:
+    """A TFJob of `replicas` Workers of `cpu` each (and `annotations`); kubesim runs it for
+    `duration_s` once all its pods run."""
+    more = "".join(f"\n    {key}: {json.dumps(value)}" for key, value in sorted((annotations or {}).items()))
     return f"""apiVersion: kubeflow.org/v1
 kind: TFJob
 metadata:
   name: {name}
   namespace: {namespace}
   annotations:
-    kubesim.io/duration-seconds: "{duration_s}"
+    kubesim.io/duration-seconds: "{duration_s}"{more}
 spec:
   tfReplicaSpecs:
     Worker:
-      replicas: 1
+      replicas: {replicas}
       template:
         spec:
           containers:
@@ -129,6 +141,7 @@ class Kubesim:
         self.log_path = workdir / "kubesim.log"
         self._log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, text=True, cwd=ROOT)
+        assert self.process.stdout is not None
         first = self.process.stdout.readline()  # "kubesim serving http://127.0.0.1:PORT" once the kubeconfig exists
         if "serving" not in first:
             self.stop()
@@ -158,14 +171,16 @@ def cluster_config(
     start_delay_s: float,
     history: int = 400_000,
     scoring: str = "LeastAllocated",
+    node_groups: list[dict] | None = None,
 ) -> dict:
+    """kubesim's config: `nodes` x `node_cpu` plain nodes, or `node_groups` as given (kubesim's
+    `nodes` entries: labelled racks, bench.kueue_shape.Shape.node_groups)."""
     return {
         "speed": 1.0,
-        "nodes": [
-            {"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}
-        ],
+        "nodes": node_groups
+        or [{"prefix": "node", "count": nodes, "capacity": {"cpu": str(node_cpu), "memory": "512Gi", "pods": "500"}}],
         "namespaces": [{"name": name, "quota": quota} for name, quota in namespaces.items()],
-        "users": [{"token": "jobdash-token", "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
+        "users": [{"token": JOBDASH_TOKEN, "username": JOBDASH_IDENTITY, "groups": ["system:serviceaccounts"]}],
         "kubelet": {"start_delay_seconds": start_delay_s},
         "scheduler": {"scoring": scoring},
         # The dispatcher's watches must never fall out of the event history (a 410 relists).

@@ -33,11 +33,22 @@ from . import capabilities, placement
 from .errors import ManifestError
 from .eta import DURATION_ANNOTATION
 from .quantity import format_quantity
-from .topology_request import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
+from .topology_request import (
+    PREFERRED_ANNOTATION,
+    REQUIRED_ANNOTATION,
+    SLICE_REQUIRED_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+)
 from .workload import JobAdapter, PodSet, RuntimeSource, Workload, read_path
 
 # The annotations jobdash reads of a job to place and plan it.
-READ_ANNOTATIONS = (REQUIRED_ANNOTATION, PREFERRED_ANNOTATION, DURATION_ANNOTATION)
+READ_ANNOTATIONS = (
+    REQUIRED_ANNOTATION,
+    PREFERRED_ANNOTATION,
+    SLICE_REQUIRED_ANNOTATION,
+    SLICE_SIZE_ANNOTATION,
+    DURATION_ANNOTATION,
+)
 # What of a pod template's spec the scheduler reads and the Workload does not keep.
 TEMPLATE_FIELDS = ("affinity", "priorityClassName")
 

@@ -50,6 +50,7 @@ class NodeFailure:
     level: str = ""  # a topology level's node label
     card: tuple[str, int] | None = None  # (node, GPU) with the most free, when no one card holds a pod
     node: str = ""  # "never": the eligible node that comes closest (lacks the fewest resources)
+    slice_of: int = 0  # "topology": ``pods`` is one slice of a gang of this many (topology.py)
 
 
 def never_on(

@@ -26,7 +26,7 @@ class Reason(StrEnum):
     QUOTA_EXCEEDED = "QuotaExceeded"  # resource, needed, free, hard
     NO_NODE_FITS = "NoNodeFits"  # resource (scarcest), needed, free, scope, role, pods, placed
     # Its required topology level: no domain of it (no one rack) holds the whole gang now.
-    NO_DOMAIN_FITS = "NoDomainFits"  # level (node label), resource, needed (per pod), pods, roomiest (pods)
+    NO_DOMAIN_FITS = "NoDomainFits"  # level (node label), resource, needed (per pod), pods, roomiest (pods); slice_of
     # It would fit with lent nodes it may not use now (tide.py): it would run past their reclaim,
     # has no run-time prediction, or they are in their notice window.
     OUTLASTS_LENT_POOL = "OutlastsLentPool"  # pool, reclaim_at, bound, why, notice_s, timezone, now
@@ -94,13 +94,16 @@ def node_failure_outcome(failure: NodeFailure) -> Outcome:
             detail["combined"] = True
         return Reason.NEVER_FITS_NODES, detail
     if failure.kind == "topology":
-        return Reason.NO_DOMAIN_FITS, {
+        topology = {
             "level": failure.level,
             "resource": failure.resource,
             "needed": failure.needed,
             "pods": failure.pods,
             "roomiest": failure.free,
         }
+        if failure.slice_of:
+            topology["slice_of"] = failure.slice_of
+        return Reason.NO_DOMAIN_FITS, topology
     if failure.kind == "reserved":
         return Reason.RESERVED_FOR_OLDER_JOB, {"reserved_for": failure.reserved_by, "resource": failure.resource}
     if failure.card:  # the node's total would do; no one card does (cards.py)
@@ -204,6 +207,8 @@ def _no_node_fits(d: Mapping[str, Any], namespace: str) -> str:
 def _no_domain_fits(d: Mapping[str, Any], namespace: str) -> str:
     r, level, needed = d["resource"], level_name(d["level"]), amount(d["resource"], d["needed"])
     pods = f"its pod ({needed} {r})" if d["pods"] == 1 else f"all {d['pods']} pods ({needed} {r} each) at once"
+    if d.get("slice_of"):
+        pods = f"a slice of {d['pods']} of its {d['slice_of']} pods ({needed} {r} each)"
     return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
 
 

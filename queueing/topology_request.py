@@ -1,4 +1,15 @@
-"""What a job asks of the topology, from its annotations (topology.py places it)."""
+"""What a job asks of the topology, from its annotations (topology.py places it).
+
+- ``jobdash.io/required-topology: <level>``: the whole gang in one domain of the level;
+- ``jobdash.io/preferred-topology: <level>``: there if it can, else in as few as it can;
+- ``jobdash.io/slice-required-topology: <level>`` with ``jobdash.io/slice-size: <n>``: each
+  role's pods cut into slices of n (the last may be smaller), each slice in one domain of
+  the level, the slices wherever they fit (Kueue's ``podset-slice-required-topology`` and
+  ``podset-slice-size``). With a required or preferred level as well, the slices stay
+  within the domain that request picks; alone, the whole cluster is theirs (as Kueue reads a
+  slice-only request: the top level, unconstrained). A size that is not a whole number
+  above 0, or a size without a level, asks nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +19,17 @@ from .workload import Workload
 
 REQUIRED_ANNOTATION = "jobdash.io/required-topology"
 PREFERRED_ANNOTATION = "jobdash.io/preferred-topology"
+SLICE_REQUIRED_ANNOTATION = "jobdash.io/slice-required-topology"
+SLICE_SIZE_ANNOTATION = "jobdash.io/slice-size"
 HOSTNAME = "kubernetes.io/hostname"
 
 
 @dataclass(frozen=True)
 class TopologyRequest:
-    level: str  # a node label
+    level: str  # a node label; "" when only slices are asked for
     required: bool
+    slice_level: str = ""  # a node label each slice keeps to; "" for no slices
+    slice_size: int = 0  # pods per slice (with slice_level)
 
 
 def request_of(workload: Workload) -> TopologyRequest | None:
@@ -22,8 +37,20 @@ def request_of(workload: Workload) -> TopologyRequest | None:
     annotations = workload.annotations
     if not annotations:
         return None
+    slice_level, slice_size = _slices(
+        annotations.get(SLICE_REQUIRED_ANNOTATION), annotations.get(SLICE_SIZE_ANNOTATION)
+    )
     level = annotations.get(REQUIRED_ANNOTATION)
     if level:
-        return TopologyRequest(level, True)
+        return TopologyRequest(level, True, slice_level, slice_size)
     level = annotations.get(PREFERRED_ANNOTATION)
-    return TopologyRequest(level, False) if level else None
+    if level:
+        return TopologyRequest(level, False, slice_level, slice_size)
+    return TopologyRequest("", False, slice_level, slice_size) if slice_level else None
+
+
+def _slices(level: object, size: object) -> tuple[str, int]:
+    if not level or not isinstance(level, str) or not isinstance(size, str) or not size.strip().isdigit():
+        return "", 0
+    number = int(size.strip())
+    return (level, number) if number > 0 else ("", 0)

@@ -24,7 +24,13 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SETTINGS = settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RUNTIMES = trainjob_runtimes()
 COUNT_KEYS = ("replicas", "parallelism", "completions", "numNodes", "minReplicas", "maxReplicas")
-READ = ("jobdash.io/required-topology", "jobdash.io/preferred-topology", "jobdash.io/expected-duration")
+READ = (
+    "jobdash.io/required-topology",
+    "jobdash.io/preferred-topology",
+    "jobdash.io/slice-required-topology",
+    "jobdash.io/slice-size",
+    "jobdash.io/expected-duration",
+)
 METADATA_KEYS = ("team", "note", *READ, "jobdash.io/job-id", "jobdash.io/term", "jobdash.io/queued")
 QUANTITIES = {"cpu": ("500m", "1", "2", "4"), "memory": ("1Gi", "4Gi", "8Gi"), "nvidia.com/gpu": ("1", "2")}
 AFFINITIES = (
