@@ -8,13 +8,16 @@
   ``podset-slice-size``). With a required or preferred level as well, the slices stay
   within the domain that request picks; alone, the whole cluster is theirs (as Kueue reads a
   slice-only request: the top level, unconstrained). A size that is not a whole number
-  above 0, or a size without a level, asks nothing.
+  above 0, a size without a level or a level without a size is refused at submission
+  (``problems``); read here it asks nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .errors import FieldError
 from .workload import Workload
 
 REQUIRED_ANNOTATION = "jobdash.io/required-topology"
@@ -47,6 +50,25 @@ def request_of(workload: Workload) -> TopologyRequest | None:
     if level:
         return TopologyRequest(level, False, slice_level, slice_size)
     return TopologyRequest("", False, slice_level, slice_size) if slice_level else None
+
+
+def problems(annotations: Mapping[str, str]) -> list[FieldError]:
+    """What is wrong with the slice annotations, each at its path (empty: nothing)."""
+    level, size = annotations.get(SLICE_REQUIRED_ANNOTATION), annotations.get(SLICE_SIZE_ANNOTATION)
+    if level is None and size is None:
+        return []
+    found = []
+    if size is not None and not (str(size).strip().isdigit() and int(str(size).strip()) > 0):
+        found.append(FieldError(_path(SLICE_SIZE_ANNOTATION), f"must be a whole number above 0, got {size!r}"))
+    elif size is None:
+        found.append(FieldError(_path(SLICE_SIZE_ANNOTATION), f"required with {SLICE_REQUIRED_ANNOTATION}"))
+    if not level:
+        found.append(FieldError(_path(SLICE_REQUIRED_ANNOTATION), f"required with {SLICE_SIZE_ANNOTATION} (a level)"))
+    return found
+
+
+def _path(annotation: str) -> str:
+    return f'metadata.annotations["{annotation}"]'
 
 
 def _slices(level: object, size: object) -> tuple[str, int]:

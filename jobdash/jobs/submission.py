@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 import queueing
-from queueing import capabilities
+from queueing import capabilities, topology_request
 from queueing.job_options import JobOptions, options_from_annotations, with_fields
 from queueing.names import assign_generated_name
 from queueing.safe_yaml import document_path
@@ -166,10 +166,14 @@ def _check(
 def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptions:
     """The job's options: its annotations', the API's fields over them; every problem at once."""
     now = time.time()
+    errors = topology_request.problems(workload.annotations)
     try:
-        return with_fields(options_from_annotations(workload.annotations, now), fields, now)
+        options = with_fields(options_from_annotations(workload.annotations, now), fields, now)
     except queueing.ManifestError as error:
-        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
+        errors = [*error.errors, *errors]
+    if errors:
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in errors]) from None
+    return options
 
 
 def _new_job(checked: Checked, *, user, source: str, actor: str, owner=None) -> Job:
