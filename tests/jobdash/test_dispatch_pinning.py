@@ -30,7 +30,7 @@ from kubesim.testing import (
 from queueing.placement import GATE
 from queueing.topology import REQUIRED_ANNOTATION
 
-from .dispatch_support import JOBDASH, ManualClock, settings, start_gateway, step
+from .dispatch_support import JOBDASH, ManualClock, cycle_until, settings, start_gateway, state, step
 from .test_dispatch_kinds import KINDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -296,12 +296,9 @@ def test_a_pin_in_flight_holds_up_no_cycle_and_is_neither_sent_again_nor_its_slo
     assert sorted(node for _, node in sent) == sorted(node for _, _, node in Job.objects.get(pk=job.pk).placement)
     answer.set()
     dispatcher.pins.wait(10)
-    for _ in range(10):
-        step(dispatcher, sim)
-        dispatcher.cycle(term)
-        if Job.objects.get(pk=job.pk).state == State.RUNNING:
-            break
-    assert Job.objects.get(pk=job.pk).state == State.RUNNING and bound_as_planned(sim, job)
+    step(dispatcher, sim)
+    cycle_until(dispatcher, sim, term, lambda: state(job) == State.RUNNING, steps=10)
+    assert bound_as_planned(sim, job)
     assert len(sent) == 2 and len(dispatcher.pins) == 0
 
 
@@ -325,12 +322,9 @@ def test_a_pin_the_api_server_refused_is_sent_again_by_the_next_cycle(
     dispatcher.pins.wait(10)
     again = dispatcher.cycle(term).pinned
     assert again["errors"] == 2 and again["ungated"] == 2
-    for _ in range(10):
-        step(dispatcher, sim)
-        dispatcher.cycle(term)
-        if Job.objects.get(pk=job.pk).state == State.RUNNING:
-            break
-    assert Job.objects.get(pk=job.pk).state == State.RUNNING and bound_as_planned(sim, job)
+    step(dispatcher, sim)
+    cycle_until(dispatcher, sim, term, lambda: state(job) == State.RUNNING, steps=10)
+    assert bound_as_planned(sim, job)
 
 
 def test_a_gang_on_one_node_goes_there_by_its_template_with_no_gate_and_no_patch(
@@ -343,14 +337,10 @@ def test_a_gang_on_one_node_goes_there_by_its_template_with_no_gate_and_no_patch
     manifest = KINDS["TFJob"]("one-node")
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
     job = services.job_submit(user=user, manifest=json.dumps(manifest), source="api")
-    for _ in range(10):
-        dispatcher.cycle(term)
-        if Job.objects.get(pk=job.pk).state == State.RUNNING:
-            break
-        step(dispatcher, sim)
-        assert gated_pods(sim, job) == 0
+    gated: list[int] = []
+    cycle_until(dispatcher, sim, term, lambda: gated.append(gated_pods(sim, job)) or state(job) == State.RUNNING)
+    assert max(gated) == 0 and bound_as_planned(sim, job)
     row = Job.objects.get(pk=job.pk)
-    assert row.state == State.RUNNING and bound_as_planned(sim, job)
     (node,) = {node for _, _, node in row.placement}
     template = sim.cluster.tfjob("team-a", "one-node")["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     assert template["nodeSelector"] == {"kubernetes.io/hostname": node} and "schedulingGates" not in template
