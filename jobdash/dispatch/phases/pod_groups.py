@@ -22,10 +22,15 @@ def waiting_for_pods(gateway: gw.ClusterGateway, pending: Iterable[PendingJob]) 
     """The queued jobs of pods that do not all exist yet, each as the planner must see it
     (`pods_created`: how many do). Only their pods are looked at, by their job label."""
     keys: dict[int, tuple[gw.ObjectKey, PendingJob]] = {}
+    of_pods: dict[tuple[str, str], str | None] = {}  # (apiVersion, kind): its key if its objects are pods
     for job in pending:
         workload = job.workload
-        kind_key = adapter_key(workload.api_version, workload.kind)
-        if kinds.objects_are_pods(kind_key):
+        kind = (workload.api_version, workload.kind)
+        if kind not in of_pods:  # (asked once a kind: this runs over the whole queue each cycle)
+            named = adapter_key(*kind)
+            of_pods[kind] = named if kinds.objects_are_pods(named) else None
+        kind_key = of_pods[kind]
+        if kind_key is not None:
             keys[job.id] = ((kind_key, job.namespace, workload.name), job)
     if not keys:
         return {}

@@ -294,9 +294,10 @@ def build(
     for job_id, dependent in holds.held.items():
         held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
     cards = card_usage.shared_cards(world.nodes, world.live_pods, world.active, world.pods, slots)
+    kept = [row for row in rows if row.job.id not in holds.never] if holds.never else list(rows)
     snapshot = Snapshot(
         now=now,
-        pending=tuple(held.get(row.job.id, row.job) for row in rows if row.job.id not in holds.never),
+        pending=tuple(held.get(row.job.id, row.job) for row in kept) if held else tuple(row.job for row in kept),
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, {row["name"]: row for row in world.namespaces}, world.live_pods),
@@ -313,7 +314,7 @@ def build(
     )
     return Observation(
         snapshot=snapshot,
-        pending=[row for row in rows if row.job.id not in holds.never],
+        pending=kept,
         active=world.active,
         active_pods=world.pods,
         failed_nodes=found.failed_nodes,
