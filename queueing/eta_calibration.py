@@ -53,7 +53,7 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from typing import Any, NamedTuple
 
-from .adaptive_level import GAMMA, STEP_S, AdaptiveLevel
+from .adaptive_level import GAMMA, SHIFT_RATE, STEP_S, AdaptiveLevel, LogShift
 from .censored_quantile import km_quantiles, thinned
 from .sorted_window import SortedWindow
 
@@ -81,9 +81,19 @@ class _Group:
     """One set of residuals the ranges may come from (a namespace, a band, all), with the
     waits still running in it (censored, from the last ``update``) and its adaptive levels."""
 
-    __slots__ = ("censored", "censored_weight", "late", "likely", "memo", "misses", "residuals")
+    __slots__ = (
+        "censored",
+        "censored_weight",
+        "late",
+        "late_shift",
+        "likely",
+        "likely_shift",
+        "memo",
+        "misses",
+        "residuals",
+    )
 
-    def __init__(self, window: int, coverage: float, gamma: float) -> None:
+    def __init__(self, window: int, coverage: float, gamma: float, rate: float) -> None:
         self.residuals = SortedWindow(window)
         self.censored: list[float] = []
         self.censored_weight = 1.0
@@ -91,6 +101,8 @@ class _Group:
         self.late = AdaptiveLevel(1.0 - coverage, gamma=gamma)
         self.memo: tuple[float, float] | None = None
         self.misses = [0, 0, 0, 0]  # likely missed, likely resolved, late missed, late resolved
+        self.likely_shift = LogShift(0.5, rate=rate)
+        self.late_shift = LogShift(1.0 - coverage, rate=rate)
 
     def add(self, residual: float) -> None:
         self.residuals.add(residual)
@@ -105,15 +117,17 @@ class _Group:
                 (self.likely.level, self.late.level),
                 censored_weight=self.censored_weight,
             )
-            self.memo = (likely, late)
+            self.memo = (likely + self.likely_shift.shift, late + self.late_shift.shift)
         return self.memo
 
     def step(self, weight: float) -> None:
         likely_missed, likely_resolved, late_missed, late_resolved = self.misses
         if likely_resolved:
             self.likely.step(likely_missed / likely_resolved, weight, likely_resolved)
+            self.likely_shift.step(likely_missed, likely_resolved)
         if late_resolved:
             self.late.step(late_missed / late_resolved, weight, late_resolved)
+            self.late_shift.step(late_missed, late_resolved)
         self.misses = [0, 0, 0, 0]
         self.memo = None
 
@@ -131,21 +145,23 @@ class StartCalibrator:
         by_namespace: bool = True,
         gamma: float = GAMMA,
         update_every_s: float = SAMPLE_EVERY_S,
+        rate: float = SHIFT_RATE,
     ) -> None:
         if window < 1 or min_samples < 1:
             raise ValueError("window and min_samples must be at least 1")
         if not 0 < coverage < 1:
             raise ValueError("coverage must lie strictly between 0 and 1")
-        if not gamma > 0 or not update_every_s >= 0:
-            raise ValueError("gamma must be positive and update_every_s >= 0")
+        if not gamma > 0 or not update_every_s >= 0 or not rate >= 0:
+            raise ValueError("gamma must be positive, update_every_s and rate >= 0")
         self.window = window
         self.min_samples = min_samples
         self.coverage = coverage
         self.by_namespace = by_namespace
         self.gamma = gamma
         self.update_every_s = update_every_s
-        self.bands = [_Group(window, coverage, gamma) for _ in range(len(BANDS) + 1)]
-        self.pooled = _Group(window, coverage, gamma)
+        self.rate = rate
+        self.bands = [_Group(window, coverage, gamma, rate) for _ in range(len(BANDS) + 1)]
+        self.pooled = _Group(window, coverage, gamma, rate)
         self.namespaces: dict[str, _Group] = {}
         self.observed = 0
         self._updated_at = -math.inf
@@ -156,7 +172,9 @@ class StartCalibrator:
         if namespace is not None and self.by_namespace:
             group = self.namespaces.get(namespace)
             if group is None:
-                group = self.namespaces[namespace] = _Group(max(self.window // 4, 1), self.coverage, self.gamma)
+                group = self.namespaces[namespace] = _Group(
+                    max(self.window // 4, 1), self.coverage, self.gamma, self.rate
+                )
             groups.append(group)
         return groups
 
