@@ -64,6 +64,10 @@ BANDS: tuple[float, ...] = (600.0, 3600.0, 6 * 3600.0)  # band edges, seconds of
 SAMPLE_EVERY_S = 600.0  # a waiting job's forecast is sampled at most this often...
 PER_JOB = 48  # ...and at most this many kept (thinned to every other, then sampled half as often)
 FORGET_AFTER_S = 86400.0  # a job not given a forecast for this long is dropped (deleted, never started)
+# A residual older than this is forgotten once its group has min_samples younger ones: the
+# queue comes in episodes and each errs its own way (October's forecasts at x1 start late,
+# November's early), so a month's own last day says more than another month's record.
+FORGET_RESIDUALS_S = 86400.0
 
 
 class StartRange(NamedTuple):
@@ -91,10 +95,12 @@ class _Group:
         "memo",
         "misses",
         "residuals",
+        "times",
     )
 
     def __init__(self, window: int, coverage: float, gamma: float, rate: float) -> None:
         self.residuals = SortedWindow(window)
+        self.times: deque[float] = deque(maxlen=window)  # when each residual was learned (-inf: unknown)
         self.censored: list[float] = []
         self.censored_weight = 1.0
         self.likely = AdaptiveLevel(0.5, gamma=gamma)  # as many start after the likely time as before
@@ -104,9 +110,18 @@ class _Group:
         self.likely_shift = LogShift(0.5, rate=rate)
         self.late_shift = LogShift(1.0 - coverage, rate=rate)
 
-    def add(self, residual: float) -> None:
+    def add(self, residual: float, at: float) -> None:
         self.residuals.add(residual)
+        self.times.append(at)
         self.memo = None
+
+    def expire(self, before: float, keep: int) -> None:
+        """Forget the residuals learned before ``before`` while more than ``keep`` are left."""
+        times, residuals = self.times, self.residuals
+        while len(times) > keep and times[0] < before:
+            times.popleft()
+            residuals.drop_oldest()
+            self.memo = None
 
     def quantiles(self) -> tuple[float, float]:
         """The residuals by which the likely time and the late bound scale the forecast."""
@@ -146,13 +161,14 @@ class StartCalibrator:
         gamma: float = GAMMA,
         update_every_s: float = SAMPLE_EVERY_S,
         rate: float = SHIFT_RATE,
+        forget_after_s: float = FORGET_RESIDUALS_S,
     ) -> None:
         if window < 1 or min_samples < 1:
             raise ValueError("window and min_samples must be at least 1")
         if not 0 < coverage < 1:
             raise ValueError("coverage must lie strictly between 0 and 1")
-        if not gamma > 0 or not update_every_s >= 0 or not rate >= 0:
-            raise ValueError("gamma must be positive, update_every_s and rate >= 0")
+        if not gamma > 0 or not update_every_s >= 0 or not rate >= 0 or not forget_after_s > 0:
+            raise ValueError("gamma and forget_after_s must be positive, update_every_s and rate >= 0")
         self.window = window
         self.min_samples = min_samples
         self.coverage = coverage
@@ -160,6 +176,7 @@ class StartCalibrator:
         self.gamma = gamma
         self.update_every_s = update_every_s
         self.rate = rate
+        self.forget_after_s = forget_after_s
         self.bands = [_Group(window, coverage, gamma, rate) for _ in range(len(BANDS) + 1)]
         self.pooled = _Group(window, coverage, gamma, rate)
         self.namespaces: dict[str, _Group] = {}
@@ -178,14 +195,18 @@ class StartCalibrator:
             groups.append(group)
         return groups
 
-    def observe(self, forecast_wait_s: float, actual_wait_s: float, namespace: str | None = None) -> None:
+    def observe(
+        self, forecast_wait_s: float, actual_wait_s: float, namespace: str | None = None, at: float | None = None
+    ) -> None:
         """A job (of ``namespace``) forecast to start ``forecast_wait_s`` after the forecast
-        started ``actual_wait_s`` after it."""
+        started ``actual_wait_s`` after it, at ``at`` (None: long ago, e.g. what a new leader
+        reads of the jobs that started under another: the first forgotten, ``update``)."""
         if not (forecast_wait_s >= 0 and actual_wait_s >= 0) or math.isinf(forecast_wait_s + actual_wait_s):
             return  # NaN, negative or infinite: nothing to learn
         residual = math.log((actual_wait_s + FLOOR_S) / (forecast_wait_s + FLOOR_S))
+        learned = -math.inf if at is None or not math.isfinite(at) else at
         for group in self._groups(band_of(forecast_wait_s), namespace):
-            group.add(residual)
+            group.add(residual, learned)
         self.observed += 1
 
     def learn_start(self, samples: ForecastSamples, job: Hashable, at: float) -> int:
@@ -194,7 +215,7 @@ class StartCalibrator:
         namespace = samples.namespace_of(job)
         pairs = samples.started(job, at)
         for forecast_wait, actual_wait in pairs:
-            self.observe(forecast_wait, actual_wait, namespace)
+            self.observe(forecast_wait, actual_wait, namespace, at)
         return len(pairs)
 
     def update(self, now: float, samples: ForecastSamples) -> bool:
@@ -224,7 +245,9 @@ class StartCalibrator:
         for (namespace, band), values in by_key.items():
             for group in self._groups(band, namespace):
                 censored.setdefault(id(group), []).extend(values)
+        forget_before = now - self.forget_after_s
         for group in (self.pooled, *self.bands, *self.namespaces.values()):
+            group.expire(forget_before, self.min_samples)
             group.step(weight)
             values = sorted(censored.get(id(group), ()))
             group.censored, group.censored_weight = thinned(values, group.residuals.order.maxlen or 1)

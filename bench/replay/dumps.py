@@ -10,7 +10,7 @@ from typing import Any
 
 def dump_jobs(result, path: Path) -> None:
     """Every job's outcome, column-wise (gzipped JSON), to study a run without replaying it."""
-    columns = {
+    columns: dict[str, list[Any]] = {
         name: []
         for name in (
             "id",
