@@ -45,3 +45,36 @@ def test_calibration_is_reported_per_window_with_its_goals(known, tmp_path):
     text = report.read_text()
     assert text.index("/generated:targets-ranges") < text.index("generated:calibration") < text.index("## next")
     assert write_calibration([without], tmp_path) is None
+
+
+@pytest.fixture(scope="module")
+def logged():
+    jobs = sorted(busy(), key=lambda j: (j.submit, j.id))
+    engine = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority", eta_every_s=600.0), T0)
+    engine.forecast_log = []
+    return engine, engine.run()
+
+
+def test_the_calibrator_alone_over_a_replays_log_gives_the_replays_figures(logged, tmp_path):
+    """Issue 47: the forecasts do not depend on the calibrator, so replaying it alone over the
+    log gives the replay's own figures, to the sample (how its variants are compared)."""
+    from bench.replay.calibration_log import bootstrap_pairs, read_log, replay_calibrator, write_log
+
+    engine, result = logged
+    path = tmp_path / "log.json.gz"
+    write_log(path, engine.forecast_log, result.jobs)
+    log = read_log(path)
+    eta = summarize(result)["eta"]
+    alone = replay_calibrator(log)
+    assert alone["samples"] == eta["samples"] > 50
+    assert (alone["late_pct"], alone["covered_pct"], alone["error"]) == (
+        eta["late_pct"],
+        eta["interval_coverage_pct"],
+        eta["median_rel_error"],
+    )
+    # What a new leader reads: the last jobs started, each with its first forecast, oldest first.
+    pairs = bootstrap_pairs(log, count=10)
+    assert len(pairs) == 10 and all(forecast >= 0 and waited >= 0 for forecast, waited, _ in pairs)
+    assert {namespace for _, _, namespace in bootstrap_pairs(log)} <= {"a", "b"}
+    booted = replay_calibrator(log, bootstrap=bootstrap_pairs(log))
+    assert booted["samples"] == alone["samples"]
