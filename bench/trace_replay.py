@@ -105,7 +105,7 @@ LEARNED = 2000  # finished jobs a new leader learns from (jobdash/dispatch/predi
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
     """One policy's replay, in its own process when run in parallel."""
-    from bench.replay.calibration_log import bootstrap_pairs, read_log, write_log
+    from bench.replay.calibration_log import bootstrap_pairs, described, read_log, write_log
     from bench.replay.dumps import dump_jobs
     from bench.replay.engine import Replay, ReplayConfig
     from bench.replay.metrics import summarize
@@ -151,7 +151,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     if replay.forecast_log is not None:
         write_log(Path(task["forecasts_out"]), replay.forecast_log, result.jobs)
     summary["trace"] = Path(task["trace"]).name
-    summary["calibration_bootstrap"] = Path(bootstrap).name if bootstrap else None
+    summary["calibration_bootstrap"] = described(Path(bootstrap)) if bootstrap else None
     summary["label"] = task["label"]
     summary["options"] = task["options"]
     summary["pin"] = task["pin"]
