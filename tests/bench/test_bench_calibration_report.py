@@ -78,3 +78,26 @@ def test_the_calibrator_alone_over_a_replays_log_gives_the_replays_figures(logge
     assert {namespace for _, _, namespace in bootstrap_pairs(log)} <= {"a", "b"}
     booted = replay_calibrator(log, bootstrap=bootstrap_pairs(log))
     assert booted["samples"] == alone["samples"]
+
+
+def test_months_from_another_months_bootstrap_have_their_own_block(known, tmp_path):
+    from bench.replay.report_ranges import month_runs, months_table
+
+    _, result = known
+    plain = summarize(result) | {"label": "priority", "compress": 1, "window": ["2017-12-01T00", "2017-12-23T00"]}
+    booted = plain | {
+        "label": "priority+boot",
+        "calibration_bootstrap": "2017-10-01_2017-11-01/priority",
+        "trace": "philly_2017-09-04_12-22_11vc.csv",
+        "eta_before": {"late_pct": 11.5, "covered_pct": 97.6, "error": 1.33},
+    }
+    assert month_runs([plain, booted]) == [booted]
+    table = months_table([booted])
+    assert "outside the repo (philly_2017-09-04_12-22_11vc.csv)" in table and "11.5% / " in table
+    report = tmp_path / "trace_replay.md"
+    old = "<!-- generated:calibration -->\nold rows\n<!-- /generated:calibration -->"
+    report.write_text(f"# r\n\n<!-- generated:targets-ranges -->\nx\n<!-- /generated:targets-ranges -->\n\n{old}\n")
+    write_calibration([booted], tmp_path)
+    text = report.read_text()
+    assert old in text  # (issue 38's rows, from runs not kept here, stay)
+    assert text.index("/generated:calibration -->") < text.index("generated:calibration-months") < text.index("2017-12")
