@@ -41,6 +41,14 @@ every ``update_every_s``) learns from the jobs still waiting as well:
   adaptive conformal inference), which keeps them calibrated where the errors are not
   exchangeable: load drifts, months differ.
 
+Issue 47: on months the record never saw, those levels stayed where the record put them
+(November, from October's record: 4.6 % of jobs after the likely time, 97.4 % covered),
+because a month's forecasts can err the other way from the record's (October's start late,
+November's early) and an hourly level cannot cross that in an episode of a few hours.  So
+each range resolved also shifts the group's ranges (``LogShift``, in log units), and a
+record forgets residuals older than ``forget_after_s`` while it keeps ``min_samples``
+younger ones (what a new leader reads, another month's, first).
+
 Bounded memory (``window`` residuals per group, censored residuals thinned to as many,
 ``ForecastSamples``' own bounds), no clock, no randomness.
 """
