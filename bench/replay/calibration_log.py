@@ -123,16 +123,52 @@ def score(scored: list[tuple[float, float, float, float]]) -> dict[str, float]:
     }
 
 
+def before_issue_47() -> StartCalibrator:
+    """The calibrator as it was before issue 47 (no shift, nothing forgotten): the same code
+    with both off gives main's figures to the sample."""
+    return StartCalibrator(rate=0.0, forget_after_s=math.inf)
+
+
+def described(log: Path) -> str:
+    """A bootstrap log as the report names it: its replay's window and label."""
+    return f"{log.parent.parent.name}/{log.name.removesuffix('.forecasts.json.gz')}"
+
+
+def annotate(summary_path: Path, bootstrap: Path | None) -> dict[str, float]:
+    """Add to a replay's summary what the calibrator before issue 47 made of the same forecasts
+    (``eta_before``), from the replay's log (jobs/<label>.forecasts.json.gz beside it)."""
+    summary = json.loads(summary_path.read_text())
+    log = read_log(summary_path.parent / "jobs" / f"{summary['label']}.forecasts.json.gz")
+    pairs = bootstrap_pairs(read_log(bootstrap)) if bootstrap else []
+    summary["eta_before"] = replay_calibrator(log, before_issue_47, pairs)
+    if bootstrap:
+        summary["calibration_bootstrap"] = described(bootstrap)
+    summary_path.write_text(json.dumps(summary))
+    return summary["eta_before"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.replay.calibration_log", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("log", nargs="+", help="forecast logs (--forecasts-out of bench.trace_replay)")
+    parser.add_argument("log", nargs="+", help="forecast logs (--forecasts-out of bench.trace_replay), or summaries")
     parser.add_argument("--bootstrap", help="the log a new leader's bootstrap comes from")
+    parser.add_argument(
+        "--annotate",
+        action="store_true",
+        help="the arguments are replay summaries: add the calibrator before issue 47's figures on their logs",
+    )
     args = parser.parse_args(argv)
-    pairs = bootstrap_pairs(read_log(Path(args.bootstrap))) if args.bootstrap else []
+    bootstrap = Path(args.bootstrap) if args.bootstrap else None
+    if args.annotate:
+        for name in args.log:
+            print(name, json.dumps(annotate(Path(name), bootstrap)))
+        return
+    pairs = bootstrap_pairs(read_log(bootstrap)) if bootstrap else []
     for name in args.log:
-        print(name, json.dumps(replay_calibrator(read_log(Path(name)), bootstrap=pairs)))
+        log = read_log(Path(name))
+        before = replay_calibrator(log, before_issue_47, pairs)
+        print(name, json.dumps({"before": before, "now": replay_calibrator(log, bootstrap=pairs)}))
 
 
 if __name__ == "__main__":
