@@ -204,7 +204,7 @@ def months_table(runs: list[dict[str, Any]]) -> str:
         a, st, old = s["eta"], s.get("stats", {}), s.get("eta_before") or {}
         later, covered = a["late_pct"], a["interval_coverage_pct"]
         trace = s.get("trace", "?")
-        where = "the repo's" if trace == "philly_2017-10-01_11-30_11vc.csv" else f"outside the repo ({trace})"
+        where = "the repo's" if trace == "philly_2017-10-01_11-30_11vc.csv" else f"{trace} (not in the repo)"
         rows.append(
             f"| {window_text(s)} | {where} | {s['label']} | {s['calibration_bootstrap']} | {a['samples']:,} | "
             f"{_old(old, 'late_pct')} / {later:.1f}% {_mark(LATER_GOAL, later)} | "

@@ -93,7 +93,7 @@ def test_months_from_another_months_bootstrap_have_their_own_block(known, tmp_pa
     }
     assert month_runs([plain, booted]) == [booted]
     table = months_table([booted])
-    assert "outside the repo (philly_2017-09-04_12-22_11vc.csv)" in table and "11.5% / " in table
+    assert "philly_2017-09-04_12-22_11vc.csv (not in the repo)" in table and "11.5% / " in table
     report = tmp_path / "trace_replay.md"
     old = "<!-- generated:calibration -->\nold rows\n<!-- /generated:calibration -->"
     report.write_text(f"# r\n\n<!-- generated:targets-ranges -->\nx\n<!-- /generated:targets-ranges -->\n\n{old}\n")
