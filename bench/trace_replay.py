@@ -105,6 +105,8 @@ LEARNED = 2000  # finished jobs a new leader learns from (jobdash/dispatch/predi
 
 def run_one(task: dict[str, Any]) -> dict[str, Any]:
     """One policy's replay, in its own process when run in parallel."""
+    from bench.replay.calibration_log import bootstrap_pairs, described, read_log, write_log
+    from bench.replay.dumps import dump_jobs
     from bench.replay.engine import Replay, ReplayConfig
     from bench.replay.metrics import summarize
 
@@ -136,10 +138,20 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
     # finished before it (its first cycle reads the last 2000: dispatch/predictions.BOOTSTRAP).
     learned = finished_before(load_trace(task["trace"], None, start), start, LEARNED) if task["start"] else []
     replay = Replay(jobs, vc_nodes, config, start=start, window_end=end, learned=learned)
+    bootstrap = task.get("calibration_bootstrap")
+    if bootstrap:  # issue 47: what a new leader reads of another month's starts, nothing else
+        for pair in bootstrap_pairs(read_log(Path(bootstrap))):
+            replay.calibrator.observe(*pair)
+    if task.get("forecasts_out"):
+        replay.forecast_log = []
     result = replay.run(progress=task.get("progress", False))
     summary = summarize(result)
     if task.get("jobs_out"):
         dump_jobs(result, Path(task["jobs_out"]))
+    if replay.forecast_log is not None:
+        write_log(Path(task["forecasts_out"]), replay.forecast_log, result.jobs)
+    summary["trace"] = Path(task["trace"]).name
+    summary["calibration_bootstrap"] = described(Path(bootstrap)) if bootstrap else None
     summary["label"] = task["label"]
     summary["options"] = task["options"]
     summary["pin"] = task["pin"]
@@ -177,55 +189,6 @@ def code_version() -> dict[str, Any]:
     changed = git("status", "--porcelain", "--", "queueing", "kubesim", "bench/replay", "bench/trace_replay.py")
     changed = changed.splitlines()
     return {"commit": git("rev-parse", "--short", "HEAD").strip(), "uncommitted": sorted(line[3:] for line in changed)}
-
-
-def dump_jobs(result, path: Path) -> None:
-    """Every job's outcome, column-wise (gzipped JSON), to study a run without replaying it."""
-    import gzip
-
-    columns = {
-        name: []
-        for name in (
-            "id",
-            "vc",
-            "gpus",
-            "submit",
-            "duration",
-            "estimate",
-            "first_released",
-            "started",
-            "finished",
-            "attempts",
-            "partial_s",
-            "requeued_s",
-            "preemptions",
-            "lost_s",
-        )
-    }
-    for rec in result.jobs:
-        for name, value in (
-            ("id", rec.job.id),
-            ("vc", rec.job.vc),
-            ("gpus", rec.job.gpus),
-            ("submit", rec.job.submit),
-            ("duration", rec.job.duration),
-            ("estimate", rec.estimate),
-            ("first_released", rec.first_released_at),
-            ("started", rec.started_at),
-            ("finished", rec.finished_at),
-            ("attempts", rec.attempts),
-            ("partial_s", rec.partial_s),
-            ("requeued_s", rec.requeued_s),
-            ("preemptions", rec.preemptions),
-            ("lost_s", rec.lost_s),
-        ):
-            columns[name].append(value)
-    # The sampled forecasts, to study the start ranges without replaying:
-    # (job id, forecast start, forecast at, likely start, late bound).
-    dumped: dict[str, Any] = {**columns, "eta_samples": [list(sample) for sample in result.eta_samples]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt") as handle:
-        json.dump(dumped, handle)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -322,6 +285,17 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="issue 38: each forecasting cycle also forecasts knowing every run time (bench/replay/true_forecast.py), "
         "the yardstick of the likely start's error (costs a second forecast per hour)",
+    )
+    parser.add_argument(
+        "--forecasts-out",
+        action="store_true",
+        help="issue 47: also write every forecast given (jobs/<label>.forecasts.json.gz), for calibration_log",
+    )
+    parser.add_argument(
+        "--calibration-bootstrap",
+        metavar="LOG",
+        help="issue 47: the calibrator starts from what a new leader reads of that replay's starts (its last 2000 "
+        "jobs started, first forecasts), as on another month; label +boot",
     )
     parser.add_argument("--parallel", type=int, default=1, help="replays at once (one process each)")
     parser.add_argument("--progress", action="store_true", help="a line on stderr per simulated day")
@@ -427,7 +401,12 @@ def main(argv: list[str] | None = None) -> None:
         ]
         cache.mkdir(parents=True, exist_ok=True)
         for task in tasks:
+            if args.calibration_bootstrap:
+                task["label"] += "+boot"
+            task["calibration_bootstrap"] = args.calibration_bootstrap
             task["jobs_out"] = str(cache / "jobs" / f"{task['label']}.json.gz")
+            if args.forecasts_out:
+                task["forecasts_out"] = str(cache / "jobs" / f"{task['label']}.forecasts.json.gz")
         began = time.perf_counter()
 
         def emit(summary: dict[str, Any]) -> None:

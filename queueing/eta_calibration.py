@@ -41,6 +41,14 @@ every ``update_every_s``) learns from the jobs still waiting as well:
   adaptive conformal inference), which keeps them calibrated where the errors are not
   exchangeable: load drifts, months differ.
 
+Issue 47: on months the record never saw, those levels stayed where the record put them
+(November, from October's record: 4.6 % of jobs after the likely time, 97.4 % covered),
+because a month's forecasts can err the other way from the record's (October's start late,
+November's early) and an hourly level cannot cross that in an episode of a few hours.  So
+each range resolved also shifts the group's ranges (``LogShift``, in log units), and a
+record forgets residuals older than ``forget_after_s`` while it keeps ``min_samples``
+younger ones (what a new leader reads, another month's, first).
+
 Bounded memory (``window`` residuals per group, censored residuals thinned to as many,
 ``ForecastSamples``' own bounds), no clock, no randomness.
 """
@@ -53,7 +61,7 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from typing import Any, NamedTuple
 
-from .adaptive_level import GAMMA, STEP_S, AdaptiveLevel
+from .adaptive_level import GAMMA, SHIFT_RATE, STEP_S, AdaptiveLevel, LogShift
 from .censored_quantile import km_quantiles, thinned
 from .sorted_window import SortedWindow
 
@@ -64,6 +72,10 @@ BANDS: tuple[float, ...] = (600.0, 3600.0, 6 * 3600.0)  # band edges, seconds of
 SAMPLE_EVERY_S = 600.0  # a waiting job's forecast is sampled at most this often...
 PER_JOB = 48  # ...and at most this many kept (thinned to every other, then sampled half as often)
 FORGET_AFTER_S = 86400.0  # a job not given a forecast for this long is dropped (deleted, never started)
+# A residual older than this is forgotten once its group has min_samples younger ones: the
+# queue comes in episodes and each errs its own way (October's forecasts at x1 start late,
+# November's early), so a month's own last day says more than another month's record.
+FORGET_RESIDUALS_S = 86400.0
 
 
 class StartRange(NamedTuple):
@@ -81,20 +93,43 @@ class _Group:
     """One set of residuals the ranges may come from (a namespace, a band, all), with the
     waits still running in it (censored, from the last ``update``) and its adaptive levels."""
 
-    __slots__ = ("censored", "censored_weight", "late", "likely", "memo", "misses", "residuals")
+    __slots__ = (
+        "censored",
+        "censored_weight",
+        "late",
+        "late_shift",
+        "likely",
+        "likely_shift",
+        "memo",
+        "misses",
+        "residuals",
+        "times",
+    )
 
-    def __init__(self, window: int, coverage: float, gamma: float) -> None:
+    def __init__(self, window: int, coverage: float, gamma: float, rate: float) -> None:
         self.residuals = SortedWindow(window)
+        self.times: deque[float] = deque(maxlen=window)  # when each residual was learned (-inf: unknown)
         self.censored: list[float] = []
         self.censored_weight = 1.0
         self.likely = AdaptiveLevel(0.5, gamma=gamma)  # as many start after the likely time as before
         self.late = AdaptiveLevel(1.0 - coverage, gamma=gamma)
         self.memo: tuple[float, float] | None = None
         self.misses = [0, 0, 0, 0]  # likely missed, likely resolved, late missed, late resolved
+        self.likely_shift = LogShift(0.5, rate=rate)
+        self.late_shift = LogShift(1.0 - coverage, rate=rate)
 
-    def add(self, residual: float) -> None:
+    def add(self, residual: float, at: float) -> None:
         self.residuals.add(residual)
+        self.times.append(at)
         self.memo = None
+
+    def expire(self, before: float, keep: int) -> None:
+        """Forget the residuals learned before ``before`` while more than ``keep`` are left."""
+        times, residuals = self.times, self.residuals
+        while len(times) > keep and times[0] < before:
+            times.popleft()
+            residuals.drop_oldest()
+            self.memo = None
 
     def quantiles(self) -> tuple[float, float]:
         """The residuals by which the likely time and the late bound scale the forecast."""
@@ -105,15 +140,17 @@ class _Group:
                 (self.likely.level, self.late.level),
                 censored_weight=self.censored_weight,
             )
-            self.memo = (likely, late)
+            self.memo = (likely + self.likely_shift.shift, late + self.late_shift.shift)
         return self.memo
 
     def step(self, weight: float) -> None:
         likely_missed, likely_resolved, late_missed, late_resolved = self.misses
         if likely_resolved:
             self.likely.step(likely_missed / likely_resolved, weight, likely_resolved)
+            self.likely_shift.step(likely_missed, likely_resolved)
         if late_resolved:
             self.late.step(late_missed / late_resolved, weight, late_resolved)
+            self.late_shift.step(late_missed, late_resolved)
         self.misses = [0, 0, 0, 0]
         self.memo = None
 
@@ -131,21 +168,25 @@ class StartCalibrator:
         by_namespace: bool = True,
         gamma: float = GAMMA,
         update_every_s: float = SAMPLE_EVERY_S,
+        rate: float = SHIFT_RATE,
+        forget_after_s: float = FORGET_RESIDUALS_S,
     ) -> None:
         if window < 1 or min_samples < 1:
             raise ValueError("window and min_samples must be at least 1")
         if not 0 < coverage < 1:
             raise ValueError("coverage must lie strictly between 0 and 1")
-        if not gamma > 0 or not update_every_s >= 0:
-            raise ValueError("gamma must be positive and update_every_s >= 0")
+        if not gamma > 0 or not update_every_s >= 0 or not rate >= 0 or not forget_after_s > 0:
+            raise ValueError("gamma and forget_after_s must be positive, update_every_s and rate >= 0")
         self.window = window
         self.min_samples = min_samples
         self.coverage = coverage
         self.by_namespace = by_namespace
         self.gamma = gamma
         self.update_every_s = update_every_s
-        self.bands = [_Group(window, coverage, gamma) for _ in range(len(BANDS) + 1)]
-        self.pooled = _Group(window, coverage, gamma)
+        self.rate = rate
+        self.forget_after_s = forget_after_s
+        self.bands = [_Group(window, coverage, gamma, rate) for _ in range(len(BANDS) + 1)]
+        self.pooled = _Group(window, coverage, gamma, rate)
         self.namespaces: dict[str, _Group] = {}
         self.observed = 0
         self._updated_at = -math.inf
@@ -156,18 +197,24 @@ class StartCalibrator:
         if namespace is not None and self.by_namespace:
             group = self.namespaces.get(namespace)
             if group is None:
-                group = self.namespaces[namespace] = _Group(max(self.window // 4, 1), self.coverage, self.gamma)
+                group = self.namespaces[namespace] = _Group(
+                    max(self.window // 4, 1), self.coverage, self.gamma, self.rate
+                )
             groups.append(group)
         return groups
 
-    def observe(self, forecast_wait_s: float, actual_wait_s: float, namespace: str | None = None) -> None:
+    def observe(
+        self, forecast_wait_s: float, actual_wait_s: float, namespace: str | None = None, at: float | None = None
+    ) -> None:
         """A job (of ``namespace``) forecast to start ``forecast_wait_s`` after the forecast
-        started ``actual_wait_s`` after it."""
+        started ``actual_wait_s`` after it, at ``at`` (None: long ago, e.g. what a new leader
+        reads of the jobs that started under another: the first forgotten, ``update``)."""
         if not (forecast_wait_s >= 0 and actual_wait_s >= 0) or math.isinf(forecast_wait_s + actual_wait_s):
             return  # NaN, negative or infinite: nothing to learn
         residual = math.log((actual_wait_s + FLOOR_S) / (forecast_wait_s + FLOOR_S))
+        learned = -math.inf if at is None or not math.isfinite(at) else at
         for group in self._groups(band_of(forecast_wait_s), namespace):
-            group.add(residual)
+            group.add(residual, learned)
         self.observed += 1
 
     def learn_start(self, samples: ForecastSamples, job: Hashable, at: float) -> int:
@@ -176,7 +223,7 @@ class StartCalibrator:
         namespace = samples.namespace_of(job)
         pairs = samples.started(job, at)
         for forecast_wait, actual_wait in pairs:
-            self.observe(forecast_wait, actual_wait, namespace)
+            self.observe(forecast_wait, actual_wait, namespace, at)
         return len(pairs)
 
     def update(self, now: float, samples: ForecastSamples) -> bool:
@@ -206,7 +253,9 @@ class StartCalibrator:
         for (namespace, band), values in by_key.items():
             for group in self._groups(band, namespace):
                 censored.setdefault(id(group), []).extend(values)
+        forget_before = now - self.forget_after_s
         for group in (self.pooled, *self.bands, *self.namespaces.values()):
+            group.expire(forget_before, self.min_samples)
             group.step(weight)
             values = sorted(censored.get(id(group), ()))
             group.censored, group.censored_weight = thinned(values, group.residuals.order.maxlen or 1)

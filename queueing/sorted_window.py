@@ -26,6 +26,11 @@ class SortedWindow:
         self.order.append(value)
         bisect.insort(self.ordered, value)
 
+    def drop_oldest(self) -> None:
+        """Forget the oldest value (none: nothing)."""
+        if self.order:
+            del self.ordered[bisect.bisect_left(self.ordered, self.order.popleft())]
+
     def __len__(self) -> int:
         return len(self.order)
 

@@ -32,6 +32,10 @@ _HEAD_REASONS = frozenset({Reason.QUOTA_EXCEEDED, Reason.NO_NODE_FITS, Reason.RE
 class AdmissionCycles:
     """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
 
+    # Every forecasting cycle's forecasts, when asked for (calibration_log: the calibrator
+    # alone replayed over them, a new leader's bootstrap taken from them).
+    forecast_log: list | None = None
+
     def _nodes(self) -> tuple[Node, ...]:
         if self.dirty_nodes or len(self.nodes_tuple) != len(self.node_names):  # (a lent node deleted)
             for name in self.dirty_nodes:
@@ -215,6 +219,10 @@ class AdmissionCycles:
             shown[status.job_id] = start_range(now, status.eta, status.namespace)
             if records[status.job_id].started_at is None:  # (not a job requeued after a preemption: as the dispatcher)
                 note(status.job_id, now, status.eta, namespace=status.namespace, shown=shown[status.job_id])
+        if self.forecast_log is not None:
+            ids = [status.job_id for status in with_eta]
+            fresh = [records[job].started_at is None for job in ids]
+            self.forecast_log.append((now, ids, [status.eta for status in with_eta], fresh))
         step = max(1, len(with_eta) // self.config.eta_sample)
         sampled = with_eta[::step]
         known = queued_known = {}

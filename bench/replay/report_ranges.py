@@ -178,6 +178,47 @@ def calibration_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(runs, key=lambda s: (s.get("compress", 1), s.get("window", ["", ""]), s["label"]))
 
 
+# Issue 47: per month, each replayed with nothing carried over but what a new leader reads of
+# another month's starts (--calibration-bootstrap), beside the calibrator before issue 47 on
+# the same forecasts (calibration_log --annotate: the forecasts do not depend on it).
+MONTHS_HEADING = """### Calibrated on months never seen (issue 47)
+
+<!-- generated:calibration-months -->
+<!-- /generated:calibration-months -->
+"""
+
+
+def month_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    runs = [s for s in calibration_runs(summaries) if s.get("calibration_bootstrap")]
+    return sorted(runs, key=lambda s: (s.get("window", [""])[0][:7], s.get("compress", 1), s["label"]))
+
+
+def months_table(runs: list[dict[str, Any]]) -> str:
+    rows = [
+        "| month replayed | trace | run | bootstrap from | samples | later than likely: before / after "
+        "(goal 40-60 %) | late bound covers: before / after (goal 88-93 %) | likely's median relative error: "
+        "before / after | replay wall (CPU) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        a, st, old = s["eta"], s.get("stats", {}), s.get("eta_before") or {}
+        later, covered = a["late_pct"], a["interval_coverage_pct"]
+        trace = s.get("trace", "?")
+        where = "the repo's" if trace == "philly_2017-10-01_11-30_11vc.csv" else f"{trace} (not in the repo)"
+        rows.append(
+            f"| {window_text(s)} | {where} | {s['label']} | {s['calibration_bootstrap']} | {a['samples']:,} | "
+            f"{_old(old, 'late_pct')} / {later:.1f}% {_mark(LATER_GOAL, later)} | "
+            f"{_old(old, 'covered_pct')} / {covered:.1f}% {_mark(COVERAGE_GOAL, covered)} | "
+            f"{_old(old, 'error', '')} / {a['median_rel_error']:.2f} | {s['runtime_s']:.0f} s ({st.get('cpu_s', 0):.0f} s) |"
+        )
+    return "\n".join(rows)
+
+
+def _old(old: dict[str, Any], key: str, unit: str = "%") -> str:
+    value = old.get(key)
+    return "-" if value is None else f"{value:.2f}" if not unit else f"{value:.1f}{unit}"
+
+
 def window_text(summary: dict[str, Any]) -> str:
     """The submissions replayed (a compressed window's as the trace has them) and the pace."""
     start, end = (summary.get("window") or ["?", "?"])[:2]
@@ -227,13 +268,21 @@ def write_calibration(summaries: list[dict[str, Any]], out: Path) -> Path | None
     start-time ranges section, from the summaries of every window; None if none qualifies."""
     from .report import REPORT, SKELETON, _replace
 
-    runs = calibration_runs(summaries)
-    if not runs:
+    runs = [s for s in calibration_runs(summaries) if not s.get("calibration_bootstrap")]
+    months = month_runs(summaries)
+    if not runs and not months:
         return None
     path = out / REPORT
     text = path.read_text() if path.exists() else SKELETON
     if "<!-- generated:calibration -->" not in text:
         anchor = "<!-- /generated:targets-ranges -->"
         text = text.replace(anchor, f"{anchor}\n\n{CALIBRATION_HEADING.rstrip()}", 1) if anchor in text else text
-    path.write_text(_replace(text, "calibration", calibration_table(runs)))
+    if runs:  # (issue 38's block: replays started with nothing learned)
+        text = _replace(text, "calibration", calibration_table(runs))
+    if months:
+        if "<!-- generated:calibration-months -->" not in text:
+            anchor = "<!-- /generated:calibration -->"
+            text = text.replace(anchor, f"{anchor}\n\n{MONTHS_HEADING.rstrip()}", 1) if anchor in text else text
+        text = _replace(text, "calibration-months", months_table(months))
+    path.write_text(text)
     return path

@@ -45,3 +45,59 @@ def test_calibration_is_reported_per_window_with_its_goals(known, tmp_path):
     text = report.read_text()
     assert text.index("/generated:targets-ranges") < text.index("generated:calibration") < text.index("## next")
     assert write_calibration([without], tmp_path) is None
+
+
+@pytest.fixture(scope="module")
+def logged():
+    jobs = sorted(busy(), key=lambda j: (j.submit, j.id))
+    engine = Replay(jobs, TWO_VCS, ReplayConfig(policy="priority", eta_every_s=600.0), T0)
+    engine.forecast_log = []
+    return engine, engine.run()
+
+
+def test_the_calibrator_alone_over_a_replays_log_gives_the_replays_figures(logged, tmp_path):
+    """Issue 47: the forecasts do not depend on the calibrator, so replaying it alone over the
+    log gives the replay's own figures, to the sample (how its variants are compared)."""
+    from bench.replay.calibration_log import bootstrap_pairs, read_log, replay_calibrator, write_log
+
+    engine, result = logged
+    path = tmp_path / "log.json.gz"
+    write_log(path, engine.forecast_log, result.jobs)
+    log = read_log(path)
+    eta = summarize(result)["eta"]
+    alone = replay_calibrator(log)
+    assert alone["samples"] == eta["samples"] > 50
+    assert (alone["late_pct"], alone["covered_pct"], alone["error"]) == (
+        eta["late_pct"],
+        eta["interval_coverage_pct"],
+        eta["median_rel_error"],
+    )
+    # What a new leader reads: the last jobs started, each with its first forecast, oldest first.
+    pairs = bootstrap_pairs(log, count=10)
+    assert len(pairs) == 10 and all(forecast >= 0 and waited >= 0 for forecast, waited, _ in pairs)
+    assert {namespace for _, _, namespace in bootstrap_pairs(log)} <= {"a", "b"}
+    booted = replay_calibrator(log, bootstrap=bootstrap_pairs(log))
+    assert booted["samples"] == alone["samples"]
+
+
+def test_months_from_another_months_bootstrap_have_their_own_block(known, tmp_path):
+    from bench.replay.report_ranges import month_runs, months_table
+
+    _, result = known
+    plain = summarize(result) | {"label": "priority", "compress": 1, "window": ["2017-12-01T00", "2017-12-23T00"]}
+    booted = plain | {
+        "label": "priority+boot",
+        "calibration_bootstrap": "2017-10-01_2017-11-01/priority",
+        "trace": "philly_2017-09-04_12-22_11vc.csv",
+        "eta_before": {"late_pct": 11.5, "covered_pct": 97.6, "error": 1.33},
+    }
+    assert month_runs([plain, booted]) == [booted]
+    table = months_table([booted])
+    assert "philly_2017-09-04_12-22_11vc.csv (not in the repo)" in table and "11.5% / " in table
+    report = tmp_path / "trace_replay.md"
+    old = "<!-- generated:calibration -->\nold rows\n<!-- /generated:calibration -->"
+    report.write_text(f"# r\n\n<!-- generated:targets-ranges -->\nx\n<!-- /generated:targets-ranges -->\n\n{old}\n")
+    write_calibration([booted], tmp_path)
+    text = report.read_text()
+    assert old in text  # (issue 38's rows, from runs not kept here, stay)
+    assert text.index("/generated:calibration -->") < text.index("generated:calibration-months") < text.index("2017-12")
