@@ -1,12 +1,17 @@
 """Pinned placement in the replay (issue #31), as the dispatcher does it (jobdash/dispatch/
 holding.py, pinning.py, lost.py), over the replay's watch cache.
 
+Not yet as the dispatcher does it since issue 47: there a role whose pods the plan puts on
+one node has its template name the node, with no gate and no patch; here every pod is gated
+and patched. The replay's published figures were made this way, and with one-node templates
+(pods then start within the cycle that releases them) the calibrator replayed alone over the
+replay's forecast log no longer gave the replay's own figures to the sample
+(tests/bench/test_bench_calibration_report.py), for a reason not yet found.
+
 - Release: the TFJob is created with its pod templates held (``queueing.placement.hold``:
-  the scheduling gate ``jobdash.io/placement`` in every template, or, for a role whose
-  pods the plan puts all on one node (``one_node_roles``: a one-Worker job here), that
-  node in its nodeSelector), so kubesim's training-operator creates every pod gated or
-  bound for its node; a suspended TFJob is held first and then unsuspended (two writes,
-  as holding.unsuspended).
+  the scheduling gate ``jobdash.io/placement`` in every template), so kubesim's
+  training-operator creates every pod gated and its scheduler leaves them alone; a
+  suspended TFJob is held first and then unsuspended (two writes, as holding.unsuspended).
 - Suspend (a preemption, a take-back of a resumed job): suspended, then its templates
   restored (``placement.restore``, holding.suspended).
 - Pin, each cycle after the releases: every gated pod of a released job is matched to a
@@ -18,8 +23,7 @@ holding.py, pinning.py, lost.py), over the replay's watch cache.
   earlier keeping their room first; the replay's nodes never fail. The lost slots go to
   ``Snapshot.replacements``; the plan's ``replacements`` become the jobs' placements (the
   pods held by lost slots deleted: their operator makes them again, gated) and its
-  ``evictions``, with the replaced jobs whose lost pods' template names their node, are
-  taken back and queued again at once, without counting an attempt
+  ``evictions`` are taken back and queued again at once, without counting an attempt
   (transitions.node_failed).
 """
 
@@ -49,25 +53,21 @@ def _adapter(rec: JobRecord):
     return adapter
 
 
-def _one_node(rec: JobRecord) -> dict[str, str]:
-    return placing.one_node_roles(rec.workload, rec.placement or ())
-
-
 class Pinning:
     """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
 
     def _held(self, manifest: dict[str, Any], rec: JobRecord) -> dict[str, Any]:
-        """A job's manifest with its templates gated, or naming their one node (holding.created)."""
-        return placing.hold(_adapter(rec), manifest, rec.workload, _one_node(rec))
+        """A job's manifest with its templates gated (holding.created)."""
+        return placing.hold(_adapter(rec), manifest, rec.workload)
 
     def _hold_object(self, rec: JobRecord) -> None:
         """A suspended job's templates gated before it is unsuspended (holding.unsuspended)."""
-        adapter, workload, nodes = _adapter(rec), rec.workload, _one_node(rec)
+        adapter, workload = _adapter(rec), rec.workload
         self.cluster.api.update_with(
             rec.kind,
             rec.job.vc,
             job_name(rec.job.id),
-            lambda obj: placing.hold(adapter, obj, workload, nodes),
+            lambda obj: placing.hold(adapter, obj, workload),
             SYSTEM,
             False,
             "",
@@ -130,14 +130,9 @@ class Pinning:
         """The plan's new placements of gangs that lost slots (their pods held by those slots
         deleted, to be made again gated), and its evictions taken back."""
         slots = {replacement.job_id: replacement.lost for replacement in lost}
-        evictions = set(result.evictions)
         for job_id, new in result.replacements.items():
             rec = self.inflight.get(job_id)
             if rec is None:
-                continue
-            named = _one_node(rec)
-            if any(role.lower() in named for role, _, _ in slots.get(job_id, ())):
-                evictions.add(job_id)  # made again, its pods would go to the same node
                 continue
             self.stats["replaced"] += 1
             rec.placement = tuple(new)
@@ -145,7 +140,7 @@ class Pinning:
             for name in self._stranded(rec, slots.get(job_id, ())):
                 self.cluster.api.delete(PODS, rec.job.vc, name)
                 self.stats["stranded_pods_deleted"] += 1
-        for job_id in sorted(evictions):
+        for job_id in result.evictions:
             rec = self.inflight.get(job_id)
             if rec is not None and rec.state == RELEASED:
                 self.stats["evicted"] += 1
