@@ -72,6 +72,9 @@ def manifest_check(
     found = tree_problem(document)
     if found is not None:
         raise InvalidInput.at(*found)
+    sliced = topology_request.problems(workload.annotations)  # (the check shows them as submit refuses them)
+    if sliced:
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in sliced])
     return document, workload
 
 
@@ -166,14 +169,10 @@ def _check(
 def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptions:
     """The job's options: its annotations', the API's fields over them; every problem at once."""
     now = time.time()
-    errors = topology_request.problems(workload.annotations)
     try:
-        options = with_fields(options_from_annotations(workload.annotations, now), fields, now)
+        return with_fields(options_from_annotations(workload.annotations, now), fields, now)
     except queueing.ManifestError as error:
-        errors = [*error.errors, *errors]
-    if errors:
-        raise InvalidInput([FieldProblem(e.path, e.message) for e in errors]) from None
-    return options
+        raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
 
 
 def _new_job(checked: Checked, *, user, source: str, actor: str, owner=None) -> Job:

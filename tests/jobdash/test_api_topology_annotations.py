@@ -1,6 +1,8 @@
 """The topology annotations through the API: a slice request that cannot be read is a 400
 naming the annotation, with nothing stored; a good one is stored and asks for slices."""
 
+import html
+
 import pytest
 
 from jobdash.jobs.models import Job
@@ -47,3 +49,13 @@ def test_a_good_slice_request_is_stored_and_asks_for_slices(api, example_text):
     assert response.status_code == 201, response.content
     request = request_of(Workload.from_json(Job.objects.get().workload))
     assert request is not None and (request.slice_level, request.slice_size) == (RACK, 2)
+
+
+def test_the_submit_pages_check_refuses_what_submitting_refuses(client, alice, example_text):
+    """The live check (as people type) names the slice annotation as the API does."""
+    client.force_login(alice)
+    bad = annotated(
+        with_name(example_text("mnist-cpu"), "sliced"), {SLICE_REQUIRED_ANNOTATION: RACK, SLICE_SIZE_ANNOTATION: "0"}
+    )
+    part = client.post("/submit/check/", {"manifest": bad}).content.decode()
+    assert f'metadata.annotations["{SLICE_SIZE_ANNOTATION}"]' in html.unescape(part) and "Valid for" not in part
