@@ -30,6 +30,7 @@ import signal
 import socket
 import stat
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,22 @@ class LocalPostgres:
         self._wait_ready(port)
         self._create_database(port, user)
         return self
+
+    def exit_with_it(self) -> None:
+        """End this process, saying why, if the server this object started stops under it:
+        `make run` serving on without its database logs a failed cycle every tick and
+        answers every page with an error."""
+        process = self.process
+        if process is None:
+            return
+
+        def wait() -> None:
+            code = process.wait()
+            if self.process is process:  # (not stop()'s doing)
+                print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
+                os._exit(1)
+
+        threading.Thread(target=wait, name="postgres-watch", daemon=True).start()
 
     def stop(self) -> None:
         """Stop the server if this object started it (fast shutdown: sessions are ended)."""
@@ -219,7 +236,8 @@ def for_command() -> Iterator[None]:
     if os.environ.get("DATABASE_URL"):
         yield
         return
-    with LocalPostgres(embedded_root()):
+    with LocalPostgres(embedded_root()) as server:
+        server.exit_with_it()
         yield
 
 
