@@ -22,7 +22,7 @@ def test_a_command_ends_when_its_embedded_postgresql_stops_under_it(tmp_path):
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert process.stdout is not None
-        assert process.stdout.readline().strip() == "up"
+        assert wait_until(lambda: process.stdout.readline().strip() == "up", 60), "the command never started"
         pid_file = tmp_path / "var" / "postgres" / "data" / "postmaster.pid"
         postmaster = int(pid_file.read_text().splitlines()[0])
         os.kill(postmaster, signal.SIGKILL)
