@@ -297,7 +297,7 @@ def build(
     kept = [row for row in rows if row.job.id not in holds.never] if holds.never else list(rows)
     snapshot = Snapshot(
         now=now,
-        pending=tuple(held.get(row.job.id, row.job) for row in kept) if held else tuple(row.job for row in kept),
+        pending=tuple(held.get(row.job.id, row.job) for row in kept),
         in_flight=tuple(in_flight),
         running=tuple(running),
         quotas=_quotas(gateway, {row["name"]: row for row in world.namespaces}, world.live_pods),

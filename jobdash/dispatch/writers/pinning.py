@@ -72,24 +72,20 @@ def replace(
     slots = {replacement.job_id: replacement.lost for replacement in lost}
     evictions = dict(plan.evictions)
     moved: dict[int, Placement] = {}
+    notes: dict[int, str] = {}
     for job_id, placement in plan.replacements.items():
         job = jobs.get(job_id)
         if job is None:
             continue
-        gone = sorted({node for _, _, node in job.placement} - {node for _, _, node in placement})
+        before, after = {node for _, _, node in job.placement}, {node for _, _, node in placement}
+        gone = ", ".join(sorted(before - after))
         if _made_for(job, slots.get(job_id, ())):
-            evictions[job_id] = (
-                f"its node(s) {', '.join(gone)} failed or went, and its pods are made for them: queued again"
-            )
+            evictions[job_id] = f"its node(s) {gone} failed or went, and its pods are made for them: queued again"
             continue
         moved[job_id] = placement
-    notes = {
-        job_id: "its node(s) "
-        + ", ".join(sorted({node for _, _, node in jobs[job_id].placement} - {node for _, _, node in placement}))
-        + " failed or went: its pods there run again on "
-        + ", ".join(sorted({node for _, _, node in placement} - {node for _, _, node in jobs[job_id].placement}))
-        for job_id, placement in moved.items()
-    }
+        notes[job_id] = (
+            f"its node(s) {gone} failed or went: its pods there run again on {', '.join(sorted(after - before))}"
+        )
     cards = {
         job_id: _moved_cards(jobs[job_id].cards, slots.get(job_id, ()), plan.cards.get(job_id, ())) for job_id in moved
     }
