@@ -573,6 +573,13 @@ def test_start_ranges_are_sampled_calibrated_and_scored(ranged):
         assert eta["median_late_over_likely"] >= 1
         assert eta["with_eta_or_note_pct"] == 100.0 and eta["with_eta_pct"] <= 100.0
         assert sum(band["samples"] for band in eta["bands"]) == eta["samples"]
+        # (issue 47) the same samples by month, with the namespace-days they come from
+        assert sum(month["samples"] for month in eta["months"].values()) == eta["samples"] == eta["episodes"]["samples"]
+        assert (eta["episodes"]["late_pct"], eta["episodes"]["covered_pct"]) == (
+            eta["late_pct"],
+            eta["interval_coverage_pct"],
+        )
+        assert 1 <= eta["episodes"]["episodes"] <= eta["samples"]
         assert (summary["estimator"], summary["interval_coverage_pct"]) == (estimator, eta["interval_coverage_pct"])
         assert summary["eta_median_rel_error"] == eta["median_rel_error"] and summary["eta_late_pct"] == eta["late_pct"]
         assert summary["deadlocked_gangs"] == 0 and summary["finished"] == len(result.jobs)
