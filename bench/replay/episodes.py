@@ -65,7 +65,31 @@ def interval(
         "late_pct_95": _bounds(late_shares),
         "covered_pct": round(100.0 * sum(c[2] for c in totals) / samples_n, 1),
         "covered_pct_95": _bounds(covered_shares),
+        "counts": [list(c) for c in totals],  # each episode's samples, late, covered: chance_inside
     }
+
+
+def chance_inside(
+    counts: list[list[int]],
+    episodes: int,
+    late_goal: tuple[float, float],
+    covered_goal: tuple[float, float],
+    *,
+    repeats: int = REPEATS,
+    seed: int = SEED,
+) -> float:
+    """How often a month of ``episodes`` episodes drawn from ``counts`` (a run's, ``interval``)
+    lands inside both goals: with a run calibrated over many episodes, what a month that
+    short can show of a method as good."""
+    if not counts or episodes < 1:
+        return 0.0
+    draw, inside = random.Random(seed), 0
+    for _ in range(repeats):
+        picked = [counts[draw.randrange(len(counts))] for _ in range(episodes)]
+        n = sum(c[0] for c in picked)
+        late, covered = 100.0 * sum(c[1] for c in picked) / n, 100.0 * sum(c[2] for c in picked) / n
+        inside += late_goal[0] <= late <= late_goal[1] and covered_goal[0] <= covered <= covered_goal[1]
+    return round(100.0 * inside / repeats, 1)
 
 
 def _bounds(values: list[float]) -> list[float]:

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .episodes import judged
+from .episodes import chance_inside, judged
 from .records import FIXED, NEW_ESTIMATOR, OLD_ESTIMATOR
 from .report_format import DEFAULT, ORDER, QUOTA_ORDER, TARGET_RUNTIME_S, pace, whole_seconds
 
@@ -238,21 +238,27 @@ def per_month_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def per_month_table(runs: list[dict[str, Any]]) -> str:
+    """A row per run and month; the last column: how often a month of as many episodes drawn
+    from the run with the most (``reference``) lands inside both goals (episodes.chance_inside)."""
+    reference = max(runs, key=lambda s: s["eta"].get("episodes", {}).get("episodes", 0))
+    counts = reference["eta"].get("episodes", {}).get("counts", [])
     rows = [
         "| trace | window replayed | run | month | samples | episodes (namespace-days) | later than likely "
-        "[95 % interval] (goal 40-60 %) | late bound covers [95 % interval] (goal 88-93 %) |",
-        "|---|---|---|---|---:|---:|---:|---:|",
+        "[95 % interval] (goal 40-60 %) | late bound covers [95 % interval] (goal 88-93 %) | "
+        f"a month of as many episodes from {reference['label']} ({len(counts)} episodes): inside both goals |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for s in runs:
         trace = s.get("trace", "?")
         where = "the repo's" if trace == "philly_2017-10-01_11-30_11vc.csv" else trace
         for month, m in s["eta"]["months"].items():
             late, covered = m["late_pct"], m["covered_pct"]
+            chance = chance_inside(counts, m["episodes"], LATER_GOAL, COVERAGE_GOAL)
             rows.append(
                 f"| {where} | {window_text(s)} | {s['label']} | {month} | {m['samples']:,} | {m['episodes']} | "
                 f"{late:.1f}% {_interval(m['late_pct_95'])} ({judged(LATER_GOAL, late, m['late_pct_95'])}) | "
                 f"{covered:.1f}% {_interval(m['covered_pct_95'])} "
-                f"({judged(COVERAGE_GOAL, covered, m['covered_pct_95'])}) |"
+                f"({judged(COVERAGE_GOAL, covered, m['covered_pct_95'])}) | {chance:.0f}% |"
             )
     return "\n".join(rows)
 

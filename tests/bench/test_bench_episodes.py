@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.replay.episodes import by_month, episode_of, interval, judged
+from bench.replay.episodes import by_month, chance_inside, episode_of, interval, judged
 from bench.replay.report_ranges import per_month_table
 
 
@@ -77,10 +77,19 @@ def test_the_report_has_a_row_per_month_with_its_episodes() -> None:
         "trace": "philly_2017-10-01_11-30_11vc.csv",
         "window": ["2017-10-01T00:00:00", "2017-12-01T00:00:00"],
         "compress": 1,
-        "eta": {"months": months},
+        "eta": {"months": months, "episodes": interval([])},
     }
     table = per_month_table([summary])
     october, november = table.splitlines()[2:]
-    assert "| 2017-10 | 10 | 1 | 50.0% [50.0-50.0] (met) | 100.0% [100.0-100.0] (not met) |" in october
+    assert "| 2017-10 | 10 | 1 | 50.0% [50.0-50.0] (met) | 100.0% [100.0-100.0] (not met) | 0% |" in october
     assert "| 2017-11 | 40 | 40 | 0.0% [0.0-0.0] (not met) |" in november
-    assert "| 70.0% [" in november and november.endswith("(not met) |")  # 40 episodes: far from 88 %
+    assert "| 70.0% [" in november and november.endswith("(not met) | 0% |")  # 40 episodes: far from 88 %
+
+
+def test_a_short_month_of_a_calibrated_method_often_lands_outside_the_goal():
+    # 100 episodes of 10 samples: nine in ten cover every sample, one in ten none; half late.
+    counts = [[10, 5, 0 if e % 10 == 0 else 10] for e in range(100)]
+    assert interval([(e, i < c[1], i < c[2]) for e, c in enumerate(counts) for i in range(c[0])])["counts"] == counts
+    short, long = chance_inside(counts, 3, (40, 60), (88, 93)), chance_inside(counts, 300, (40, 60), (88, 93))
+    assert short < 30.0 < 50.0 < long  # 3 episodes: 0, 1 or more misses in ten, rarely ~90 %
+    assert chance_inside([], 5, (40, 60), (88, 93)) == 0.0
