@@ -26,24 +26,40 @@ from .snapshot import RunningJob
 from .usage import resources
 
 
-def last_checkpoint(job: RunningJob, now: float) -> float | None:
-    """When ``job``'s work was last saved, as of ``now``: reported or declared; None if never."""
-    last = job.checkpointed_at if job.checkpointed_at is not None and job.checkpointed_at >= job.started_at else None
-    every = job.checkpoint_every_s
-    if every is not None and every > 0 and now > job.started_at:
-        periods = math.floor((now - job.started_at) / every)
+def last_saved(started_at: float, now: float, every_s: float | None, reported_at: float | None) -> float | None:
+    """When a run started at ``started_at`` was last saved, as of ``now``: the later of the
+    last checkpoint reported (``reported_at``, if within the run) and the last declared one
+    (whole periods of ``every_s``); None if never."""
+    last = reported_at if reported_at is not None and reported_at >= started_at else None
+    if every_s is not None and every_s > 0 and now > started_at:
+        periods = math.floor((now - started_at) / every_s)
         if periods >= 1:
-            declared = job.started_at + periods * every
+            declared = started_at + periods * every_s
             last = declared if last is None else max(last, declared)
     return None if last is None else min(last, now)
 
 
+def redone_s(
+    started_at: float, now: float, every_s: float | None, reported_at: float | None, on_notice: bool = False
+) -> float:
+    """Seconds of a run that stopping it at ``now`` makes it do again (0 if it writes a
+    checkpoint on notice)."""
+    if on_notice:
+        return 0.0
+    last = last_saved(started_at, now, every_s, reported_at)
+    return max(now - (started_at if last is None else last), 0.0)
+
+
+def last_checkpoint(job: RunningJob, now: float) -> float | None:
+    """When ``job``'s work was last saved, as of ``now``: reported or declared; None if never."""
+    return last_saved(job.started_at, now, job.checkpoint_every_s, job.checkpointed_at)
+
+
 def seconds_lost(job: RunningJob, now: float) -> float:
     """Seconds of ``job``'s run that stopping it at ``now`` would make it do again."""
-    if job.checkpoint_on_notice_s is not None:
-        return 0.0
-    last = last_checkpoint(job, now)
-    return max(now - (job.started_at if last is None else last), 0.0)
+    return redone_s(
+        job.started_at, now, job.checkpoint_every_s, job.checkpointed_at, job.checkpoint_on_notice_s is not None
+    )
 
 
 def gpus_held(job: RunningJob) -> float:
