@@ -44,7 +44,16 @@ def test_calibration_is_reported_per_window_with_its_goals(known, tmp_path):
     assert write_calibration([summary], tmp_path) == report
     text = report.read_text()
     assert text.index("/generated:targets-ranges") < text.index("generated:calibration") < text.index("## next")
-    assert write_calibration([without], tmp_path) is None
+    # (issue 47) its per-month figures follow the block; a run without the forecast knowing
+    # run times has them too, and writes them alone; one with no months writes nothing.
+    assert text.index("/generated:calibration -->") < text.index("generated:calibration-per-month")
+    before = text.split("<!-- generated:calibration -->")[1].split("<!-- /generated:calibration -->")[0]
+    assert write_calibration([without], tmp_path) == report
+    after = report.read_text()
+    assert after.split("<!-- generated:calibration -->")[1].split("<!-- /generated:calibration -->")[0] == before
+    assert "| 2017-10 |" in after.split("generated:calibration-per-month")[1]
+    bare = without | {"eta": {key: value for key, value in without["eta"].items() if key != "months"}}
+    assert write_calibration([bare], tmp_path) is None
 
 
 @pytest.fixture(scope="module")
