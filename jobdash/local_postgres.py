@@ -183,6 +183,10 @@ class LocalPostgres:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,  # (manage.py and the harness start it before any thread)
+                # Not in the terminal's process group: a Ctrl-C is for `make run`, which stops
+                # it in its own time (stop()); reaching PostgreSQL too, it raced that shutdown
+                # and made a clean Ctrl-C look like the database stopping under the stack.
+                start_new_session=True,
                 user=user.pw_uid if user else None,
                 group=user.pw_gid if user else None,
                 extra_groups=[] if user else None,
