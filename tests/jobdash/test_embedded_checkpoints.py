@@ -5,7 +5,7 @@ run; kubesim's operator writes jobdash.io/checkpointed-at on their objects as a 
 recorded: checkpoints and the last checkpoint's time."""
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from tests.waiting import eventually
 from .conftest import token_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
+KEY = "jobdash.io/checkpointed-at"
 EMBEDDED = Path(__file__).resolve().parents[2] / "jobdash/embedded/embedded_cluster.yaml"
 
 
@@ -60,3 +61,9 @@ def test_checkpoints_kubesim_writes_show_in_the_api(tmp_path, alice, team_b):
         assert actors == {"cluster"}
         obj = member.get_namespaced_custom_object("kubeflow.org", "v1", "team-a", "tfjobs", "ckpt-tf")
         assert obj["metadata"]["annotations"]["jobdash.io/checkpointed-at"].endswith("Z")
+        # The member's own code may say so too (the README's kubectl annotate): RBAC and the webhook let it.
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patched = member.patch_namespaced_custom_object(
+            "kubeflow.org", "v1", "team-a", "tfjobs", "ckpt-tf", {"metadata": {"annotations": {KEY: now}}}
+        )
+        assert patched["metadata"]["annotations"][KEY] == now
