@@ -126,6 +126,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         lent_coverage=task.get("lent_coverage", TAIL_COVERAGE),
         lent_bound_factor=task.get("bound_factor", 1.0),
         elastic=task.get("elastic", 0.0),
+        checkpoints_declared=task.get("declared", False),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -271,6 +272,12 @@ def main(argv: list[str] | None = None) -> None:
         help="issue 35: this share of the multi-GPU jobs (by a hash of the job id) are elastic PyTorchJobs: "
         "1-GPU Workers, minimum half, maximum all (bench/replay/elastic_jobs.py)",
     )
+    parser.add_argument(
+        "--declare-checkpoints",
+        action="store_true",
+        help="issue 48: every job declares kubesim's checkpoint interval (jobdash.io/checkpoint-every), so "
+        "victims are chosen by the work since their last checkpoint; without it the planner is checkpoint-blind",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -379,6 +386,7 @@ def main(argv: list[str] | None = None) -> None:
                 "bound_factor": args.bound_factor,
                 "lent_coverage": args.lent_coverage,
                 "elastic": args.elastic,
+                "declared": args.declare_checkpoints,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -395,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.bound_factor,
                     args.lent_coverage,
                     args.elastic,
+                    args.declare_checkpoints,
                 ),
             }
             for name, quota in runs

@@ -4,10 +4,12 @@ Two causes.  *Reclaim*: a job that fits its namespace's guaranteed share waits o
 nodes that borrowers of its cohort hold (elastic.py).  *Priority*: in a namespace
 whose policy allows it, a job waits on lower-priority jobs of its own namespace.
 
-Candidates are taken lowest priority first, then the most recently started (the
-least work lost): the shortest run of them that lets the waiting job fit; then any
-victim the job could do without is put back, until none can be: with more room never
-making a fit fail, no proper subset of the victims would have been enough.
+Candidates are taken lowest priority first, then those that lose the least work
+(lost_work.py: GPU-seconds since their last checkpoint, reported or declared; the whole
+run if none, so without checkpoints the most recently started first): the shortest run
+of them that lets the waiting job fit; then any victim the job could do without is put
+back, until none can be: with more room never making a fit fail, no proper subset of the
+victims would have been enough.  A job inside its minimum run time is no candidate.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .lost_work import gpu_seconds_lost, seconds_lost
 from .snapshot import RunningJob
 
 RECLAIM = "reclaim"
@@ -25,18 +28,27 @@ PRIORITY = "priority"
 class Preemption:
     """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM or
     PRIORITY.  ``shrink_to``: role -> pods it keeps, when only an elastic job's extra pods go
-    (the highest indexes of each role named); empty: the whole job goes."""
+    (the highest indexes of each role named); empty: the whole job goes.  ``lost_s`` and
+    ``lost_gpu_s``: the work it will redo, in seconds and GPU-seconds, if it left now (without
+    writing a checkpoint on notice); ``checkpointed_at``: its last checkpoint (None: none)."""
 
     victim: int
     namespace: str
     preemptor: int
     cause: str
     shrink_to: Mapping[str, int] = field(default_factory=dict, hash=False)
+    lost_s: float = field(default=0.0, compare=False)
+    lost_gpu_s: float = field(default=0.0, compare=False)
+    checkpointed_at: float | None = field(default=None, compare=False)
 
 
-def victim_order(jobs: Iterable[RunningJob]) -> list[RunningJob]:
-    """Lowest priority first, then the most recently started; ties by id, newest first."""
-    return sorted(jobs, key=lambda job: (job.priority, -job.started_at, -job.id))
+def victim_order(jobs: Iterable[RunningJob], now: float) -> list[RunningJob]:
+    """Lowest priority first, then the fewest GPU-seconds lost at ``now``, then seconds lost,
+    then the most recently started; ties by id, newest first."""
+    return sorted(
+        jobs,
+        key=lambda job: (job.priority, gpu_seconds_lost(job, now), seconds_lost(job, now), -job.started_at, -job.id),
+    )
 
 
 def choose_victims(

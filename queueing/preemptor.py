@@ -14,6 +14,7 @@ from collections.abc import Callable
 from . import shrink
 from .cycle_state import CycleState
 from .fit import NodeFailure, NodePool
+from .lost_work import losing, protected
 from .preemption import PRIORITY, RECLAIM, Preemption, victim_order
 from .quota_fit import quota_check
 from .reasons import Outcome, Reason
@@ -100,21 +101,29 @@ class Preemptor:
         """Who may be preempted, in victim order: first the spare victims, those leaving for a
         job that started, is gone, or cannot use them now (it holds nothing): they leave
         anyway, so they are the first victims for anyone else (their preemptor changes, not
-        their time); then the running jobs no one preempts yet, within the preemption limit."""
-        limit = self.state.snapshot.preemption_limit
+        their time); then the running jobs no one preempts yet, within the preemption limit and
+        past their minimum run time (lost_work.protected)."""
+        limit, now = self.state.snapshot.preemption_limit, self.state.snapshot.now
         spare = victim_order(
-            victim
-            for preemptor, victims in self.state.leaving.items()
-            if preemptor not in self.state.preempting
-            for victim in victims
+            (
+                victim
+                for preemptor, victims in self.state.leaving.items()
+                if preemptor not in self.state.preempting
+                for victim in victims
+            ),
+            now,
         )
         return spare + victim_order(
-            job
-            for job in self.state.snapshot.running
-            if job.preempted_for is None
-            and job.shrinking_for is None
-            and job.preemptible
-            and (limit is None or job.preemptions < limit)
+            (
+                job
+                for job in self.state.snapshot.running
+                if job.preempted_for is None
+                and job.shrinking_for is None
+                and job.preemptible
+                and (limit is None or job.preemptions < limit)
+                and not protected(job, now)
+            ),
+            now,
         )
 
     def _pools(
@@ -171,13 +180,16 @@ class Preemptor:
         """``job`` preempts ``chosen`` (shrinking those in ``keep`` to their counts there) and
         holds the room they and its victims already leaving make."""
         self.fits_after(job, chosen, commit=True)
+        now = self.state.snapshot.now
         taken.update(victim.id for victim in self.state.leaving.get(job.id, ()))  # what it counts on
         for victim in chosen:
             taken.add(victim.id)
             if victim.preempted_for is not None or victim.shrinking_for is not None:
                 self.reassigned.add(victim.id)
             shrink_to = keep.get(victim.id) or shrinking.get(victim.id, {})
-            self.state.preemptions.append(Preemption(victim.id, victim.namespace, job.id, cause, shrink_to))
+            self.state.preemptions.append(
+                Preemption(victim.id, victim.namespace, job.id, cause, shrink_to, *losing(victim, shrink_to, now))
+            )
         chosen_ids = {victim.id for victim in chosen}
         victims = [
             v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen_ids

@@ -318,6 +318,10 @@ class RunningJob:
     workload's counts.  Its gang, demand and totals are those of the pods it runs.
     ``shrinking_for``: the job its extra pods are leaving for (Preemption.shrink_to): its
     counts are those it keeps, its placements still list the pods leaving (shrink.py).
+
+    Checkpoints (issue 48, lost_work.py): ``checkpoint_every_s`` and ``checkpoint_on_notice_s``
+    as it declares them, ``checkpointed_at`` the last checkpoint it reported (None: none),
+    ``min_runtime_s`` how long it runs before it may be a victim.
     """
 
     id: int
@@ -334,6 +338,10 @@ class RunningJob:
     preemptible: bool = True  # False: its kind cannot be taken back (capabilities.JobNotTakenBack)
     counts: Mapping[str, int] = field(default_factory=dict)
     shrinking_for: int | None = None
+    checkpoint_every_s: float | None = None
+    checkpoint_on_notice_s: float | None = None
+    checkpointed_at: float | None = None
+    min_runtime_s: float = 0.0
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)

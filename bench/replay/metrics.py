@@ -9,6 +9,7 @@ from typing import Any
 
 from queueing.eta_calibration import BANDS, band_of
 
+from .episodes import by_month, episode_of, interval
 from .records import DONE, FAILED, OLD_ESTIMATOR, RELEASED, RUNNING, ReplayResult
 
 SIZE_CLASSES = ((1, 1, "1"), (2, 2, "2"), (3, 4, "4"), (5, 8, "8"), (9, 16, "12-16"), (17, 10**9, "24-32"))
@@ -203,7 +204,9 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
     # A job preempted and queued again is forecast again: its start after the forecast is its
     # last (re)start (exact for one preemption; fixed quotas preempt nothing).
     starts = {rec.job.id: (rec.started_at, rec.run_started_at) for rec in result.jobs}
+    namespaces = {rec.job.id: rec.job.vc for rec in result.jobs}
     raw, likely, covered, widths = [], [], 0, []
+    scored: list[tuple[str | None, float, bool, bool]] = []  # (namespace, at, late, covered): episodes
     # The same samples' forecasts knowing every run time / the waiting jobs' only (where given).
     yardsticks: dict[str, tuple[list, list]] = {"true_durations": ([], []), "queued_true_durations": ([], [])}
     bands: list[list[tuple[float, float, float, float]]] = [[] for _ in range(len(BANDS) + 1)]
@@ -221,6 +224,7 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
         raw.append((predicted, actual, at))
         likely.append((likely_at, actual, at))
         covered += actual <= late_at
+        scored.append((namespaces.get(job_id), at, actual > likely_at, actual <= late_at))
         widths.append((late_at - at) / max(likely_at - at, 60.0))
         bands[band_of(max(predicted - at, 0.0))].append((predicted, actual, at, late_at))
     widths.sort()
@@ -259,6 +263,8 @@ def eta_accuracy(result: ReplayResult) -> dict[str, Any]:
         row["interval_coverage_pct"] = round(100.0 * sum(a <= late for _, a, _, late in samples) / len(samples), 1)
         by_band.append(row)
     figures["bands"] = by_band
+    figures["episodes"] = interval((episode_of(vc, at), late, hit) for vc, at, late, hit in scored)
+    figures["months"] = by_month(scored)
     return figures
 
 

@@ -48,6 +48,8 @@ class Preemptions:
             preemptions=rec.preemptions,
             preempted_for=rec.preempted_for,
             counts={"Worker": rec.gang} if rec.elastic else {},
+            # (kubesim keeps the work up to each checkpoint_s of a run: what the job declares)
+            checkpoint_every_s=self.config.checkpoint_s if self.config.checkpoints_declared else None,
         )
 
     def _mark_victims(self, preemptions, now: float) -> None:

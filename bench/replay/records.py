@@ -51,6 +51,7 @@ def run_label(
     bound_factor: float = 1.0,
     lent_coverage: float = TAIL_COVERAGE,
     elastic: float = 0.0,
+    declared: bool = False,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -75,6 +76,8 @@ def run_label(
         text += f"[{','.join(knobs)}]" if knobs else ""
     if elastic:  # (issue 35) this share of the multi-GPU jobs are elastic PyTorchJobs
         text += f"+elastic{elastic:g}"
+    if declared:  # (issue 48) every job declares its checkpoints (kubesim's interval)
+        text += "+ckpt"
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -107,6 +110,9 @@ class ReplayConfig:
     grace_s: float = 60.0  # JOBDASH_PREEMPTION_GRACE_SECONDS: a victim runs this long before it is suspended
     preemption_limit: int = 3  # a job preempted this often is no longer a victim (elastic)
     checkpoint_s: float = 1800.0  # kubesim's default checkpoint interval: work kept when a job is suspended
+    # Issue 48: every job declares that interval (jobdash.io/checkpoint-every), so the planner
+    # chooses victims by the work since their last checkpoint; False: checkpoint-blind.
+    checkpoints_declared: bool = False
     estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
     # Issue 35 (lending.py): this share of the nodes is lent each night 22:00-08:00 UTC, besides
     # the cluster; tide_blind: the planner is not told they are lent (the baseline).

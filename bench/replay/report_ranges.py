@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from .episodes import chance_inside, judged
 from .records import FIXED, NEW_ESTIMATOR, OLD_ESTIMATOR
 from .report_format import DEFAULT, ORDER, QUOTA_ORDER, TARGET_RUNTIME_S, pace, whole_seconds
 
@@ -214,6 +215,58 @@ def months_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+# Issue 47: every run's figures split by the month of the forecast, each with the number of
+# episodes (namespace-days) behind it and its 95 % interval over them (bench/replay/episodes.py).
+PER_MONTH_HEADING = """### Per month, and what chance allows (issue 47)
+
+<!-- generated:calibration-per-month -->
+<!-- /generated:calibration-per-month -->
+"""
+
+
+def per_month_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    runs = [
+        s
+        for s in summaries
+        if s["policy"] == DEFAULT
+        and s.get("estimator") == NEW_ESTIMATOR
+        and s.get("quota", FIXED) == FIXED
+        and not s.get("lent")
+        and s.get("eta", {}).get("months")
+    ]
+    return sorted(runs, key=lambda s: (s.get("trace", ""), s.get("window", [""])[0], s.get("compress", 1), s["label"]))
+
+
+def per_month_table(runs: list[dict[str, Any]]) -> str:
+    """A row per run and month; the last column: how often a month of as many episodes drawn
+    from the run with the most (``reference``) lands inside both goals (episodes.chance_inside)."""
+    reference = max(runs, key=lambda s: s["eta"].get("episodes", {}).get("episodes", 0))
+    counts = reference["eta"].get("episodes", {}).get("counts", [])
+    rows = [
+        "| trace | window replayed | run | month | samples | episodes (namespace-days) | later than likely "
+        "[95 % interval] (goal 40-60 %) | late bound covers [95 % interval] (goal 88-93 %) | "
+        f"a month of as many episodes from {reference['label']} ({len(counts)} episodes): inside both goals |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for s in runs:
+        trace = s.get("trace", "?")
+        where = "the repo's" if trace == "philly_2017-10-01_11-30_11vc.csv" else trace
+        for month, m in s["eta"]["months"].items():
+            late, covered = m["late_pct"], m["covered_pct"]
+            chance = chance_inside(counts, m["episodes"], LATER_GOAL, COVERAGE_GOAL)
+            rows.append(
+                f"| {where} | {window_text(s)} | {s['label']} | {month} | {m['samples']:,} | {m['episodes']} | "
+                f"{late:.1f}% {_interval(m['late_pct_95'])} ({judged(LATER_GOAL, late, m['late_pct_95'])}) | "
+                f"{covered:.1f}% {_interval(m['covered_pct_95'])} "
+                f"({judged(COVERAGE_GOAL, covered, m['covered_pct_95'])}) | {chance:.0f}% |"
+            )
+    return "\n".join(rows)
+
+
+def _interval(bounds: list[float]) -> str:
+    return f"[{bounds[0]:.1f}-{bounds[1]:.1f}]"
+
+
 def _old(old: dict[str, Any], key: str, unit: str = "%") -> str:
     value = old.get(key)
     return "-" if value is None else f"{value:.2f}" if not unit else f"{value:.1f}{unit}"
@@ -270,7 +323,8 @@ def write_calibration(summaries: list[dict[str, Any]], out: Path) -> Path | None
 
     runs = [s for s in calibration_runs(summaries) if not s.get("calibration_bootstrap")]
     months = month_runs(summaries)
-    if not runs and not months:
+    per_month = per_month_runs(summaries)
+    if not runs and not months and not per_month:
         return None
     path = out / REPORT
     text = path.read_text() if path.exists() else SKELETON
@@ -284,5 +338,12 @@ def write_calibration(summaries: list[dict[str, Any]], out: Path) -> Path | None
             anchor = "<!-- /generated:calibration -->"
             text = text.replace(anchor, f"{anchor}\n\n{MONTHS_HEADING.rstrip()}", 1) if anchor in text else text
         text = _replace(text, "calibration-months", months_table(months))
+    if per_month:
+        if "<!-- generated:calibration-per-month -->" not in text:
+            anchor = "<!-- /generated:calibration-months -->"
+            if anchor not in text:
+                anchor = "<!-- /generated:calibration -->"
+            text = text.replace(anchor, f"{anchor}\n\n{PER_MONTH_HEADING.rstrip()}", 1) if anchor in text else text
+        text = _replace(text, "calibration-per-month", per_month_table(per_month))
     path.write_text(text)
     return path

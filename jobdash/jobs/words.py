@@ -37,6 +37,15 @@ def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
     return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
 
 
+def lost_words(lost_s: float, lost_gpu_s: float, checkpointed: bool) -> str:
+    """What leaving now throws away: "4m 00s after its last checkpoint: 32 GPU-minutes redone"."""
+    if lost_s <= 0:
+        return "it loses no work (it checkpoints on notice)"
+    since = "after its last checkpoint" if checkpointed else "into a run with no checkpoint"
+    redone = f"{lost_gpu_s / 60:,.0f} GPU-minutes redone" if lost_gpu_s > 0 else f"{duration(lost_s)} redone"
+    return f"leaving now, {duration(lost_s)} {since}: {redone}"
+
+
 _PREEMPTED_TO = {RECLAIM: "to give its namespace's guaranteed share back", PRIORITY: "for a job of higher priority"}
 
 
@@ -48,6 +57,7 @@ def preemption_words(
     note = (
         f"preempted to make room for job {preemption.preemptor} ({namespace}/{name}) "
         f"{_PREEMPTED_TO.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, checkpoint before then"
+        f"; {lost_words(preemption.lost_s, preemption.lost_gpu_s, preemption.checkpointed_at is not None)}"
     )
     preemptor_note = (
         f"preempting job {preemption.victim} ({victim_namespace}/{victim_name}) to make room for this one; "

@@ -13,6 +13,7 @@ import pytest
 
 from bench.replay.engine import Replay, ReplayConfig
 from bench.replay.metrics import json_line, percentile, summarize
+from bench.replay.records import run_label
 from bench.replay.trace import TraceJob, load_trace, parse_time
 from queueing import plan
 
@@ -331,6 +332,25 @@ def test_a_shorter_checkpoint_interval_loses_less():
     assert victim.lost_s == 2_059 and victim.run_s == 2_059 + 5_000
 
 
+# Two borrowers of a on b's node: j2 since 0, j4 since 1500; b wants half its node at 1810.
+TWO_BORROWERS = [job(1, 0, "a", 8, 10_000), job(2, 0, "a", 4, 5_000), job(4, 1_500, "a", 4, 5_000)]
+TWO_BORROWERS += [job(3, 1_810, "b", 4, 1_000)]
+
+
+def test_declared_checkpoints_make_the_victim_the_one_just_past_a_checkpoint():
+    """(issue 48) Blind, the newest borrower goes (j4, its whole run); told that every job
+    checkpoints each 1800 s of its run, the planner takes j2, 9 s past its checkpoint."""
+    lost = {}
+    for declared in (False, True):
+        result = replay(TWO_BORROWERS, "priority", quota="elastic", checkpoints_declared=declared)
+        victims = [rec for rec in result.jobs if rec.preemptions]
+        assert len(victims) == 1
+        lost[declared] = (victims[0].job.id, victims[0].lost_s)
+    assert lost[False][0] == 4 and lost[False][1] > 300
+    assert lost[True][0] == 2 and lost[True][1] < 100
+    assert run_label("priority", quota="elastic", factor=3, declared=True) == "priority+elastic+ckpt@x3"
+
+
 def test_borrowing_without_reclaim_never_preempts():
     """borrow: j3 waits for the borrower to end (5001), @5002 -> 5003-6003."""
     result = replay(RECLAIM, "priority", quota="borrow")
@@ -573,6 +593,13 @@ def test_start_ranges_are_sampled_calibrated_and_scored(ranged):
         assert eta["median_late_over_likely"] >= 1
         assert eta["with_eta_or_note_pct"] == 100.0 and eta["with_eta_pct"] <= 100.0
         assert sum(band["samples"] for band in eta["bands"]) == eta["samples"]
+        # (issue 47) the same samples by month, with the namespace-days they come from
+        assert sum(month["samples"] for month in eta["months"].values()) == eta["samples"] == eta["episodes"]["samples"]
+        assert (eta["episodes"]["late_pct"], eta["episodes"]["covered_pct"]) == (
+            eta["late_pct"],
+            eta["interval_coverage_pct"],
+        )
+        assert 1 <= eta["episodes"]["episodes"] <= eta["samples"]
         assert (summary["estimator"], summary["interval_coverage_pct"]) == (estimator, eta["interval_coverage_pct"])
         assert summary["eta_median_rel_error"] == eta["median_rel_error"] and summary["eta_late_pct"] == eta["late_pct"]
         assert summary["deadlocked_gangs"] == 0 and summary["finished"] == len(result.jobs)

@@ -235,9 +235,10 @@ def test_choose_victims_returns_a_minimal_set_in_candidate_order():
             running(1, "a", ["n0"], priority=2, started=5),
             running(2, "a", ["n0"], started=3),
             running(3, "a", ["n0"], started=9),
-        ]
+        ],
+        10.0,
     )
-    assert [job.id for job in order] == [3, 2, 1]
+    assert [job.id for job in order] == [3, 2, 1]  # without checkpoints: the most recent loses least
 
 
 # -- properties over random snapshots ------------------------------------------------------------
@@ -280,6 +281,11 @@ def elastic_worlds(draw):
                 borrowing=borrowing,
                 started=NOW - draw(st.integers(1, 1000)),
                 preemptions=draw(st.integers(0, 3)),
+                # (issue 48) how it checkpoints, and a minimum run time it may still be inside
+                checkpoint_every_s=draw(st.sampled_from([None, 60.0, 300.0])),
+                checkpoint_on_notice_s=draw(st.sampled_from([None, None, 30.0])),
+                checkpointed_at=NOW - draw(st.sampled_from([2000, 500, 10])),
+                min_runtime_s=draw(st.sampled_from([0.0, 0.0, 400.0])),
             )
         )
         next_id += 1
@@ -355,8 +361,9 @@ def test_preemption_rules_hold_on_random_worlds(snapshot, within):
         victim, preemptor = by_id[preemption.victim], waiting[preemption.preemptor]
         assert preemption.preemptor not in result.admitted
         assert result.pending[preemption.preemptor].reason is Reason.PREEMPTING
-        # The limit: a job preempted that often is no victim.
+        # The limit: a job preempted that often is no victim; nor one inside its minimum run time.
         assert snapshot.preemption_limit is None or victim.preemptions < snapshot.preemption_limit
+        assert snapshot.now - victim.started_at >= victim.min_runtime_s
         if preemption.cause == PRIORITY:
             # Nothing is preempted for a job of lower or equal priority of its namespace.
             assert within and victim.namespace == preemptor.namespace and victim.priority < preemptor.priority
