@@ -22,12 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .checkpoint_names import CHECKPOINT_EVERY, CHECKPOINT_ON_NOTICE, CHECKPOINTED_AT, MIN_RUNTIME
 from .eta import parse_duration
 
-CHECKPOINT_EVERY = "jobdash.io/checkpoint-every"
-CHECKPOINT_ON_NOTICE = "jobdash.io/checkpoint-on-notice"
-MIN_RUNTIME = "jobdash.io/min-runtime"
-CHECKPOINTED_AT = "jobdash.io/checkpointed-at"
+__all__ = ["CHECKPOINTED_AT", "CHECKPOINT_EVERY", "CHECKPOINT_ON_NOTICE", "MIN_RUNTIME"]
 
 MAX_EVERY_S = 366 * 86400.0  # (job_options.MAX_RUN_S: a checkpoint less often is none)
 _ZERO = re.compile(r"0+(\.0*)?(d|h|m|s)?(0+(\.0*)?(d|h|m|s))*")

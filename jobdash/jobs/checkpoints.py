@@ -57,7 +57,22 @@ def record_checkpoint(job_id: int, at: datetime, actor: str, note: str, *, newer
         )
         if recorded:
             JobEvent.objects.create(job_id=job_id, type=EVENT, message=note, actor=actor)
+            _leave_now(job_id, actor)
     return bool(recorded)
+
+
+def _leave_now(job_id: int, actor: str) -> None:
+    """A job told to leave (preempted, or its lent nodes reclaimed) that has written its
+    checkpoint leaves at once: its notice ends now, and the dispatcher's next pass suspends
+    it and lets whoever waits for its room start, instead of at the end of the notice."""
+    now = timezone.now()
+    leaving = Job.objects.filter(pk=job_id, state=State.RUNNING, preempt_at__gt=now).filter(
+        Q(preempted_for__isnull=False) | ~Q(reclaimed_by="")
+    )
+    if leaving.update(preempt_at=now):
+        JobEvent.objects.create(
+            job_id=job_id, type="NoticeEnded", message="its checkpoint is written: it leaves now", actor=actor
+        )
 
 
 def stamp(at: datetime) -> str:
