@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from .cards import CardPod, SharedCards
 from .fit import NodeFailure, NodePool
-from .lost_work import gpu_seconds_lost, gpus_held, protected, seconds_lost
+from .lost_work import gpus_held, protected, seconds_lost
 from .node_views import placing_order, view
 from .snapshot import Node, PendingJob, PodGroup, RunningJob
 from .topology import Topology
@@ -140,6 +140,16 @@ def scattered(pool: NodePool, gang: tuple[PodGroup, ...]) -> bool:
                 totals[name] = totals.get(name, 0) + amount * group.count
     if not totals or any(pool.totals.get(name, 0) < amount for name, amount in totals.items()):
         return False
+    asking = [group for group in gang if any(is_gpu(name) and amount > 0 for name, amount in group.requests)]
+    if len(asking) == 1:  # (the common gang: its GPU pods alike, so the order of nodes does not matter)
+        group = asking[0]
+        asks = [(name, amount) for name, amount in group.requests if is_gpu(name) and amount > 0]
+        left = group.count
+        for node in pool.eligible(group.constraints).nodes:
+            left -= min(max(pool.free[node].get(name, 0), 0) // amount for name, amount in asks)
+            if left <= 0:
+                return False
+        return True
     taken: dict[int, dict[str, int]] = {}  # GPUs this count has given pods, per node
     for number in placing_order(gang):
         group = gang[number]
@@ -185,6 +195,7 @@ class _Trials:
         self.pool = pool
         self.topology = Topology(pool, levels)
         self.numbers = {pool.names[number]: number for number in pool.schedulable}
+        self._base: dict[tuple[str, int], int] = {}  # (GPU resource, pod size) -> _slots
         self.checks = 0
 
     def _place(
@@ -196,31 +207,73 @@ class _Trials:
             placed = self.topology.place(gang, totals, request)
         return None if isinstance(placed, NodeFailure) else placed
 
-    def candidate(self, job: RunningJob, usable: set[int], now: float) -> _Candidate | None:
-        """The job as a mover, or None: it holds no GPUs, some of its pods are on no schedulable
-        node it is known to be on, or none of them is on a node the waiting gang may use (it
-        would free nothing the gang can use)."""
+    def candidate(self, job: RunningJob, now: float) -> _Candidate | None:
+        """The job as a mover, or None: it holds no GPUs, or some of its pods are on no
+        schedulable node it is known to be on (what moving it frees is not known)."""
         gpus = gpus_held(job)
         if gpus <= 0:
             return None
         requests = {group.role: group.requests for group in job.gang}
-        counts = Counter({group.role: group.count for group in job.gang})
+        counts = {group.role: group.count for group in job.gang}
+        placed = dict.fromkeys(counts, 0)
         pods = []
         for role, _, node in job.placements:
             number = self.numbers.get(node)
             if number is None or role not in requests:
                 return None
             pods.append((number, requests[role]))
-        if Counter(role for role, _, _ in job.placements) != counts or not any(n in usable for n, _ in pods):
+            placed[role] += 1
+        if placed != counts:
             return None
-        return _Candidate(
-            job, tuple(pods), request_of(job.workload), seconds_lost(job, now), gpu_seconds_lost(job, now), gpus
-        )
+        lost_s = seconds_lost(job, now)  # (GPU-seconds: lost_work.gpu_seconds_lost, its GPUs found once)
+        return _Candidate(job, tuple(pods), request_of(job.workload), lost_s, lost_s * gpus, gpus)
+
+    def _slots(self, resource: str, size: int) -> int:
+        """How many pods of ``size`` of the GPU ``resource`` the nodes hold, counted node by node
+        (the pool as it is between trials)."""
+        key = (resource, size)
+        found = self._base.get(key)
+        if found is None:
+            free = self.pool.free
+            found = self._base[key] = sum(max(free[n].get(resource, 0), 0) // size for n in self.pool.schedulable)
+        return found
+
+    def _room(self, gangs: Sequence[tuple[PodGroup, ...]], freed: Sequence[tuple[int, Requests]]) -> bool:
+        """Whether these gangs' GPU pods could all have room with the ``freed`` pods gone, by
+        counting alone: for each GPU resource and each size ``t`` a pod asks, the pods asking at
+        least ``t`` are no more than the nodes hold pods of ``t`` (a node with ``f`` free holds
+        ``f // t``).  Needed for any placement, so a trial that fails it fails anyway; it costs
+        no placement (a gang of many pods fails only at its last pod)."""
+        asked: dict[str, list[int]] = {}
+        for gang in gangs:
+            for group in gang:
+                for name, amount in group.requests:
+                    if is_gpu(name) and amount > 0:
+                        asked.setdefault(name, []).extend([amount] * group.count)
+        gained: dict[int, dict[str, int]] = {}
+        for number, requests in freed:
+            for name, amount in requests:
+                if is_gpu(name):
+                    more = gained.setdefault(number, {})
+                    more[name] = more.get(name, 0) + amount
+        free = self.pool.free
+        for name, sizes in asked.items():
+            for size in set(sizes):
+                slots = self._slots(name, size)
+                for number, more in gained.items():
+                    if more.get(name):
+                        now = free[number].get(name, 0)
+                        slots += max(now + more[name], 0) // size - max(now, 0) // size
+                if sum(1 for amount in sizes if amount >= size) > slots:
+                    return False
+        return True
 
     def fits(self, waiting: PendingJob, movers: Sequence[_Candidate]) -> bool:
         """Whether the waiting gang fits with the movers' pods gone (the movers not placed again)."""
         self.checks += 1
         freed = [pod for mover in movers for pod in mover.pods]
+        if not self._room([waiting.gang], freed):
+            return False
         self.pool.free_pods(freed)
         placed = self._place(waiting.gang, waiting.totals, waiting.topology)
         if placed is not None:
@@ -234,6 +287,8 @@ class _Trials:
         else None.  The pool is left as it was."""
         self.checks += 1
         freed = [pod for mover in movers for pod in mover.pods]
+        if not self._room([waiting.gang, *(mover.job.gang for mover in movers)], freed):
+            return None
         self.pool.free_pods(freed)
         done: list[tuple[tuple[PodGroup, ...], Placed]] = []
         found: dict[int, Placed] = {}
@@ -299,8 +354,7 @@ def try_moves(
     the pool's schedulable nodes.  (Rule 1 and the limits are not asked: a caller that keeps a
     plan across cycles, while its movers checkpoint, can tell whether it still holds.)"""
     trials = _Trials(own_pool(pool), levels)
-    usable = set(trials.pool.schedulable)
-    found = [trials.candidate(job, usable, now) for job in movers]
+    found = [trials.candidate(job, now) for job in movers]
     candidates = [candidate for candidate in found if candidate is not None]
     if len(candidates) != len(found):
         return None
@@ -313,16 +367,32 @@ def try_moves(
 def _candidates(
     trials: _Trials, waiting: PendingJob, running: Sequence[RunningJob], now: float, rules: DefragRules
 ) -> list[_Candidate]:
-    """The movable jobs holding GPUs on nodes the waiting gang may use, the fewest GPU-seconds
-    lost first, then the fewest GPUs, seconds lost and id: of the first ``max_candidates``,
-    those that together lose no more than the limit."""
-    usable = {number for group in waiting.gang for number in trials.pool.eligible(group.constraints).nodes}
-    found = []
+    """The movable jobs holding GPUs that free room the waiting gang can use, the fewest
+    GPU-seconds lost first, then the fewest GPUs, seconds lost and id: of the first
+    ``max_candidates``, those that together lose no more than the limit.
+
+    Room it can use: some pod of the job is on a node where a pod of the waiting gang (of a
+    group that may use the node) would fit once every movable job there had left.  A job
+    elsewhere could only make way for another mover (a chain of moves), and taking such jobs
+    first, as the cheapest, would crowd out those that open a node within ``max_candidates``."""
+    pool = trials.pool
+    movers = []
+    leaving: dict[int, dict[str, int]] = {}  # per node, what every movable job there frees
     for job in running:
-        if movable(job, now, rules.window_s):
-            candidate = trials.candidate(job, usable, now)
-            if candidate is not None:
-                found.append(candidate)
+        if movable(job, now, rules.window_s) and (candidate := trials.candidate(job, now)) is not None:
+            movers.append(candidate)
+            for number, requests in candidate.pods:
+                freed = leaving.setdefault(number, {})
+                for name, amount in requests:
+                    freed[name] = freed.get(name, 0) + amount
+    opened: set[int] = set()
+    for group in waiting.gang:
+        eligible = set(pool.eligible(group.constraints).nodes)
+        for number, freed in leaving.items():
+            free = pool.free[number]
+            if number in eligible and all(free.get(r, 0) + freed.get(r, 0) >= a for r, a in group.requests):
+                opened.add(number)
+    found = [candidate for candidate in movers if any(number in opened for number, _ in candidate.pods)]
     found.sort(key=lambda c: (c.lost_gpu_s, c.gpus, c.lost_s, c.job.id))
     # The first candidates, taken while what they lose together stays within the limit (in
     # this order, once one would pass it every later one would too).

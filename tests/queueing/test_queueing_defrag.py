@@ -227,18 +227,32 @@ def test_the_fewest_movers_are_kept_and_the_cap_holds():
 
 
 def test_a_cheaper_mover_the_gang_can_do_without_is_put_back():
-    # a (2 GPUs, the least to lose) shares n0 with a fixed 4; b (4) is alone on n1; n2 has a
-    # fixed 4.  Moving a alone leaves 4 on n0: not enough; a and b together work; then a is
-    # put back, as b alone is enough (b goes to n2, the waiting 8 to n1).
+    # n0: a (2 GPUs, the least to lose) and d (4, too much to lose for the limit), 2 free;
+    # n1: b (4) alone; n2: a fixed 4.  Moving a alone leaves 4 on n0: not enough; a and b
+    # together work; then a is put back, as b alone is enough (b to n2, the waiting 8 to n1).
+    a = running(10, ["n0"], 2, checkpointed_at=NOW - 10)
+    d = running(12, ["n0"], 4, checkpointed_at=NOW - 1000)
+    b = running(11, ["n1"], 4, checkpointed_at=NOW - 100)
+    fixed = running(20, ["n2"], 4)
+    jobs = [a, b, d, fixed]
+    pool = NodePool(nodes_for({"n0": 8, "n1": 8, "n2": 8}, jobs))
+    waiting = waiting_job(1, 8)
+    assert try_moves(pool, waiting, [a], NOW) is None and try_moves(pool, waiting, [a, b], NOW) is not None
+    rules = DefragRules(1000.0, 600.0)
+    assert plan_moves(pool, waiting, jobs, NOW, rules) == [Move(11, "team-b", 1, (("Worker", 0, "n2"),), 100.0, 400.0)]
+    assert plan_moves(pool, waiting, jobs, NOW, DefragRules(1000.0, 600.0, max_candidates=1)) is None
+
+
+def test_a_job_that_cannot_open_a_node_for_the_gang_is_no_candidate():
+    # a (the least to lose) shares n0 with a fixed 4: gone, it leaves 4 free there, no room for
+    # the waiting 8.  So the one candidate looked at (max_candidates=1) is b, which opens n1.
     a = running(10, ["n0"], 2, checkpointed_at=NOW - 10)
     b = running(11, ["n1"], 4, checkpointed_at=NOW - 100)
     fixed = [running(20, ["n0"], 4), running(21, ["n2"], 4)]
-    pool = NodePool(nodes_for({"n0": 8, "n1": 8, "n2": 8}, [a, b, *fixed]))
-    waiting = waiting_job(1, 8)
-    assert try_moves(pool, waiting, [a], NOW) is None and try_moves(pool, waiting, [a, b], NOW) is not None
-    moves = plan_moves(pool, waiting, [a, b, *fixed], NOW, ANY)
+    jobs = [a, b, *fixed]
+    pool = NodePool(nodes_for({"n0": 8, "n1": 8, "n2": 8}, jobs))
+    moves = plan_moves(pool, waiting_job(1, 8), jobs, NOW, DefragRules(1e12, 600.0, max_candidates=1))
     assert moves == [Move(11, "team-b", 1, (("Worker", 0, "n2"),), 100.0, 400.0)]
-    assert plan_moves(pool, waiting, [a, b, *fixed], NOW, DefragRules(1e12, 600.0, max_candidates=1)) is None
 
 
 def test_the_pool_of_its_own_is_the_pool_as_the_cycle_left_it():
@@ -376,15 +390,20 @@ def _movable(job, window_s: float) -> bool:
     )
 
 
-def _sequence(jobs, waiting: PendingJob, labels, rules: DefragRules) -> list:
-    """The candidates plan_moves looks at, found here: movable, some pod on a node the waiting
-    gang may use, the fewest GPU-seconds lost first (then GPUs, seconds, id), of the first
-    max_candidates those within the limit together."""
-    found = [
-        job
-        for job in jobs
-        if _movable(job, rules.window_s) and any(_selects(waiting, node, labels) for _, _, node in job.placements)
-    ]
+def _sequence(jobs, waiting: PendingJob, free: dict[str, int], labels, rules: DefragRules) -> list:
+    """The candidates plan_moves looks at, found here: movable, with a pod on a node the waiting
+    gang may use where one of its pods would fit once every movable job there had left; the
+    fewest GPU-seconds lost first (then GPUs, seconds, id); of the first max_candidates those
+    within the limit together."""
+    movable = [job for job in jobs if _movable(job, rules.window_s)]
+    leaving = dict.fromkeys(free, 0)
+    for job in movable:
+        for _, _, node in job.placements:
+            leaving[node] += _per_pod(job)
+    opened = {
+        node for node in free if _selects(waiting, node, labels) and free[node] + leaving[node] >= _per_pod(waiting)
+    }
+    found = [job for job in movable if any(node in opened for _, _, node in job.placements)]
     found.sort(key=lambda job: (_lost(job)[1], _per_pod(job) * len(job.placements), _lost(job)[0], job.id))
     taken, spent = [], 0.0
     for job in found[: rules.max_candidates]:
@@ -445,7 +464,7 @@ def test_moves_keep_every_rule(world):
     # Rule 4: few, from the candidates in order, none that could be put back, and no shorter
     # run of the candidates that would have worked.
     assert len(moves) <= rules.max_movers
-    sequence = _sequence(jobs, waiting, labels, rules)
+    sequence = _sequence(jobs, waiting, free, labels, rules)
     positions = [sequence.index(job) for job in movers]  # (raises if a mover is no candidate)
     assert positions == sorted(positions)
     for shorter in range(1, max(positions) + 1):
@@ -464,7 +483,7 @@ def test_moves_are_found_whenever_a_run_of_the_candidates_works(world):
     if try_moves(pool, waiting, [], NOW) is not None:  # it fits: nothing to do
         assert plan_moves(pool, waiting, jobs, NOW, rules) is None
         return
-    sequence = _sequence(jobs, waiting, labels, rules)
+    sequence = _sequence(jobs, waiting, _free(sizes, jobs), labels, rules)
     works = [n for n in range(1, len(sequence) + 1) if try_moves(pool, waiting, sequence[:n], NOW) is not None]
     moves = plan_moves(pool, waiting, jobs, NOW, rules)
     if works:
@@ -472,3 +491,25 @@ def test_moves_are_found_whenever_a_run_of_the_candidates_works(world):
         assert max(sequence.index(next(j for j in jobs if j.id == m.job)) for m in moves) < works[0]
     else:
         assert moves is None
+
+
+@SETTINGS
+@given(ANY_WORLD)
+def test_the_check_of_one_mover_is_the_arithmetic(world):
+    """One pod waiting, one one-pod job moving, neither selecting nodes: the move works exactly
+    when, the job's GPUs given back to its node, some node holds the waiting pod and then some
+    node (that one with what it has left) holds the job's pod."""
+    sizes, labels, jobs, waiting, _ = world
+    if waiting.workload.pods != 1 or waiting.workload.pod_sets[0].node_selector:
+        return
+    pool = _world(sizes, labels, jobs)
+    free, need = _free(sizes, jobs), _per_pod(waiting)
+    for job in jobs:
+        if len(job.placements) != 1 or job.workload.pod_sets[0].node_selector:
+            continue
+        after = dict(free)
+        after[job.placements[0][2]] += _per_pod(job)
+        works = any(
+            after[x] >= need and any(after[y] - (need if y == x else 0) >= _per_pod(job) for y in after) for x in after
+        )
+        assert (try_moves(pool, waiting, [job], NOW) is not None) == works
