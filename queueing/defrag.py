@@ -18,10 +18,12 @@ little and is sure to work:
   topology its workload asks for: node selectors, taints, affinity, domains); a mover is never
   split, nor left without a place.  A gang short of GPUs in total is preemption's case, not
   this one's (moves do not add capacity);
-- few movers: candidates in order of the fewest GPU-seconds lost (then the fewest GPUs), the
+- few movers: candidates (jobs whose leaving would open a node for a pod of the gang: no
+  chains of moves) in order of the fewest GPU-seconds lost (then the fewest GPUs), the
   shortest run of them that works, then every mover it can do without put back (as
   preemption.choose_victims does), at most ``max_movers`` of them and at most
-  ``max_candidates`` candidates looked at, so the cost is bounded inside a planning cycle.
+  ``max_candidates`` candidates looked at, so the cost is bounded inside a planning cycle
+  (each trial counts GPU slots first, so a hopeless one costs no placement).
 
 Pure: ``plan_moves`` works on a copy of the pool it is given (``own_pool``), which it leaves as
 it was; ``scattered`` is the cheap test a planner asks first.
