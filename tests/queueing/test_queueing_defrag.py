@@ -1,12 +1,8 @@
 """Defragmentation (queueing/defrag.py, issue 48): scenarios, then its rules as properties of
-random GPU worlds.
-
-The worlds have GPUs only, each job one role of identical pods, so the checks are arithmetic
-written out here, not borrowed from the planner: a gang of ``n`` pods of ``g`` GPUs fits
-exactly when the nodes it may use have room for ``n`` pods counted node by node
-(``free // g`` each), and what a job loses by stopping is its GPUs times the time since its
-last checkpoint.
-"""
+random GPU worlds: GPUs only, each job one role of identical pods, so the checks are arithmetic
+written out here, not the planner's: ``n`` pods of ``g`` GPUs fit exactly when the nodes they may
+use have room for ``n`` counted node by node (``free // g`` each); a job that stops loses its
+GPUs times the time since its last checkpoint."""
 
 from __future__ import annotations
 
@@ -27,11 +23,8 @@ NOW = 1_000_000.0
 GPU = "nvidia.com/gpu"
 RACK = "topology.jobdash.io/rack"
 POOL = "jobdash.io/pool"  # the label some nodes have and some jobs select
-SETTINGS = settings(
-    max_examples=examples(int(os.environ.get("QUEUEING_EXAMPLES", 300))),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
+EXAMPLES = examples(int(os.environ.get("QUEUEING_EXAMPLES", 300)))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ANY = DefragRules(limit_gpu_s=1e12, window_s=600.0)
 
 
@@ -206,10 +199,9 @@ def test_a_mover_keeps_to_the_nodes_it_selects():
 
 def test_nothing_moves_when_the_gang_fits_or_the_cluster_lacks_gpus():
     pool, _, a, b = _halves()
-    assert plan_moves(pool, waiting_job(1, 4), [a, b], NOW, ANY) is None  # fits on either node
-    assert not scattered(pool, waiting_job(1, 4).gang)
-    assert plan_moves(pool, waiting_job(3, 4), [a, b], NOW, ANY) is None  # 12 > 8 free
-    assert not scattered(pool, waiting_job(3, 4).gang)
+    for pods in (1, 3):  # one pod of 4 fits on either node; three need 12, and 8 are free
+        assert plan_moves(pool, waiting_job(pods, 4), [a, b], NOW, ANY) is None
+        assert not scattered(pool, waiting_job(pods, 4).gang)
 
 
 def test_the_fewest_movers_are_kept_and_the_cap_holds():
@@ -378,16 +370,10 @@ def _lost(job) -> tuple[float, float]:
 
 
 def _movable(job, window_s: float) -> bool:
-    saves = job.checkpoint_every_s is not None or job.checkpoint_on_notice_s is not None
-    saves = saves or job.checkpointed_at is not None
-    return (
-        saves
-        and job.preemptible
-        and job.preempted_for is None
-        and job.shrinking_for is None
-        and NOW - job.started_at >= job.min_runtime_s
-        and (job.moved_at is None or NOW - job.moved_at >= window_s)
-    )
+    saves = (job.checkpoint_every_s, job.checkpoint_on_notice_s, job.checkpointed_at) != (None, None, None)
+    standing = job.preemptible and job.preempted_for is None and job.shrinking_for is None
+    recent = job.moved_at is not None and NOW - job.moved_at < window_s
+    return saves and standing and NOW - job.started_at >= job.min_runtime_s and not recent
 
 
 def _sequence(jobs, waiting: PendingJob, free: dict[str, int], labels, rules: DefragRules) -> list:
@@ -414,15 +400,11 @@ def _sequence(jobs, waiting: PendingJob, free: dict[str, int], labels, rules: De
     return taken
 
 
-def _world(sizes, labels, jobs):
-    return NodePool(nodes_for(sizes, jobs, labels))
-
-
 @SETTINGS
 @given(ANY_WORLD)
 def test_moves_keep_every_rule(world):
     sizes, labels, jobs, waiting, rules = world
-    pool = _world(sizes, labels, jobs)
+    pool = NodePool(nodes_for(sizes, jobs, labels))
     before = (free_of(pool), dict(pool.totals))
     moves = plan_moves(pool, waiting, jobs, NOW, rules)
     assert (free_of(pool), dict(pool.totals)) == before  # the pool given is not touched
@@ -479,7 +461,7 @@ def test_moves_are_found_whenever_a_run_of_the_candidates_works(world):
     """With room for as many movers as candidates, a run of candidates that works means a plan."""
     sizes, labels, jobs, waiting, rules = world
     rules = DefragRules(rules.limit_gpu_s, rules.window_s, max_movers=32, max_candidates=rules.max_candidates)
-    pool = _world(sizes, labels, jobs)
+    pool = NodePool(nodes_for(sizes, jobs, labels))
     if try_moves(pool, waiting, [], NOW) is not None:  # it fits: nothing to do
         assert plan_moves(pool, waiting, jobs, NOW, rules) is None
         return
@@ -502,7 +484,7 @@ def test_the_check_of_one_mover_is_the_arithmetic(world):
     sizes, labels, jobs, waiting, _ = world
     if waiting.workload.pods != 1 or waiting.workload.pod_sets[0].node_selector:
         return
-    pool = _world(sizes, labels, jobs)
+    pool = NodePool(nodes_for(sizes, jobs, labels))
     free, need = _free(sizes, jobs), _per_pod(waiting)
     for job in jobs:
         if len(job.placements) != 1 or job.workload.pod_sets[0].node_selector:
