@@ -319,6 +319,11 @@ JOBDASH_KICK_DEBOUNCE_SECONDS = env_number("JOBDASH_KICK_DEBOUNCE_SECONDS", 0.2,
 JOBDASH_PREEMPTION_GRACE_SECONDS = env_number("JOBDASH_PREEMPTION_GRACE_SECONDS", 60.0, minimum=0.0)
 JOBDASH_PREEMPTION_LIMIT = env_number("JOBDASH_PREEMPTION_LIMIT", 3, minimum=0)
 JOBDASH_PREEMPT_WITHIN_NAMESPACE = env_bool("JOBDASH_PREEMPT_WITHIN_NAMESPACE", False)
+# Checkpoints (issue 48): the most a job may ask, after a notice, to write a checkpoint
+# (jobdash.io/checkpoint-on-notice), and to run before it may be preempted
+# (jobdash.io/min-runtime; a namespace's default is cut to it). A job asking for more is refused.
+JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS = env_number("JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS", 600.0, minimum=0.0)
+JOBDASH_MAX_MIN_RUNTIME_SECONDS = env_number("JOBDASH_MAX_MIN_RUNTIME_SECONDS", 7200.0, minimum=0.0)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_IGNORE_RESULT = True

@@ -87,7 +87,12 @@ class Cluster:
         self.node_lifecycle = NodeLifecycle(self.store)
         self.lent_pools = LentPools(self.api, cfg.lent_pools)
         self.work = WorkClock(
-            self.store, self.owners, self.kubelet, cfg.default_duration_seconds, cfg.default_checkpoint_seconds
+            self.store,
+            self.owners,
+            self.kubelet,
+            cfg.default_duration_seconds,
+            cfg.default_checkpoint_seconds,
+            api=self.api,
         )
         for rt in TRAINING_TYPES:
             self.work.register(rt, self.operator)

@@ -9,17 +9,31 @@ directly in virtual time (``settle``/``advance``), e.g. by tests and trace repla
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .clock import Clock, ManualClock
-from .kubeflow import CHECKPOINT_ANNOTATION, DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, FAIL_ANNOTATION, OOM_ANNOTATION
+from .admission import UserInfo
+from .clock import Clock, ManualClock, rfc3339
+from .errors import ApiError
+from .kubeflow import (
+    CHECKPOINT_ANNOTATION,
+    CHECKPOINTED_AT_ANNOTATION,
+    DURATION_ANNOTATION,
+    EXIT_CODE_ANNOTATION,
+    FAIL_ANNOTATION,
+    OOM_ANNOTATION,
+)
 from .kubelet import Kubelet
 from .model import Event, Store, key_of
 from .ownership import Owners
 from .resources import BY_GROUP_PLURAL, PODS, ResourceType
 
+if TYPE_CHECKING:
+    from .api import Api
+
+log = logging.getLogger(__name__)
 Key = tuple[str, str, str]  # a workload: (plural, namespace, name)
 PodKey = tuple[str, str]
 
@@ -64,6 +78,12 @@ class WorkClock:
     the rest. The kept work belongs to the object (its uid): a job deleted and created
     again starts from zero, and so does a workload restarted after its work ended (a
     failing pod restarted in place). ``progress`` tells the kept work.
+
+    A workload that sets ``kubesim.io/checkpoint-seconds`` itself (not the config's default)
+    says so as a real training job would, once it passes each checkpoint of a run: it patches
+    its own object's annotation ``jobdash.io/checkpointed-at`` with the checkpoint's
+    (simulated) time, through the API and its admission webhooks, as the namespace's default
+    service account (given ``api``; a bare Pod's workload does not).
     """
 
     name = "work-clock"
@@ -75,8 +95,9 @@ class WorkClock:
         kubelet: Kubelet,
         default_duration: float = 60.0,
         default_checkpoint: float = 1800.0,
+        api: Api | None = None,
     ):
-        self.store, self.owners, self.kubelet = store, owners, kubelet
+        self.store, self.owners, self.kubelet, self.api = store, owners, kubelet, api
         self.default_duration, self.default_checkpoint = default_duration, default_checkpoint
         self.workloads: dict[str, Workload] = {}  # plural -> the controller of that kind
         self._lock = threading.Lock()
@@ -86,6 +107,8 @@ class WorkClock:
         # running workload -> (its uid, checkpoint interval, container restarts of its running pods)
         self._runs: dict[Key, tuple[str, float, int]] = {}
         self._kept: dict[Key, tuple[str, float]] = {}  # workload -> (its uid, work kept from earlier runs)
+        # a running workload that reports its checkpoints -> (its next checkpoint's time, its number in the run)
+        self._checkpoints: dict[Key, tuple[float, int]] = {}
         store.hooks.append(self._on_event)
 
     def register(self, rt: ResourceType, controller: Workload) -> None:
@@ -115,7 +138,9 @@ class WorkClock:
 
     def next_deadline(self) -> float | None:
         with self._lock:
-            return min(self._timers.values(), default=None)
+            done = min(self._timers.values(), default=None)
+            checkpoint = min((at for at, _ in self._checkpoints.values()), default=None)
+        return min((t for t in (done, checkpoint) if t is not None), default=None)
 
     def _gang(self, key: Key) -> tuple[dict | None, int, list[dict]]:
         controller = self.workloads[key[0]]
@@ -130,12 +155,14 @@ class WorkClock:
             keys = set(self._dirty)
             self._dirty.clear()
             keys.update(k for k, at in self._timers.items() if at <= now)
+            keys.update(k for k, (at, _) in self._checkpoints.items() if at <= now)
         for key in sorted(keys):
             obj, expected, pods = self._gang(key)
             running = [p for p in pods if p["status"].get("phase") == "Running"]
             if obj is None or expected <= 0 or len(running) < expected:
                 with self._lock:
                     self._timers.pop(key, None)
+                    self._checkpoints.pop(key, None)
                 started = self.gang_started.pop(key, None)
                 if started is not None:
                     self._stopped(key, obj, started, now)
@@ -152,6 +179,10 @@ class WorkClock:
                 due = self._timers[key] <= now
                 if due:
                     del self._timers[key]
+                    self._checkpoints.pop(key, None)
+                mark = None if due else self._passed_checkpoint(key, now)
+            if mark is not None:
+                self._report_checkpoint(key, mark)
             if due:
                 self.gang_started.pop(key, None)
                 self._runs.pop(key, None)
@@ -177,6 +208,43 @@ class WorkClock:
         self.gang_started[key] = now
         checkpoint = self._seconds(chain, pods, CHECKPOINT_ANNOTATION, self.default_checkpoint)
         self._runs[key] = (uid, checkpoint, _restarts(running))
+        self._checkpoints.pop(key, None)
+        reports = self.api is not None and key[0] != PODS.plural
+        if reports and 0 < checkpoint < math.inf and self._lookup(chain, pods, CHECKPOINT_ANNOTATION) is not None:
+            if now + checkpoint < self._timers[key]:  # (one at the very end is no checkpoint: the work is done)
+                self._checkpoints[key] = (now + checkpoint, 1)
+
+    def _passed_checkpoint(self, key: Key, now: float) -> float | None:
+        """The time of the last checkpoint of the run passed by `now` that is not reported yet
+        (the next one is due then); None if none is due."""
+        due = self._checkpoints.get(key)
+        if due is None or due[0] > now:
+            return None
+        started, checkpoint = self.gang_started[key], self._runs[key][1]
+        number = due[1]
+        while started + (number + 1) * checkpoint <= now:  # (a clock that jumped past several)
+            number += 1
+        following = started + (number + 1) * checkpoint
+        if following < self._timers[key]:
+            self._checkpoints[key] = (following, number + 1)
+        else:
+            del self._checkpoints[key]
+        return started + number * checkpoint
+
+    def _report_checkpoint(self, key: Key, at: float) -> None:
+        """The workload's own object annotated with its checkpoint's time, as its job would
+        (outside the clock's lock: the write comes back through the store's hooks)."""
+        assert self.api is not None
+        plural, namespace, name = key
+        account = UserInfo(
+            f"system:serviceaccount:{namespace}:default",
+            ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+        )
+        body = {"metadata": {"annotations": {CHECKPOINTED_AT_ANNOTATION: rfc3339(at)}}}
+        try:
+            self.api.patch(controller_type(plural), namespace, name, "application/merge-patch+json", body, account)
+        except ApiError as error:  # (a webhook refused it, the object went): the next checkpoint tries again
+            log.info("%s %s/%s: its checkpoint at %s not written: %s", plural, namespace, name, rfc3339(at), error)
 
     def _stopped(self, key: Key, obj: dict | None, started: float, now: float) -> None:
         """The gang broke before its work was done: the work up to the last checkpoint is kept."""

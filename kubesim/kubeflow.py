@@ -23,6 +23,10 @@ CHECKPOINT_ANNOTATION = "kubesim.io/checkpoint-seconds"  # work kept when the ga
 FAIL_ANNOTATION = "kubesim.io/fail"  # "true": the lead pod exits 1
 EXIT_CODE_ANNOTATION = "kubesim.io/exit-code"  # "1".."255": the lead pod exits with it
 OOM_ANNOTATION = "kubesim.io/oom"  # "true": the lead pod's main container is OOMKilled (137)
+# What a training job that checkpoints writes on its own object at each checkpoint (jobdash
+# reads it): the checkpoint's time, RFC 3339. The work clock writes it for jobs that set
+# CHECKPOINT_ANNOTATION themselves.
+CHECKPOINTED_AT_ANNOTATION = "jobdash.io/checkpointed-at"
 
 # runPolicy.managedBy values the training-operator's webhook accepts (ValidateRunPolicy).
 TRAINING_OPERATOR_MANAGER = "kubeflow.org/training-operator"

@@ -1,4 +1,5 @@
-"""A job's workflow options: dependencies, retries by failure class, deadlines.
+"""A job's workflow options: dependencies, retries by failure class, deadlines; and what it
+says about its checkpoints (checkpoint_options.py).
 
 One parser for every path: the manifest's ``jobdash.io/*`` annotations (all a kubectl
 user has), then the API's fields over them (the CLI and the pages send those). Every bad
@@ -13,11 +14,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from . import checkpoint_options as checkpoint
+from .checkpoint_options import CheckpointLimits
 from .errors import FieldError, ManifestError
 from .eta import parse_duration
 from .failures import DEFAULT_RETRY_ON, FAILURE_CLASSES, MAX_BACKOFF_S, RETRIABLE_CLASSES
 
 __all__ = [
+    "CheckpointLimits",
     "DEFAULT_RETRY_ON",
     "FAILURE_CLASSES",
     "Dependency",
@@ -44,6 +48,7 @@ RETRY_BACKOFF = "jobdash.io/retry-backoff"
 MAX_RUN_TIME = "jobdash.io/max-run-time"
 START_BY = "jobdash.io/start-by"
 
+DEFAULT_LIMITS = CheckpointLimits()  # (the settings' defaults)
 _TARGET = re.compile(r"\d+|[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
 _DEPENDENCY_HELP = "use ok:NAME, any:NAME or notok:NAME (NAME a job name or id)"
@@ -70,6 +75,10 @@ class JobOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_run_s: float | None = None
     start_by: float | None = None  # epoch seconds
+    # Checkpoints (issue 48): every so often; how long after a notice; run at least this long.
+    checkpoint_every_s: float | None = None
+    checkpoint_on_notice_s: float | None = None
+    min_runtime_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +92,9 @@ class JobOptions:
             },
             "max_run_s": self.max_run_s,
             "start_by": self.start_by,
+            "checkpoint_every_s": self.checkpoint_every_s,
+            "checkpoint_on_notice_s": self.checkpoint_on_notice_s,
+            "min_runtime_s": self.min_runtime_s,
         }
 
     @staticmethod
@@ -108,6 +120,9 @@ class JobOptions:
             ),
             max_run_s=_float_or_none(data.get("max_run_s")),
             start_by=_float_or_none(data.get("start_by")),
+            checkpoint_every_s=_float_or_none(data.get("checkpoint_every_s")),
+            checkpoint_on_notice_s=_float_or_none(data.get("checkpoint_on_notice_s")),
+            min_runtime_s=_float_or_none(data.get("min_runtime_s")),
         )
 
 
@@ -119,8 +134,11 @@ def parse_after(text: str, path: str) -> tuple[Dependency, ...]:
     return dependencies
 
 
-def options_from_annotations(annotations: Mapping[str, str], now: float) -> JobOptions:
-    """The options the manifest's annotations set; a ManifestError lists every bad one."""
+def options_from_annotations(
+    annotations: Mapping[str, str], now: float, limits: CheckpointLimits = DEFAULT_LIMITS
+) -> JobOptions:
+    """The options the manifest's annotations set; a ManifestError lists every bad one.
+    `limits`: the admin's bounds of what a job may say of its checkpoints."""
     errors: list[FieldError] = []
 
     def read(name: str, parse: Callable[[str], T], default: T) -> T:
@@ -150,13 +168,20 @@ def options_from_annotations(annotations: Mapping[str, str], now: float) -> JobO
         ),
         max_run_s=read(MAX_RUN_TIME, _max_run, None),
         start_by=read(START_BY, lambda text: _start_by(text, now), None),
+        checkpoint_every_s=read(checkpoint.CHECKPOINT_EVERY, checkpoint.every_text, None),
+        checkpoint_on_notice_s=read(
+            checkpoint.CHECKPOINT_ON_NOTICE, lambda text: checkpoint.notice_text(text, limits), None
+        ),
+        min_runtime_s=read(checkpoint.MIN_RUNTIME, lambda text: checkpoint.min_runtime_text(text, limits), None),
     )
     if errors:
         raise ManifestError(errors)
     return options
 
 
-def with_fields(options: JobOptions, fields: Mapping[str, Any], now: float) -> JobOptions:
+def with_fields(
+    options: JobOptions, fields: Mapping[str, Any], now: float, limits: CheckpointLimits = DEFAULT_LIMITS
+) -> JobOptions:
     """The API's fields over the annotations' options: each given field replaces its option
     (``retry``'s keys one by one). Fields absent or null leave the option as it is."""
     errors: list[FieldError] = []
@@ -196,6 +221,21 @@ def with_fields(options: JobOptions, fields: Mapping[str, Any], now: float) -> J
         retry=retry,
         max_run_s=read(fields.get("max_run_seconds"), "max_run_seconds", _max_run_field, options.max_run_s),
         start_by=read(fields.get("start_by"), "start_by", lambda value: _start_by(_text(value), now), options.start_by),
+        checkpoint_every_s=read(
+            fields.get("checkpoint_every"), "checkpoint_every", checkpoint.every_field, options.checkpoint_every_s
+        ),
+        checkpoint_on_notice_s=read(
+            fields.get("checkpoint_on_notice"),
+            "checkpoint_on_notice",
+            lambda value: checkpoint.notice_field(value, limits),
+            options.checkpoint_on_notice_s,
+        ),
+        min_runtime_s=read(
+            fields.get("min_runtime"),
+            "min_runtime",
+            lambda value: checkpoint.min_runtime_field(value, limits),
+            options.min_runtime_s,
+        ),
     )
     if errors:
         raise ManifestError(errors)

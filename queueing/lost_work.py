@@ -83,3 +83,12 @@ def losing(job: RunningJob, shrink_to: Mapping[str, int], now: float) -> tuple[f
     if shrink_to:
         return 0.0, 0.0, last_checkpoint(job, now)
     return seconds_lost(job, now), gpu_seconds_lost(job, now), last_checkpoint(job, now)
+
+
+def notice_s(on_notice_s: float | None, grace_s: float, maximum_s: float) -> float:
+    """How long a victim runs on once told: its own ``checkpoint-on-notice`` (cut to the
+    admin's ``maximum_s``, which may have been lowered since it was submitted), else the
+    cluster's grace period.  It leaves sooner if it reports a checkpoint meanwhile."""
+    if on_notice_s is None:
+        return grace_s
+    return min(on_notice_s, maximum_s)

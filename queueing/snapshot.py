@@ -322,6 +322,9 @@ class RunningJob:
     Checkpoints (issue 48, lost_work.py): ``checkpoint_every_s`` and ``checkpoint_on_notice_s``
     as it declares them, ``checkpointed_at`` the last checkpoint it reported (None: none),
     ``min_runtime_s`` how long it runs before it may be a victim.
+
+    ``moved_at``: when defragmentation last moved it to other nodes (defrag.py; None: never),
+    so that no job is moved again within the window its rules set.
     """
 
     id: int
@@ -342,6 +345,7 @@ class RunningJob:
     checkpoint_on_notice_s: float | None = None
     checkpointed_at: float | None = None
     min_runtime_s: float = 0.0
+    moved_at: float | None = None
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)

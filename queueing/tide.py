@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .checkpoint_names import CHECKPOINT_ON_NOTICE
 from .workload import Workload
 
 if TYPE_CHECKING:  # snapshot.py imports this module
@@ -51,8 +52,11 @@ class LentPool:
 
 
 def checkpoints_of(workload: Workload) -> bool:
-    """Whether the job says it checkpoints (its annotation is exactly "true")."""
-    return workload.annotations.get(CHECKPOINTS_ANNOTATION) == "true"
+    """Whether the job says it checkpoints so that a reclaim costs it nothing: its annotation
+    is exactly "true", or it writes a checkpoint on notice (``jobdash.io/checkpoint-on-notice``,
+    issue 48: it leaves as soon as it has, within the pool's notice)."""
+    annotations = workload.annotations
+    return annotations.get(CHECKPOINTS_ANNOTATION) == "true" or CHECKPOINT_ON_NOTICE in annotations
 
 
 def may_use(pool: LentPool, now: float, bound: float | None, checkpoints: bool) -> str | None:

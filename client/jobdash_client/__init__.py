@@ -11,6 +11,7 @@ pipeline = jd.submit_workflow("pipeline.yaml")  # a stream led by a jobdash.io/v
 print(jd.workflow(pipeline.id).progress_text())  # 1/3 Succeeded, 1 Running, 1 Queued
 
 jd.wait(job.id, until="finished")
+jd.checkpointed(job)  # from inside the running job: it has just written a checkpoint
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Union, overload
 import requests
 import yaml
 
-from .options import Options, option_fields, query_parameters
+from .options import Moment, Options, moment_text, option_fields, query_parameters
 from .workflows import Workflow, WorkflowJob
 
 if TYPE_CHECKING:
@@ -115,6 +116,11 @@ class Job:
     failure: Mapping[str, Any] | None = None  # its last failure: {"class", "message", "exit_code"}
     max_run_seconds: float | None = None  # stopped (DeadlineExceeded) once it has run this long
     start_by: str | None = None  # cancelled if still queued then (ISO 8601)
+    checkpoint_every_s: float | None = None  # it writes a checkpoint this often
+    checkpoint_on_notice_s: float | None = None  # it needs this long after a notice to write one
+    min_runtime_s: float | None = None  # not preempted before it has run this long
+    last_checkpoint_at: str | None = None  # the last checkpoint it reported (ISO 8601)
+    checkpoints: int = 0  # checkpoints reported while it ran
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Job:
@@ -146,6 +152,9 @@ class Job:
             failure=data.get("failure"),
             max_run_seconds=data.get("max_run_seconds"),
             start_by=data.get("start_by"),
+            **{key: data.get(key) for key in ("checkpoint_every_s", "checkpoint_on_notice_s", "min_runtime_s")},
+            last_checkpoint_at=data.get("last_checkpoint_at"),
+            checkpoints=data.get("checkpoints") or 0,
         )
 
     @property
@@ -291,6 +300,14 @@ class Client:
     def requeue(self, job_id: int, reason: str = "") -> Job:
         """Staff only: put a Released or Running job back in the queue."""
         return Job.from_json(self._request("POST", f"jobs/{job_id}/requeue/", json={"reason": reason}))
+
+    def checkpointed(self, job: int | Job, at: Moment | None = None) -> Job:
+        """The running job wrote a checkpoint (at `at`: an RFC 3339 time or a datetime; default
+        now, by the server's clock): its `checkpoints` count goes up, `last_checkpoint_at` is kept.
+        A job that is not Running is refused (409)."""
+        job_id = job.id if isinstance(job, Job) else job
+        body = {} if at is None else {"at": moment_text(at)}
+        return Job.from_json(self._request("POST", f"jobs/{job_id}/checkpoints/", json=body))
 
     def get(self, job_id: int) -> Job:
         return Job.from_json(self._request("GET", f"jobs/{job_id}/"))

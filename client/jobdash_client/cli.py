@@ -1,5 +1,5 @@
-"""The `jobdash` command: submit, list, queue, describe, cancel, wait, watch, workflows,
-workflow, usage, status and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
+"""The `jobdash` command: submit, list, queue, describe, cancel, checkpointed, wait, watch,
+workflows, workflow, usage, status and login, on top of jobdash_client.Client. `jobdash COMMAND --help` says more."""
 
 from __future__ import annotations
 
@@ -196,6 +196,21 @@ def cancel(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def checkpointed(args: argparse.Namespace) -> int:
+    """The running job wrote a checkpoint (now, or --at)."""
+    args.subject = f"job {args.id}"
+    job = _client(args).checkpointed(args.id, at=args.at)
+    _show(
+        args,
+        out.to_data(job),
+        lambda: (
+            f"job {job.id} {job.describe()}: {job.checkpoints} checkpoint{'' if job.checkpoints == 1 else 's'}, "
+            f"the last at {out.moment(job.last_checkpoint_at)}"
+        ),
+    )
+    return 0
+
+
 def usage(args: argparse.Namespace) -> int:
     print(cli_usage.run(_client(args), args))
     return 0
@@ -360,7 +375,13 @@ def _say(message: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     runs = {"login": login, "submit": submit, "list": list_jobs, "queue": queue, "describe": describe}
-    runs |= {"cancel": cancel, "wait": wait, "workflows": list_workflows, "workflow": workflow}
+    runs |= {
+        "cancel": cancel,
+        "checkpointed": checkpointed,
+        "wait": wait,
+        "workflows": list_workflows,
+        "workflow": workflow,
+    }
     runs |= {"usage": usage, "status": status, "watch": watch}
     return cli_parser.parser(runs)
 

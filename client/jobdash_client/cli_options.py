@@ -56,6 +56,25 @@ def add_flags(sub: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="cancel the job if still queued then: RFC 3339 (2025-06-01T18:00:00Z) or a duration from now (2h)",
     )
+    group = sub.add_argument_group("checkpoints (each flag over the manifest's jobdash.io/* annotation)")
+    group.add_argument(
+        "--checkpoint-every",
+        type=_duration_text,
+        metavar="DURATION",
+        help="the job writes a checkpoint this often: 10m",
+    )
+    group.add_argument(
+        "--checkpoint-on-notice",
+        type=_duration_or_zero,
+        metavar="DURATION",
+        help="how long it needs, once told it is preempted, to write one: 90s",
+    )
+    group.add_argument(
+        "--min-runtime",
+        type=_duration_or_zero,
+        metavar="DURATION",
+        help="not preempted before it has run this long: 30m (default: the namespace's)",
+    )
 
 
 def from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -69,6 +88,9 @@ def from_args(args: argparse.Namespace) -> dict[str, Any]:
         "retry_backoff_seconds": args.retry_backoff,
         "max_run_seconds": args.max_run_time,
         "start_by": args.start_by,
+        "checkpoint_every": args.checkpoint_every,
+        "checkpoint_on_notice": args.checkpoint_on_notice,
+        "min_runtime": args.min_runtime,
     }
     return {key: value for key, value in given.items() if value is not None}
 
@@ -108,6 +130,18 @@ def _duration(text: str) -> float:
     if seconds is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use 90s, 30m, 2h, 1h30m, 2d or plain seconds")
     return seconds
+
+
+def _duration_text(text: str) -> str:
+    """Sent as written (the server reads the same syntax and names the field of a value over its limits)."""
+    _duration(text)
+    return text.strip()
+
+
+def _duration_or_zero(text: str) -> str:
+    if text.strip().rstrip("dhms").replace(".", "").strip("0") == "" and text.strip()[:1] == "0":
+        return text.strip()  # 0, 0s, 0.0: none needed
+    return _duration_text(text)
 
 
 def _start_by(text: str) -> str:

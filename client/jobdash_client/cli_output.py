@@ -169,6 +169,10 @@ def describe(job: Job) -> str:
         lines.append(("Attempts", raw["attempts"]))
     if raw.get("preemptions"):
         lines.append(("Preemptions", raw["preemptions"]))
+    if job.checkpoints or job.checkpoint_every_s is not None:
+        last = f", the last at {moment(job.last_checkpoint_at)}" if job.last_checkpoint_at else ""
+        every = f" (written every {job.checkpoint_every_s:g}s)" if job.checkpoint_every_s is not None else ""
+        lines.append(("Checkpoints", f"{job.checkpoints} reported{last}{every}"))
     width = 14  # fixed, so that the values line up from one job to the next
     text = "\n".join(f"{label + ':':<{width}}{NONE if value in (None, '') else value}" for label, value in lines)
     events = raw.get("events") or []

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import UNTIL, cli_options, cli_status, cli_usage
+from .options import is_rfc3339
 
 STATES = ("Queued", "Released", "Running", "Succeeded", "Failed", "Cancelled")
 WAIT_FOR = UNTIL
@@ -26,6 +27,12 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be more than 0")
     return value
+
+
+def _moment(text: str) -> str:
+    if not is_rfc3339(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time such as 2025-06-01T18:00:00Z")
+    return text.strip()
 
 
 def parser(runs: Mapping[str, Run]) -> argparse.ArgumentParser:
@@ -106,6 +113,10 @@ def _job_commands(commands: _Commands, output: argparse.ArgumentParser) -> None:
 
     sub = commands.add("cancel", "cancel jobs", output)
     sub.add_argument("ids", nargs="+", type=int, metavar="ID")
+
+    sub = commands.add("checkpointed", "report that a running job has written a checkpoint", output)
+    sub.add_argument("id", type=int, metavar="JOB", help="the job's id")
+    sub.add_argument("--at", type=_moment, metavar="TIME", help="when it was written, RFC 3339 (default: now)")
 
 
 def _wait_command(commands: _Commands) -> None:

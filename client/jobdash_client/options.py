@@ -30,6 +30,9 @@ class Options(TypedDict, total=False):
     retry_backoff_seconds: float  # before the first retry, doubling (at most 1 h; default 30)
     max_run_seconds: float  # stopped (DeadlineExceeded) once it has run this long
     start_by: Moment  # RFC 3339, a datetime, or a duration ("2h") from now: cancelled if still queued then
+    checkpoint_every: str | float  # it writes a checkpoint this often: "10m", or seconds
+    checkpoint_on_notice: str | float  # it needs this long, after a notice, to write one: "90s", or seconds
+    min_runtime: str | float  # not preempted before it has run this long: "30m", or seconds
 
 
 def parse_duration(text: str) -> float | None:
@@ -63,6 +66,9 @@ def option_fields(
     retry_backoff_seconds: float | None = None,
     max_run_seconds: float | None = None,
     start_by: Moment | None = None,
+    checkpoint_every: str | float | None = None,
+    checkpoint_on_notice: str | float | None = None,
+    min_runtime: str | float | None = None,
 ) -> dict[str, Any]:
     """The JSON submission's option fields for the options given (None: the manifest's
     annotation, else the server's default). `start_by`: an RFC 3339 time, a datetime, or a
@@ -83,7 +89,13 @@ def option_fields(
     if max_run_seconds is not None:
         fields["max_run_seconds"] = max_run_seconds
     if start_by is not None:
-        fields["start_by"] = _moment_text(start_by)
+        fields["start_by"] = moment_text(start_by)
+    checkpoints = {
+        "checkpoint_every": checkpoint_every,
+        "checkpoint_on_notice": checkpoint_on_notice,
+        "min_runtime": min_runtime,
+    }
+    fields.update((key, value) for key, value in checkpoints.items() if value is not None)
     return fields
 
 
@@ -96,7 +108,7 @@ def query_parameters(fields: dict[str, Any]) -> list[tuple[str, str]]:
     for key, value in fields.get("retry", {}).items():
         shown = ",".join(str(item) for item in value) if isinstance(value, list) else str(value)
         params.append((f"retry_{key}", shown))
-    for key in ("max_run_seconds", "start_by"):
+    for key in ("max_run_seconds", "start_by", "checkpoint_every", "checkpoint_on_notice", "min_runtime"):
         if key in fields:
             params.append((key, str(fields[key])))
     return params
@@ -108,7 +120,7 @@ def _words(value: str | Iterable[str] | None) -> list[str] | None:
     return [word.strip() for word in value.split(",") if word.strip()] if isinstance(value, str) else list(value)
 
 
-def _moment_text(value: Moment) -> str:
+def moment_text(value: Moment) -> str:
     if isinstance(value, str):
         return value
     utc = timezone.utc  # noqa: UP017 (Python 3.9 has no datetime.UTC)

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from queueing import failures
+from queueing.checkpoint_options import CHECKPOINTED_AT
 from queueing.podspec import pod_shape
 from queueing.quantity import canonical
 from queueing.topology import HOSTNAME
@@ -175,7 +176,12 @@ def job_object(kind_key: str, obj: Mapping[str, Any]) -> JobObject:
         message=status.message,
         labels=labels,
         deleting=bool(meta.get("deletionTimestamp")),
+        checkpointed_at=_text((meta.get("annotations") or {}).get(CHECKPOINTED_AT)),
     )
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def queued_object(obj: Mapping[str, Any]) -> QueuedObject:

@@ -131,6 +131,9 @@ class JobObject:
     message: str
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
+    # Its jobdash.io/checkpointed-at annotation as written (a running job's last checkpoint,
+    # RFC 3339, set by the job itself; issue 48); "" when absent. Read by the tracker.
+    checkpointed_at: str = ""
 
     @property
     def key(self) -> ObjectKey:

@@ -62,6 +62,7 @@ class DispatchSettings:
     repair_after_s: float = 3.0
     reconcile_every: int = 5
     preemption_grace_s: float = 60.0
+    max_notice_s: float = 600.0  # a victim's own checkpoint-on-notice, at most (issue 48)
     preempt_within_namespace: bool = False
     preemption_limit: int | None = None  # times a job may be preempted before it is no victim any more
     pin: bool = True  # every pod to the node the planner chose (JOBDASH_PLACEMENT=gates)
@@ -87,6 +88,7 @@ class DispatchSettings:
             repair_after_s=max(3.0, 2 * settings.JOBDASH_TICK_SECONDS),
             reconcile_every=settings.JOBDASH_RECONCILE_EVERY_CYCLES,
             preemption_grace_s=settings.JOBDASH_PREEMPTION_GRACE_SECONDS,
+            max_notice_s=settings.JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS,
             preempt_within_namespace=settings.JOBDASH_PREEMPT_WITHIN_NAMESPACE,
             preemption_limit=settings.JOBDASH_PREEMPTION_LIMIT,
             pin=settings.JOBDASH_PLACEMENT == "gates",

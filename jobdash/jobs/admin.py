@@ -106,6 +106,7 @@ class NamespaceAdmin(admin.ModelAdmin):
                     "max_priority_class",
                     "queue_all_pods",
                     "default_max_run_seconds",
+                    "default_min_runtime_seconds",
                 ]
             },
         ),
@@ -254,6 +255,11 @@ class JobAdmin(admin.ModelAdmin):
         "preempted_for",
         "preempt_at",
         "preempted_by",
+        "checkpoint_every_s",
+        "checkpoint_on_notice_s",
+        "min_runtime_s",
+        "last_checkpoint_at",
+        "checkpoints",
         "manifest_as_submitted",
     )
 

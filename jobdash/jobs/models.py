@@ -100,6 +100,14 @@ class Namespace(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Blank: none. Jobs that state no maximum run time are stopped after this many seconds.",
     )
+    # Issue 48: a job that states no minimum run time (jobdash.io/min-runtime) gets this one,
+    # cut to JOBDASH_MAX_MIN_RUNTIME_SECONDS.
+    default_min_runtime_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Blank: none. Jobs that state no minimum run time are not preempted before they have run this "
+        "many seconds (at most JOBDASH_MAX_MIN_RUNTIME_SECONDS).",
+    )
     queue_all_pods = models.BooleanField(
         default=False,
         help_text="Queue every plain Pod (one no controller owns) created here, not only those asking for "
@@ -232,6 +240,16 @@ class Job(models.Model):
     failure = models.JSONField(null=True, blank=True)
     # Its "start by" deadline (options' start_by), a column so the cycle finds the expired cheaply.
     start_by = models.DateTimeField(null=True, blank=True)
+    # Checkpoints (issue 48), what the dispatcher reads: it writes one every checkpoint_every_s,
+    # needs checkpoint_on_notice_s after a notice to write one, may not be preempted before it
+    # has run min_runtime_s (its own, else its namespace's default, within the admin's ceiling);
+    # null: not said. The checkpoints it reported while running (the API, or its object's
+    # jobdash.io/checkpointed-at annotation) and the last one's time, which never moves back.
+    checkpoint_every_s = models.FloatField(null=True, blank=True)
+    checkpoint_on_notice_s = models.FloatField(null=True, blank=True)
+    min_runtime_s = models.FloatField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    checkpoints = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

@@ -119,6 +119,10 @@ def manifest_preview(user, text: str, namespace: str = "", name_index: int | Non
         preview.too_large = error.status == 413
         preview.problems = problem_rows(text, error)
         return preview
+    try:  # its jobdash.io/* options (after, retries, checkpoints, ...), read as submitting reads them
+        services.options_check(workload)
+    except InvalidInput as error:
+        preview.problems += problem_rows(text, error)
     name = workload.namespace or namespace
     if workload.namespace and namespace and workload.namespace != namespace:
         preview.problems.append(

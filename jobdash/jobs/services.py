@@ -13,6 +13,8 @@ from django.utils import timezone
 from jobdash.accounts import identity
 
 from . import elastic, hot_queries, lifecycle, roles, selectors
+from .checkpoints import job_checkpointed as job_checkpointed
+from .checkpoints import record_checkpoint as record_checkpoint
 from .exceptions import Conflict, InvalidInput, NotMember
 from .models import ACTIVE_STATES, Job, JobEvent, Namespace, State
 from .pod_groups import pod_group_join as pod_group_join
@@ -29,6 +31,7 @@ from .submission import job_submit as job_submit
 from .submission import jobs_check_many as jobs_check_many
 from .submission import jobs_submit_many as jobs_submit_many
 from .submission import manifest_check as manifest_check
+from .submission import options_check as options_check
 from .submission import yaml_documents as yaml_documents
 
 
@@ -365,6 +368,7 @@ def job_submit_or_find(
     text = manifest() if callable(manifest) else manifest
     if dry_run:
         parsed, workload = manifest_check(text, namespace=namespace)
+        options_check(workload)  # (its jobdash.io/* options, as job_submit reads them)
         if workload.name != name or (workload.namespace and workload.namespace != namespace):
             raise InvalidInput.at(
                 "metadata", f"the manifest names {workload.namespace}/{workload.name}, not {namespace}/{name}"

@@ -16,7 +16,7 @@ from django.db import IntegrityError, connection, transaction
 
 import queueing
 from queueing import capabilities, topology_request
-from queueing.job_options import JobOptions, options_from_annotations, with_fields
+from queueing.job_options import CheckpointLimits, JobOptions, options_from_annotations, with_fields
 from queueing.names import assign_generated_name
 from queueing.safe_yaml import document_path
 from queueing.workflows import array_name
@@ -159,20 +159,33 @@ def _check(
     priority, priority_class = resolve_priority(
         user, ns, parsed, submission.priority_class, priority, source=priority_source
     )
-    options = _options(workload, submission.options)
+    options = options_check(workload, submission.options)
     if options.max_run_s is None and ns.default_max_run_seconds:  # (the namespace's default)
         options = dataclasses.replace(options, max_run_s=float(ns.default_max_run_seconds))
+    if options.min_runtime_s is None and ns.default_min_runtime_seconds:  # (its default, within the ceiling)
+        ceiling = float(settings.JOBDASH_MAX_MIN_RUNTIME_SECONDS)
+        options = dataclasses.replace(options, min_runtime_s=min(float(ns.default_min_runtime_seconds), ceiling))
     path = dependencies.after_path(submission.options)
     return Checked(manifest, parsed, workload, ns, priority, priority_class, options, path)
 
 
-def _options(workload: queueing.Workload, fields: Mapping[str, Any]) -> JobOptions:
-    """The job's options: its annotations', the API's fields over them; every problem at once."""
+def options_check(workload: queueing.Workload, fields: Mapping[str, Any] | None = None) -> JobOptions:
+    """The job's options: its annotations', the API's fields over them; every problem at once
+    (InvalidInput, each at its path). A dry run asks it as a submission would."""
     now = time.time()
+    limits = checkpoint_limits()
     try:
-        return with_fields(options_from_annotations(workload.annotations, now), fields, now)
+        return with_fields(options_from_annotations(workload.annotations, now, limits), fields or {}, now, limits)
     except queueing.ManifestError as error:
         raise InvalidInput([FieldProblem(e.path, e.message) for e in error.errors]) from None
+
+
+def checkpoint_limits() -> CheckpointLimits:
+    """The admin's bounds of what a job may say of its checkpoints (settings)."""
+    return CheckpointLimits(
+        max_notice_s=float(settings.JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS),
+        max_min_runtime_s=float(settings.JOBDASH_MAX_MIN_RUNTIME_SECONDS),
+    )
 
 
 def _new_job(checked: Checked, *, user, source: str, actor: str, owner=None) -> Job:
@@ -201,6 +214,9 @@ def _new_job(checked: Checked, *, user, source: str, actor: str, owner=None) -> 
         submitted_by_name=actor,
         options=checked.options.to_json(),
         start_by=None if checked.options.start_by is None else datetime.fromtimestamp(checked.options.start_by, UTC),
+        checkpoint_every_s=checked.options.checkpoint_every_s,
+        checkpoint_on_notice_s=checked.options.checkpoint_on_notice_s,
+        min_runtime_s=checked.options.min_runtime_s,
     )
 
 

@@ -95,7 +95,23 @@ def job_facts(job: Job, dependencies: Sequence[JobDependency]) -> dict[str, Any]
         "failure": _failure(failure) if failure else None,
         "max_run": duration(options.max_run_s) if options.max_run_s is not None else "",
         "start_by": job.start_by,
+        "checkpointing": checkpoint_words(job),
     }
+
+
+def checkpoint_words(job: Job) -> str:
+    """What it said of its checkpoints and how many it reported: "every 10m; needs 90s after a
+    notice; runs at least 30m before it may be preempted; 3 reported"; "" if nothing."""
+    said = []
+    if job.checkpoint_every_s is not None:
+        said.append(f"every {duration(job.checkpoint_every_s)}")
+    if job.checkpoint_on_notice_s is not None:
+        said.append(f"needs {duration(job.checkpoint_on_notice_s)} after a notice")
+    if job.min_runtime_s is not None:
+        said.append(f"runs at least {duration(job.min_runtime_s)} before it may be preempted")
+    if job.checkpoints:
+        said.append(f"{job.checkpoints} reported")
+    return "; ".join(said)
 
 
 def _failure(failure: Mapping[str, Any]) -> dict[str, str]:

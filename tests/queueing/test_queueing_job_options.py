@@ -170,6 +170,8 @@ def test_json_round_trip_in_the_stored_shape():
         retry=RetryPolicy(limit=2, on=frozenset({"Preempted", "NodeLost"}), exit_codes=frozenset({42, 3})),
         max_run_s=3600.0,
         start_by=NOW,
+        checkpoint_every_s=600.0,
+        min_runtime_s=0.0,
     )
     assert options.to_json() == {
         "after": [["ok", "42"]],
@@ -177,6 +179,9 @@ def test_json_round_trip_in_the_stored_shape():
         "retry": {"limit": 2, "on": ["NodeLost", "Preempted"], "exit_codes": [3, 42], "backoff_s": 30.0},
         "max_run_s": 3600.0,
         "start_by": NOW,
+        "checkpoint_every_s": 600.0,
+        "checkpoint_on_notice_s": None,
+        "min_runtime_s": 0.0,
     }
     assert JobOptions.from_json(options.to_json()) == options
     assert JobOptions.from_json(JobOptions().to_json()) == JobOptions()

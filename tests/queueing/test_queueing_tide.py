@@ -25,6 +25,7 @@ from queueing import (
     get_policy,
     plan,
 )
+from queueing.tide import may_use
 from queueing.topology import REQUIRED_ANNOTATION
 from tests.examples import examples
 
@@ -316,3 +317,13 @@ def test_a_job_whose_tail_nobody_can_bound_yet_is_kept_off_and_told_why():
         status.message
         == "too few runs like it on record to be sure it ends by 08:00, when node-pool night-a is reclaimed"
     )
+
+
+def test_a_job_that_checkpoints_on_notice_counts_as_losing_nothing_to_a_reclaim():
+    """(issue 48) No tail bound at all, yet it may use the pool: it writes a checkpoint when told."""
+    told = gpu_job(1, annotations={"jobdash.io/checkpoint-on-notice": "2m"})
+    blind = gpu_job(2)
+    assert told.checkpoints and not blind.checkpoints
+    pool = LentPool("night", frozenset({"n1"}), RECLAIM, 1800.0, BERLIN)
+    assert may_use(pool, NOW, told.bound, told.checkpoints) is None
+    assert may_use(pool, NOW, blind.bound, blind.checkpoints) == "unpredicted"

@@ -50,6 +50,11 @@ class ActiveJob:
     # Workflows (issue 36): its options (queueing.job_options.JobOptions.to_json) and retries made.
     options: Mapping[str, Any] = field(default_factory=dict)
     retries: int = 0
+    # Checkpoints (issue 48): as it declares them, and its last one reported (epoch seconds).
+    checkpoint_every_s: float | None = None
+    checkpoint_on_notice_s: float | None = None
+    min_runtime_s: float | None = None
+    last_checkpoint_at: float | None = None
 
     @property
     def kind_key(self) -> str:
@@ -92,8 +97,19 @@ _FIELDS = (
     "prediction_source",
     "options",
     "retries",
+    "checkpoint_every_s",
+    "checkpoint_on_notice_s",
+    "min_runtime_s",
 )
-_TIMES = ("released_at", "started_at", "requeue_requested_at", "eta_first", "eta_first_late", "preempt_at")
+_TIMES = (
+    "released_at",
+    "started_at",
+    "requeue_requested_at",
+    "eta_first",
+    "eta_first_late",
+    "preempt_at",
+    "last_checkpoint_at",
+)
 
 
 def card_placement(data: Any) -> CardPlacement:
@@ -141,6 +157,10 @@ def _made(row: Mapping[str, Any], parsed: Workload) -> ActiveJob:
         eta_first_late=row["eta_first_late"],
         options=row["options"] or {},
         retries=row["retries"],
+        checkpoint_every_s=row["checkpoint_every_s"],
+        checkpoint_on_notice_s=row["checkpoint_on_notice_s"],
+        min_runtime_s=row["min_runtime_s"],
+        last_checkpoint_at=row["last_checkpoint_at"],
     )
 
 

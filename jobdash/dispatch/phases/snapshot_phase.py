@@ -261,6 +261,10 @@ def _running(job: ActiveJob, predicted: float | None, likely: float | None, now:
         counts=job.shrink_to or {},
         shrinking_for=job.preempted_for if job.shrink_to else None,
         preemptible=kinds.can_take_back(job.kind_key),
+        checkpoint_every_s=job.checkpoint_every_s,
+        checkpoint_on_notice_s=job.checkpoint_on_notice_s,
+        checkpointed_at=job.last_checkpoint_at,
+        min_runtime_s=job.min_runtime_s or 0.0,
     )
 
 

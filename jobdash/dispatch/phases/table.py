@@ -149,6 +149,7 @@ def _victims(ctx: CycleContext) -> None:
             active=observed.active,
             waiting=waiting,
             grace_s=grace_s,
+            max_notice_s=leader.config.max_notice_s,
             term=ctx.term,
             now=ctx.started,
         )

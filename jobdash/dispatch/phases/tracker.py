@@ -12,7 +12,9 @@
 - requeue requested by an operator (jobs.services.job_requeue): taken back like a start
   timeout, then Queued again with a short backoff, attempts unchanged;
 - preempted jobs whose grace period is over: queued again, objects suspended (preempt.evict);
-  elastic jobs giving back their extra pods: scaled down (resize.apply).
+  elastic jobs giving back their extra pods: scaled down (resize.apply);
+- a running job's checkpoint, reported on its object (jobdash.io/checkpointed-at), recorded
+  (checkpoint_reports.py).
 """
 
 import logging
@@ -28,7 +30,7 @@ from django.utils import timezone
 from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds, pod_jobs
-from jobdash.dispatch.phases import resize, retries
+from jobdash.dispatch.phases import checkpoint_reports, resize, retries
 from jobdash.dispatch.phases.active import ActiveJob, read_active
 from jobdash.dispatch.writers import bulk, holding, preempt, transitions
 from jobdash.jobs.models import Job, State
@@ -120,6 +122,7 @@ def track(
             log.warning("tracking job %s: %s", job.id, error, extra=logs.job(job.id, job.namespace))
             counts["errors"] += 1
     moves.apply()
+    checkpoint_reports.forget(job.id for job in jobs)
     counts["cleaned"] = _delete_cancelled(gateway, sweep or Sweep(), term, active={job.id for job in jobs})
     for outcome, count in preempt.evict(gateway, term=term, now=now).items():
         if count:
@@ -209,6 +212,7 @@ def _follow(
             holding.taken_back(gateway, key, config.release_mode, term)
         return "requeued"
     if state == State.RUNNING:
+        checkpoint_reports.read(job, info, now, term)
         limit = retries.past_deadline(job, now)
         return "running" if limit is None else retries.stop(gateway, job, limit, now, term)
     return _starting(gateway, config, job, pods, now, moves, term)

@@ -2,8 +2,11 @@
 
 1. mark (phase 7 of a cycle, after the releases): each victim is told, on its timeline and
    by a Kubernetes Event on its object (so the job can checkpoint), that it leaves at the
-   end of its grace period to make room for its preemptor; the preemptor's timeline names
-   it. It keeps running meanwhile, and the planner counts it as leaving.
+   end of its notice to make room for its preemptor; the preemptor's timeline names it.
+   The notice is its own `jobdash.io/checkpoint-on-notice` (at most
+   JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS), else the grace period. It keeps running
+   meanwhile, and the planner counts it as leaving; a checkpoint it reports meanwhile ends
+   the notice there (jobs.checkpoints.record_checkpoint), so its preemptor starts then.
 2. evict (the tracker's pass): a victim whose grace period is over is queued again, keeping
    its place, and its object suspended (or deleted, for a kind without suspend); the work
    it did up to its last checkpoint is kept by the job itself. If its preemptor no longer
@@ -24,6 +27,7 @@ from jobdash.dispatch.state.cycle_cache import as_datetime
 from jobdash.dispatch.writers import holding, transitions
 from jobdash.jobs.models import Job, State
 from jobdash.jobs.words import preemption_words
+from queueing.lost_work import notice_s
 from queueing.preemption import Preemption
 
 log = logging.getLogger(__name__)
@@ -36,21 +40,25 @@ def mark(
     active: Iterable[ActiveJob],
     waiting: Mapping[int, tuple[str, str]],
     grace_s: float,
+    max_notice_s: float = 600.0,
     term: int | None,
     now: datetime | None = None,
 ) -> int:
     """`active`: the running jobs among which the victims are (the cycle's snapshot);
-    `waiting`: the (namespace, name) of the waiting jobs, among which the preemptors are."""
+    `waiting`: the (namespace, name) of the waiting jobs, among which the preemptors are;
+    `max_notice_s`: the most a victim's own checkpoint-on-notice gives it."""
     preemptions = list(preemptions)
     if not preemptions:
         return 0
     victims = {job.id: job for job in active}
-    leave_at = (now or timezone.now()) + timedelta(seconds=grace_s)
+    now = now or timezone.now()
     marked = 0
     for preemption in preemptions:
         victim, preemptor = victims.get(preemption.victim), waiting.get(preemption.preemptor)
         if victim is None or preemptor is None or preemption.shrink_to:  # (a shrink: resize.mark)
             continue
+        notice = notice_s(victim.checkpoint_on_notice_s, grace_s, max_notice_s)
+        leave_at = now + timedelta(seconds=notice)
         when = as_datetime(victim.preempt_at) or leave_at
         note, preemptor_note = preemption_words(preemption, victim.namespace, victim.name, *preemptor, when)
         if not transitions.preempting(

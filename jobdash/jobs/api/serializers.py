@@ -48,12 +48,41 @@ class JobSubmitSerializer(serializers.Serializer):
     )
     max_run_seconds = serializers.JSONField(required=False, help_text="Stopped (DeadlineExceeded) once run this long.")
     start_by = serializers.JSONField(required=False, help_text="RFC 3339: cancelled if still queued then.")
+    # Checkpoints (issue 48), over the annotations jobdash.io/checkpoint-every, -on-notice, min-runtime.
+    checkpoint_every = serializers.JSONField(
+        required=False, help_text='It writes a checkpoint this often: a duration ("10m", "1h", "90s") or seconds.'
+    )
+    checkpoint_on_notice = serializers.JSONField(
+        required=False,
+        help_text="How long it needs, once told it is preempted, to write a checkpoint: a duration or seconds "
+        "(at most JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS).",
+    )
+    min_runtime = serializers.JSONField(
+        required=False,
+        help_text="Not preempted before it has run this long: a duration or seconds (at most "
+        "JOBDASH_MAX_MIN_RUNTIME_SECONDS; default: its namespace's).",
+    )
     array = serializers.CharField(
         required=False, max_length=255, help_text='One job per index: "0-99", "1,3,5-7", "0-15:4", "0-99%5".'
     )
 
 
-OPTION_FIELDS = ("after", "keep_if_never_satisfied", "retry", "max_run_seconds", "start_by")
+OPTION_FIELDS = (
+    "after",
+    "keep_if_never_satisfied",
+    "retry",
+    "max_run_seconds",
+    "start_by",
+    "checkpoint_every",
+    "checkpoint_on_notice",
+    "min_runtime",
+)
+
+
+class CheckpointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(
+        required=False, help_text="When the checkpoint was written (ISO 8601); default: now."
+    )
 
 
 class PriorityClassSerializer(serializers.Serializer):
@@ -152,6 +181,22 @@ class JobSerializer(serializers.ModelSerializer):
     )
     max_run_seconds = serializers.SerializerMethodField()
     start_by = serializers.SerializerMethodField()
+    checkpoint_every_s = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="It writes a checkpoint this often (seconds); null: not said."
+    )
+    checkpoint_on_notice_s = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="Seconds it needs after a notice to write a checkpoint."
+    )
+    min_runtime_s = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Seconds it runs before it may be preempted: its own, else its namespace's default, within the "
+        "admin's ceiling.",
+    )
+    last_checkpoint_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="The last checkpoint it reported (never moves back)."
+    )
+    checkpoints = serializers.IntegerField(read_only=True, help_text="How many checkpoints it reported while running.")
 
     class Meta:
         model = Job
@@ -199,6 +244,11 @@ class JobSerializer(serializers.ModelSerializer):
             "failure",
             "max_run_seconds",
             "start_by",
+            "checkpoint_every_s",
+            "checkpoint_on_notice_s",
+            "min_runtime_s",
+            "last_checkpoint_at",
+            "checkpoints",
             "manifest",
         ]
 

@@ -24,6 +24,7 @@ from ..models import JobDependency, JobEvent, Source, State
 from .parsers import LimitedJSONParser, RawYAMLParser, TextYAMLParser, XYAMLParser
 from .schema import CONFLICT, SUBMIT, UNAVAILABLE
 from .serializers import (
+    CheckpointSerializer,
     ElasticQuotaSerializer,
     JobDetailSerializer,
     JobSerializer,
@@ -102,6 +103,7 @@ class KnownParameters:
     cancel=extend_schema(parameters=[JOB_ID]),
     priority_class=extend_schema(parameters=[JOB_ID]),
     requeue=extend_schema(parameters=[JOB_ID]),
+    checkpoints=extend_schema(parameters=[JOB_ID]),
 )
 class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
@@ -223,6 +225,16 @@ class JobViewSet(KnownParameters, mixins.ListModelMixin, mixins.RetrieveModelMix
         body = ReasonSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         job = services.job_requeue(job_id=int(pk), user=request.user, reason=body.validated_data["reason"])
+        return Response(JobSerializer(job).data)
+
+    @extend_schema(request=CheckpointSerializer, responses={200: JobSerializer, **CONFLICT})
+    @action(detail=True, methods=["post"], parser_classes=[LimitedJSONParser])
+    def checkpoints(self, request, pk=None):
+        """A Running job wrote a checkpoint (at `at`, default now): its count goes up and its last
+        checkpoint's time is kept (never moved back). Its submitter or the namespace's admin."""
+        body = CheckpointSerializer(data=request.data if request.data else {})
+        body.is_valid(raise_exception=True)
+        job = services.job_checkpointed(job_id=int(pk), user=request.user, at=body.validated_data.get("at"))
         return Response(JobSerializer(job).data)
 
 
