@@ -120,7 +120,9 @@ class LocalPostgres:
 
         def wait() -> None:
             code = process.wait()
-            if self.process is process:  # (not stop()'s doing)
+            # Exit 0 is a shutdown someone asked for: a Ctrl-C reaches the server with the rest
+            # of the terminal's process group, and the command is ending on its own then.
+            if self.process is process and code != 0:  # (not stop()'s doing)
                 print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
                 os._exit(1)
 
@@ -183,10 +185,6 @@ class LocalPostgres:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_die_with_parent,  # (manage.py and the harness start it before any thread)
-                # Not in the terminal's process group: a Ctrl-C is for `make run`, which stops
-                # it in its own time (stop()); reaching PostgreSQL too, it raced that shutdown
-                # and made a clean Ctrl-C look like the database stopping under the stack.
-                start_new_session=True,
                 user=user.pw_uid if user else None,
                 group=user.pw_gid if user else None,
                 extra_groups=[] if user else None,
