@@ -316,8 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--report-calibration",
         action="store_true",
-        help="only the report's block on start-range calibration per window and load (issue 38), "
-        "from the summaries of every window run with --eta-oracle",
+        help="only the report's blocks on start-range calibration: per window and load (issue 38, the "
+        "runs with --eta-oracle), months replayed from a bootstrap, and per month with its episodes "
+        "(issue 47, every run); from the summaries under --cache-dir's <window>/<label>.json",
     )
     parser.add_argument(
         "--cache-dir", default=str(CACHE), help="where the full summaries go (default var/trace_replay)"
