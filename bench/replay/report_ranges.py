@@ -164,18 +164,20 @@ CALIBRATION_HEADING = """### Calibrated in every regime (issue 38)
 LATER_GOAL, COVERAGE_GOAL, ERROR_GOAL = (40.0, 60.0), (88.0, 93.0), 1.2
 
 
-def calibration_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The default policy's runs with the new estimator, fixed quotas, start ranges and the
-    forecast knowing run times beside them (``--eta-oracle``): by window, then pace."""
-    runs = [
-        s
-        for s in summaries
-        if s["policy"] == DEFAULT
+def _default_run(s: dict[str, Any]) -> bool:
+    """The default policy with the new estimator, fixed quotas, no lent nodes."""
+    return (
+        s["policy"] == DEFAULT
         and s.get("estimator") == NEW_ESTIMATOR
         and s.get("quota", FIXED) == FIXED
         and not s.get("lent")
-        and "true_durations" in s.get("eta", {})
-    ]
+    )
+
+
+def calibration_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The default runs with start ranges and the forecast knowing run times beside them
+    (``--eta-oracle``): by window, then pace."""
+    runs = [s for s in summaries if _default_run(s) and "true_durations" in s.get("eta", {})]
     return sorted(runs, key=lambda s: (s.get("compress", 1), s.get("window", ["", ""]), s["label"]))
 
 
@@ -225,15 +227,7 @@ PER_MONTH_HEADING = """### Per month, and what chance allows (issue 47)
 
 
 def per_month_runs(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    runs = [
-        s
-        for s in summaries
-        if s["policy"] == DEFAULT
-        and s.get("estimator") == NEW_ESTIMATOR
-        and s.get("quota", FIXED) == FIXED
-        and not s.get("lent")
-        and s.get("eta", {}).get("months")
-    ]
+    runs = [s for s in summaries if _default_run(s) and s.get("eta", {}).get("months")]
     return sorted(runs, key=lambda s: (s.get("trace", ""), s.get("window", [""])[0], s.get("compress", 1), s["label"]))
 
 
