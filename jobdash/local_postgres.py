@@ -120,9 +120,7 @@ class LocalPostgres:
 
         def wait() -> None:
             code = process.wait()
-            # Exit 0 is a shutdown someone asked for: a Ctrl-C reaches the server with the rest
-            # of the terminal's process group, and the command is ending on its own then.
-            if self.process is process and code != 0:  # (not stop()'s doing)
+            if self.process is process:  # (not stop()'s doing)
                 print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
                 os._exit(1)
 
