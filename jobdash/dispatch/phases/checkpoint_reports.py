@@ -1,6 +1,6 @@
 """Checkpoints a running job reports on its own object (issue 48), part of phase 9 (track).
 
-A job that writes a checkpoint may say so by annotating its object (its TFJob, JobSet, ...)
+A job that writes a checkpoint may say so by annotating its own object (whatever its kind)
 with `jobdash.io/checkpointed-at: <RFC 3339 time>`; the watch cache keeps the annotation
 (gateway.JobObject.checkpointed_at), so a new value wakes the leader. Each pass records it
 through the API's own write (jobs.services.record_checkpoint), under the leader's term and
