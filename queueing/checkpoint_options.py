@@ -112,18 +112,20 @@ def _every(seconds: float) -> float:
 
 
 def _notice(seconds: float, limits: CheckpointLimits) -> float:
-    if seconds > limits.max_notice_s:
-        raise ValueError(
-            f"{words(seconds)} is more than the {words(limits.max_notice_s)} a job may take to checkpoint after a "
-            f"notice (JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS={limits.max_notice_s:g})"
-        )
-    return seconds
+    return _at_most(
+        seconds,
+        limits.max_notice_s,
+        "a job may take to checkpoint after a notice",
+        "JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS",
+    )
 
 
 def _min_runtime(seconds: float, limits: CheckpointLimits) -> float:
-    if seconds > limits.max_min_runtime_s:
-        raise ValueError(
-            f"{words(seconds)} is more than the {words(limits.max_min_runtime_s)} a job may run unpreempted "
-            f"(JOBDASH_MAX_MIN_RUNTIME_SECONDS={limits.max_min_runtime_s:g})"
-        )
+    return _at_most(seconds, limits.max_min_runtime_s, "a job may run unpreempted", "JOBDASH_MAX_MIN_RUNTIME_SECONDS")
+
+
+def _at_most(seconds: float, limit: float, what: str, setting: str) -> float:
+    """``seconds``, or refused naming the admin's ``setting`` when above its ``limit``."""
+    if seconds > limit:
+        raise ValueError(f"{words(seconds)} is more than the {words(limit)} {what} ({setting}={limit:g})")
     return seconds
