@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 ROLE = "jobdash"
 DATABASE = "jobdash"
@@ -41,6 +42,10 @@ OS_USER = "postgres"  # the server's owner when we are root
 START_TIMEOUT_S = 60.0
 # Off for a throwaway database: fsync is most of a test suite's database time.
 NOT_DURABLE = ("-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+
+
+INTERRUPT_NOTICE_S = 2.0  # a clean exit this close to a Ctrl-C is the Ctrl-C's
+INTERRUPT_GRACE_S = 10.0  # the command's own shutdown, before it is ended as interrupted
 
 
 class LocalPostgresError(RuntimeError):
@@ -118,11 +123,33 @@ class LocalPostgres:
         if process is None:
             return
 
+        interrupted = threading.Event()
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_interrupt(signum: int, frame: FrameType | None) -> None:
+            interrupted.set()
+            if callable(previous):
+                previous(signum, frame)  # (Python's default: KeyboardInterrupt)
+            elif previous != signal.SIG_IGN:
+                raise KeyboardInterrupt
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, on_interrupt)
+
         def wait() -> None:
             code = process.wait()
-            if self.process is process:  # (not stop()'s doing)
-                print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
-                os._exit(1)
+            if self.process is not process:  # stop()'s doing
+                return
+            # A Ctrl-C reaches the server with the terminal's process group: that is the
+            # command ending, not its database failing. Its own shutdown gets a while; then it
+            # ends as interrupted (killed by SIGINT, as make expects of an interrupted job).
+            if code == 0 and interrupted.wait(INTERRUPT_NOTICE_S):
+                time.sleep(INTERRUPT_GRACE_S)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
+            os._exit(1)
 
         threading.Thread(target=wait, name="postgres-watch", daemon=True).start()
 
