@@ -145,7 +145,8 @@ class LocalPostgres:
             # ends as interrupted (killed by SIGINT, as make expects of an interrupted job).
             if code == 0 and interrupted.wait(INTERRUPT_NOTICE_S):
                 time.sleep(INTERRUPT_GRACE_S)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                # (signal.signal is the main thread's alone: the C call resets it from here)
+                ctypes.CDLL(None).signal(signal.SIGINT, 0)  # SIG_DFL
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             print(f"jobdash: PostgreSQL stopped under it (exit {code}; its log: {self.log_path})", flush=True)
