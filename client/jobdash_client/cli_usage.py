@@ -10,8 +10,10 @@ from typing import Any
 from . import Client
 from . import cli_output as out
 
-HOURS = ("gpu_hours", "cpu_hours", "memory_gib_hours")
-HEADERS = ("GPU-HOURS", "CPU-HOURS", "MEMORY-GIB-HOURS")
+HOURS = ("gpu_hours", "cpu_hours", "memory_gib_hours", "lost_gpu_hours")
+HEADERS = ("GPU-HOURS", "CPU-HOURS", "MEMORY-GIB-HOURS", "GPU-HOURS-LOST")
+# The server's CSV columns: the hours, then the GPU-hours lost (redone) by cause.
+CSV_COLUMNS = (*HOURS, "lost_preemption_gpu_hours", "lost_reclaim_gpu_hours", "lost_move_gpu_hours")
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:
@@ -42,9 +44,9 @@ def as_csv(report: dict[str, Any]) -> str:
     """The same CSV as the server's ?format=csv."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*report["group_by"], *HOURS])
+    writer.writerow([*report["group_by"], *CSV_COLUMNS])
     for row in report["rows"]:
-        writer.writerow([*(row[g] for g in report["group_by"]), *(f"{row[h]:.6f}" for h in HOURS)])
+        writer.writerow([*(row[g] for g in report["group_by"]), *(f"{row.get(h, 0.0):.6f}" for h in CSV_COLUMNS)])
     return buffer.getvalue()
 
 
@@ -53,6 +55,9 @@ def as_table(report: dict[str, Any]) -> str:
     if not report["rows"]:
         return f"{title}: no usage."
     groups = report["group_by"]
-    rows = [[*(row[g] for g in groups), *(f"{row[h]:.2f}" for h in HOURS)] for row in report["rows"]]
+    rows = [[*(row[g] for g in groups), *(f"{row.get(h, 0.0):.2f}" for h in HOURS)] for row in report["rows"]]
     total = sum(row["gpu_hours"] for row in report["rows"])
-    return f"{title}: {total:.2f} GPU-hours\n" + out.table([g.upper() for g in groups] + list(HEADERS), rows)
+    lost = sum(row.get("lost_gpu_hours", 0.0) for row in report["rows"])
+    return f"{title}: {total:.2f} GPU-hours, {lost:.2f} of them lost (redone)\n" + out.table(
+        [g.upper() for g in groups] + list(HEADERS), rows
+    )

@@ -452,3 +452,36 @@ class LentPool(models.Model):
                 raise ValidationError({"end": "must differ from start"})
         elif self.until is None:
             raise ValidationError({"until": "a pool lent until a time needs it"})
+
+
+class LostWork(models.Model):
+    """Work a running job must do again because jobdash stopped it (issue 48): its run since
+    its last checkpoint, and that times its GPUs (usage.lost_work). One row per stop, written
+    with the stop. Labels copied and the job a plain number: it outlives the job (retention)."""
+
+    class Cause(models.TextChoices):
+        PREEMPTION = "preemption"
+        RECLAIM = "reclaim", "reclaim of lent nodes"
+        MOVE = "move", "move to make room"
+
+    job_id = models.BigIntegerField()
+    at = models.DateTimeField()
+    cause = models.CharField(max_length=16, choices=Cause.choices)
+    namespace = models.CharField(max_length=63)
+    user = models.CharField(max_length=255, blank=True)
+    kind = models.CharField(max_length=63, blank=True)
+    priority_class = models.CharField(max_length=253, blank=True)
+    borrowed = models.BooleanField(default=False)
+    seconds = models.FloatField(default=0.0)  # of its run, redone
+    gpu_s = models.FloatField(default=0.0)  # those seconds times the GPUs it held
+    checkpointed_at = models.DateTimeField(null=True, blank=True)  # the checkpoint it resumes from
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [
+            models.Index(fields=["at", "namespace"], name="lost_work_at_namespace"),
+            models.Index(fields=["job_id"], name="lost_work_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.gpu_s / 3600:.2f} GPU-h lost to {self.cause}"

@@ -2,13 +2,25 @@
 
 from collections.abc import Iterable
 from contextlib import contextmanager
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Case, Count, F, Q, QuerySet, When
 
 from . import roles
 from .exceptions import NotFound
-from .models import ACTIVE_STATES, ClusterState, Job, JobDependency, JobEvent, Namespace, Source, State, Workflow
+from .models import (
+    ACTIVE_STATES,
+    ClusterState,
+    Job,
+    JobDependency,
+    JobEvent,
+    LostWork,
+    Namespace,
+    Source,
+    State,
+    Workflow,
+)
 
 # Admission order as the last cycle saw it; jobs it has not placed yet last, oldest first.
 QUEUE_ORDER = (F("position").asc(nulls_last=True), "submitted_at", "id")
@@ -214,3 +226,17 @@ def one_snapshot():
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
+
+
+def lost_work_of(job_id: int) -> list[dict[str, Any]]:
+    """A job's stops to make room, oldest first: {cause, at, seconds, gpu_hours, checkpointed_at}."""
+    return [
+        {
+            "cause": row.cause,
+            "at": row.at,
+            "seconds": row.seconds,
+            "gpu_hours": row.gpu_s / 3600,
+            "checkpointed_at": row.checkpointed_at,
+        }
+        for row in LostWork.objects.filter(job_id=job_id)
+    ]

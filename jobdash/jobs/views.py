@@ -31,6 +31,7 @@ from .exceptions import InvalidInput, JobdashError, NotFound, NotMember
 from .forms import OPTION_FIELDS, PriorityForm, ReasonForm, SubmitForm
 from .models import Job, Source, State, Workflow
 from .presenters import cluster_page
+from .words import lost_total_words
 
 # How often live parts of pages ask for news: a cycle runs every JOBDASH_TICK_SECONDS.
 POLL_SECONDS = 3
@@ -125,6 +126,7 @@ def job_detail(request, job_id: int):
         events = list(selectors.job_events(job))
         pods = dashboard.job_pods(job)
         dependencies = selectors.job_dependencies(job)
+        stops = selectors.lost_work_of(job.pk) if job.preemptions else []
     now = timezone.now()
     staff = selectors.sees_all_namespaces(request.user)
     health = dispatcher_health(reveal=staff)  # (also the banner's: one read a page)
@@ -151,6 +153,7 @@ def job_detail(request, job_id: int):
         "priority_form": PriorityForm(initial={"priority": job.priority}),
         "poll_seconds": POLL_SECONDS,
         "workflow": workflow_presenters.job_facts(job, dependencies),
+        "lost_work": lost_total_words([(stop["cause"], stop["gpu_hours"] * 3600) for stop in stops]) if stops else "",
         "budget": budget_words(job.namespace.name, selectors.cluster_quotas().get(job.namespace.name, {}).get("budget"))
         if job.is_active
         else "",

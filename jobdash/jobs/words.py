@@ -46,6 +46,27 @@ def lost_words(lost_s: float, lost_gpu_s: float, checkpointed: bool) -> str:
     return f"leaving now, {duration(lost_s)} {since}: {redone}"
 
 
+def redone_words(seconds: float, gpu_s: float, checkpointed_at: datetime | None) -> str:
+    """What a stop threw away, once done: "32 GPU-minutes redone (4m 00s since its checkpoint
+    at 14:02:00 UTC)"; a job without GPUs, its seconds."""
+    if seconds <= 0:
+        return "no work lost (it checkpointed on notice)" if checkpointed_at else "no work lost"
+    amount = f"{gpu_s / 60:,.0f} GPU-minutes" if gpu_s > 0 else duration(seconds)
+    since = f"since its checkpoint at {checkpointed_at:%H:%M:%S} UTC" if checkpointed_at else "the whole run"
+    return f"{amount} redone ({duration(seconds)}, {since})"
+
+
+def lost_total_words(stops: list[tuple[str, float]]) -> str:
+    """A job's stops to make room, [(cause, GPU-seconds)], as the job page sums them:
+    "0.53 GPU-hours redone over 2 stops (preemption 0.50, reclaim 0.03)"."""
+    by_cause: dict[str, float] = {}
+    for cause, gpu_s in stops:
+        by_cause[cause] = by_cause.get(cause, 0.0) + gpu_s
+    causes = ", ".join(f"{cause} {gpu_s / 3600:.2f}" for cause, gpu_s in by_cause.items())
+    total = sum(by_cause.values()) / 3600
+    return f"{total:.2f} GPU-hours redone over {len(stops)} stop{'s' if len(stops) != 1 else ''} ({causes})"
+
+
 _PREEMPTED_TO = {RECLAIM: "to give its namespace's guaranteed share back", PRIORITY: "for a job of higher priority"}
 
 

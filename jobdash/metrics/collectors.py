@@ -1,6 +1,6 @@
 """The families read from the database at each scrape (JobsCollector: jobdash_jobs and
 jobdash_queue_length; CardsCollector: the shared GPU cards' memory; UsageCollector:
-jobdash_gpu_seconds_total; DispatcherCollector: failed cycles and the last completed
+jobdash_gpu_seconds_total; LostWorkCollector: jobdash_lost_gpu_seconds_total; DispatcherCollector: failed cycles and the last completed
 one), and the registries a
 scrape is answered from: this process's, every process's of PROMETHEUS_MULTIPROC_DIR
 (prometheus_client's multiprocess mode), and the web's, which adds the database families
@@ -112,6 +112,25 @@ class UsageCollector(Collector):
         yield family
 
 
+class LostWorkCollector(Collector):
+    """`jobdash_lost_gpu_seconds_total` by namespace and cause (preemption, reclaim, move):
+    the GPU-seconds redone by jobs stopped to make room (usage.LostWork, kept by retention),
+    one GROUP BY per scrape."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        from jobdash.usage.selectors import lost_by
+
+        family = CounterMetricFamily(
+            "jobdash_lost_gpu_seconds",
+            "GPU-seconds redone by the jobs of each namespace: run since their last checkpoint when stopped to make room.",
+            labels=["namespace", "cause"],
+        )
+        for (namespace,), by_cause in sorted(lost_by(None, None, ["namespace"]).items()):
+            for cause, gpu_s in sorted(by_cause.items()):
+                family.add_metric([namespace, cause], gpu_s)
+        yield family
+
+
 class DispatcherCollector(Collector):
     """`jobdash_cycle_failures_total` and `jobdash_last_cycle_success_timestamp_seconds`, as
     the dispatcher recorded them (CycleFailures, the last Cycle row): read from the database,
@@ -163,6 +182,13 @@ def process_registry() -> CollectorRegistry:
 def web_registry() -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(
-        _Union(process_registry(), JobsCollector(), CardsCollector(), UsageCollector(), DispatcherCollector())
+        _Union(
+            process_registry(),
+            JobsCollector(),
+            CardsCollector(),
+            UsageCollector(),
+            LostWorkCollector(),
+            DispatcherCollector(),
+        )
     )
     return registry

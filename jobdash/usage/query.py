@@ -12,12 +12,19 @@ from datetime import UTC, date, datetime
 from django.utils import timezone
 
 from jobdash.jobs.exceptions import FieldProblem, InvalidInput
+from jobdash.jobs.models import LostWork
 from jobdash.jobs.selectors import namespaces_visible_to, sees_all_namespaces
 
 from .selectors import GROUPS
 
 DEFAULT_GROUPS = ["namespace"]
-COLUMNS = ["gpu_hours", "cpu_hours", "memory_gib_hours"]
+COLUMNS = [
+    "gpu_hours",
+    "cpu_hours",
+    "memory_gib_hours",
+    "lost_gpu_hours",
+    *(f"lost_{cause}_gpu_hours" for cause in LostWork.Cause.values),
+]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from queueing.usage import Amounts, UsageKey, decayed, runs_from_events, summarize
 
+from .lost_work import Cause, lost_by
 from .models import UsageDay, UsageMark
 from .services import events_after, job_runs, open_of
 
@@ -54,7 +55,8 @@ def usage(
     namespaces: Collection[str] | None = None,
     now: datetime | None = None,
 ) -> list[dict]:
-    """Rows {each of group_by, gpu_hours, cpu_hours, memory_gib_hours} over the UTC days from
+    """Rows {each of group_by, gpu_hours, cpu_hours, memory_gib_hours, and the GPU-hours
+    lost (redone: lost_gpu_hours, and lost_<cause>_gpu_hours for each cause)} over the UTC days from
     `from_day` to `to_day` (both included; None: unbounded), of `namespaces` (None: all),
     sorted by the groups."""
     unknown = [g for g in group_by if g not in GROUPS]
@@ -91,15 +93,19 @@ def usage(
         total[0] += amounts.gpu_s
         total[1] += amounts.cpu_s
         total[2] += amounts.memory_gib_s
+    lost = lost_by(from_day, to_day, group_by, namespaces)
     rows = []
-    for group in sorted(sums, key=lambda k: tuple(str(v) for v in k)):
-        gpu, cpu, memory = sums[group]
+    for group in sorted(sums.keys() | lost.keys(), key=lambda k: tuple(str(v) for v in k)):
+        gpu, cpu, memory = sums.get(group, (0.0, 0.0, 0.0))
+        by_cause = lost.get(group, {})
         rows.append(
             {
                 **dict(zip(group_by, group, strict=True)),
                 "gpu_hours": gpu / 3600,
                 "cpu_hours": cpu / 3600,
                 "memory_gib_hours": memory / 3600,
+                "lost_gpu_hours": sum(by_cause.values()) / 3600,
+                **{f"lost_{cause}_gpu_hours": by_cause.get(cause, 0.0) / 3600 for cause in Cause.values},
             }
         )
     return rows

@@ -6,7 +6,7 @@ import pytest
 
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
-from jobdash.jobs.models import Job, State
+from jobdash.jobs.models import Job, LostWork, State
 
 from .dispatch_support import ManualClock, settings
 from .test_dispatch_preemption import refreshed, step, tfjob, until, world  # noqa: F401 (the fixture)
@@ -52,6 +52,9 @@ def test_a_victim_leaves_within_a_cycle_of_its_checkpoint_and_resumes_from_it(wo
         step(dispatcher, sim, gateway, 1.0)
     assert borrower.state == State.QUEUED and borrower.reason == "Preempted"
     assert borrower.events.filter(type="NoticeEnded").exists()
+    (lost,) = LostWork.objects.filter(job_id=borrower.pk)  # it wrote its checkpoint on notice: nothing lost
+    assert (lost.cause, lost.seconds, lost.gpu_s) == ("preemption", 0, 0)
+    assert "no work lost (it checkpointed on notice)" in borrower.events.get(type="Preempted").message
     assert borrower.events.filter(type="Checkpointed").count() >= 3
     until(dispatcher, sim, gateway, owner, State.RUNNING, steps=5)
     assert refreshed(owner).started_at < told  # it did not wait for the notice to end

@@ -12,7 +12,7 @@ import pytest
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
 from jobdash.jobs.cluster_selectors import node_rows
-from jobdash.jobs.models import ClusterState, Job, JobEvent, State
+from jobdash.jobs.models import ClusterState, Job, JobEvent, LostWork, State
 from kubesim.resources import EVENTS, NODES
 from kubesim.testing import batch_job_manifest, pytorchjob_manifest, running_kubesim
 
@@ -104,7 +104,13 @@ def test_the_tide_short_jobs_on_the_pool_long_ones_kept_off_checkpointing_ones_r
     assert events and "08:00" in events[0]["message"]
     # 08:00: the pool goes back; the job is queued again in its place, nothing lost silently
     until(dispatcher, sim, term, lambda: row(keeper).state == State.QUEUED, seconds=300, steps=20)
-    assert JobEvent.objects.filter(job=keeper, type="Reclaimed").exists()
+    reclaimed = JobEvent.objects.get(job=keeper, type="Reclaimed")
+    # It said it checkpoints, not when: what ran since its start is counted as lost to the reclaim.
+    (lost,) = LostWork.objects.filter(job_id=keeper.pk)
+    assert lost.cause == "reclaim" and lost.checkpointed_at is None
+    assert datetime(2026, 11, 28, 8, 0, tzinfo=UTC) <= lost.at <= datetime(2026, 11, 28, 8, 5, tzinfo=UTC)
+    assert 9 * 3600 <= lost.seconds <= 10 * 3600  # since it started, after 22:00 (the short job first)
+    assert lost.gpu_s == 0 and "the whole run)" in reclaimed.message  # (CPUs only)
     assert row(long).state == State.QUEUED  # never placed on the pool
 
 

@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.jobs import services
-from jobdash.jobs.models import Job, Namespace, State
+from jobdash.jobs.models import Job, LostWork, Namespace, State
+from jobdash.jobs.words import duration
 from kubesim.testing import running_kubesim
 
 from .dispatch_support import ManualClock, advance, cluster_config, manifest, settings, start_gateway
@@ -29,7 +30,9 @@ def tfjob(name: str, namespace: str, *, workers: int, cpu: str, duration: int, c
 
 @pytest.fixture
 def world(db):
-    config = cluster_config(nodes=1, node_cpu="8")
+    # The cluster's clock starts with the dispatcher's (ManualClock: now), so the checkpoint
+    # times the training writes on its object fall within the run the dispatcher saw start.
+    config = cluster_config(nodes=1, node_cpu="8", start_time=timezone.now().timestamp())
     config["namespaces"] = [
         {"name": "team-a", "quota": {"requests.cpu": "8"}},
         {"name": "team-b", "quota": {"requests.cpu": "8"}},
@@ -104,10 +107,21 @@ def test_a_borrower_is_preempted_for_a_guarantee_and_resumes_from_its_checkpoint
 
     dispatcher.clock.advance(GRACE_S)
     started_cycles = 0
+    saved = refreshed(borrower).last_checkpoint_at  # reported on its object by its training
+    assert saved is not None
     dispatcher.cycle(1)  # the tracker's pass: the grace period is over
     borrower.refresh_from_db()
     assert borrower.state == State.QUEUED and borrower.preemptions == 1 and borrower.preempted_by_id == owner.pk
-    assert borrower.events.filter(type="Preempted").exists()
+    preempted = borrower.events.get(type="Preempted")
+    # What it lost is counted: its run since that checkpoint, up to the end of its grace.
+    (lost,) = LostWork.objects.filter(job_id=borrower.pk)
+    assert lost.cause == "preemption" and lost.namespace == "team-a" and lost.borrowed
+    assert lost.checkpointed_at >= saved
+    assert lost.seconds == pytest.approx((lost.at - lost.checkpointed_at).total_seconds())
+    assert 0 < lost.seconds <= GRACE_S + 20 and lost.gpu_s == 0  # CPUs only: no GPU-seconds
+    assert preempted.message.endswith(
+        f"{duration(lost.seconds)} redone ({duration(lost.seconds)}, since its checkpoint at {lost.checkpointed_at:%H:%M:%S} UTC)"
+    )
     suspended = sim.cluster.tfjob("team-a", "big")
     assert suspended["spec"]["runPolicy"]["suspend"] is True
     # Suspended, its template is as the user wrote it again (no placement gate of jobdash's).

@@ -4,6 +4,7 @@ parameter is a 400 naming it; the page draws a bar per day and lists the groups.
 import pytest
 
 from jobdash.usage import selectors
+from jobdash.usage.query import COLUMNS
 
 from .usage_support import write_histories
 
@@ -35,7 +36,7 @@ def test_the_groups_split_the_same_total(histories, staff_api):
     for group_by in ("user", "kind,priority_class", "day,borrowed", "namespace,user,kind,priority_class,day,borrowed"):
         split, rows = total(group_by)
         assert split == pytest.approx(whole, rel=1e-9)
-        assert set(rows[0]) == {*group_by.split(","), "gpu_hours", "cpu_hours", "memory_gib_hours"}
+        assert set(rows[0]) == {*group_by.split(","), *COLUMNS}
     days = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "day"}).json()["rows"]
     assert [r["day"] for r in days] == sorted(r["day"] for r in days) and days[0]["day"] >= "2026-01-30"
 
@@ -75,7 +76,9 @@ def test_the_page_draws_each_day_and_links_its_csv(histories, client, alice):
     for row in rows:
         assert f"<td>{row['namespace']}</td><td>{row['user']}</td>" in page
     csv_text = client.get("/usage/", {**RANGE, "group_by": ["namespace", "user"], "format": "csv"}).content.decode()
-    assert csv_text.splitlines()[0] == "namespace,user,gpu_hours,cpu_hours,memory_gib_hours"
+    assert csv_text.splitlines()[0] == "namespace,user,gpu_hours,cpu_hours,memory_gib_hours," + ",".join(
+        f"lost_{c}gpu_hours" for c in ("", "preemption_", "reclaim_", "move_")
+    )
     assert len(csv_text.splitlines()) == len(rows) + 1
 
 

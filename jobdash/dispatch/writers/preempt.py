@@ -9,7 +9,8 @@
    the notice there (jobs.checkpoints.record_checkpoint), so its preemptor starts then.
 2. evict (the tracker's pass): a victim whose grace period is over is queued again, keeping
    its place, and its object suspended (or deleted, for a kind without suspend); the work
-   it did up to its last checkpoint is kept by the job itself. If its preemptor no longer
+   it did up to its last checkpoint is kept by the job itself; what it did since is counted
+   as lost (usage.LostWork), in the same transaction. If its preemptor no longer
    waits (it started, was cancelled, or finished), the preemption is called off.
 Both are fenced by the leader's term like every other change.
 """
@@ -25,8 +26,9 @@ from jobdash.cluster import gateway as gw
 from jobdash.dispatch.phases.active import ActiveJob
 from jobdash.dispatch.state.cycle_cache import as_datetime
 from jobdash.dispatch.writers import holding, transitions
-from jobdash.jobs.models import Job, State
-from jobdash.jobs.words import preemption_words
+from jobdash.jobs.models import Job, LostWork, State
+from jobdash.jobs.words import preemption_words, redone_words
+from jobdash.usage import lost_work
 from queueing.lost_work import notice_s
 from queueing.preemption import Preemption
 
@@ -90,14 +92,15 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
     counts = {"preempted": 0, "called-off": 0}
     # (an elastic job giving back its extra pods is no whole victim: resize.apply scales it down)
     due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now, shrink_to__isnull=True).values(
-        "id", "name", "namespace__name", "kind_key", "preempted_for_id", "preempted_for__state", "reclaimed_by"
+        *lost_work.JOB_FIELDS, "name", "kind_key", "preempted_for_id", "preempted_for__state", "reclaimed_by"
     )
     for row in due:
         preemptor = row["preempted_for_id"]
         key = (row["kind_key"], row["namespace__name"], row["name"])
         if row["reclaimed_by"]:  # its lent nodes went back: nobody to call it off for
-            note = f"node-pool {row['reclaimed_by']} was reclaimed: queued again in its place"
-            if transitions.preempted(row["id"], None, note, term, now, event="Reclaimed"):
+            lost = lost_work.stopped(row, lost_work.Cause.RECLAIM, now)
+            note = f"node-pool {row['reclaimed_by']} was reclaimed: queued again in its place; {_redone(lost)}"
+            if transitions.preempted(row["id"], None, note, term, now, event="Reclaimed", lost=lost):
                 _take_back(gateway, key, row["id"], term)
                 counts["reclaimed"] = counts.get("reclaimed", 0) + 1
             continue
@@ -105,12 +108,17 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
             note = f"preemption called off: job {preemptor} no longer waits for the room"
             counts["called-off"] += transitions.preemption_called_off(row["id"], note, term)
             continue
-        note = f"preempted to make room for job {preemptor}; queued again in its place"
-        if not transitions.preempted(row["id"], preemptor, note, term, now):
+        lost = lost_work.stopped(row, lost_work.Cause.PREEMPTION, now)
+        note = f"preempted to make room for job {preemptor}; queued again in its place; {_redone(lost)}"
+        if not transitions.preempted(row["id"], preemptor, note, term, now, lost=lost):
             continue
         _take_back(gateway, key, row["id"], term)
         counts["preempted"] += 1
     return counts
+
+
+def _redone(lost: LostWork) -> str:
+    return redone_words(lost.seconds, lost.gpu_s, lost.checkpointed_at)
 
 
 def _take_back(gateway: gw.ClusterGateway, key: gw.ObjectKey, job_id: int, term: int | None) -> None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from jobdash.dispatch.writers import bulk
 from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs import lifecycle
-from jobdash.jobs.models import Fence, Job, State
+from jobdash.jobs.models import Fence, Job, LostWork, State
 from jobdash.jobs.services import compare_and_set
 
 __all__ = ["Claim"]  # (claim()'s argument, at hand where claim is)
@@ -430,24 +430,30 @@ def preempted(
     term: int | None,
     now: datetime | None = None,
     event: str = "Preempted",
+    lost: LostWork | None = None,
 ) -> bool:
     """Running -> Queued after the grace period, keeping its place (its submission time):
     its reason says for whom (no one: its lent nodes went back, event "Reclaimed"), until
-    the next cycle says what it waits for. Not an attempt."""
-    return _fenced_compare_and_set(
-        victim,
-        term,
-        from_states=(State.RUNNING,),
-        to_state=State.QUEUED,
-        event=event,
-        note=note,
-        actor=DISPATCHER,
-        now=now,
-        reason=event,
-        message=note,
-        preempted_by=preemptor,
-        preemptions=F("preemptions") + 1,
-    )
+    the next cycle says what it waits for. Not an attempt. `lost`: what the stop throws
+    away, counted in the same transaction (usage.lost_work)."""
+    with transaction.atomic():
+        hold_term(term)
+        moved = compare_and_set(
+            victim,
+            from_states=(State.RUNNING,),
+            to_state=State.QUEUED,
+            event=event,
+            note=note,
+            actor=DISPATCHER,
+            now=now,
+            reason=event,
+            message=note,
+            preempted_by=preemptor,
+            preemptions=F("preemptions") + 1,
+        )
+        if moved and lost is not None:
+            lost.save()
+    return moved
 
 
 def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now: datetime | None = None) -> datetime:

@@ -8,8 +8,9 @@ from queueing.job_options import JobOptions
 
 from .. import elastic, estimates
 from ..dispatcher_health import waiting_reason
-from ..models import Job, JobEvent, Namespace, State
+from ..models import Job, JobEvent, LostWork, Namespace, State
 from ..presenters import demand_summary, elastic_sizes, quota_summary
+from ..selectors import lost_work_of
 from .status import DispatcherHealthSerializer
 
 
@@ -303,14 +304,31 @@ def _options(job: Job) -> JobOptions:
     return parsed
 
 
+class LostWorkSerializer(serializers.Serializer):
+    cause = serializers.ChoiceField(choices=LostWork.Cause.choices)
+    at = serializers.DateTimeField(help_text="When it was stopped.")
+    seconds = serializers.FloatField(help_text="Seconds of its run redone: since its last checkpoint.")
+    gpu_hours = serializers.FloatField(help_text="Those seconds times the GPUs it held, in hours.")
+    checkpointed_at = serializers.DateTimeField(
+        allow_null=True, help_text="The checkpoint it resumes from (null: none, the whole run is redone)."
+    )
+
+
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     dispatcher = serializers.SerializerMethodField(
         help_text="Whether the dispatcher is releasing jobs, as GET /api/v1/status/ says it."
     )
+    lost_work = serializers.SerializerMethodField(
+        help_text="Each time it was stopped to make room (preempted, its lent nodes reclaimed, moved): the work redone."
+    )
 
     class Meta(JobSerializer.Meta):
-        fields = JobSerializer.Meta.fields + ["events", "dispatcher"]
+        fields = JobSerializer.Meta.fields + ["events", "dispatcher", "lost_work"]
+
+    @extend_schema_field(LostWorkSerializer(many=True))
+    def get_lost_work(self, job: Job) -> list[dict]:
+        return list(LostWorkSerializer(lost_work_of(job.pk), many=True).data)
 
     @extend_schema_field(DispatcherHealthSerializer(allow_null=True))
     def get_dispatcher(self, job: Job) -> dict | None:
