@@ -324,6 +324,12 @@ JOBDASH_PREEMPT_WITHIN_NAMESPACE = env_bool("JOBDASH_PREEMPT_WITHIN_NAMESPACE", 
 # (jobdash.io/min-runtime; a namespace's default is cut to it). A job asking for more is refused.
 JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS = env_number("JOBDASH_MAX_CHECKPOINT_NOTICE_SECONDS", 600.0, minimum=0.0)
 JOBDASH_MAX_MIN_RUNTIME_SECONDS = env_number("JOBDASH_MAX_MIN_RUNTIME_SECONDS", 7200.0, minimum=0.0)
+# Defragmentation (issue 48, queueing/defrag.py): a gang waiting for whole nodes while enough
+# GPUs are free, scattered, may move running jobs that checkpoint -- at most this many GPU-hours
+# lost by the movers of one gang, a job moved at most once in the window.
+JOBDASH_DEFRAG = env_bool("JOBDASH_DEFRAG", False)
+JOBDASH_DEFRAG_MAX_LOST_GPU_HOURS = env_number("JOBDASH_DEFRAG_MAX_LOST_GPU_HOURS", 1.0, minimum=0.0)
+JOBDASH_DEFRAG_WINDOW_SECONDS = env_number("JOBDASH_DEFRAG_WINDOW_SECONDS", 3600.0, minimum=0.0)
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
 CELERY_TASK_IGNORE_RESULT = True

@@ -10,7 +10,8 @@
                 3b quota, 3c gang placement on nodes, 3d admitted; else a reason
                 (an elastic job down to its minimum if need be: elastic_jobs.py)
 4. preempt    - victims for jobs that reclaim a guarantee or outrank (preemptor.py;
-                elastic jobs' extra pods first: shrink.py); running elastic jobs grow
+                elastic jobs' extra pods first: shrink.py); 4b moves that join scattered
+                GPUs for a gang (defrag.py, when on); running elastic jobs grow
 5. positions  - each waiting job's place in its namespace's queue (waiting_statuses.py)
 6. estimates  - start times played forward (eta.py), every waiting job's status
 7. the plan
@@ -148,6 +149,8 @@ class _Planner:
         by_rank = self._admit(ordered)
         # 4. Preempt: make room for waiting jobs that reclaim a guarantee or outrank their namespace's.
         self.preemptor.preempt()
+        # 4b. Move running jobs that checkpoint, to join scattered GPUs for a waiting gang (defrag.py).
+        self.preemptor.defragment()
         # Running elastic jobs grow into what nothing waiting could use (elastic_jobs.grow).
         resizes = elastic_jobs.grow(state)
         # 5. Queue positions.

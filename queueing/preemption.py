@@ -22,12 +22,13 @@ from .snapshot import RunningJob
 
 RECLAIM = "reclaim"
 PRIORITY = "priority"
+MOVE = "move"  # defragmentation (defrag.py): the victim is placed again at once, elsewhere
 
 
 @dataclass(frozen=True)
 class Preemption:
-    """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM or
-    PRIORITY.  ``shrink_to``: role -> pods it keeps, when only an elastic job's extra pods go
+    """Preempt ``victim`` (of ``namespace``) to make room for ``preemptor``; ``cause``: RECLAIM,
+    PRIORITY or MOVE.  ``shrink_to``: role -> pods it keeps, when only an elastic job's extra pods go
     (the highest indexes of each role named); empty: the whole job goes.  ``lost_s`` and
     ``lost_gpu_s``: the work it will redo, in seconds and GPU-seconds, if it left now (without
     writing a checkpoint on notice); ``checkpointed_at``: its last checkpoint (None: none)."""

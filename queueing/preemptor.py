@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import shrink
+from . import defrag, shrink
 from .cycle_state import CycleState
 from .fit import NodeFailure, NodePool
-from .lost_work import losing, protected
-from .preemption import PRIORITY, RECLAIM, Preemption, victim_order
+from .lost_work import last_checkpoint, losing, protected
+from .preemption import MOVE, PRIORITY, RECLAIM, Preemption, victim_order
 from .quota_fit import quota_check
 from .reasons import Outcome, Reason
 from .snapshot import Node, PendingJob, RunningJob
 
 # Waiting for room on the nodes: kept off lent nodes it would fit with is waiting for room on the others.
 _NODES = frozenset({Reason.NO_NODE_FITS, Reason.OUTLASTS_LENT_POOL})
+# Gangs given moves in one cycle (defragment): each plan costs placements, and a gang not
+# served this cycle is the next one's.
+MOVE_PLANS_PER_CYCLE = 2
 
 
 class Preemptor:
@@ -96,6 +99,52 @@ class Preemptor:
                 continue
             chosen, keep = found
             self._take(job, cause, chosen, keep, shrinking, taken)
+
+    def defragment(self) -> None:
+        """Phase 4b: moves (defrag.py), with the snapshot's rules.  Each waiting gang, in queue
+        order, that waits for nodes while enough GPUs are free, only scattered, gets the
+        fewest running jobs that checkpoint to move so that it fits and each of them fits
+        again at once; they are its victims (cause MOVE: told, they checkpoint and leave,
+        then are placed again, after it), it holds the room they leave.  At most
+        MOVE_PLANS_PER_CYCLE gangs a cycle, and no job is moved for two."""
+        rules = self.state.snapshot.defrag
+        if rules is None or not self.state.node_fit or not self.state.waiting:
+            return
+        snapshot, now = self.state.snapshot, self.state.snapshot.now
+        taken = {preemption.victim for preemption in self.state.preemptions}
+        running = {job.id: job for job in snapshot.running if job.id not in taken}
+        plans = 0
+        for _, job, outcome in self.state.waiting:
+            if plans >= MOVE_PLANS_PER_CYCLE:
+                break
+            if outcome[0] is not Reason.NO_NODE_FITS or job.id in self.state.preempting:
+                continue
+            future = self.state.future or self.state.pool
+            if not defrag.scattered(future, job.gang):
+                continue
+            moves = defrag.plan_moves(future, job, list(running.values()), now, rules, snapshot.topology_levels)
+            if not moves:
+                continue
+            movers = [running[move.job] for move in moves]
+            self.state.future = future
+            if not self.fits_after(job, movers, commit=True, come_back=True):
+                continue
+            for move, mover in zip(moves, movers, strict=True):
+                del running[move.job]
+                self.state.preemptions.append(
+                    Preemption(
+                        move.job,
+                        move.namespace,
+                        job.id,
+                        MOVE,
+                        {},
+                        move.lost_s,
+                        move.lost_gpu_s,
+                        last_checkpoint(mover, now),
+                    )
+                )
+            self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [move.job for move in moves]}
+            plans += 1
 
     def _candidates(self) -> list[RunningJob]:
         """Who may be preempted, in victim order: first the spare victims, those leaving for a
@@ -238,15 +287,16 @@ class Preemptor:
             return None
         return [(group, numbers[index]) for group, index in placed]
 
-    def fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool) -> bool:
+    def fits_after(self, job: PendingJob, victims: list[RunningJob], commit: bool, come_back: bool = False) -> bool:
         """Whether ``job`` fits its quota, its elastic share and the nodes once its leaving
         victims and ``victims`` have left (on nodes, also in room others' victims leave
-        beyond what their preemptors hold); with ``commit``, hold that room for it."""
+        beyond what their preemptors hold); with ``commit``, hold that room for it.
+        ``come_back``: ``victims`` are moved, not preempted: they leave nodes, not quota."""
         namespace = self.state.namespaces[job.namespace]
         chosen = {victim.id for victim in victims}
         mine = [v for v in self.state.leaving.get(job.id, ()) if v.id not in self.reassigned and v.id not in chosen]
         gone = [*mine, *victims]
-        own = [victim for victim in gone if victim.namespace == job.namespace]
+        own = [victim for victim in (mine if come_back else gone) if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
             free = dict(namespace.free)
             for victim in own:

@@ -25,7 +25,8 @@ from .tide import LentPool, checkpoints_of
 from .topology_request import TopologyRequest, request_of
 from .workload import Workload
 
-if TYPE_CHECKING:  # policy.py, replacement.py and holds.py import this module
+if TYPE_CHECKING:  # policy.py, replacement.py, holds.py and defrag.py import this module
+    from .defrag import DefragRules
     from .holds import Budget, Dependencies, GroupLimit
     from .policy import Policy
     from .replacement import Replacement
@@ -441,6 +442,8 @@ class Snapshot:
     usage: Mapping[str, float] = field(default_factory=dict)
     # Namespaces past their GPU-hour budget this month (holds.Budget): held, or admitted last.
     budgets: Mapping[str, Budget] = field(default_factory=dict)
+    # Defragmentation (defrag.py): its rules when on; None: off.
+    defrag: DefragRules | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -36,6 +36,7 @@ from jobdash.dispatch.state.write_budget import PUBLISH_SHARE
 from jobdash.dispatch.writers import pinning
 from jobdash.dispatch.writers import release as release_phase
 from jobdash.jobs.models import Cycle
+from queueing.defrag import DefragRules
 
 __all__ = ["CycleResult", "DispatchSettings", "Dispatcher", "prune_cycles"]
 
@@ -73,6 +74,7 @@ class DispatchSettings:
     publish_burst: int = 100
     publish_share: float = PUBLISH_SHARE  # of the leader's time, at most, for both
     usage_half_life_days: float | None = None  # fair share with memory (JOBDASH_FAIR_HALF_LIFE_DAYS)
+    defrag: DefragRules | None = None  # moves that join scattered GPUs (JOBDASH_DEFRAG); None: off
 
     @classmethod
     def from_django(cls) -> "DispatchSettings":
@@ -98,6 +100,12 @@ class DispatchSettings:
             publish_qps=settings.JOBDASH_PUBLISH_QPS,
             publish_burst=settings.JOBDASH_PUBLISH_BURST,
             usage_half_life_days=settings.JOBDASH_FAIR_HALF_LIFE_DAYS or None,
+            defrag=DefragRules(
+                limit_gpu_s=settings.JOBDASH_DEFRAG_MAX_LOST_GPU_HOURS * 3600,
+                window_s=settings.JOBDASH_DEFRAG_WINDOW_SECONDS,
+            )
+            if settings.JOBDASH_DEFRAG
+            else None,
         )
 
 

@@ -12,7 +12,7 @@ What belongs to which state:
   leader_term, placement, cards, scale, object_uid, borrowing;
 - a run: started_at;
 - leaving for a preemptor or a reclaim of its lent nodes (Running only): preempted_for,
-  preempt_at, reclaimed_by, shrink_to;
+  preempt_at, preempt_cause, reclaimed_by, shrink_to;
 - an operator's requeue request (Released or Running only): requeue_requested_at;
 - the end: finished_at.
 `message` is the state's one sentence: why it waits, or why it failed or was cancelled.
@@ -60,6 +60,7 @@ IN_FLIGHT: Mapping[str, Any] = {
     "requeue_requested_at": None,
     "preempted_for": None,
     "preempt_at": None,
+    "preempt_cause": "",
     "reclaimed_by": "",
     "shrink_to": None,
 }

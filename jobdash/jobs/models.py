@@ -225,6 +225,10 @@ class Job(models.Model):
     preempt_at = models.DateTimeField(null=True, blank=True)
     # Lent capacity: the pool it runs on that is being reclaimed; it leaves at preempt_at.
     reclaimed_by = models.CharField(max_length=80, blank=True)
+    # Why it leaves for preempted_for (queueing.preemption: reclaim, priority, move); when
+    # defragmentation last moved it (a job moves at most once per JOBDASH_DEFRAG_WINDOW_SECONDS).
+    preempt_cause = models.CharField(max_length=16, blank=True)
+    moved_at = models.DateTimeField(null=True, blank=True)
     preempted_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_constraint=False, db_index=False
     )

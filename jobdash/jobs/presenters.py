@@ -114,6 +114,7 @@ REASON_WORDS = {
     "CannotBorrow": "Waiting for capacity to borrow",
     "Preempting": "Making room: other jobs are preempted for it",
     "Preempted": "Preempted: waiting again in its place",
+    "Moved": "Moved: to start again at once on other nodes",
     "WaitingForDependency": "Waiting for the jobs it depends on",
     "DependencyNeverSatisfied": "Kept queued: a dependency can never be met",
     "ArrayConcurrencyLimit": "Its array runs as many jobs as its limit allows",

@@ -5,7 +5,7 @@ same durations. Plain text only (no HTML, no URLs): the pages escape and link it
 
 from datetime import datetime
 
-from queueing.preemption import PRIORITY, RECLAIM, Preemption
+from queueing.preemption import MOVE, PRIORITY, RECLAIM, Preemption
 
 
 def duration(seconds: float | None) -> str:
@@ -67,7 +67,11 @@ def lost_total_words(stops: list[tuple[str, float]]) -> str:
     return f"{total:.2f} GPU-hours redone over {len(stops)} stop{'s' if len(stops) != 1 else ''} ({causes})"
 
 
-_PREEMPTED_TO = {RECLAIM: "to give its namespace's guaranteed share back", PRIORITY: "for a job of higher priority"}
+_PREEMPTED_TO = {
+    RECLAIM: "to give its namespace's guaranteed share back",
+    PRIORITY: "for a job of higher priority",
+    MOVE: "whose GPUs are free only scattered: it moves, to start again at once on other nodes",
+}
 
 
 def preemption_words(

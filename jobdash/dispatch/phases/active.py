@@ -55,6 +55,7 @@ class ActiveJob:
     checkpoint_on_notice_s: float | None = None
     min_runtime_s: float | None = None
     last_checkpoint_at: float | None = None
+    moved_at: float | None = None  # when defragmentation last moved it
 
     @property
     def kind_key(self) -> str:
@@ -109,6 +110,7 @@ _TIMES = (
     "eta_first_late",
     "preempt_at",
     "last_checkpoint_at",
+    "moved_at",
 )
 
 
@@ -161,6 +163,7 @@ def _made(row: Mapping[str, Any], parsed: Workload) -> ActiveJob:
         checkpoint_on_notice_s=row["checkpoint_on_notice_s"],
         min_runtime_s=row["min_runtime_s"],
         last_checkpoint_at=row["last_checkpoint_at"],
+        moved_at=row["moved_at"],
     )
 
 

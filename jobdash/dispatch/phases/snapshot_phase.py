@@ -32,6 +32,7 @@ from jobdash.jobs import elastic
 from jobdash.jobs.models import State
 from queueing import POLICY_NAMES, PodSet, Workload
 from queueing.cards import SharedCards
+from queueing.defrag import DefragRules
 from queueing.devices import derived_totals
 from queueing.namespace_quota import NamespaceQuota
 from queueing.snapshot import InFlightJob, Node, RunningJob, Snapshot, Taint
@@ -265,6 +266,7 @@ def _running(job: ActiveJob, predicted: float | None, likely: float | None, now:
         checkpoint_on_notice_s=job.checkpoint_on_notice_s,
         checkpointed_at=job.last_checkpoint_at,
         min_runtime_s=job.min_runtime_s or 0.0,
+        moved_at=job.moved_at,
     )
 
 
@@ -280,6 +282,7 @@ def build(
     nodes_kept: dict[str, tuple[tuple, Node]],
     now: float,
     team_usage: TeamUsage | None,
+    defrag: DefragRules | None = None,
 ) -> Observation:
     """The snapshot of `world`, with the run times `expected` of its active jobs and the
     planned pods `found` lost. `nodes_kept`: CycleCache.nodes (_nodes)."""
@@ -315,6 +318,7 @@ def build(
         groups=holds.groups,
         usage=team_usage.past(now) if team_usage is not None else {},
         budgets=over_budget,
+        defrag=defrag,
     )
     return Observation(
         snapshot=snapshot,

@@ -93,6 +93,7 @@ def build_snapshot(ctx: CycleContext) -> None:
         nodes_kept=leader.cache.nodes,
         now=ctx.started.timestamp(),
         team_usage=leader.team_usage,
+        defrag=config.defrag,
     )
     ctx.result.pending = len(ctx.observed.pending)
 

@@ -8,7 +8,9 @@
    meanwhile, and the planner counts it as leaving; a checkpoint it reports meanwhile ends
    the notice there (jobs.checkpoints.record_checkpoint), so its preemptor starts then.
 2. evict (the tracker's pass): a victim whose grace period is over is queued again, keeping
-   its place, and its object suspended (or deleted, for a kind without suspend); the work
+   its place, and its object suspended (or deleted, for a kind without suspend) -- a job
+   moved by defragmentation (cause move) alike, and the plan that moved it places it again
+   on other nodes once its preemptor has started; the work
    it did up to its last checkpoint is kept by the job itself; what it did since is counted
    as lost (usage.LostWork), in the same transaction. If its preemptor no longer
    waits (it started, was cancelled, or finished), the preemption is called off.
@@ -30,7 +32,7 @@ from jobdash.jobs.models import Job, LostWork, State
 from jobdash.jobs.words import preemption_words, redone_words
 from jobdash.usage import lost_work
 from queueing.lost_work import notice_s
-from queueing.preemption import Preemption
+from queueing.preemption import MOVE, Preemption
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ def mark(
             note=note,
             preemptor_note=preemptor_note,
             term=term,
+            cause=preemption.cause,
         ):
             continue
         marked += 1
@@ -92,7 +95,13 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
     counts = {"preempted": 0, "called-off": 0}
     # (an elastic job giving back its extra pods is no whole victim: resize.apply scales it down)
     due = Job.objects.filter(state=State.RUNNING, preempt_at__lte=now, shrink_to__isnull=True).values(
-        *lost_work.JOB_FIELDS, "name", "kind_key", "preempted_for_id", "preempted_for__state", "reclaimed_by"
+        *lost_work.JOB_FIELDS,
+        "name",
+        "kind_key",
+        "preempted_for_id",
+        "preempted_for__state",
+        "reclaimed_by",
+        "preempt_cause",
     )
     for row in due:
         preemptor = row["preempted_for_id"]
@@ -107,6 +116,13 @@ def evict(gateway: gw.ClusterGateway, *, term: int | None, now: datetime | None 
         if preemptor is None or row["preempted_for__state"] != State.QUEUED:
             note = f"preemption called off: job {preemptor} no longer waits for the room"
             counts["called-off"] += transitions.preemption_called_off(row["id"], note, term)
+            continue
+        if row["preempt_cause"] == MOVE:  # placed again at once, on other nodes, after its preemptor
+            lost = lost_work.stopped(row, lost_work.Cause.MOVE, now)
+            note = f"moved to make room for job {preemptor}: queued again to start on other nodes; {_redone(lost)}"
+            if transitions.preempted(row["id"], preemptor, note, term, now, event="Moved", lost=lost, moved=True):
+                _take_back(gateway, key, row["id"], term)
+                counts["moved"] = counts.get("moved", 0) + 1
             continue
         lost = lost_work.stopped(row, lost_work.Cause.PREEMPTION, now)
         note = f"preempted to make room for job {preemptor}; queued again in its place; {_redone(lost)}"

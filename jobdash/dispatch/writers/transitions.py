@@ -386,24 +386,28 @@ def preempting(
     preemptor_note: str,
     term: int | None,
     shrink_to: Mapping[str, int] | None = None,
+    cause: str = "",
 ) -> bool:
     """A running job is to make room for `preemptor`: it keeps running until `leave_at` (its
     grace period), then leaves, or, with `shrink_to` (an elastic job's partial victim), gives
     back its extra pods and runs on with those (resize.py). A victim already leaving for a
     job that no longer needs it (spare) keeps its time and makes room for `preemptor`
-    instead. Events on both jobs' timelines."""
+    instead. `cause`: why (queueing.preemption). Events on both jobs' timelines."""
     event = "Shrinking" if shrink_to else "Preempting"
     with transaction.atomic():
         hold_term(term)
         victims = Job.objects.filter(pk=victim, state=State.RUNNING)
         moved = victims.filter(preempted_for__isnull=True).update(
-            preempted_for=preemptor, preempt_at=leave_at, shrink_to=dict(shrink_to) if shrink_to else None
+            preempted_for=preemptor,
+            preempt_at=leave_at,
+            preempt_cause=cause,
+            shrink_to=dict(shrink_to) if shrink_to else None,
         )
         if not moved:
             moved = (
                 victims.filter(preempted_for__isnull=False)
                 .exclude(preempted_for=preemptor)
-                .update(preempted_for=preemptor)
+                .update(preempted_for=preemptor, preempt_cause=cause)
             )
         if moved:
             bulk.insert_events(
@@ -416,7 +420,7 @@ def preemption_called_off(victim: int, note: str, term: int | None) -> bool:
     with transaction.atomic():
         hold_term(term)
         moved = Job.objects.filter(pk=victim, state=State.RUNNING, preempted_for__isnull=False).update(
-            preempted_for=None, preempt_at=None
+            preempted_for=None, preempt_at=None, preempt_cause=""
         )
         if moved:
             bulk.insert_events([(victim, "PreemptionCalledOff", note, DISPATCHER)])
@@ -431,14 +435,16 @@ def preempted(
     now: datetime | None = None,
     event: str = "Preempted",
     lost: LostWork | None = None,
+    moved: bool = False,
 ) -> bool:
     """Running -> Queued after the grace period, keeping its place (its submission time):
     its reason says for whom (no one: its lent nodes went back, event "Reclaimed"), until
     the next cycle says what it waits for. Not an attempt. `lost`: what the stop throws
-    away, counted in the same transaction (usage.lost_work)."""
+    away, counted in the same transaction (usage.lost_work); `moved`: it leaves to be placed
+    again at once elsewhere (defragmentation), which moved_at records."""
     with transaction.atomic():
         hold_term(term)
-        moved = compare_and_set(
+        changed = compare_and_set(
             victim,
             from_states=(State.RUNNING,),
             to_state=State.QUEUED,
@@ -450,10 +456,11 @@ def preempted(
             message=note,
             preempted_by=preemptor,
             preemptions=F("preemptions") + 1,
+            **({"moved_at": now or timezone.now()} if moved else {}),
         )
-        if moved and lost is not None:
+        if changed and lost is not None:
             lost.save()
-    return moved
+    return changed
 
 
 def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now: datetime | None = None) -> datetime:
