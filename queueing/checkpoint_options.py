@@ -84,9 +84,15 @@ def words(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+# One message for a zero interval, whichever path and spelling ("0", "0s", 0).
+ZERO_INTERVAL = "must be more than 0 (a job that never checkpoints says nothing)"
+
+
 def _duration(text: str, *, zero: bool, what: str, example: str) -> float:
     stripped = text.strip()
-    if zero and _ZERO.fullmatch(stripped):
+    if _ZERO.fullmatch(stripped):
+        if not zero:
+            raise ValueError(f'"{text}": {ZERO_INTERVAL}')
         return 0.0
     seconds = parse_duration(stripped)
     if seconds is None:
@@ -100,8 +106,10 @@ def _field(value: Any, *, zero: bool, example: str) -> float:
         return _duration(value, zero=zero, what="a duration", example=example)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"must be a duration such as {example}, or a number of seconds")
-    if value < 0 or (value == 0 and not zero):
-        raise ValueError(f"must be more than 0{' or 0' if zero else ''} seconds")
+    if value == 0 and not zero:
+        raise ValueError(f'"0": {ZERO_INTERVAL}')
+    if value < 0:
+        raise ValueError("must be 0 or more seconds" if zero else f"{value:g}: {ZERO_INTERVAL}")
     return float(value)
 
 

@@ -484,4 +484,12 @@ def _errors(response: requests.Response) -> list[FieldError]:
         body = response.json()
         return [FieldError(e.get("path", ""), e.get("message", "")) for e in body.get("errors", [])]
     except ValueError:
+        if response.headers.get("Content-Type", "").startswith("text/html"):
+            # A page, not the API's answer (a path this server does not have, a proxy's error):
+            # say what was asked, not the page's markup.
+            request = response.request
+            asked = f"{request.method} {response.url}" if request is not None else response.url
+            return [
+                FieldError("", f"{response.status_code} {response.reason} for {asked}: not an answer of jobdash's API")
+            ]
         return [FieldError("", response.text[:500] or response.reason)]

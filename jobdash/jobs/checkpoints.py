@@ -1,15 +1,14 @@
 """Checkpoint reports (issue 48): a running job says it has written a checkpoint, through the
 API (`POST /api/v1/jobs/<id>/checkpoints/`, the client's `checkpointed`, `jobdash
 checkpointed`) or by annotating its own object with `jobdash.io/checkpointed-at` (read by
-the dispatcher's tracker). Both go through record_checkpoint: the job's checkpoint count
-goes up by one, its last checkpoint's time (`last_checkpoint_at`) never moves back, and its
-timeline gets a `Checkpointed` event, in one transaction."""
+the dispatcher's tracker). Both go through record_checkpoint: a checkpoint of this run later than the last
+one recorded puts the job's checkpoint count up by one and its time in `last_checkpoint_at`
+(which so never moves back), with a `Checkpointed` event on its timeline, in one transaction."""
 
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
-from django.db.models import DateTimeField, F, Q, Value
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import F, Q
 from django.utils import timezone
 
 from . import roles, selectors
@@ -36,25 +35,28 @@ def job_checkpointed(*, job_id: int, user, at: datetime | None = None) -> Job:
     actor = actor_name(user)
     recorded = record_checkpoint(job.pk, at, actor, f"checkpoint at {stamp(at)}, reported by {actor}")
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
-    if not recorded:
+    if recorded:
+        return job
+    if job.state != State.RUNNING:
         raise Conflict(f"job {job.pk} is {job.state}: only a Running job reports checkpoints")
-    return job
-
-
-def record_checkpoint(job_id: int, at: datetime, actor: str, note: str, *, newer_only: bool = False) -> bool:
-    """The one write of a checkpoint, if the job is Running: `checkpoints` + 1,
-    `last_checkpoint_at` the later of it and `at`, and a Checkpointed event saying `note`.
-    `newer_only` (a report read again and again from the job's object): only if `at` is
-    later than the last one recorded, so the same report counts once. Returns whether it
-    was recorded."""
-    rows = Job.objects.filter(pk=job_id, state=State.RUNNING)
-    if newer_only:
-        rows = rows.filter(Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=at))
-    when = Value(at, output_field=DateTimeField())
-    with transaction.atomic():
-        recorded = rows.update(
-            checkpoints=F("checkpoints") + 1, last_checkpoint_at=Greatest(Coalesce(F("last_checkpoint_at"), when), when)
+    if job.started_at is not None and at < job.started_at:
+        raise InvalidInput.at(
+            "at", f"{stamp(at)} is before this run started ({stamp(job.started_at)}): a checkpoint of an earlier run"
         )
+    return job  # not later than the last one recorded: nothing new (a retry is answered alike)
+
+
+def record_checkpoint(job_id: int, at: datetime, actor: str, note: str) -> bool:
+    """The one write of a checkpoint, if the job is Running, `at` is within its run (not before
+    it started) and later than the last one recorded (a report read again and again from the
+    job's object, or a retried API call, counts once): `checkpoints` + 1, `last_checkpoint_at`
+    = `at`, and a Checkpointed event saying `note`. Returns whether it was recorded."""
+    rows = Job.objects.filter(pk=job_id, state=State.RUNNING).filter(
+        Q(started_at__isnull=True) | Q(started_at__lte=at),
+        Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=at),
+    )
+    with transaction.atomic():
+        recorded = rows.update(checkpoints=F("checkpoints") + 1, last_checkpoint_at=at)
         if recorded:
             JobEvent.objects.create(job_id=job_id, type=EVENT, message=note, actor=actor)
             _leave_now(job_id, actor)

@@ -24,7 +24,7 @@ def client(member):
 
 def running(job_id: int) -> None:
     """What the dispatcher's tracker writes when a job's gang runs."""
-    Job.objects.filter(pk=job_id).update(state=State.RUNNING, started_at=datetime.now(UTC))
+    Job.objects.filter(pk=job_id).update(state=State.RUNNING, started_at=datetime.now(UTC) - timedelta(minutes=10))
 
 
 def test_submit_s_options_and_a_report(client):
@@ -38,11 +38,19 @@ def test_submit_s_options_and_a_report(client):
     reported = client.checkpointed(job)
     assert reported.checkpoints == 1 and reported.last_checkpoint_at is not None
     earlier = datetime.now(UTC) - timedelta(minutes=5)
-    again = client.checkpointed(job.id, at=earlier)  # counted; the last time stays the later one
-    assert (again.checkpoints, again.last_checkpoint_at) == (2, reported.last_checkpoint_at)
+    again = client.checkpointed(job.id, at=earlier)  # before the last one: no news, not counted
+    assert (again.checkpoints, again.last_checkpoint_at) == (1, reported.last_checkpoint_at)
+    with pytest.raises(JobdashError) as refused:
+        client.checkpointed(job, at=earlier - timedelta(minutes=10))  # before this run started
+    assert refused.value.status == 400 and "before this run started" in str(refused.value)
     with pytest.raises(JobdashError) as refused:
         client.checkpointed(job, at="2999-01-01T00:00:00Z")
     assert refused.value.status == 400 and [e.path for e in refused.value.errors] == ["at"]
+    with pytest.raises(JobdashError) as missing:  # no such API path: said plainly, not as the page's HTML
+        client.checkpointed("no-such-job")  # type: ignore[arg-type]
+    said = str(missing.value)
+    assert missing.value.status == 404 and "<" not in said
+    assert "POST " in said and "/jobs/no-such-job/checkpoints/" in said and "not an answer of jobdash's API" in said
 
     with pytest.raises(JobdashError) as refused:
         client.submit(manifest("greedy"), checkpoint_on_notice="1h", min_runtime="soon")
@@ -70,7 +78,9 @@ def test_the_command_reports_and_submits_with_flags(jobdash):
     running(job_id)
     done = jobdash("checkpointed", job_id, check=0)
     assert f"job {job_id} " in done.stdout and ": 1 checkpoint, the last at " in done.stdout
-    done = jobdash("checkpointed", job_id, "--at", "2020-01-01T00:00:00Z", "-o", "json", check=0)
+    old = jobdash("checkpointed", job_id, "--at", "2020-01-01T00:00:00Z", check=1)
+    assert "before this run started" in old.stderr
+    done = jobdash("checkpointed", job_id, "-o", "json", check=0)
     shown = json.loads(done.stdout)
     assert shown["checkpoints"] == 2 and shown["last_checkpoint_at"] != "2020-01-01T00:00:00Z"
     described = jobdash("describe", job_id, check=0).stdout

@@ -97,7 +97,8 @@ def test_bad_values_are_400s_naming_the_field_and_nothing_is_written(api, mnist,
 
 def running(job_id: int) -> None:
     """What the dispatcher's tracker writes when a job's gang runs."""
-    Job.objects.filter(pk=job_id).update(state=State.RUNNING, released_at=timezone.now(), started_at=timezone.now())
+    ten_minutes_ago = timezone.now() - timedelta(minutes=10)
+    Job.objects.filter(pk=job_id).update(state=State.RUNNING, released_at=ten_minutes_ago, started_at=ten_minutes_ago)
 
 
 def test_a_running_job_reports_checkpoints(api, mnist):
@@ -114,10 +115,17 @@ def test_a_running_job_reports_checkpoints(api, mnist):
     assert shown["checkpoints"] == 1
     assert before <= datetime.fromisoformat(shown["last_checkpoint_at"]) <= timezone.now()
     at = "2030-01-01T10:00:00Z"
-    with_time = {"at": (timezone.now() - timedelta(minutes=1)).isoformat()}
-    assert api.post(checkpoints, with_time, format="json").json()["checkpoints"] == 2
+    # One earlier than the last (a late or retried report) is no news: answered, not counted.
+    earlier = {"at": (timezone.now() - timedelta(seconds=1)).isoformat()}
+    again = api.post(checkpoints, earlier, format="json")
+    assert again.status_code == 200 and again.json()["checkpoints"] == 1
+    assert api.post(checkpoints, {"at": shown["last_checkpoint_at"]}, format="json").json()["checkpoints"] == 1
     stored = Job.objects.get(pk=job["id"])
     assert stored.last_checkpoint_at == datetime.fromisoformat(shown["last_checkpoint_at"])  # never moved back
+    # One before this run started is an earlier run's: a 400 at "at".
+    old = api.post(checkpoints, {"at": (stored.started_at - timedelta(minutes=5)).isoformat()}, format="json")
+    assert old.status_code == 400 and errors(old)[0][0] == "at" and "before this run started" in errors(old)[0][1]
+    assert api.post(checkpoints).json()["checkpoints"] == 2  # a later one counts
     # A time in the future, or none at all, is a 400 at "at"; nothing counted.
     assert [p for p, _ in errors(api.post(checkpoints, {"at": at}, format="json"))] == ["at"]
     assert [p for p, _ in errors(api.post(checkpoints, {"at": "yesterday"}, format="json"))] == ["at"]

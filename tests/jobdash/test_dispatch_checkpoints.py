@@ -4,6 +4,7 @@ checkpoint, the tracker records it once (again and again read, or read by a new 
 a bad or future time is ignored with a warning, never a failed pass."""
 
 import logging
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -14,12 +15,21 @@ from jobdash.dispatch.phases import checkpoint_reports
 from jobdash.jobs import services
 from jobdash.jobs.models import Job, JobEvent, State
 from kubesim.clock import rfc3339
+from kubesim.testing import running_kubesim
 
-from .dispatch_support import JOBDASH, advance, manifest, run_until, settings, tf
+from .dispatch_support import JOBDASH, advance, cluster_config, manifest, run_until, settings, tf
 from .dispatch_support import eventually as wait_for
 
 pytestmark = pytest.mark.django_db
 KEY = tf("team-a", "ckpt")
+
+
+@pytest.fixture
+def sim():
+    """The cluster's clock starts at the dispatcher's (the wall clock's) time: a checkpoint
+    time kubesim writes falls within the run the dispatcher saw start, as in a real cluster."""
+    with running_kubesim(cluster_config(start_time=time.time()), manual_clock=True) as sim:
+        yield sim
 
 
 def annotation(gateway) -> str:

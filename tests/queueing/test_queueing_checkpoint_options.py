@@ -68,7 +68,6 @@ def test_the_limits_at_their_edges_and_past_them():
 @pytest.mark.parametrize(
     ("name", "value", "path"),
     [
-        ("checkpoint-every", "0", EVERY),  # (a checkpoint every 0 s is none)
         ("checkpoint-every", "often", EVERY),
         ("checkpoint-every", "-5m", EVERY),
         ("checkpoint-on-notice", "soon", NOTICE),
@@ -80,6 +79,19 @@ def test_the_limits_at_their_edges_and_past_them():
 def test_bad_annotations_at_their_paths(name, value, path):
     found = errors(lambda: options_from_annotations({f"jobdash.io/{name}": value}, NOW))
     assert list(found) == [path] and "duration" in found[path]
+
+
+def test_a_zero_interval_is_refused_with_one_message_on_every_path():
+    def annotation(text):
+        return errors(lambda: options_from_annotations({"jobdash.io/checkpoint-every": text}, NOW))[EVERY]
+
+    def field(value):
+        return errors(lambda: with_fields(JobOptions(), {"checkpoint_every": value}, NOW))["checkpoint_every"]
+
+    said = [annotation(text) for text in ("0", "0s", "0m0s")] + [field(value) for value in (0, 0.0, "0", "0s")]
+    assert {message.split(": ", 1)[1] for message in said} == {
+        "must be more than 0 (a job that never checkpoints says nothing)"
+    }
 
 
 def test_every_bad_one_at_once():

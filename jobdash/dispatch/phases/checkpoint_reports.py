@@ -54,7 +54,7 @@ def read(job: ActiveJob, info: gw.JobObject, now: datetime, term: int | None) ->
     note = f"checkpoint at {stamp(at)}, from its {job.kind}'s {CHECKPOINTED_AT} annotation"
     with transaction.atomic():
         transitions.hold_term(term)
-        recorded = services.record_checkpoint(job.id, at, ACTOR, note, newer_only=True)
+        recorded = services.record_checkpoint(job.id, at, ACTOR, note)
     _SEEN[job.id] = value
     return "checkpointed" if recorded else ""
 
