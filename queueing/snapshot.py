@@ -191,6 +191,8 @@ class PendingJob:
     # Workflows (holds.py): its dependencies not met yet; the array it belongs to (its workflow id).
     after: Dependencies | None = None
     group: int | None = None
+    # The API's checkpoint_on_notice field said it writes one when told (as its annotation would).
+    checkpoints_on_notice: bool = False
     demand: Mapping[str, int] = field(kw_only=True)  # (kw_only: no default, after fields that have one)
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     # Sum of node resources over all pods (including "pods"), for the cluster-wide early reject.
@@ -198,7 +200,8 @@ class PendingJob:
     cpu: int = field(init=False, repr=False, compare=False)
     # Its topology request (topology.py), read from its annotations once.
     topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
-    # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotation.
+    # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotations,
+    # or ``checkpoints_on_notice``: the API's checkpoint_on_notice field said so.
     checkpoints: bool = field(init=False, repr=False, compare=False)
     elastic: bool = field(init=False, repr=False, compare=False)  # workload.elastic, read once per cycle
     in_workflow: bool = field(init=False, repr=False, compare=False)  # after or group: phase 3a asks holds.py
@@ -221,6 +224,7 @@ class PendingJob:
         bound: float | None = None,
         after: Dependencies | None = None,
         group: int | None = None,
+        checkpoints_on_notice: bool = False,
     ) -> None:
         set_ = object.__setattr__
         set_(self, "id", id)
@@ -237,6 +241,7 @@ class PendingJob:
         set_(self, "bound", bound)
         set_(self, "after", after if after is not None and (after.waiting or after.never) else None)
         set_(self, "group", group)
+        set_(self, "checkpoints_on_notice", checkpoints_on_notice)
         set_(self, "in_workflow", self.after is not None or group is not None)
         set_(self, "demand", _interned_map(workload.quota_demand() if demand is None else demand))
         gang = gang_of(workload)
@@ -245,7 +250,7 @@ class PendingJob:
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
-        set_(self, "checkpoints", checkpoints_of(workload))
+        set_(self, "checkpoints", checkpoints_on_notice or checkpoints_of(workload))
         set_(self, "elastic", workload.elastic)
 
 

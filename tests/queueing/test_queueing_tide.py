@@ -123,6 +123,12 @@ def test_a_checkpointing_job_is_placed_though_its_bound_runs_past_the_reclaim():
     assert nodes_of(result, 1) == {"night-1"}
 
 
+def test_the_api_s_checkpoint_on_notice_counts_as_its_annotation_does():
+    said = replace(gpu_job(1, bound=30 * HOUR), checkpoints_on_notice=True)
+    assert said.checkpoints and decide([said], [gpu_node("night-1")], [night()]).admitted == (1,)
+    assert decide([gpu_job(1, bound=30 * HOUR)], [gpu_node("night-1")], [night()]).admitted == ()
+
+
 def test_inside_the_notice_window_nothing_new_starts_even_a_one_second_checkpointing_job():
     late = berlin(28, 7, 45)
     pending = [gpu_job(1, bound=1.0), gpu_job(2, bound=1.0, checkpoints="true")]

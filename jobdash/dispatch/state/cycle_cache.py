@@ -172,6 +172,8 @@ class CycleCache:
             preempted_by=row["preempted_by_id"],
             preempting=row["reason"] == str(Reason.PREEMPTING),
             group=row["workflow_id"],  # (an array's limit holds it: queueing/holds.py)
+            # (the API's field, as its annotation would: it writes one when told, so lent nodes are its)
+            checkpoints_on_notice=row["checkpoint_on_notice_s"] is not None,
         )
         self._jobs[row["id"]] = (version, job)
         return job
@@ -228,6 +230,7 @@ _PENDING_FIELDS = (
     "predicted_tail_s",
     "prediction_source",
     "workflow_id",
+    "checkpoint_on_notice_s",
 )
 
 
