@@ -54,9 +54,10 @@ window and load, from the summaries of every window run with it.
 
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
-preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
-eta_median_rel_error, eta_late_pct, interval_coverage_pct) as each replay
-ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
+max_wait_8gpu_s, preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, lost_gpu_hours
+(= preempted_gpu_hours), lost_gpu_hours_by_cause ({preemption, reclaim}), runtime_s,
+estimator, eta_median_rel_error, eta_late_pct, interval_coverage_pct; with lent nodes also
+reclaim_killed_pct, lent_gpu_hours and lent_lost_pct) as each replay ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
 bench/results/trace_replay.md (its generated sections) and the PNG plots from the
 summaries of every policy on record for that window; ``--report-only`` does so
 without replaying.

@@ -121,7 +121,10 @@ class Preemptions:
         kept_now, _ = self.cluster.work.progress(key)
         if since is not None:
             run = now - since  # (the same instant, as kubesim saw the gang form)
-        rec.lost_s += max(0.0, run - (kept_now - kept))
+        lost = max(0.0, run - (kept_now - kept))
+        rec.lost_s += lost
+        if preemptor is None:
+            rec.lost_reclaim_s += lost
         rec.suspended_at = now
         rec.preemptions += 1
         rec.preempted_by = preemptor

@@ -205,6 +205,7 @@ class JobRecord:
         "extras",
         "extras_since",
         "grown",
+        "lost_reclaim_s",
     )
 
     def __init__(self, job: TraceJob, elastic: bool = False):
@@ -265,6 +266,7 @@ class JobRecord:
         self.preempt_at: float | None = None  # ... until then
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
+        self.lost_reclaim_s = 0.0  # ... of it by lent pools' reclaims (the rest: preemptions)
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
 
     @property
