@@ -52,11 +52,22 @@ the likely start's error (``eta.true_durations``, ``eta.queued_true_durations``)
 ``--report-calibration`` writes only the report's block on start-range calibration per
 window and load, from the summaries of every window run with it.
 
+``--checkpointing SHARE`` (issue 48, bench/replay/checkpoints.py): this share of the jobs (by
+the hash ``--elastic`` picks by) checkpoints every ``--checkpoint-every`` seconds (1800), set
+on their objects for kubesim, which keeps their work and annotates each checkpoint
+(``jobdash.io/checkpointed-at``); the others never do (a stop loses the whole run).  They
+declare it to the planner (victims by the work since their last checkpoint; lent nodes
+whatever their bound) and a victim or a job told of a reclaim leaves at its next checkpoint
+in the notice; ``--checkpoint-blind``: the planner is told nothing (label
+``priority+elastic+ckpt0.5-blind``).  ``--declare-checkpoints``: every job declares kubesim's
+default interval instead (label ``+ckpt``).
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
-preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, runtime_s, estimator,
-eta_median_rel_error, eta_late_pct, interval_coverage_pct) as each replay
-ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
+max_wait_8gpu_s, preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, lost_gpu_hours
+(= preempted_gpu_hours), lost_gpu_hours_by_cause ({preemption, reclaim}), runtime_s,
+estimator, eta_median_rel_error, eta_late_pct, interval_coverage_pct; with lent nodes also
+reclaim_killed_pct, lent_gpu_hours and lent_lost_pct) as each replay ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
 bench/results/trace_replay.md (its generated sections) and the PNG plots from the
 summaries of every policy on record for that window; ``--report-only`` does so
 without replaying.
@@ -74,7 +85,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.replay.records import ESTIMATORS, FIXED, NEW_ESTIMATOR, QUOTA_MODES, TAIL_COVERAGE, run_label
+from bench.replay.records import (
+    DEFAULT_CHECKPOINT_S,
+    ESTIMATORS,
+    FIXED,
+    NEW_ESTIMATOR,
+    QUOTA_MODES,
+    TAIL_COVERAGE,
+    run_label,
+)
 from bench.replay.trace import (
     DEFAULT_TRACE,
     DEFAULT_VC_NODES,
@@ -127,6 +146,9 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         lent_bound_factor=task.get("bound_factor", 1.0),
         elastic=task.get("elastic", 0.0),
         checkpoints_declared=task.get("declared", False),
+        checkpointing=task.get("checkpointing", 0.0),
+        checkpoint_every_s=task.get("checkpoint_every", DEFAULT_CHECKPOINT_S),
+        checkpoint_blind=task.get("checkpoint_blind", False),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -276,7 +298,32 @@ def main(argv: list[str] | None = None) -> None:
         "--declare-checkpoints",
         action="store_true",
         help="issue 48: every job declares kubesim's checkpoint interval (jobdash.io/checkpoint-every), so "
-        "victims are chosen by the work since their last checkpoint; without it the planner is checkpoint-blind",
+        "victims are chosen by the work since their last checkpoint; without it the planner is checkpoint-blind "
+        "(not with --checkpointing)",
+    )
+    parser.add_argument(
+        "--checkpointing",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="issue 48: this share of the jobs (by a hash of the job id, as --elastic picks) checkpoints every "
+        "--checkpoint-every seconds (kubesim.io/checkpoint-seconds set: kubesim keeps their work and annotates "
+        "jobdash.io/checkpointed-at), the others never (a stop loses the whole run); they declare it to the "
+        "planner (victims, lent nodes) and leave a notice at their next checkpoint; label +ckpt<SHARE> "
+        "(bench/replay/checkpoints.py). Without it every job keeps its work at kubesim's default, as before",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=DEFAULT_CHECKPOINT_S,
+        metavar="SECONDS",
+        help="with --checkpointing: the checkpointing jobs' interval (default 1800)",
+    )
+    parser.add_argument(
+        "--checkpoint-blind",
+        action="store_true",
+        help="with --checkpointing: the same jobs checkpoint, the planner is told nothing (victims by the run "
+        "alone, lent nodes by the bound alone, notices last their whole time); label +ckpt<SHARE>-blind",
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
@@ -358,6 +405,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--elastic needs a policy other than none, and quotas other than elastic")
         if args.tide_blind and not args.lent:
             parser.error("--tide-blind needs --lent")
+        if not 0 <= args.checkpointing <= 1:
+            parser.error("--checkpointing must be a share of the jobs, 0..1 (e.g. 0.5)")
+        if args.checkpoint_every <= 0:
+            parser.error("--checkpoint-every must be positive")
+        if args.checkpoint_blind and not args.checkpointing:
+            parser.error("--checkpoint-blind needs --checkpointing")
+        if args.checkpointing and args.declare_checkpoints:
+            parser.error("--declare-checkpoints (every job, kubesim's interval) or --checkpointing, not both")
         if args.lent and (quotas != [FIXED] or "none" in names):
             parser.error("--lent needs fixed quotas and a policy other than none")
         factor = int(args.compress) if float(args.compress).is_integer() else args.compress
@@ -388,6 +443,9 @@ def main(argv: list[str] | None = None) -> None:
                 "lent_coverage": args.lent_coverage,
                 "elastic": args.elastic,
                 "declared": args.declare_checkpoints,
+                "checkpointing": args.checkpointing,
+                "checkpoint_every": args.checkpoint_every,
+                "checkpoint_blind": args.checkpoint_blind,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -405,6 +463,9 @@ def main(argv: list[str] | None = None) -> None:
                     args.lent_coverage,
                     args.elastic,
                     args.declare_checkpoints,
+                    args.checkpointing,
+                    args.checkpoint_every,
+                    args.checkpoint_blind,
                 ),
             }
             for name, quota in runs

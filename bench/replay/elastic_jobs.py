@@ -115,7 +115,9 @@ class ElasticJobs:
             self._scale_object(rec, workers)
             self._set_suspend(rec, False)
             return
-        manifest = pytorchjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, duration, workers)
+        manifest = pytorchjob_manifest(
+            rec.job.id, rec.job.vc, rec.job.gpus, duration, workers, self._object_annotations(rec)
+        )
         self.cluster.create(self._held(manifest, rec) if pin else manifest)
 
     def _elastic_deleted(self, rec: JobRecord) -> None:

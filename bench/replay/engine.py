@@ -67,6 +67,7 @@ from queueing.policy import Policy
 from queueing.predictor import DurationPredictor, JobFeatures
 from queueing.quantity import canonical
 
+from .checkpoints import Checkpoints
 from .cycle import AdmissionCycles
 from .elastic_jobs import ElasticJobs
 from .history import DurationHistory
@@ -112,7 +113,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs):
+class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -265,6 +266,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
         self._init_lending(vc_nodes)
         self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()
+        self._init_checkpoints()
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -282,7 +284,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
     # -- arrivals, releases, take-backs --------------------------------------------------------
 
     def _submit(self, job: TraceJob, now: float) -> None:
-        rec = JobRecord(job, elastic=self._is_elastic(job))
+        rec = JobRecord(job, self._is_elastic(job), *self._checkpoints_of(job))
         if self.predictor is not None:
             rec.prediction = self.predictor.predict(self.features(job.vc, job.gpus))
             rec.estimate = rec.prediction.median_s
@@ -341,7 +343,9 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
                 self._hold_object(rec)
             self._set_suspend(rec, False)
         else:
-            manifest = tfjob_manifest(rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration)
+            manifest = tfjob_manifest(
+                rec.job.id, rec.job.vc, rec.job.gpus, rec.job.duration, self._object_annotations(rec)
+            )
             self.cluster.create_tfjob(self._held(manifest, rec) if pin else manifest)
         if self.policy is not None:
             self.inflight[rec.job.id] = rec

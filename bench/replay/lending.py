@@ -235,7 +235,9 @@ class Lending:
 
     def _notice(self, now: float) -> None:
         """The running jobs on the pool that will not be done by the reclaim are told (by the
-        dispatcher; only if it knows the pool is lent)."""
+        dispatcher; only if it knows the pool is lent).  One that declares its checkpoints
+        leaves at its next one before the reclaim (checkpoints.py), unless it only gives
+        back extra Workers there (elastic_jobs.py)."""
         if self.config.tide_blind:
             return
         for job_id in self.running:
@@ -247,11 +249,26 @@ class Lending:
             bound = self._run_bound(rec)
             if bound is None or rec.run_started_at + bound > reclaim_at:
                 self.stats["reclaim_notices"] += 1
+                if rec.declared_every_s is not None and self._extras_on(rec, self.lent_nodes) is None:
+                    self.told_reclaim[job_id] = reclaim_at
+                    if self._checkpointed_now(rec, now):
+                        self._leave_at_checkpoint(rec, now)
+
+    def _leave_before_reclaim(self, rec: JobRecord, now: float) -> None:
+        """A job told of the reclaim wrote its checkpoint in the notice: it leaves now, having
+        lost nothing, suspended and queued again in its place (checkpoints.py)."""
+        if self.told_reclaim.pop(rec.job.id, None) is None or not self._on_lent(rec):
+            return
+        self.stats["reclaim_left_at_checkpoint"] += 1
+        assert rec.run_started_at is not None  # (it runs)
+        self.stats["reclaim_left_gpu_s"] += rec.gpus * (now - rec.run_started_at)
+        self._suspend(rec, now, None)
 
     def _reclaim(self, now: float) -> None:
         """What still runs on the pool is preempted (suspended, queued again in its place), but
         an elastic job whose Workers there are extra gives them back and runs on
         (elastic_jobs.py); released jobs with pods bound or planned there are taken back."""
+        self.told_reclaim.clear()
         for rec in [r for r in self.records.values() if r.state in (RUNNING, RELEASED) and self._on_lent(r)]:
             keep = self._extras_on(rec, self.lent_nodes) if rec.state == RUNNING else None
             if keep is not None:

@@ -18,7 +18,9 @@ import math
 from functools import cache
 from typing import Any
 
-from queueing import Workload, workload_from_manifest
+from kubesim.kubeflow import CHECKPOINT_ANNOTATION
+from queueing import CHECKPOINTS_ANNOTATION, Workload, workload_from_manifest
+from queueing.checkpoint_names import CHECKPOINT_EVERY
 
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
@@ -64,15 +66,39 @@ def pod_resources(per_pod_gpus: int) -> dict[str, dict[str, str]]:
     }
 
 
-def tfjob_manifest(job_id: int, namespace: str, gpus: int, duration: float | None) -> dict[str, Any]:
-    """The TFJob a user of VC ``namespace`` would submit for this trace row."""
+def checkpoint_seconds(seconds: float) -> dict[str, str]:
+    """kubesim's annotation of a job that checkpoints every ``seconds`` of its run (0: never):
+    set explicitly, kubesim also reports each checkpoint on the job's object (issue 48)."""
+    return {CHECKPOINT_ANNOTATION: f"{seconds:g}"}
+
+
+def declared_checkpoints(every_s: float) -> dict[str, str]:
+    """What a job that checkpoints every ``every_s`` tells jobdash (issue 48): its interval
+    (``jobdash.io/checkpoint-every``) and, for lent nodes, that a reclaim costs it nothing
+    (``jobdash.io/checkpoints: "true"``: it writes one within the notice and leaves then)."""
+    return {CHECKPOINT_EVERY: f"{every_s:g}s", CHECKPOINTS_ANNOTATION: "true"}
+
+
+def _metadata(job_id: int, namespace: str, duration: float | None, annotations: dict[str, str] | None) -> dict:
+    metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
+    said = dict(annotations or {})
+    if duration is not None:
+        said[DURATION_ANNOTATION] = repr(float(duration))
+    if said:
+        metadata["annotations"] = said
+    return metadata
+
+
+def tfjob_manifest(
+    job_id: int, namespace: str, gpus: int, duration: float | None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The TFJob a user of VC ``namespace`` would submit for this trace row (``annotations``
+    besides kubesim's duration: its checkpoints, issue 48)."""
     workers, per_pod = pods_of(gpus)
     pod_spec: dict[str, Any] = {
         "containers": [{"name": "tensorflow", "image": "philly/replay:1", "resources": pod_resources(per_pod)}]
     }
-    metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
-    if duration is not None:
-        metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
+    metadata = _metadata(job_id, namespace, duration, annotations)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
@@ -91,7 +117,12 @@ def elastic_minimum(gpus: int) -> int:
 
 
 def pytorchjob_manifest(
-    job_id: int, namespace: str, gpus: int, duration: float | None, workers: int | None = None
+    job_id: int,
+    namespace: str,
+    gpus: int,
+    duration: float | None,
+    workers: int | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The elastic PyTorchJob a user of VC ``namespace`` would write for this trace row (issue
     35): ``gpus`` Workers of 1 GPU, elasticPolicy minReplicas half of them (at least 1),
@@ -99,9 +130,7 @@ def pytorchjob_manifest(
     pod_spec: dict[str, Any] = {
         "containers": [{"name": "pytorch", "image": "philly/replay:1", "resources": pod_resources(1)}]
     }
-    metadata: dict[str, Any] = {"name": job_name(job_id), "namespace": namespace}
-    if duration is not None:
-        metadata["annotations"] = {DURATION_ANNOTATION: repr(float(duration))}
+    metadata = _metadata(job_id, namespace, duration, annotations)
     worker = {
         "replicas": gpus if workers is None else workers,
         "restartPolicy": "Never",
@@ -119,16 +148,20 @@ def pytorchjob_manifest(
 
 
 @cache
-def elastic_workload_of(gpus: int) -> Workload:
-    """The Workload of the elastic PyTorchJob of ``gpus`` GPUs (one per job size)."""
-    return workload_from_manifest(pytorchjob_manifest(0, "shape", gpus, None))
+def elastic_workload_of(gpus: int, checkpoint_every_s: float | None = None) -> Workload:
+    """The Workload of the elastic PyTorchJob of ``gpus`` GPUs (one per job size, and per
+    checkpoint interval declared: ``declared_checkpoints``)."""
+    said = declared_checkpoints(checkpoint_every_s) if checkpoint_every_s is not None else None
+    return workload_from_manifest(pytorchjob_manifest(0, "shape", gpus, None, annotations=said))
 
 
 @cache
-def workload_of(gpus: int) -> Workload:
-    """The Workload the queueing adapter builds from such a manifest; one per job size,
-    shared by every job of that size (as a dispatcher interning parsed manifests would)."""
-    return workload_from_manifest(tfjob_manifest(0, "shape", gpus, None))
+def workload_of(gpus: int, checkpoint_every_s: float | None = None) -> Workload:
+    """The Workload the queueing adapter builds from such a manifest; one per job size (and
+    checkpoint interval declared), shared by every job of that size (as a dispatcher
+    interning parsed manifests would)."""
+    said = declared_checkpoints(checkpoint_every_s) if checkpoint_every_s is not None else None
+    return workload_from_manifest(tfjob_manifest(0, "shape", gpus, None, annotations=said))
 
 
 def per_pod_requests(gpus: int) -> dict[str, int]:

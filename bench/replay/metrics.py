@@ -107,6 +107,9 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         rec.gpus * (rec.run_s + (end - rec.run_started_at if rec.state == RUNNING else 0.0)) for rec in jobs
     )
     lost_gpu_s = sum(rec.gpus * rec.lost_s for rec in jobs)
+    # ... by cause (issue 48): a lent pool's reclaim, else a preemption (the replay moves nothing).
+    reclaim_lost_gpu_s = sum(rec.gpus * rec.lost_reclaim_s for rec in jobs)
+    lost_by_cause = {"preemption": lost_gpu_s - reclaim_lost_gpu_s, "reclaim": reclaim_lost_gpu_s}
     cdf = [
         percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
         for i in range(CDF_POINTS)
@@ -123,13 +126,18 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "gpu_util_pct": round(util_pct, 2),
         "deadlocked_gangs": len(stuck),
         "max_wait_1gpu_s": per_size["1"]["max_queue_s"],
+        "max_wait_8gpu_s": per_size["8"]["max_queue_s"],  # (the class of 5-8 GPUs: 8 on the trace, mostly)
         "runtime_s": round(result.stats.get("runtime_s", 0.0), 1),
         "quota": result.config.quota,
         "preemptions": result.stats.get("preemptions", 0),
         "preempted_gpu_hours": round(lost_gpu_s / 3600, 1),
         "gpu_hours": round(run_gpu_s / 3600, 1),
         "preempted_pct": round(100.0 * lost_gpu_s / run_gpu_s, 3) if run_gpu_s else 0.0,
+        # (issue 48) the same work thrown away, named for what it is, and by cause
+        "lost_gpu_hours": round(lost_gpu_s / 3600, 1),
+        "lost_gpu_hours_by_cause": {cause: round(gpu_s / 3600, 1) for cause, gpu_s in lost_by_cause.items()},
         # Beyond the JSON line.
+        "lost_gpu_s_by_cause": {cause: round(gpu_s, 1) for cause, gpu_s in lost_by_cause.items()},
         "jobs_preempted": sum(1 for rec in jobs if rec.preemptions),
         "max_preemptions": max((rec.preemptions for rec in jobs), default=0),
         "requeued_wait_s": round(sum(rec.requeued_s for rec in jobs), 1),
@@ -163,6 +171,9 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "estimate": estimate_accuracy(result),
         "stats": {key: (round(value, 3) if isinstance(value, float) else value) for key, value in result.stats.items()},
     }
+    lent_gpu_s = result.stats.get("lent_gpu_s", 0.0)
+    if result.stats.get("lent_share"):  # (issue 48) the work reclaims threw away, against what ran there
+        summary["lent_lost_pct"] = round(100.0 * reclaim_lost_gpu_s / lent_gpu_s, 3) if lent_gpu_s else 0.0
     cycles = result.stats.get("cycles", 0)
     if cycles:
         summary["stats"]["avg_queue_len_at_cycle"] = round(result.stats.get("queue_len_sum", 0) / cycles, 1)
@@ -315,10 +326,13 @@ JSON_KEYS = (
     "gpu_util_pct",
     "deadlocked_gangs",
     "max_wait_1gpu_s",
+    "max_wait_8gpu_s",
     "preemptions",
     "preempted_gpu_hours",
     "gpu_hours",
     "preempted_pct",
+    "lost_gpu_hours",
+    "lost_gpu_hours_by_cause",
     "runtime_s",
     "estimator",
     "eta_median_rel_error",
@@ -332,11 +346,17 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     (bench/trace_replay.py); a bare summary gets the policy name and 1."""
     defaults = {"label": summary["policy"], "compress": 1, "estimator": OLD_ESTIMATOR}
     defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
+    # (a summary from before issue 48's part 6)
+    defaults.update(dict.fromkeys(("max_wait_8gpu_s", "lost_gpu_hours", "lost_gpu_hours_by_cause")))
     line = {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
     stats = summary.get("stats", {})
     if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed
         jobs = stats["lent_jobs"]
         line["reclaim_killed_pct"] = round(100.0 * stats["reclaim_killed_jobs"] / jobs, 2) if jobs else 0.0
+        # (issue 48) GPU-hours run on lent nodes, and the share of them reclaims threw away
+        line["lent_gpu_hours"] = round(stats["lent_gpu_s"] / 3600, 1)
+        if "lent_lost_pct" in summary:
+            line["lent_lost_pct"] = summary["lent_lost_pct"]
     if stats.get("elastic_share"):  # (issue 35) what elastic growth ran, and the jobs shrinking saved
         line["elastic_grown_gpu_h"] = round(stats["elastic_grown_gpu_s"] / 3600, 1)
         line["elastic_lent_extra_gpu_h"] = round(stats["elastic_lent_extra_gpu_s"] / 3600, 1)

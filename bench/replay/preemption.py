@@ -22,7 +22,7 @@ from queueing import RunningJob
 from queueing.reasons import Reason
 
 from .mapping import job_name
-from .records import QUEUED, RUNNING, JobRecord
+from .records import QUEUED, RECLAIM_NOTICE, RUNNING, JobRecord
 
 
 class Preemptions:
@@ -48,8 +48,10 @@ class Preemptions:
             preemptions=rec.preemptions,
             preempted_for=rec.preempted_for,
             counts={"Worker": rec.gang} if rec.elastic else {},
-            # (kubesim keeps the work up to each checkpoint_s of a run: what the job declares)
-            checkpoint_every_s=self.config.checkpoint_s if self.config.checkpoints_declared else None,
+            # (kubesim keeps the work up to each checkpoint of a run: what the job declares,
+            # and the last one it reported: checkpoints.py)
+            checkpoint_every_s=self._declared_every(rec),
+            checkpointed_at=rec.checkpointed_at if rec.declared_every_s is not None else None,
         )
 
     def _mark_victims(self, preemptions, now: float) -> None:
@@ -68,6 +70,8 @@ class Preemptions:
             rec.preempted_for = preemption.preemptor
             self.running[rec.job.id] = dataclasses.replace(running, preempted_for=preemption.preemptor)
             heapq.heappush(self.graces, (rec.preempt_at, rec.job.id, preemption.preemptor))
+            if self._checkpointed_now(rec, now):  # (checkpoints.py) saved this instant: it leaves now
+                self._leave_at_checkpoint(rec, now)
             self._changed(now)
 
     def _note_preempting(self, result) -> None:
@@ -87,6 +91,10 @@ class Preemptions:
         while graces and graces[0][0] <= now:
             _, job_id, preemptor = heapq.heappop(graces)
             rec = self.records.get(job_id)
+            if preemptor == RECLAIM_NOTICE:  # (checkpoints.py) told of a reclaim, it has saved its work
+                if rec is not None and rec.state == RUNNING:
+                    self._leave_before_reclaim(rec, now)
+                continue
             if rec is None or rec.state != RUNNING or rec.preempted_for != preemptor:
                 continue  # it ended in its grace period
             if preemptor in self.pending:
@@ -121,7 +129,10 @@ class Preemptions:
         kept_now, _ = self.cluster.work.progress(key)
         if since is not None:
             run = now - since  # (the same instant, as kubesim saw the gang form)
-        rec.lost_s += max(0.0, run - (kept_now - kept))
+        lost = max(0.0, run - (kept_now - kept))
+        rec.lost_s += lost
+        if preemptor is None:
+            rec.lost_reclaim_s += lost
         rec.suspended_at = now
         rec.preemptions += 1
         rec.preempted_by = preemptor

@@ -19,6 +19,8 @@ NO_QUEUE = "none"
 
 # Job states in the replay.
 QUEUED, RELEASED, RUNNING, DONE, FAILED = "queued", "released", "running", "done", "failed"
+# A grace event's preemptor for a job on a lent pool that leaves before its reclaim (checkpoints.py).
+RECLAIM_NOTICE = -1
 
 # Quota modes (issue #15).  fixed: each VC's ResourceQuota is its share (VC nodes x 8 GPUs)
 # and that is all it gets.  borrow: the share is the VC's guarantee, the ResourceQuota (the
@@ -35,6 +37,7 @@ COHORT = "philly"
 OLD_ESTIMATOR, NEW_ESTIMATOR = "old", "new"
 ESTIMATORS = (OLD_ESTIMATOR, NEW_ESTIMATOR)
 TAIL_COVERAGE = 0.99  # the run-time bound lent nodes are admitted by (JOBDASH_LENT_COVERAGE's default)
+DEFAULT_CHECKPOINT_S = 1800.0  # kubesim's default checkpoint interval, and --checkpoint-every's
 
 
 def run_label(
@@ -52,12 +55,17 @@ def run_label(
     lent_coverage: float = TAIL_COVERAGE,
     elastic: float = 0.0,
     declared: bool = False,
+    checkpointing: float = 0.0,
+    checkpoint_every: float = 1800.0,
+    checkpoint_blind: bool = False,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
     old duration estimator; the new one is the default and goes unnamed),
     ``priority+no-pin+elastic@x3`` (issue #31: the scheduler alone places the pods; pinned
-    placement, the dispatcher's default, goes unnamed, as ``none`` has no placement)."""
+    placement, the dispatcher's default, goes unnamed, as ``none`` has no placement),
+    ``priority+no-pin+elastic+ckpt0.5-blind@x3`` (issue 48: half the jobs checkpoint, the
+    planner not told; ``[every=600]`` when not every 1800 s)."""
     unpinned = not pin and policy != NO_QUEUE
     text = f"{policy}{'+no-pin' if unpinned else ''}" + (f"[{','.join(options)}]" if options else "")
     if quota != FIXED:
@@ -78,6 +86,9 @@ def run_label(
         text += f"+elastic{elastic:g}"
     if declared:  # (issue 48) every job declares its checkpoints (kubesim's interval)
         text += "+ckpt"
+    if checkpointing:  # (issue 48) this share of the jobs checkpoints, the others never; -blind: not told
+        text += f"+ckpt{checkpointing:g}{'-blind' if checkpoint_blind else ''}"
+        text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -109,10 +120,20 @@ class ReplayConfig:
     quota: str = FIXED  # one of QUOTA_MODES
     grace_s: float = 60.0  # JOBDASH_PREEMPTION_GRACE_SECONDS: a victim runs this long before it is suspended
     preemption_limit: int = 3  # a job preempted this often is no longer a victim (elastic)
-    checkpoint_s: float = 1800.0  # kubesim's default checkpoint interval: work kept when a job is suspended
+    # kubesim's default checkpoint interval: the work kept when a job is suspended
+    checkpoint_s: float = DEFAULT_CHECKPOINT_S
     # Issue 48: every job declares that interval (jobdash.io/checkpoint-every), so the planner
     # chooses victims by the work since their last checkpoint; False: checkpoint-blind.
     checkpoints_declared: bool = False
+    # Issue 48 (checkpoints.py): this share of the jobs (by a hash of the job id) checkpoints every
+    # checkpoint_every_s (kubesim.io/checkpoint-seconds set on them: kubesim keeps their work and
+    # reports each checkpoint on the object), the others never ("0": a stop loses the whole run);
+    # 0: every job at kubesim's default, nothing reported (as before).  The checkpointing jobs
+    # declare it to the planner and leave a notice at their next checkpoint, unless
+    # checkpoint_blind: the planner is told nothing and notices last their whole time.
+    checkpointing: float = 0.0
+    checkpoint_every_s: float = DEFAULT_CHECKPOINT_S
+    checkpoint_blind: bool = False
     estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
     # Issue 35 (lending.py): this share of the nodes is lent each night 22:00-08:00 UTC, besides
     # the cluster; tide_blind: the planner is not told they are lent (the baseline).
@@ -150,6 +171,16 @@ class ReplayConfig:
             raise ValueError("elastic jobs are replayed with fixed or borrowing quotas only")
         if self.tide_blind and not self.lent:
             raise ValueError("tide_blind needs lent nodes (lent > 0)")
+        if not 0 <= self.checkpointing <= 1:
+            raise ValueError(f"checkpointing must be a share of the jobs, 0..1, got {self.checkpointing!r}")
+        if not 0 < self.checkpoint_every_s < INF:
+            raise ValueError(f"checkpoint_every_s must be positive, got {self.checkpoint_every_s!r}")
+        if self.checkpoint_blind and not self.checkpointing:
+            raise ValueError("checkpoint_blind needs jobs that checkpoint (checkpointing > 0)")
+        if self.checkpointing and self.checkpoints_declared:
+            raise ValueError(
+                "checkpoints_declared (every job at kubesim's interval) or checkpointing (a share), not both"
+            )
 
 
 class JobRecord:
@@ -205,9 +236,20 @@ class JobRecord:
         "extras",
         "extras_since",
         "grown",
+        "checkpoint_s",
+        "declared_every_s",
+        "checkpointed_at",
+        "checkpoint_seen",
+        "lost_reclaim_s",
     )
 
-    def __init__(self, job: TraceJob, elastic: bool = False):
+    def __init__(
+        self,
+        job: TraceJob,
+        elastic: bool = False,
+        checkpoint_s: float | None = None,
+        declared_every_s: float | None = None,
+    ):
         self.job = job
         # An elastic job (elastic_jobs.py): a PyTorchJob of 1-GPU Workers; ``gang`` is the
         # Workers it runs now (``admitted`` at its release, more once grown, fewer once shrunk).
@@ -216,7 +258,17 @@ class JobRecord:
         self.gpus = self.gang * self.per_pod_gpus
         self.requests = per_pod_requests(self.per_pod_gpus)
         self.kind = PYTORCHJOBS if elastic else TFJOBS
-        self.workload = elastic_workload_of(job.gpus) if elastic else workload_of(job.gpus)
+        # Checkpoints (issue 48, checkpoints.py): ``checkpoint_s`` the interval set on its
+        # object for kubesim (None: kubesim's default, not set; 0: never), ``declared_every_s``
+        # the one it tells the planner (None: nothing; its workload then says nothing either);
+        # ``checkpointed_at`` the last jobdash.io/checkpointed-at read from its object (None:
+        # none this run) and ``checkpoint_seen`` when the replay saw it (the clock's time).
+        self.checkpoint_s = checkpoint_s
+        self.declared_every_s = declared_every_s
+        self.checkpointed_at: float | None = None
+        self.checkpoint_seen: float | None = None
+        workloads = elastic_workload_of if elastic else workload_of
+        self.workload = workloads(job.gpus, declared_every_s)
         self.admitted = self.gang
         # Work accounting of an elastic job: work = duration x GPUs (pod-seconds), done at one
         # pod-second per Worker-second.  ``work_left``: what is left at the start of kubesim's
@@ -265,6 +317,7 @@ class JobRecord:
         self.preempt_at: float | None = None  # ... until then
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
+        self.lost_reclaim_s = 0.0  # ... of it by lent pools' reclaims (the rest: preemptions)
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
 
     @property

@@ -197,6 +197,8 @@ class WatchCache:
         if rec is None:
             return
         now = self.clock.now()
+        if rec.checkpoint_s and event.type == "MODIFIED" and self._checkpoint_event(rec, obj, now):
+            return  # (a checkpoint's report: checkpoints.py)
         self._changed(now)
         if event.type != "MODIFIED" or rec.state != RUNNING:
             return

@@ -182,10 +182,13 @@ def test_summary_and_json_line():
         "gpu_util_pct",
         "deadlocked_gangs",
         "max_wait_1gpu_s",
+        "max_wait_8gpu_s",
         "preemptions",
         "preempted_gpu_hours",
         "gpu_hours",
         "preempted_pct",
+        "lost_gpu_hours",
+        "lost_gpu_hours_by_cause",
         "runtime_s",
         "estimator",
         "eta_median_rel_error",
@@ -196,6 +199,9 @@ def test_summary_and_json_line():
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert line["label"] == "fifo" and line["quota"] == "fixed" and line["compress"] == 1
     assert line["preemptions"] == 0 and line["preempted_gpu_hours"] == 0 and line["preempted_pct"] == 0
+    assert line["lost_gpu_hours"] == 0 and line["lost_gpu_hours_by_cause"] == {"preemption": 0, "reclaim": 0}
+    # The 8-GPU jobs: j5 waits 1 s, j3 (a's whole quota) waits for j1 to end: 2 -> 103.
+    assert line["max_wait_8gpu_s"] == 101
     assert line["gpu_hours"] == round((2 * 100 + 4 * 30 + 8 * 20 + 1 * 5 + 8 * 40 + 1 * 10) / 3600, 1)
     assert json.loads(json.dumps(line)) == line
     assert percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 100) == 4 and percentile([], 99) == 0

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from bench.replay.engine import Replay, ReplayConfig
+from bench.replay.metrics import json_line, summarize
 from bench.replay.records import run_label
 from bench.replay.trace import TraceJob, parse_time
 
@@ -29,7 +30,7 @@ def night(blind: bool, learned: int = len(LEARNED)) -> Replay:
     jobs = sorted(NIGHT, key=lambda j: (j.submit, j.id))
     config = ReplayConfig(policy="priority", lent=1.0, tide_blind=blind)
     replay = Replay(jobs, {"a": 1, "b": 1}, config, start=T0, learned=LEARNED[:learned])
-    replay.run()
+    replay.result = replay.run()
     return replay
 
 
@@ -47,6 +48,25 @@ def test_tide_aware_admission_kills_fewer_jobs_at_the_reclaim_than_tide_blind():
         rec.preemptions == 1 and rec.finished_at is not None for rec in blind.all_records if rec.job.id in killed
     )
     assert all(rec.finished_at is not None for rec in aware.all_records)
+
+
+def test_the_work_a_reclaim_throws_away_is_counted_as_the_reclaims_against_what_ran_there():
+    """(issue 48) The blind run's kill at the reclaim: its run since its last checkpoint is lost
+    work of cause "reclaim" (fixed quotas preempt nothing else), set against the GPU-hours run
+    on the night nodes."""
+    blind = night(True)
+    lost = sum(rec.gpus * rec.lost_s for rec in blind.all_records)
+    assert lost > 0 and all(rec.lost_reclaim_s == rec.lost_s for rec in blind.all_records)
+    summary = summarize(blind.result)
+    assert summary["lost_gpu_s_by_cause"] == {"preemption": 0.0, "reclaim": round(lost, 1)}
+    line = json_line(summary)
+    assert line["lost_gpu_hours"] == line["lost_gpu_hours_by_cause"]["reclaim"] == round(lost / 3600, 1)
+    lent_gpu_s = blind.stats["lent_gpu_s"]
+    assert line["lent_gpu_hours"] == round(lent_gpu_s / 3600, 1) > 0
+    assert line["lent_lost_pct"] == round(100 * lost / lent_gpu_s, 3)
+    # Tide-aware, nothing was killed there: nothing lost.
+    aware = json_line(summarize(night(False).result))
+    assert aware["lent_lost_pct"] == 0 and aware["lost_gpu_hours"] == 0 and aware["lent_gpu_hours"] > 0
 
 
 def test_a_job_whose_bound_outlasts_the_night_is_never_placed_on_a_lent_node():
