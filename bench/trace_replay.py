@@ -149,6 +149,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         checkpointing=task.get("checkpointing", 0.0),
         checkpoint_every_s=task.get("checkpoint_every", DEFAULT_CHECKPOINT_S),
         checkpoint_blind=task.get("checkpoint_blind", False),
+        defrag_gpu_h=task.get("defrag"),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -325,6 +326,14 @@ def main(argv: list[str] | None = None) -> None:
         help="with --checkpointing: the same jobs checkpoint, the planner is told nothing (victims by the run "
         "alone, lent nodes by the bound alone, notices last their whole time); label +ckpt<SHARE>-blind",
     )
+    parser.add_argument(
+        "--defrag",
+        type=float,
+        metavar="GPU_HOURS",
+        help="issue 48: moves (queueing/defrag.py, JOBDASH_DEFRAG): a gang waiting on scattered GPUs may move "
+        "running jobs that checkpoint, at most GPU_HOURS lost by the movers of one gang (JOBDASH_DEFRAG_MAX_LOST_"
+        "GPU_HOURS), a job at most once an hour; label +defrag<GPU_HOURS>",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -446,6 +455,7 @@ def main(argv: list[str] | None = None) -> None:
                 "checkpointing": args.checkpointing,
                 "checkpoint_every": args.checkpoint_every,
                 "checkpoint_blind": args.checkpoint_blind,
+                "defrag": args.defrag,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -466,6 +476,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.checkpointing,
                     args.checkpoint_every,
                     args.checkpoint_blind,
+                    args.defrag,
                 ),
             }
             for name, quota in runs

@@ -18,6 +18,7 @@ import math
 import time
 
 from queueing import InFlightJob, NamespaceQuota, Node, RunningJob, Snapshot, plan
+from queueing.defrag import DefragRules
 from queueing.reasons import Reason
 from queueing.workload import PodSet, Workload
 
@@ -143,6 +144,9 @@ class AdmissionCycles:
             replacements=lost,
             lent=self._lent(),
             usage=self.memory.usage(now),
+            defrag=None
+            if self.config.defrag_gpu_h is None
+            else DefragRules(self.config.defrag_gpu_h * 3600, self.config.defrag_window_s),
         )
         planned_at = time.perf_counter()
         # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,

@@ -158,7 +158,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
         self.hold_after = policy.hold_after_s if policy is not None and self.backfill else None
         self.promote_after = None if policy is None else policy.promote_after_s
         # Preemption picks its victims among the running jobs.
-        self.preempts = self.elastic and config.quota == ELASTIC
+        self.preempts = (self.elastic and config.quota == ELASTIC) or config.defrag_gpu_h is not None
         self.needs_running = (policy is not None and policy.fair_share) or self.backfill or self.preempts
 
         self.records: dict[int, JobRecord] = {}
@@ -246,6 +246,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             "queue_len_sum": 0,
             "preemptions_planned": 0,
             "preemptions": 0,
+            "moves": 0,  # of them, moves (defragmentation)
             "preemptions_called_off": 0,
             "preemptions_reassigned": 0,
             "borrowing_admitted": 0,

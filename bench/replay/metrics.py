@@ -107,9 +107,14 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         rec.gpus * (rec.run_s + (end - rec.run_started_at if rec.state == RUNNING else 0.0)) for rec in jobs
     )
     lost_gpu_s = sum(rec.gpus * rec.lost_s for rec in jobs)
-    # ... by cause (issue 48): a lent pool's reclaim, else a preemption (the replay moves nothing).
+    # ... by cause (issue 48): a lent pool's reclaim, a move (defragmentation), else a preemption.
     reclaim_lost_gpu_s = sum(rec.gpus * rec.lost_reclaim_s for rec in jobs)
-    lost_by_cause = {"preemption": lost_gpu_s - reclaim_lost_gpu_s, "reclaim": reclaim_lost_gpu_s}
+    move_lost_gpu_s = sum(rec.gpus * rec.lost_move_s for rec in jobs)
+    lost_by_cause = {
+        "preemption": lost_gpu_s - reclaim_lost_gpu_s - move_lost_gpu_s,
+        "reclaim": reclaim_lost_gpu_s,
+        "move": move_lost_gpu_s,
+    }
     cdf = [
         percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
         for i in range(CDF_POINTS)
@@ -130,6 +135,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "runtime_s": round(result.stats.get("runtime_s", 0.0), 1),
         "quota": result.config.quota,
         "preemptions": result.stats.get("preemptions", 0),
+        "moves": result.stats.get("moves", 0),
         "preempted_gpu_hours": round(lost_gpu_s / 3600, 1),
         "gpu_hours": round(run_gpu_s / 3600, 1),
         "preempted_pct": round(100.0 * lost_gpu_s / run_gpu_s, 3) if run_gpu_s else 0.0,
@@ -328,6 +334,7 @@ JSON_KEYS = (
     "max_wait_1gpu_s",
     "max_wait_8gpu_s",
     "preemptions",
+    "moves",
     "preempted_gpu_hours",
     "gpu_hours",
     "preempted_pct",
@@ -347,7 +354,7 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     defaults = {"label": summary["policy"], "compress": 1, "estimator": OLD_ESTIMATOR}
     defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
     # (a summary from before issue 48's part 6)
-    defaults.update(dict.fromkeys(("max_wait_8gpu_s", "lost_gpu_hours", "lost_gpu_hours_by_cause")))
+    defaults.update(dict.fromkeys(("max_wait_8gpu_s", "lost_gpu_hours", "lost_gpu_hours_by_cause", "moves")))
     line = {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
     stats = summary.get("stats", {})
     if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed

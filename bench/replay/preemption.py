@@ -19,6 +19,7 @@ import heapq
 import time
 
 from queueing import RunningJob
+from queueing.preemption import MOVE
 from queueing.reasons import Reason
 
 from .mapping import job_name
@@ -47,6 +48,7 @@ class Preemptions:
             placements=placements,
             preemptions=rec.preemptions,
             preempted_for=rec.preempted_for,
+            moved_at=rec.moved_at,
             counts={"Worker": rec.gang} if rec.elastic else {},
             # (kubesim keeps the work up to each checkpoint of a run: what the job declares,
             # and the last one it reported: checkpoints.py)
@@ -68,6 +70,7 @@ class Preemptions:
             else:
                 self.stats["preemptions_reassigned"] += 1
             rec.preempted_for = preemption.preemptor
+            rec.preempt_cause = preemption.cause
             self.running[rec.job.id] = dataclasses.replace(running, preempted_for=preemption.preemptor)
             heapq.heappush(self.graces, (rec.preempt_at, rec.job.id, preemption.preemptor))
             if self._checkpointed_now(rec, now):  # (checkpoints.py) saved this instant: it leaves now
@@ -133,6 +136,11 @@ class Preemptions:
         rec.lost_s += lost
         if preemptor is None:
             rec.lost_reclaim_s += lost
+        elif rec.preempt_cause == MOVE:  # placed again at once, after its preemptor
+            rec.lost_move_s += lost
+            rec.moved_at = now
+            self.stats["moves"] += 1
+        rec.preempt_cause = ""
         rec.suspended_at = now
         rec.preemptions += 1
         rec.preempted_by = preemptor

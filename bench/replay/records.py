@@ -58,6 +58,7 @@ def run_label(
     checkpointing: float = 0.0,
     checkpoint_every: float = 1800.0,
     checkpoint_blind: bool = False,
+    defrag: float | None = None,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -88,6 +89,8 @@ def run_label(
         text += "+ckpt"
     if checkpointing:  # (issue 48) this share of the jobs checkpoints, the others never; -blind: not told
         text += f"+ckpt{checkpointing:g}{'-blind' if checkpoint_blind else ''}"
+    if defrag is not None:  # (issue 48) moves that join scattered GPUs, at most this many GPU-hours lost a gang
+        text += f"+defrag{defrag:g}"
         text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if factor != 1:
         text += f"@x{factor:g}"
@@ -134,6 +137,10 @@ class ReplayConfig:
     checkpointing: float = 0.0
     checkpoint_every_s: float = DEFAULT_CHECKPOINT_S
     checkpoint_blind: bool = False
+    # Issue 48 (queueing/defrag.py): moves, at most defrag_gpu_h GPU-hours lost by the movers of
+    # one gang, a job moved at most once in defrag_window_s (JOBDASH_DEFRAG_*); None: off.
+    defrag_gpu_h: float | None = None
+    defrag_window_s: float = 3600.0
     estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
     # Issue 35 (lending.py): this share of the nodes is lent each night 22:00-08:00 UTC, besides
     # the cluster; tide_blind: the planner is not told they are lent (the baseline).
@@ -241,6 +248,9 @@ class JobRecord:
         "checkpointed_at",
         "checkpoint_seen",
         "lost_reclaim_s",
+        "lost_move_s",
+        "moved_at",
+        "preempt_cause",
     )
 
     def __init__(
@@ -318,6 +328,9 @@ class JobRecord:
         self.preempted_by: int | None = None  # the job it was last preempted for
         self.lost_s = 0.0
         self.lost_reclaim_s = 0.0  # ... of it by lent pools' reclaims (the rest: preemptions)
+        self.lost_move_s = 0.0  # ... of it by moves (defragmentation)
+        self.moved_at: float | None = None  # when it was last moved
+        self.preempt_cause = ""  # why it leaves for preempted_for (queueing.preemption)
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
 
     @property
