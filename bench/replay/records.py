@@ -89,9 +89,9 @@ def run_label(
         text += "+ckpt"
     if checkpointing:  # (issue 48) this share of the jobs checkpoints, the others never; -blind: not told
         text += f"+ckpt{checkpointing:g}{'-blind' if checkpoint_blind else ''}"
+        text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if defrag is not None:  # (issue 48) moves that join scattered GPUs, at most this many GPU-hours lost a gang
         text += f"+defrag{defrag:g}"
-        text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if factor != 1:
         text += f"@x{factor:g}"
     return text

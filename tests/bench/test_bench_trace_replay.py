@@ -184,6 +184,7 @@ def test_summary_and_json_line():
         "max_wait_1gpu_s",
         "max_wait_8gpu_s",
         "preemptions",
+        "moves",
         "preempted_gpu_hours",
         "gpu_hours",
         "preempted_pct",
@@ -199,7 +200,7 @@ def test_summary_and_json_line():
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert line["label"] == "fifo" and line["quota"] == "fixed" and line["compress"] == 1
     assert line["preemptions"] == 0 and line["preempted_gpu_hours"] == 0 and line["preempted_pct"] == 0
-    assert line["lost_gpu_hours"] == 0 and line["lost_gpu_hours_by_cause"] == {"preemption": 0, "reclaim": 0}
+    assert line["lost_gpu_hours"] == 0 and line["lost_gpu_hours_by_cause"] == {"preemption": 0, "reclaim": 0, "move": 0}
     # The 8-GPU jobs: j5 waits 1 s, j3 (a's whole quota) waits for j1 to end: 2 -> 103.
     assert line["max_wait_8gpu_s"] == 101
     assert line["gpu_hours"] == round((2 * 100 + 4 * 30 + 8 * 20 + 1 * 5 + 8 * 40 + 1 * 10) / 3600, 1)

@@ -92,11 +92,11 @@ def test_a_checkpointing_victim_loses_at_most_its_interval_and_one_that_never_do
     summary = summarize(replay.result)
     line = json_line(summary)
     assert line["lost_gpu_hours"] == line["preempted_gpu_hours"] == round(8 * lost / 3600, 1)
-    assert line["lost_gpu_hours_by_cause"] == {"preemption": round(8 * lost / 3600, 1), "reclaim": 0.0}
+    assert line["lost_gpu_hours_by_cause"] == {"preemption": round(8 * lost / 3600, 1), "reclaim": 0.0, "move": 0.0}
     # The 8-GPU jobs' longest queueing: the victim's first wait (1 s) and its wait once
     # suspended (4060 -> 5063, after j3), 1004 s in all.
     assert line["max_wait_8gpu_s"] == 1_004 and line["max_wait_1gpu_s"] == 0
-    assert summary["lost_gpu_s_by_cause"] == {"preemption": 8 * lost, "reclaim": 0.0}
+    assert summary["lost_gpu_s_by_cause"] == {"preemption": 8 * lost, "reclaim": 0.0, "move": 0.0}
 
 
 def test_declared_and_blind_choose_different_victims():
@@ -147,7 +147,11 @@ def test_a_checkpointing_job_goes_on_a_lent_node_and_leaves_it_at_its_checkpoint
     assert all(rec.lost_s == 0 for rec in recs.values())
     line = json_line(summarize(told.result))
     assert line["lent_gpu_hours"] == round(st["lent_gpu_s"] / 3600, 1) > 0
-    assert line["lent_lost_pct"] == 0.0 and line["lost_gpu_hours_by_cause"] == {"preemption": 0.0, "reclaim": 0.0}
+    assert line["lent_lost_pct"] == 0.0 and line["lost_gpu_hours_by_cause"] == {
+        "preemption": 0.0,
+        "reclaim": 0.0,
+        "move": 0.0,
+    }
     # Each stop: a reclaim's, in a notice (07:30 - 08:00), at a checkpoint of the run (1800 s apart).
     assert told.stops
     for job_id, at, started, preemptor in told.stops:

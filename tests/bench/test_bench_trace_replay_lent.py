@@ -58,7 +58,7 @@ def test_the_work_a_reclaim_throws_away_is_counted_as_the_reclaims_against_what_
     lost = sum(rec.gpus * rec.lost_s for rec in blind.all_records)
     assert lost > 0 and all(rec.lost_reclaim_s == rec.lost_s for rec in blind.all_records)
     summary = summarize(blind.result)
-    assert summary["lost_gpu_s_by_cause"] == {"preemption": 0.0, "reclaim": round(lost, 1)}
+    assert summary["lost_gpu_s_by_cause"] == {"preemption": 0.0, "reclaim": round(lost, 1), "move": 0.0}
     line = json_line(summary)
     assert line["lost_gpu_hours"] == line["lost_gpu_hours_by_cause"]["reclaim"] == round(lost / 3600, 1)
     lent_gpu_s = blind.stats["lent_gpu_s"]
