@@ -15,6 +15,7 @@ TIDE_HEADING = """## Nodes lent for the night (issue 35)
 <!-- /generated:tide -->
 """
 GOAL_KILLED_PCT = 1.0
+GOAL_LOST_PCT = 1.0  # (issue 48) GPU-h reclaims throw away, of the GPU-h run on lent nodes
 
 
 def lent_share(s: dict[str, Any]) -> float:
@@ -55,12 +56,29 @@ def _hours(gpu_s: float) -> str:
     return f"{gpu_s / 3600:,.0f}"
 
 
+def reclaim_lost(s: dict[str, Any]) -> tuple[float, float] | None:
+    """(GPU-s reclaims threw away, that share of the GPU-s run on lent nodes in %); None for a
+    summary from before issue 48 counted lost work by cause."""
+    by_cause = s.get("lost_gpu_s_by_cause")
+    if by_cause is None:
+        return None
+    lent = s["stats"].get("lent_gpu_s", 0.0)
+    lost = by_cause.get("reclaim", 0.0)
+    return lost, 100.0 * lost / lent if lent else 0.0
+
+
+def _lost_cell(s: dict[str, Any]) -> str:
+    lost = reclaim_lost(s)
+    return "-" if lost is None else f"{lost[0] / 3600:,.1f} ({lost[1]:.2f}%)"
+
+
 def tide_table(runs: list[dict[str, Any]]) -> str:
     rows = [
         "| submissions | run | night nodes | nights | GPU-h on lent nodes | jobs admitted to lent nodes (runs) | "
         "killed by a reclaim: jobs (share) | placed there past the reclaim by their bound | "
-        "GPU-h of killed runs | avg queueing (s) | p95 | jobs | replay wall / CPU time |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "GPU-h of killed runs | GPU-h lost by reclaims (of GPU-h there) | avg queueing (s) | p95 | jobs | "
+        "replay wall / CPU time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in runs:
         st = s["stats"]
@@ -68,7 +86,7 @@ def tide_table(runs: list[dict[str, Any]]) -> str:
         timing = f"{duration(s['runtime_s'])} / {duration(st.get('cpu_s', 0.0))}"
         if not lent_share(s):
             rows.append(
-                f"| {window} | {s['label']} (no night nodes) | 0 | | | | | | | {whole_seconds(s['avg_queue_s'])} | "
+                f"| {window} | {s['label']} (no night nodes) | 0 | | | | | | | | {whole_seconds(s['avg_queue_s'])} | "
                 f"{duration(s['p95_queue_s'])} | {s['jobs']:,} | {timing} |"
             )
             continue
@@ -78,7 +96,7 @@ def tide_table(runs: list[dict[str, Any]]) -> str:
             f"| {window} | {s['label']} ({'tide-blind' if st.get('tide_blind') else 'tide-aware'}) | "
             f"{st['lent_node_count']} | {st['nights']} | {_hours(st['lent_gpu_s'])} | {jobs:,} ({st['lent_runs']:,}) | "
             f"{killed:,} ({share}) | {st['lent_admitted_outlasting']:,} | {_hours(st['reclaim_killed_gpu_s'])} | "
-            f"{whole_seconds(s['avg_queue_s'])} | {duration(s['p95_queue_s'])} | {s['jobs']:,} | {timing} |"
+            f"{_lost_cell(s)} | {whole_seconds(s['avg_queue_s'])} | {duration(s['p95_queue_s'])} | {s['jobs']:,} | {timing} |"
         )
     aware = [s for s in runs if lent_share(s) and not s["stats"].get("tide_blind")]
     goal = []
@@ -93,6 +111,15 @@ def tide_table(runs: list[dict[str, Any]]) -> str:
             f"Goal: at most {GOAL_KILLED_PCT:g}% of the jobs admitted to lent nodes killed by a reclaim:",
             *goal,
         ]
+    lost_goal = []
+    for s in runs:
+        lost = reclaim_lost(s) if lent_share(s) else None
+        if lost is not None:
+            met = "yes" if lost[1] <= GOAL_LOST_PCT else "no"
+            lost_goal.append(f"- {submissions(s)}, {s['label']}: {lost[1]:.2f}% lost - {met}")
+    if lost_goal:
+        rows += ["", f"Goal (issue 48): reclaims throw away at most {GOAL_LOST_PCT:g}% of the GPU-h run on lent nodes:"]
+        rows += lost_goal
     elastic = [s for s in runs if s["stats"].get("elastic_share")]
     if elastic:
         rows += ["", elastic_table(elastic)]

@@ -142,6 +142,14 @@ def test_cli_replays_the_night_three_ways_and_reports_them_in_their_own_section(
     # tide-aware: no kill; tide-blind: the first long job of b
     assert "| 0 (0.0%) |" in rows[0] and "| 1 (14.3%) |" in rows[1]
     assert "0.0% killed - yes" in section
+    # (issue 48) what reclaims threw away, of the GPU-h run on lent nodes: nothing tide-aware,
+    # the killed job's run since its last checkpoint tide-blind
+    assert "| 0.0 (0.00%) |" in rows[0] and "priority+lent1[cover=0.5]: 0.00% lost - yes" in section
+    blind = json.loads((tmp_path / "cache" / "2017-10-01_2017-10-02" / "priority+lent1-blind.json").read_text())
+    lost = blind["lost_gpu_s_by_cause"]["reclaim"]
+    pct = 100 * lost / blind["stats"]["lent_gpu_s"]
+    assert lost > 0 and f"| {lost / 3600:,.1f} ({pct:.2f}%) |" in rows[1]
+    assert f"priority+lent1-blind: {pct:.2f}% lost - {'yes' if pct <= 1 else 'no'}" in section
     with pytest.raises(SystemExit):
         trace_replay.main(common + ["--tide-blind"])
 
