@@ -52,16 +52,50 @@ def victim_order(jobs: Iterable[RunningJob], now: float) -> list[RunningJob]:
     )
 
 
+# Searches again without the costliest victim (choose_victims' ``cost``): each is one more
+# search, and a set that loses less is seldom more than a few exchanges away.
+EXCHANGES = 3
+
+
 def choose_victims(
     candidates: Sequence[RunningJob],
     fits: Callable[[list[RunningJob]], bool],
     allowed: Callable[[RunningJob, list[RunningJob]], bool] = lambda job, chosen: True,
+    cost: Callable[[RunningJob], float] | None = None,
 ) -> list[RunningJob] | None:
     """The victims, in candidate order, or None when even all of them would not make room.
 
     ``fits(victims)``: whether the waiting job fits once ``victims`` have left;
-    ``allowed(job, chosen)``: whether ``job`` may still be taken after ``chosen``.
+    ``allowed(job, chosen)``: whether ``job`` may still be taken after ``chosen``;
+    ``cost(job)``: what taking it loses (GPU-seconds).  With ``cost``, the cheapest-first
+    prefix may still end on a costly job, the one that frees the room (a whole node): up to
+    EXCHANGES times the search runs again without the costliest victim, and its victims are
+    taken instead when they lose less in all and none has a higher priority.
     """
+    chosen = _victims(candidates, fits, allowed)
+    if chosen is None or cost is None:
+        return chosen
+    left = list(candidates)
+    for _ in range(EXCHANGES):
+        costliest = max(chosen, key=cost)
+        if cost(costliest) <= 0:
+            break
+        left = [job for job in left if job is not costliest]
+        other = _victims(left, fits, allowed)
+        if other is None:
+            break
+        if sum(map(cost, other)) < sum(map(cost, chosen)) and max(job.priority for job in other) <= max(
+            job.priority for job in chosen
+        ):
+            chosen = other
+    return chosen
+
+
+def _victims(
+    candidates: Sequence[RunningJob],
+    fits: Callable[[list[RunningJob]], bool],
+    allowed: Callable[[RunningJob, list[RunningJob]], bool],
+) -> list[RunningJob] | None:
     # Every candidate that may be taken, in order; one fit check with all of them (a search
     # that fails costs one placement), then the shortest prefix that fits, by bisection:
     # the same victims as adding one at a time, since more room never makes a fit fail.

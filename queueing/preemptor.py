@@ -14,7 +14,7 @@ from collections.abc import Callable
 from . import defrag, shrink
 from .cycle_state import CycleState
 from .fit import NodeFailure, NodePool
-from .lost_work import last_checkpoint, losing, protected
+from .lost_work import gpu_seconds_lost, last_checkpoint, losing, protected
 from .preemption import MOVE, PRIORITY, RECLAIM, Preemption, victim_order
 from .quota_fit import quota_check
 from .reasons import Outcome, Reason
@@ -91,7 +91,7 @@ class Preemptor:
             alike = job.id not in self.state.leaving
             if alike and shape in failed:
                 continue
-            found = shrink.choose(extras, pool, fits, self._may_take(cause))
+            found = shrink.choose(extras, pool, fits, self._may_take(cause), self._lost)
             if found is None:
                 if alike:
                     failed.add(shape)
@@ -245,6 +245,11 @@ class Preemptor:
         ]
         victims += chosen
         self.state.preempting[job.id] = Reason.PREEMPTING, {"victims": [victim.id for victim in victims]}
+
+    def _lost(self, job: RunningJob) -> float:
+        """What preempting it now loses, in GPU-seconds (lost_work.py), for the exchange of
+        a costly victim (preemption.choose_victims)."""
+        return gpu_seconds_lost(job, self.state.snapshot.now)
 
     def _may_take(self, cause: str) -> Callable[[RunningJob, list[RunningJob]], bool]:
         return self.state.elastic.may_take if cause == RECLAIM else _always

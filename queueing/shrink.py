@@ -70,6 +70,7 @@ def choose(
     whole: Sequence[RunningJob],
     fits: Callable[[list[RunningJob]], bool],
     allowed: Callable[[RunningJob, list[RunningJob]], bool],
+    cost: Callable[[RunningJob], float] | None = None,
 ) -> tuple[list[RunningJob], dict[int, dict[str, int]]] | None:
     """The victims for one waiting job, with the counts each shrunk job keeps (by id), or None.
     ``elastic``: the jobs whose extra pods may go, ``whole``: the jobs that may go whole, each
@@ -89,7 +90,7 @@ def choose(
         ids = {job.id for job in chosen}
         return [victim for victim in extras if victim.id not in ids] + chosen
 
-    taken = choose_victims(whole, lambda chosen: fits(merged(chosen)), lambda job, c: allowed(job, merged(c)))
+    taken = choose_victims(whole, lambda chosen: fits(merged(chosen)), lambda job, c: allowed(job, merged(c)), cost)
     if taken is None:
         return None
     ids = {job.id for job in taken}
