@@ -33,7 +33,11 @@ def job_checkpointed(*, job_id: int, user, at: datetime | None = None) -> Job:
     if at > now + timedelta(seconds=MAX_AHEAD_S):
         raise InvalidInput.at("at", f"{stamp(at)} is in the future: a checkpoint is reported once it is written")
     actor = actor_name(user)
-    recorded = record_checkpoint(job.pk, at, actor, f"checkpoint at {stamp(at)}, reported by {actor}")
+    note = f"checkpoint at {stamp(at)}, reported by {actor}"
+    if at > now:  # (the job's clock runs ahead): written by now, so recorded as now, never in the future
+        note += f"; {(at - now).total_seconds():.0f}s ahead of jobdash's clock, recorded at {stamp(now)}"
+        at = now
+    recorded = record_checkpoint(job.pk, at, actor, note)
     job.refresh_from_db(from_queryset=Job.objects.select_related("namespace"))
     if recorded:
         return job

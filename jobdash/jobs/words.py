@@ -37,12 +37,21 @@ def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
     return f"{said}: no running job here ran past its bound; jobs ahead of it, or of higher priority, took the room."
 
 
-def lost_words(lost_s: float, lost_gpu_s: float, checkpointed: bool) -> str:
+def gpu_minutes(gpu_s: float) -> str:
+    """6.4 GPU-minutes, 1 GPU-minute, 45 GPU-minutes."""
+    minutes = gpu_s / 60
+    shown = f"{minutes:,.1f}" if minutes < 10 else f"{minutes:,.0f}"
+    return f"{shown} GPU-minute{'' if shown == '1.0' else 's'}".replace("1.0 GPU-minute", "1 GPU-minute")
+
+
+def lost_words(lost_s: float, lost_gpu_s: float, checkpointed: bool, on_notice: bool = False) -> str:
     """What leaving now throws away: "4m 00s after its last checkpoint: 32 GPU-minutes redone"."""
-    if lost_s <= 0:
+    if on_notice:
         return "it loses no work (it checkpoints on notice)"
+    if lost_s <= 0:
+        return "it loses no work (it has just checkpointed)"
     since = "after its last checkpoint" if checkpointed else "into a run with no checkpoint"
-    redone = f"{lost_gpu_s / 60:,.0f} GPU-minutes redone" if lost_gpu_s > 0 else f"{duration(lost_s)} redone"
+    redone = f"{gpu_minutes(lost_gpu_s)} redone" if lost_gpu_s > 0 else f"{duration(lost_s)} redone"
     return f"leaving now, {duration(lost_s)} {since}: {redone}"
 
 
@@ -51,7 +60,7 @@ def redone_words(seconds: float, gpu_s: float, checkpointed_at: datetime | None)
     at 14:02:00 UTC)"; a job without GPUs, its seconds."""
     if seconds <= 0:
         return "no work lost (it checkpointed on notice)" if checkpointed_at else "no work lost"
-    amount = f"{gpu_s / 60:,.0f} GPU-minutes" if gpu_s > 0 else duration(seconds)
+    amount = gpu_minutes(gpu_s) if gpu_s > 0 else duration(seconds)
     since = f"since its checkpoint at {checkpointed_at:%H:%M:%S} UTC" if checkpointed_at else "the whole run"
     return f"{amount} redone ({duration(seconds)}, {since})"
 
@@ -75,14 +84,21 @@ _PREEMPTED_TO = {
 
 
 def preemption_words(
-    preemption: Preemption, victim_namespace: str, victim_name: str, namespace: str, name: str, when: datetime
+    preemption: Preemption,
+    victim_namespace: str,
+    victim_name: str,
+    namespace: str,
+    name: str,
+    when: datetime,
+    on_notice: bool = False,
 ) -> tuple[str, str]:
     """The victim's and the preemptor's timeline notes when a victim is told to leave
-    (queueing.preemption.Preemption: its cause says why)."""
+    (queueing.preemption.Preemption: its cause says why; ``on_notice``: the victim writes a
+    checkpoint when told)."""
     note = (
         f"preempted to make room for job {preemption.preemptor} ({namespace}/{name}) "
         f"{_PREEMPTED_TO.get(preemption.cause, '')}: it is suspended at {when:%H:%M:%S} UTC, checkpoint before then"
-        f"; {lost_words(preemption.lost_s, preemption.lost_gpu_s, preemption.checkpointed_at is not None)}"
+        f"; {lost_words(preemption.lost_s, preemption.lost_gpu_s, preemption.checkpointed_at is not None, on_notice)}"
     )
     preemptor_note = (
         f"preempting job {preemption.victim} ({victim_namespace}/{victim_name}) to make room for this one; "

@@ -126,16 +126,20 @@ def test_a_running_job_reports_checkpoints(api, mnist):
     old = api.post(checkpoints, {"at": (stored.started_at - timedelta(minutes=5)).isoformat()}, format="json")
     assert old.status_code == 400 and errors(old)[0][0] == "at" and "before this run started" in errors(old)[0][1]
     assert api.post(checkpoints).json()["checkpoints"] == 2  # a later one counts
+    # A little ahead (the job's clock runs fast) is recorded as now, never in the future.
+    ahead = api.post(checkpoints, {"at": (timezone.now() + timedelta(minutes=2)).isoformat()}, format="json").json()
+    assert ahead["checkpoints"] == 3 and datetime.fromisoformat(ahead["last_checkpoint_at"]) <= timezone.now()
+    assert "ahead of jobdash's clock" in JobEvent.objects.filter(job_id=job["id"], type="Checkpointed").last().message
     # A time in the future, or none at all, is a 400 at "at"; nothing counted.
     assert [p for p, _ in errors(api.post(checkpoints, {"at": at}, format="json"))] == ["at"]
     assert [p for p, _ in errors(api.post(checkpoints, {"at": "yesterday"}, format="json"))] == ["at"]
     assert [p for p, _ in errors(api.post(checkpoints, [1], format="json"))] == [""]
-    assert Job.objects.get(pk=job["id"]).checkpoints == 2
+    assert Job.objects.get(pk=job["id"]).checkpoints == 3
     timeline = JobEvent.objects.filter(job_id=job["id"], type="Checkpointed").order_by("id")
-    assert [event.actor for event in timeline] == ["alice", "alice"]
+    assert [event.actor for event in timeline] == ["alice", "alice", "alice"]
     assert timeline[0].message.startswith("checkpoint at ") and timeline[0].message.endswith("reported by alice")
     detail = api.get(f"{URL}{job['id']}/").json()
-    assert [e["type"] for e in detail["events"]].count("Checkpointed") == 2
+    assert [e["type"] for e in detail["events"]].count("Checkpointed") == 3
 
 
 def test_only_who_may_act_on_the_job_reports_its_checkpoints(api, alice, staff, mnist):

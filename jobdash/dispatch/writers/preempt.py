@@ -64,7 +64,9 @@ def mark(
         notice = notice_s(victim.checkpoint_on_notice_s, grace_s, max_notice_s)
         leave_at = now + timedelta(seconds=notice)
         when = as_datetime(victim.preempt_at) or leave_at
-        note, preemptor_note = preemption_words(preemption, victim.namespace, victim.name, *preemptor, when)
+        note, preemptor_note = preemption_words(
+            preemption, victim.namespace, victim.name, *preemptor, when, victim.checkpoint_on_notice_s is not None
+        )
         if not transitions.preempting(
             preemption.victim,
             preemption.preemptor,
