@@ -304,10 +304,8 @@ class Preemptor:
         own = [victim for victim in (mine if come_back else gone) if victim.namespace == job.namespace]
         if namespace.free is not None and namespace.hard is not None:
             free = dict(namespace.free)
-            for victim in own:
-                for key, amount in victim.demand.items():
-                    if key in free:
-                        free[key] += amount
+            for key in free:
+                free[key] += self._freed(job.namespace, key, own)
             if quota_check(job.demand, namespace.hard, free)[1] is not None:
                 return False
         if self.state.elastic.active and self.state.elastic.check(job, without=own) is not None:
@@ -334,11 +332,20 @@ class Preemptor:
         if commit:  # a hold: what its own namespace's victims free is its; beyond that, free quota now
             if namespace.free is not None:
                 for key in namespace.free:
-                    freed = sum(victim.demand.get(key, 0) for victim in own)
+                    freed = self._freed(job.namespace, key, own)
                     namespace.free[key] -= max(job.demand.get(key, 0) - freed, 0)
             if self.state.elastic.active:
                 self.state.elastic.admit(job, without=own)
         return True
+
+    def _freed(self, namespace: str, key: str, victims: list[RunningJob]) -> int:
+        """The quota ``victims`` of ``namespace`` give back: their demand, but never more than
+        the namespace used at the snapshot (a victim whose pods have already ended, its end not
+        yet recorded, counts in neither: crediting it again let the victims that had left take
+        back the room their preemptor was holding)."""
+        freed = sum(victim.demand.get(key, 0) for victim in victims)
+        quota = self.state.snapshot.quotas.get(namespace)
+        return freed if quota is None else min(freed, quota.used.get(key, 0))
 
 
 def _always(job: RunningJob, chosen: list[RunningJob]) -> bool:

@@ -87,3 +87,40 @@ def test_an_exchange_never_loses_more_and_stays_minimal(specs):
     for job in exchanged:  # minimal: none can be put back
         rest = [other for other in exchanged if other is not job]
         assert not (rest and fits(rest))
+
+
+def test_a_victim_whose_pods_have_ended_gives_back_no_quota_twice():
+    """Seen on make run: a victim whose pods had ended (its end not yet recorded) was credited
+    its quota again, which the namespace's used no longer held; the victims that had left
+    took that room back in the cycle and were preempted a second time."""
+    from dataclasses import replace
+
+    from queueing import NamespaceQuota, Node, PendingJob, PodSet, RunningJob, Snapshot, Workload, plan
+
+    from .test_queueing_elastic import GPU, NOW, workload
+
+    names = [f"n{i}" for i in range(8)]
+    leaving = replace(running(17, "team-b", ["n2"], priority=1000), preempted_for=22)
+    ended = RunningJob(  # its 3 pods of 8 GPUs have ended: neither the nodes nor the quota hold them
+        21,
+        "team-b",
+        workload(3, 8),
+        NOW - 100,
+        priority=1000,
+        placements=(("Worker", 0, "n1"), ("Worker", 1, "n5"), ("Worker", 2, "n6")),
+        preempted_for=22,
+    )
+    nodes = tuple(Node(n, {"nvidia.com/gpu": 8, "pods": 110}, {"nvidia.com/gpu": 1 if n == "n2" else 0}) for n in names)
+    quotas = {"team-b": NamespaceQuota("team-b", {GPU: 32}, {GPU: 1})}
+    big = Workload(
+        "PyTorchJob",
+        "kubeflow.org/v1",
+        "big",
+        None,
+        (PodSet("Worker", 4, {"nvidia.com/gpu": 8}, {"nvidia.com/gpu": 8}),),
+    )
+    preemptor = PendingJob(22, "team-b", 10000, NOW - 50, big, preempting=True)
+    left = [PendingJob(i, "team-b", 1000, NOW - 500, workload(1), preempted_by=22) for i in (18, 19, 20)]
+    result = plan(Snapshot(NOW, (preemptor, *left), running=(leaving, ended), nodes=nodes, quotas=quotas), "priority")
+    assert result.pending[22].reason.value == "Preempting"
+    assert result.admitted == ()  # the victims that left wait behind the room their preemptor holds
