@@ -134,13 +134,20 @@ def _duration(text: str) -> float:
 
 def _duration_text(text: str) -> str:
     """Sent as written (the server reads the same syntax and names the field of a value over its limits)."""
+    if _is_zero(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 (a job that never checkpoints says nothing)")
     _duration(text)
     return text.strip()
 
 
+def _is_zero(text: str) -> bool:
+    """0, 0s, 0.0, 0m: no time at all."""
+    return text.strip().rstrip("dhms").replace(".", "").strip("0") == "" and text.strip()[:1] == "0"
+
+
 def _duration_or_zero(text: str) -> str:
-    if text.strip().rstrip("dhms").replace(".", "").strip("0") == "" and text.strip()[:1] == "0":
-        return text.strip()  # 0, 0s, 0.0: none needed
+    if _is_zero(text):
+        return text.strip()  # none needed
     return _duration_text(text)
 
 

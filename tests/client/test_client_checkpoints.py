@@ -89,4 +89,6 @@ def test_the_command_reports_and_submits_with_flags(jobdash):
     assert "--at: 'noon' is not an RFC 3339 time" in jobdash("checkpointed", job_id, "--at", "noon", check=2).stderr
     bad = jobdash("submit", "-", "--checkpoint-every", "soon", input=manifest("x"), check=2)
     assert "--checkpoint-every: 'soon' is not a duration" in bad.stderr
+    zero = jobdash("submit", "-", "--checkpoint-every", "0", input=manifest("x"), check=2)
+    assert "--checkpoint-every: '0': must be more than 0 (a job that never checkpoints says nothing)" in zero.stderr
     assert Job.objects.get(pk=job_id).checkpoints == 2
