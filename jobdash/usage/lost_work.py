@@ -4,12 +4,9 @@ measured it when it chose the victim (queueing.lost_work), written with the stop
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from datetime import UTC, date, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
-
-from django.db.models import Q, Sum
-from django.db.models.functions import TruncDate
 
 from jobdash.jobs.models import LostWork
 from queueing.lost_work import last_saved, redone_s
@@ -59,28 +56,3 @@ def stopped(job: Mapping[str, Any], cause: str, now: datetime) -> LostWork:
         gpu_s=seconds * gpus,
         checkpointed_at=None if saved is None else datetime.fromtimestamp(saved, UTC),
     )
-
-
-def lost_by(
-    from_day: date | None, to_day: date | None, group_by: Collection[str], namespaces: Collection[str] | None = None
-) -> dict[tuple, dict[str, float]]:
-    """{the group's values (in group_by's order): {cause: GPU-seconds}} over the UTC days
-    from `from_day` to `to_day` (both included, None: unbounded); the same groups as usage."""
-    where = Q()
-    if from_day:
-        where &= Q(day__gte=from_day)
-    if to_day:
-        where &= Q(day__lte=to_day)
-    if namespaces is not None:
-        where &= Q(namespace__in=list(namespaces))
-    rows = (
-        LostWork.objects.annotate(day=TruncDate("at", tzinfo=UTC))
-        .filter(where)
-        .values(*group_by, "cause")
-        .annotate(gpu_s=Sum("gpu_s"))
-        .order_by()
-    )
-    found: dict[tuple, dict[str, float]] = {}
-    for row in rows:
-        found.setdefault(tuple(row[g] for g in group_by), {})[row["cause"]] = row["gpu_s"] or 0.0
-    return found

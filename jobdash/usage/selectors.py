@@ -9,11 +9,13 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
 from django.db.models import Q, Sum
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from jobdash.jobs.models import LostWork
 from queueing.usage import Amounts, UsageKey, decayed, runs_from_events, summarize
 
-from .lost_work import Cause, lost_by
+from .lost_work import Cause
 from .models import UsageDay, UsageMark
 from .services import events_after, job_runs, open_of
 
@@ -64,13 +66,7 @@ def usage(
         raise ValueError(f"unknown group {unknown[0]!r}; expected some of {', '.join(GROUPS)}")
     group_by = list(dict.fromkeys(group_by))
     now = now or timezone.now()
-    where = Q()
-    if from_day:
-        where &= Q(day__gte=from_day)
-    if to_day:
-        where &= Q(day__lte=to_day)
-    if namespaces is not None:
-        where &= Q(namespace__in=list(namespaces))
+    where = _days(from_day, to_day, namespaces)
     sums: dict[tuple, list[float]] = {}
     outermost = not connection.in_atomic_block
     with transaction.atomic():
@@ -128,3 +124,35 @@ def decayed_gpu_hours(now: datetime | None = None, half_life_days: float = 7.0) 
     for row in usage(since, None, ["namespace", "day"], None, now):
         by_namespace.setdefault(row["namespace"], {})[row["day"]] = row["gpu_hours"]
     return {namespace: decayed(days, today, half_life_days) for namespace, days in by_namespace.items()}
+
+
+def lost_by(
+    from_day: date | None, to_day: date | None, group_by: Collection[str], namespaces: Collection[str] | None = None
+) -> dict[tuple, dict[str, float]]:
+    """{the group's values (in group_by's order): {cause: GPU-seconds}} over the UTC days
+    from `from_day` to `to_day` (both included, None: unbounded); the same groups as usage."""
+    where = _days(from_day, to_day, namespaces)
+    rows = (
+        LostWork.objects.annotate(day=TruncDate("at", tzinfo=UTC))
+        .filter(where)
+        .values(*group_by, "cause")
+        .annotate(gpu_s=Sum("gpu_s"))
+        .order_by()
+    )
+    found: dict[tuple, dict[str, float]] = {}
+    for row in rows:
+        found.setdefault(tuple(row[g] for g in group_by), {})[row["cause"]] = row["gpu_s"] or 0.0
+    return found
+
+
+def _days(from_day: date | None, to_day: date | None, namespaces: Collection[str] | None) -> Q:
+    """Rows of the UTC days from `from_day` to `to_day` (both included; None: unbounded), of
+    `namespaces` (None: all)."""
+    where = Q()
+    if from_day:
+        where &= Q(day__gte=from_day)
+    if to_day:
+        where &= Q(day__lte=to_day)
+    if namespaces is not None:
+        where &= Q(namespace__in=list(namespaces))
+    return where

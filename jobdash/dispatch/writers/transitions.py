@@ -162,10 +162,14 @@ def move_many(
     return ids
 
 
-def _fenced_compare_and_set(job_id: int, term: int | None, **change) -> bool:
+def _fenced_compare_and_set(job_id: int, term: int | None, *, lost: LostWork | None = None, **change) -> bool:
+    """`lost`: saved in the same transaction when the change is made (usage.lost_work)."""
     with transaction.atomic():
         hold_term(term)
-        return compare_and_set(job_id, **change)
+        changed = compare_and_set(job_id, **change)
+        if changed and lost is not None:
+            lost.save()
+        return changed
 
 
 def _back_to_queue(
@@ -442,25 +446,22 @@ def preempted(
     the next cycle says what it waits for. Not an attempt. `lost`: what the stop throws
     away, counted in the same transaction (usage.lost_work); `moved`: it leaves to be placed
     again at once elsewhere (defragmentation), which moved_at records."""
-    with transaction.atomic():
-        hold_term(term)
-        changed = compare_and_set(
-            victim,
-            from_states=(State.RUNNING,),
-            to_state=State.QUEUED,
-            event=event,
-            note=note,
-            actor=DISPATCHER,
-            now=now,
-            reason=event,
-            message=note,
-            preempted_by=preemptor,
-            preemptions=F("preemptions") + 1,
-            **({"moved_at": now or timezone.now()} if moved else {}),
-        )
-        if changed and lost is not None:
-            lost.save()
-    return changed
+    return _fenced_compare_and_set(
+        victim,
+        term,
+        lost=lost,
+        from_states=(State.RUNNING,),
+        to_state=State.QUEUED,
+        event=event,
+        note=note,
+        actor=DISPATCHER,
+        now=now,
+        reason=event,
+        message=note,
+        preempted_by=preemptor,
+        preemptions=F("preemptions") + 1,
+        **({"moved_at": now or timezone.now()} if moved else {}),
+    )
 
 
 def backoff(base_seconds: float, attempts: int, cap_seconds: float = 600.0, now: datetime | None = None) -> datetime:
