@@ -25,6 +25,9 @@ _NODES = frozenset({Reason.NO_NODE_FITS, Reason.OUTLASTS_LENT_POOL})
 # Gangs given moves in one cycle (defragment): each plan costs placements, and a gang not
 # served this cycle is the next one's.
 MOVE_PLANS_PER_CYCLE = 2
+# ... and searched for at most this many (each copies the pool): a long queue of gangs that no
+# move helps costs a cycle no more than this.
+MOVE_SEARCHES_PER_CYCLE = 8
 
 
 class Preemptor:
@@ -106,22 +109,26 @@ class Preemptor:
         fewest running jobs that checkpoint to move so that it fits and each of them fits
         again at once; they are its victims (cause MOVE: told, they checkpoint and leave,
         then are placed again, after it), it holds the room they leave.  At most
-        MOVE_PLANS_PER_CYCLE gangs a cycle, and no job is moved for two."""
+        MOVE_PLANS_PER_CYCLE gangs a cycle (of MOVE_SEARCHES_PER_CYCLE searched), and no job is
+        moved for two."""
         rules = self.state.snapshot.defrag
         if rules is None or not self.state.node_fit or not self.state.waiting:
             return
         snapshot, now = self.state.snapshot, self.state.snapshot.now
         taken = {preemption.victim for preemption in self.state.preemptions}
         running = {job.id: job for job in snapshot.running if job.id not in taken}
-        plans = 0
+        if not any(defrag.movable(job, now, rules.window_s) for job in running.values()):
+            return  # (nothing may move: no search at all)
+        plans = tries = 0
         for _, job, outcome in self.state.waiting:
-            if plans >= MOVE_PLANS_PER_CYCLE:
+            if plans >= MOVE_PLANS_PER_CYCLE or tries >= MOVE_SEARCHES_PER_CYCLE:
                 break
             if outcome[0] is not Reason.NO_NODE_FITS or job.id in self.state.preempting:
                 continue
             future = self.state.future or self.state.pool
             if not defrag.scattered(future, job.gang):
                 continue
+            tries += 1
             moves = defrag.plan_moves(future, job, list(running.values()), now, rules, snapshot.topology_levels)
             if not moves:
                 continue
