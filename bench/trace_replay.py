@@ -150,6 +150,7 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         checkpoint_every_s=task.get("checkpoint_every", DEFAULT_CHECKPOINT_S),
         checkpoint_blind=task.get("checkpoint_blind", False),
         defrag_gpu_h=task.get("defrag"),
+        defrag_movers=task.get("defrag_movers", 8),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -334,6 +335,13 @@ def main(argv: list[str] | None = None) -> None:
         "running jobs that checkpoint, at most GPU_HOURS lost by the movers of one gang (JOBDASH_DEFRAG_MAX_LOST_"
         "GPU_HOURS), a job at most once an hour; label +defrag<GPU_HOURS>",
     )
+    parser.add_argument(
+        "--defrag-movers",
+        type=int,
+        default=8,
+        metavar="N",
+        help="with --defrag: the most jobs moved for one gang (JOBDASH_DEFRAG_MAX_MOVERS, default 8)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",
@@ -456,6 +464,7 @@ def main(argv: list[str] | None = None) -> None:
                 "checkpoint_every": args.checkpoint_every,
                 "checkpoint_blind": args.checkpoint_blind,
                 "defrag": args.defrag,
+                "defrag_movers": args.defrag_movers,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -477,6 +486,7 @@ def main(argv: list[str] | None = None) -> None:
                     args.checkpoint_every,
                     args.checkpoint_blind,
                     args.defrag,
+                    args.defrag_movers,
                 ),
             }
             for name, quota in runs

@@ -146,7 +146,9 @@ class AdmissionCycles:
             usage=self.memory.usage(now),
             defrag=None
             if self.config.defrag_gpu_h is None
-            else DefragRules(self.config.defrag_gpu_h * 3600, self.config.defrag_window_s),
+            else DefragRules(
+                self.config.defrag_gpu_h * 3600, self.config.defrag_window_s, max_movers=self.config.defrag_movers
+            ),
         )
         planned_at = time.perf_counter()
         # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,

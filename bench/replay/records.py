@@ -59,6 +59,7 @@ def run_label(
     checkpoint_every: float = 1800.0,
     checkpoint_blind: bool = False,
     defrag: float | None = None,
+    defrag_movers: int = 8,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -91,7 +92,7 @@ def run_label(
         text += f"+ckpt{checkpointing:g}{'-blind' if checkpoint_blind else ''}"
         text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if defrag is not None:  # (issue 48) moves that join scattered GPUs, at most this many GPU-hours lost a gang
-        text += f"+defrag{defrag:g}"
+        text += f"+defrag{defrag:g}" + (f"[movers={defrag_movers}]" if defrag_movers != 8 else "")
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -141,6 +142,7 @@ class ReplayConfig:
     # one gang, a job moved at most once in defrag_window_s (JOBDASH_DEFRAG_*); None: off.
     defrag_gpu_h: float | None = None
     defrag_window_s: float = 3600.0
+    defrag_movers: int = 8  # the most jobs moved for one gang (JOBDASH_DEFRAG_MAX_MOVERS)
     estimator: str = NEW_ESTIMATOR  # one of ESTIMATORS: the no-oracle duration estimate (issue #16)
     # Issue 35 (lending.py): this share of the nodes is lent each night 22:00-08:00 UTC, besides
     # the cluster; tide_blind: the planner is not told they are lent (the baseline).

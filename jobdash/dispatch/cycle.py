@@ -103,6 +103,7 @@ class DispatchSettings:
             defrag=DefragRules(
                 limit_gpu_s=settings.JOBDASH_DEFRAG_MAX_LOST_GPU_HOURS * 3600,
                 window_s=settings.JOBDASH_DEFRAG_WINDOW_SECONDS,
+                max_movers=settings.JOBDASH_DEFRAG_MAX_MOVERS,
             )
             if settings.JOBDASH_DEFRAG
             else None,
