@@ -151,3 +151,13 @@ def test_on_a_mover_checkpoints_leaves_the_big_job_starts_and_the_mover_starts_a
     assert [a["code"] for a in sim.cluster.audit if a["name"] == mover.name] == [201]  # made once
     # Within the window it is not moved again, whatever waits.
     assert row(mover).preempted_for_id is None
+
+
+def test_moves_are_on_by_default_and_their_rules_come_from_the_settings(settings):
+    from jobdash.dispatch.cycle import DispatchSettings
+
+    assert DispatchSettings.from_django().defrag == DefragRules(limit_gpu_s=4 * 3600.0, window_s=3600.0, max_movers=8)
+    settings.JOBDASH_DEFRAG_MAX_LOST_GPU_HOURS, settings.JOBDASH_DEFRAG_MAX_MOVERS = 0.5, 3
+    assert DispatchSettings.from_django().defrag == DefragRules(limit_gpu_s=1800.0, window_s=3600.0, max_movers=3)
+    settings.JOBDASH_DEFRAG = False
+    assert DispatchSettings.from_django().defrag is None
