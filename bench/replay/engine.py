@@ -244,12 +244,6 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             "cluster_s": 0.0,
             "max_pending": 0,
             "queue_len_sum": 0,
-            "preemptions_planned": 0,
-            "preemptions": 0,
-            "moves": 0,  # of them, moves (defragmentation)
-            "preemptions_called_off": 0,
-            "preemptions_reassigned": 0,
-            "borrowing_admitted": 0,
             "likely_end_s": 0.0,
             "calibration_observed": 0,
             # Pinned placement (issue #31): pods sent to their planned nodes, pods bound to a
@@ -264,6 +258,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             "pin_s": 0.0,
             "skipped_ticks_note": "ticks with nothing new are skipped",
         }
+        self._init_preemptions()
         self._init_lending(vc_nodes)
         self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()

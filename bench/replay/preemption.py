@@ -29,6 +29,16 @@ from .records import QUEUED, RECLAIM_NOTICE, RUNNING, JobRecord
 class Preemptions:
     """Mixed into ``engine.Replay``, whose ``__init__`` sets the state these methods keep."""
 
+    def _init_preemptions(self) -> None:
+        self.stats.update(
+            preemptions_planned=0,
+            preemptions=0,
+            moves=0,  # of them, moves (defragmentation)
+            preemptions_called_off=0,
+            preemptions_reassigned=0,
+            borrowing_admitted=0,
+        )
+
     def _running_job(self, rec: JobRecord, expected_end: float | None) -> RunningJob:
         """What the snapshot shows of a running job: preemption reads its placements, whether
         it borrows, how often it was preempted and whether it is leaving already."""

@@ -12,7 +12,7 @@ from jobdash import logs, metrics
 from jobdash.dispatch import kick
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.failures import CycleFailed
-from jobdash.dispatch.writers import transitions
+from jobdash.dispatch.writers import idle_bound, transitions
 from jobdash.leader import Elector, LeaderLoop
 from jobdash.leader.factory import elector_from_settings, renew_every
 from jobdash.usage import services as usage
@@ -67,7 +67,7 @@ class DispatcherLoop:
         self.wake.set()
 
     def start(self) -> None:
-        transitions.bound_paused_transactions()
+        idle_bound.bound_paused_transactions()
         # The term fences writes at the database and at jobdash's webhook; this stops them at
         # the source, by this process's own clock (also where no webhook is registered).
         self.dispatcher.gateway.writes_while(self.leader.is_leader)

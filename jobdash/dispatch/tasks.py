@@ -14,7 +14,7 @@ from jobdash import logs, metrics
 from jobdash.cluster.factory import gateway_from_settings
 from jobdash.dispatch.cycle import Dispatcher
 from jobdash.dispatch.failures import CycleFailed
-from jobdash.dispatch.writers import transitions
+from jobdash.dispatch.writers import idle_bound, transitions
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -30,7 +30,7 @@ def dispatcher() -> Dispatcher:
             # Cluster news (a pod finished, a quota changed) asks for a cycle, debounced.
             gateway.start(on_event=lambda event: _kick_quietly(), timeout=60)
             _dispatcher = Dispatcher(gateway)
-            transitions.bound_paused_transactions()
+            idle_bound.bound_paused_transactions()
         return _dispatcher
 
 

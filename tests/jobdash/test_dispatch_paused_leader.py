@@ -212,7 +212,7 @@ def test_a_dispatcher_process_bounds_its_sessions_idle_in_a_transaction_by_the_t
     from django.db import connections
     from django.db.backends.signals import connection_created
 
-    from jobdash.dispatch.writers import transitions
+    from jobdash.dispatch.writers import idle_bound
 
     settings.JOBDASH_LEADER_TTL_SECONDS = 3.0
     seen = []
@@ -223,7 +223,7 @@ def test_a_dispatcher_process_bounds_its_sessions_idle_in_a_transaction_by_the_t
             seen.append(cursor.fetchone()[0])
         connections.close_all()
 
-    transitions.bound_paused_transactions()
+    idle_bound.bound_paused_transactions()
     try:
         thread = threading.Thread(target=in_a_new_thread)
         thread.start()

@@ -6,9 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.backends.signals import connection_created
 from django.db.models import F
 from django.utils import timezone
 
@@ -41,24 +39,6 @@ def hold_term(term: int | None) -> None:
     recorded = Fence.objects.select_for_update().filter(id=1).values_list("term", flat=True).first()
     if recorded != term:
         raise StaleTerm(f"term {term} is not the recorded term {recorded}")
-
-
-def bound_paused_transactions() -> None:
-    """In a process that runs cycles: its database sessions opened from now on (a cycle's
-    thread opens its own) abort a transaction idle for the leader's TTL. A leader paused
-    (SIGSTOP, a frozen VM) inside one of its transactions still holds the fence row's lock,
-    and its successor's take_term would wait for it until JOBDASH_DB_IDLE_IN_TRANSACTION_SECONDS;
-    this way it waits no longer than the election did. (A running leader is never idle
-    inside a transaction for more than milliseconds.)"""
-    connection_created.connect(_bound_idle_transactions, dispatch_uid="dispatcher-idle-in-transaction")
-
-
-def _bound_idle_transactions(sender, connection, **kwargs) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
-            [str(int(settings.JOBDASH_LEADER_TTL_SECONDS * 1000))],
-        )
 
 
 def claims_seen() -> int:
