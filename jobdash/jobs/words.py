@@ -40,8 +40,8 @@ def past_late_bound_words(late: datetime, overruns: list[str] | None) -> str:
 def gpu_minutes(gpu_s: float) -> str:
     """6.4 GPU-minutes, 1 GPU-minute, 45 GPU-minutes."""
     minutes = gpu_s / 60
-    shown = f"{minutes:,.1f}" if minutes < 10 else f"{minutes:,.0f}"
-    return f"{shown} GPU-minute{'' if shown == '1.0' else 's'}".replace("1.0 GPU-minute", "1 GPU-minute")
+    shown = (f"{minutes:,.1f}" if minutes < 10 else f"{minutes:,.0f}").removesuffix(".0")
+    return f"{shown} GPU-minute{'' if shown == '1' else 's'}"
 
 
 def lost_words(lost_s: float, lost_gpu_s: float, checkpointed: bool, on_notice: bool = False) -> str:

@@ -107,7 +107,7 @@ class UsageCollector(Collector):
         family = CounterMetricFamily(
             "jobdash_gpu_seconds", "GPU-seconds run by the jobs of each namespace.", labels=["namespace"]
         )
-        for row in usage(None, None, ["namespace"]):
+        for row in usage(None, None, ["namespace"], lost=False):
             family.add_metric([row["namespace"]], row["gpu_hours"] * 3600)
         yield family
 

@@ -56,6 +56,7 @@ def usage(
     group_by: Collection[str],
     namespaces: Collection[str] | None = None,
     now: datetime | None = None,
+    lost: bool = True,
 ) -> list[dict]:
     """Rows {each of group_by, gpu_hours, cpu_hours, memory_gib_hours, and the GPU-hours
     lost (redone: lost_gpu_hours, and lost_<cause>_gpu_hours for each cause)} over the UTC days from
@@ -89,11 +90,12 @@ def usage(
         total[0] += amounts.gpu_s
         total[1] += amounts.cpu_s
         total[2] += amounts.memory_gib_s
-    lost = lost_by(from_day, to_day, group_by, namespaces)
+    # (budgets and fair share read the hours alone: lost=False spares them the lost work's query)
+    lost_work = lost_by(from_day, to_day, group_by, namespaces) if lost else {}
     rows = []
-    for group in sorted(sums.keys() | lost.keys(), key=lambda k: tuple(str(v) for v in k)):
+    for group in sorted(sums.keys() | lost_work.keys(), key=lambda k: tuple(str(v) for v in k)):
         gpu, cpu, memory = sums.get(group, (0.0, 0.0, 0.0))
-        by_cause = lost.get(group, {})
+        by_cause = lost_work.get(group, {})
         rows.append(
             {
                 **dict(zip(group_by, group, strict=True)),
@@ -111,7 +113,9 @@ def month_gpu_hours(namespaces: Collection[str] | None = None, now: datetime | N
     """GPU-hours each namespace used this calendar month (UTC), open runs up to now: what budgets read."""
     now = now or timezone.now()
     first = now.astimezone(UTC).date().replace(day=1)
-    return {row["namespace"]: row["gpu_hours"] for row in usage(first, None, ["namespace"], namespaces, now)}
+    return {
+        row["namespace"]: row["gpu_hours"] for row in usage(first, None, ["namespace"], namespaces, now, lost=False)
+    }
 
 
 def decayed_gpu_hours(now: datetime | None = None, half_life_days: float = 7.0) -> dict[str, float]:
@@ -121,7 +125,7 @@ def decayed_gpu_hours(now: datetime | None = None, half_life_days: float = 7.0) 
     today = now.astimezone(UTC).date()
     since = today - timedelta(days=int(10 * half_life_days) + 1) if half_life_days > 0 else None
     by_namespace: dict[str, dict[date, float]] = {}
-    for row in usage(since, None, ["namespace", "day"], None, now):
+    for row in usage(since, None, ["namespace", "day"], None, now, lost=False):
         by_namespace.setdefault(row["namespace"], {})[row["day"]] = row["gpu_hours"]
     return {namespace: decayed(days, today, half_life_days) for namespace, days in by_namespace.items()}
 
