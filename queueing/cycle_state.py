@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .clusters import ClusterPlan
 from .elastic import ElasticQuotas
 from .fit import NodePool
 from .policy import Policy
@@ -78,6 +79,7 @@ class CycleState:
     # holds its room there (preemptor.py); None while nothing is leaving and nothing preempts.
     future: NodePool | None = None
     tide: Tide | None = None  # the lent pools, when there are any and gangs are placed on nodes
+    clusters: ClusterPlan | None = None  # with two clusters or more: each gang inside one (clusters.py)
     waiting: list[tuple[int, PendingJob, Outcome]] = field(default_factory=list)  # not admitted: rank, job, why
     leaving: dict[int, list[RunningJob]] = field(default_factory=dict)  # preemptor -> its victims in their grace
     preempting: dict[int, Outcome] = field(default_factory=dict)  # waiting job -> its Preempting outcome

@@ -24,6 +24,7 @@ class Admission:
     placement: tuple[tuple[str, int, str], ...] | None
     borrowing: bool = False
     counts: Mapping[str, int] = field(default_factory=dict, hash=False)
+    cluster: str = ""  # the cluster it goes to (clusters.py); "": one cluster
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,9 @@ def _grow_one(state: CycleState, job: RunningJob, free: dict[str, int] | None) -
                 break
             if state.node_fit:
                 within = state.tide.extras_allowed() if state.tide is not None else None
+                if state.clusters is not None:  # (its new pods in its own cluster)
+                    own = state.clusters.nodes_of(job.placements)
+                    within = own if within is None else own & within
                 placed = state.pool.place(gang, totals, within=within)
                 if isinstance(placed, NodeFailure):
                     break

@@ -27,6 +27,7 @@ import gc
 
 from . import elastic_jobs
 from .backfill import CycleBackfill
+from .clusters import ClusterPlan
 from .cycle_state import CycleState, NamespaceState, namespace_states
 from .decisions import Admission, Plan, Resize
 from .elastic import ElasticQuotas
@@ -129,8 +130,13 @@ class _Planner:
         )
         if snapshot.lent and self.state.node_fit:  # (without lent pools: no work per job)
             self.state.tide = Tide(snapshot.lent, self.state.pool.names, snapshot.now)
+        if len(snapshot.clusters) > 1:  # (one cluster: no work per job)
+            in_flight = [(job.cluster, job.namespace, job.outstanding) for job in snapshot.in_flight]
+            self.state.clusters = ClusterPlan(snapshot.clusters, self.state.pool, in_flight)
         self.preemptor = Preemptor(self.state)
-        self.gangs = GangPlacement(self.state.pool, Topology(self.state.pool, snapshot.topology_levels), self.now)
+        self.gangs = GangPlacement(
+            self.state.pool, Topology(self.state.pool, snapshot.topology_levels), self.now, self.state.clusters
+        )
         self.fair_share = FairShare(self.state)
         self.admissions: list[Admission] = []
         self.admitted_jobs: list[PendingJob] = []
@@ -170,7 +176,7 @@ class _Planner:
         self.cluster_max = state.pool.cluster_max  # the most of each resource one pod takes on one empty node
         self.largest = state.pool.largest  # and the node that has it
         # Gangs admitted before that lost nodes to failures take new ones before anyone else.
-        return replace(state.pool, state.snapshot.replacements)
+        return replace(state.pool, state.snapshot.replacements, state.clusters)
 
     # -- 3. admission --------------------------------------------------------------------
 
@@ -276,6 +282,8 @@ class _Planner:
         shape: tuple[object, ...] = (id(job.demand), id(job.gang))
         if request is not None:  # (placed by its own rule: unlike jobs of its shape without one)
             shape = (*shape, request)
+        if job.clusters is not None and self.state.clusters is not None:  # (the same for its cluster wish)
+            shape = (*shape, job.clusters)
         bar = self.state.tide.barred(job) if self.state.tide is not None else None
         if bar is not None:  # (kept off some lent nodes: unlike jobs of its shape that may use them)
             shape = (*shape, bar.key)
@@ -356,8 +364,14 @@ class _Planner:
                     namespace.blocked_by = job.id
                     namespace.held_back = Reason.BLOCKED_BY_QUEUE_HEAD, {"head": job.id}
                 return cannot_borrow
-        # 3c. Gang placement on nodes.
+        # 3c. Gang placement on nodes (in one cluster, with several: clusters.py).
         placement = None
+        cluster = ""
+        if self.state.clusters is not None and not self.state.node_fit:  # (quota only: the first that admits it)
+            found = self.gangs.clusters_for(job)
+            if not isinstance(found, list):
+                return found
+            cluster = found[0][0]
         if self.state.node_fit:
             placed = self.gangs.place(job, bar)
             if not isinstance(placed, list):
@@ -368,16 +382,24 @@ class _Planner:
                 self.state.future.charge_pods((node, job.gang[group_number].requests) for group_number, node in placed)
             placement = pod_names(job, placed, self.state.pool.names)
             self.state.pool.cards.record(job.id, job.gang, placed)
+            if self.state.clusters is not None:
+                cluster = self.state.clusters.cluster_of(placement)
         # 3d. Admit: charge the quota; the pool has already charged the nodes.
         if shadow is not None and backfill is not None:  # (backfill is set whenever shadow is)
             shadow.take(backfill, job.demand)
             self.state.stats["backfilled"] += 1
-        self._admitted(job, namespace, placement)
+        self._admitted(job, namespace, placement, cluster)
         return None
 
     def _admitted(
-        self, job: PendingJob, namespace: NamespaceState, placement: tuple[tuple[str, int, str], ...] | None
+        self,
+        job: PendingJob,
+        namespace: NamespaceState,
+        placement: tuple[tuple[str, int, str], ...] | None,
+        cluster: str = "",
     ) -> None:
+        if cluster and self.state.clusters is not None:
+            self.state.clusters.charge(cluster, job.namespace, job.demand)
         if namespace.free is not None:
             free = namespace.free
             for key in free:
@@ -385,7 +407,7 @@ class _Planner:
         namespace.admitted.append(job)
         borrowing = self.state.elastic.admit(job) if self.state.elastic.active else False
         borrowing = borrowing or job.namespace in self.holds.borrow_only
-        self.admissions.append(Admission(job.id, job.namespace, placement, borrowing))
+        self.admissions.append(Admission(job.id, job.namespace, placement, borrowing, cluster=cluster))
         self.admitted_jobs.append(job)
 
     def _quota_outcome(self, job: PendingJob, namespace: NamespaceState, short: str) -> Outcome:

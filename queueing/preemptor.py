@@ -114,6 +114,8 @@ class Preemptor:
         rules = self.state.snapshot.defrag
         if rules is None or not self.state.node_fit or not self.state.waiting:
             return
+        if self.state.clusters is not None:  # (moves plan on one cluster's nodes: not yet with several)
+            return
         snapshot, now = self.state.snapshot, self.state.snapshot.now
         taken = {preemption.victim for preemption in self.state.preemptions}
         running = {job.id: job for job in snapshot.running if job.id not in taken}
@@ -325,11 +327,21 @@ class Preemptor:
             bar = tide.barred(job) if tide is not None else None  # lent nodes it may not use
             within = None if bar is None else bar.allowed
             if not commit:
-                if isinstance(future.place_freeing(job.gang, job.totals, pods, False, within), NodeFailure):
+                if not any(
+                    not isinstance(future.place_freeing(job.gang, job.totals, pods, False, nodes), NodeFailure)
+                    for nodes in self._within_a_cluster(job, within)
+                ):
                     return False
             else:
                 future.free_pods(pods)
-                placed = self._place_preferring(future, pods, job, within)
+                placed = next(
+                    (
+                        found
+                        for nodes in self._within_a_cluster(job, within)
+                        if (found := self._place_preferring(future, pods, job, nodes)) is not None
+                    ),
+                    None,
+                )
                 if placed is None:
                     future.charge_pods(pods)
                     return False
@@ -344,6 +356,16 @@ class Preemptor:
             if self.state.elastic.active:
                 self.state.elastic.admit(job, without=own)
         return True
+
+    def _within_a_cluster(self, job: PendingJob, within: frozenset[int] | None) -> list[frozenset[int] | None]:
+        """Where the gang may be placed, one cluster at a time (clusters.py); one cluster: `within`."""
+        clusters = self.state.clusters
+        if clusters is None:
+            return [within]
+        found = clusters.candidates(job.namespace, job.demand, job.totals, job.clusters)
+        if not isinstance(found, list):
+            return []
+        return [nodes if within is None else nodes & within for _, nodes in found]
 
     def _freed(self, namespace: str, key: str, victims: list[RunningJob]) -> int:
         """The quota ``victims`` of ``namespace`` give back: their demand, but never more than

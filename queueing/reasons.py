@@ -30,6 +30,8 @@ class Reason(StrEnum):
     # It would fit with lent nodes it may not use now (tide.py): it would run past their reclaim,
     # has no run-time prediction, or they are in their notice window.
     OUTLASTS_LENT_POOL = "OutlastsLentPool"  # pool, reclaim_at, bound, why, notice_s, timezone, now
+    # With several clusters (clusters.py): none it may use takes jobs now (lost, or none matches).
+    NO_CLUSTER = "NoClusterAvailable"  # asked (its wish, words), lost (cluster names)
     # Elastic quota: beyond its guaranteed share, and its cohort lends too little (or its limit is reached).
     CANNOT_BORROW = "CannotBorrow"  # resource, needed, free (lendable now), guaranteed, cohort, limit (or None)
     # Room is being made: jobs are preempted for this one and leave after their grace period.
@@ -151,8 +153,9 @@ def describe(reason: Reason, detail: Mapping[str, Any], namespace: str) -> str:
 
 def _quota_exceeded(d: Mapping[str, Any], namespace: str) -> str:
     r = d["resource"]
+    where = f" (cluster {d['cluster']}, the roomiest)" if d.get("cluster") else ""
     return (
-        f"quota {r} in {namespace}: needs {amount(r, d['needed'])}, "
+        f"quota {r} in {namespace}{where}: needs {amount(r, d['needed'])}, "
         f"{amount(r, max(d['free'], 0))} of {amount(r, d['hard'])} free"
     )
 
@@ -210,6 +213,11 @@ def _no_domain_fits(d: Mapping[str, Any], namespace: str) -> str:
     if d.get("slice_of"):
         pods = f"a slice of {d['pods']} of its {d['slice_of']} pods ({needed} {r} each)"
     return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
+
+
+def _no_cluster(d: Mapping[str, Any], namespace: str) -> str:
+    lost = f"; lost (not answering): {', '.join(d['lost'])}" if d.get("lost") else ""
+    return f"no cluster it may use takes jobs now ({d['asked']}){lost}"
 
 
 def _outlasts_lent_pool(d: Mapping[str, Any], namespace: str) -> str:
@@ -301,6 +309,7 @@ _WORDS: dict[Reason, Callable[[Mapping[str, Any], str], str]] = {
     Reason.NO_NODE_FITS: _no_node_fits,
     Reason.NO_DOMAIN_FITS: _no_domain_fits,
     Reason.OUTLASTS_LENT_POOL: _outlasts_lent_pool,
+    Reason.NO_CLUSTER: _no_cluster,
     Reason.NEVER_FITS_NODES: _never_fits_nodes,
     Reason.WAITING_FOR_PODS: _waiting_for_pods,
     Reason.WAITING_FOR_IN_FLIGHT: _waiting_for_in_flight,

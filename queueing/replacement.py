@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .clusters import ClusterPlan
 from .fit import NodeFailure, NodePool
 from .snapshot import PodGroup, gang_of, node_totals
 from .workload import Workload
@@ -37,13 +38,15 @@ class Replaced:
     evicted: Mapping[int, str]
 
 
-def replace(pool: NodePool, replacements: Sequence[Replacement]) -> Replaced:
+def replace(pool: NodePool, replacements: Sequence[Replacement], clusters: ClusterPlan | None = None) -> Replaced:
+    """`clusters`, with several: the lost pods stay in their gang's cluster."""
     placements: dict[int, Placement] = {}
     evicted: dict[int, str] = {}
     for replacement in replacements:
         lost_nodes = sorted({node for _, _, node in replacement.lost})
         gang = _lost_gang(replacement)
-        placed = pool.place(gang, node_totals(gang)) if gang else []
+        within = None if clusters is None else clusters.nodes_of((*replacement.keep, *replacement.lost))
+        placed = pool.place(gang, node_totals(gang), within) if gang else []
         if isinstance(placed, NodeFailure):
             evicted[replacement.job_id] = (
                 f"its node {', '.join(lost_nodes)} failed and no node has room for its "

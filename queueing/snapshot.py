@@ -19,6 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from .cards import SharedCards
+from .cluster_request import Cluster, ClusterRequest
+from .cluster_request import request_of as cluster_request_of
 from .namespace_quota import NamespaceQuota
 from .node_affinity import NodeAffinity, canonical, matches
 from .tide import LentPool, checkpoints_of
@@ -200,6 +202,8 @@ class PendingJob:
     cpu: int = field(init=False, repr=False, compare=False)
     # Its topology request (topology.py), read from its annotations once.
     topology: TopologyRequest | None = field(init=False, repr=False, compare=False)
+    # The clusters it asks for (clusters.py), read from its annotations once; None: any.
+    clusters: ClusterRequest | None = field(init=False, repr=False, compare=False)
     # Whether it checkpoints (may run past a lent pool's reclaim: tide.py), from its annotations,
     # or ``checkpoints_on_notice``: the API's checkpoint_on_notice field said so.
     checkpoints: bool = field(init=False, repr=False, compare=False)
@@ -250,6 +254,7 @@ class PendingJob:
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
+        set_(self, "clusters", cluster_request_of(workload))
         set_(self, "checkpoints", checkpoints_on_notice or checkpoints_of(workload))
         set_(self, "elastic", workload.elastic)
 
@@ -289,6 +294,7 @@ class InFlightJob:
     outstanding: Mapping[str, int] = field(default_factory=dict)
     released_at: float = 0.0
     expected_duration: float | None = None
+    cluster: str = ""  # the cluster it was released to (clusters.py); "": one cluster
     gang: tuple[PodGroup, ...] = field(init=False, repr=False, compare=False)
     demand: Mapping[str, int] = field(init=False, repr=False, compare=False)  # the whole job's, for ETA
     totals: Mapping[str, int] = field(init=False, repr=False, compare=False)
@@ -449,6 +455,8 @@ class Snapshot:
     budgets: Mapping[str, Budget] = field(default_factory=dict)
     # Defragmentation (defrag.py): its rules when on; None: off.
     defrag: DefragRules | None = None
+    # The clusters (clusters.py), when there are two or more: each gang inside one of them.
+    clusters: tuple[Cluster, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pending", tuple(self.pending))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from .cluster_request import CLUSTER_LABEL
 from .fit import NodeFailure, NodePool, primary_resource
 from .snapshot import PodGroup
 from .topology_request import (
@@ -65,13 +66,15 @@ class Topology:
         (nodes without the label belong to none)."""
         found = self._domains.get(level)
         if found is None:
-            groups: dict[str, set[int]] = {}
+            # A domain is within one cluster (clusters.py): two clusters' "rack-1" are two racks.
+            groups: dict[tuple[str, str], set[int]] = {}
             nodes = self.pool.nodes
             for number in self.pool.schedulable:
-                value = nodes[number].labels.get(level)
+                labels = nodes[number].labels
+                value = labels.get(level)
                 if value is not None:
-                    groups.setdefault(value, set()).add(number)
-            found = self._domains[level] = [frozenset(groups[value]) for value in sorted(groups)]
+                    groups.setdefault((labels.get(CLUSTER_LABEL, ""), value), set()).add(number)
+            found = self._domains[level] = [frozenset(groups[key]) for key in sorted(groups)]
         return found
 
     def place(

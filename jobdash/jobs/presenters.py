@@ -104,6 +104,7 @@ REASON_WORDS = {
     "QuotaExceeded": "Waiting for quota",
     "NoNodeFits": "Waiting for room on the nodes",
     "OutlastsLentPool": "Kept off lent nodes that go back too soon",
+    "NoClusterAvailable": "No cluster it may use takes jobs now",
     "WaitingForInFlight": "Waiting for a job being started",
     "ReservedForOlderJob": "Capacity held for an older job",
     "BlockedByQueueHead": "Behind the head of the queue",
