@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "jobdash.dispatch",
     "jobdash.embedded",
     "jobdash.usage",
+    "jobdash.clusters",
     "webhooks",
 ]
 
@@ -220,6 +221,15 @@ JOBDASH_EXAMPLES_DIR = BASE_DIR / "examples"
 # --- the cluster and the dispatcher (docs/operations.md) ---
 JOBDASH_CLUSTER = env_choice("JOBDASH_CLUSTER", "sim", ("sim", "kubeconfig", "incluster"))
 KUBECONFIG = os.environ.get("KUBECONFIG") or str(VAR_DIR / "kubeconfig")
+# Many clusters, one queue (issue 49; jobdash/clusters/config.py): a YAML file naming them;
+# unset, the one cluster above. A cluster silent this long is lost (nothing new goes there);
+# its released jobs that never ran are planned again elsewhere after the next, its running
+# jobs that checkpoint or may be restarted after the last.
+JOBDASH_CLUSTERS = os.environ.get("JOBDASH_CLUSTERS", "")
+JOBDASH_EMBEDDED_CLUSTERS = env_number("JOBDASH_EMBEDDED_CLUSTERS", 1, minimum=1)  # make run: 1 or 2 kubesims
+JOBDASH_CLUSTER_LOST_AFTER_SECONDS = env_number("JOBDASH_CLUSTER_LOST_AFTER_SECONDS", 60.0, minimum=1.0)
+JOBDASH_CLUSTER_REPLAN_RELEASED_SECONDS = env_number("JOBDASH_CLUSTER_REPLAN_RELEASED_SECONDS", 300.0, minimum=0.0)
+JOBDASH_CLUSTER_REPLAN_RUNNING_SECONDS = env_number("JOBDASH_CLUSTER_REPLAN_RUNNING_SECONDS", 1800.0, minimum=0.0)
 # Who may view, edit or administer a namespace's jobs (jobdash/jobs/roles.py): the cluster's
 # RBAC (SubjectAccessReviews), the admin console's membership (members edit), or both.
 JOBDASH_ROLES_FROM = env_choice("JOBDASH_ROLES_FROM", "membership", ("rbac", "membership", "both"))

@@ -9,6 +9,7 @@ deadline). With a real clock ``start()`` runs the controllers in a thread.
 from __future__ import annotations
 
 import copy
+import threading
 
 from . import nodeops
 from .admission import Admission, UserInfo
@@ -73,6 +74,9 @@ class Cluster:
         self.audit: list[dict] = []
         self.api = Api(self.store, self.quota, self.admission, self.audit)
         self.faults = Faults(cfg.faults)
+        # Cut off (a partition, issue 49): the API server answers nothing, its watches end,
+        # while the cluster behind it runs on. Only the /kubesim/ control plane still answers.
+        self.cut = threading.Event()
         self.authorizer = Authorizer(self.store, cfg.rbac, RBAC_TYPES)
         self.store.hooks.append(Aggregator(self.store, CLUSTERROLES).on_event)
         self.owners = Owners(self.store, (PODS, JOBS, JOBSETS))
@@ -222,6 +226,15 @@ class Cluster:
 
     def drop_watches(self, abrupt: bool = False) -> int:
         return self.store.drop_watches(abrupt)
+
+    def cut_off(self, off: bool) -> None:
+        """Cut the API server off (`off`) or bring it back: cut, every request is closed
+        unanswered and every watch ends abruptly, as a partition looks to a client."""
+        if off:
+            self.cut.set()
+            self.store.drop_watches(True)
+        else:
+            self.cut.clear()
 
     # --- nodes ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The control plane under ``/kubesim/``, unauthenticated, for tests run against a separate
-process: the job create audit, faults, dropping watches, compaction, advancing a manual clock
+process: the job create audit, faults, dropping watches, cutting the API server off (POST /kubesim/cut {"off": bool}), compaction, advancing a manual clock
 and the server's state.  Each endpoint answers 200 with a JSON object."""
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ def _drop_watches(cluster: Cluster, body: dict, errors: list[str]) -> dict:
     return {"dropped": cluster.drop_watches(bool(body.get("abrupt")))}
 
 
+def _cut(cluster: Cluster, body: dict, errors: list[str]) -> dict:
+    off = body.get("off", True)
+    if not isinstance(off, bool):
+        raise bad_request("off must be true or false")
+    cluster.cut_off(off)
+    return {"cut": off}
+
+
 def _compact(cluster: Cluster, body: dict, errors: list[str]) -> dict:
     return {"compacted": cluster.store.compact()}
 
@@ -53,6 +61,7 @@ _ENDPOINTS: dict[tuple[str, str], Callable[[Cluster, dict, list[str]], dict]] = 
     ("POST", "/kubesim/faults"): _add_fault,
     ("DELETE", "/kubesim/faults"): _clear_faults,
     ("POST", "/kubesim/drop-watches"): _drop_watches,
+    ("POST", "/kubesim/cut"): _cut,
     ("POST", "/kubesim/compact"): _compact,
     ("POST", "/kubesim/advance"): _advance,
     ("GET", "/kubesim/state"): _state,

@@ -111,6 +111,9 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self._raw = self.rfile.read(length) if length else b""
         self._warnings: list[str] = []
+        if self.server.cluster.cut.is_set() and not self.path.startswith("/kubesim/"):
+            self.close_connection = True  # cut off: no answer at all (Cluster.cut_off)
+            return
         try:
             self._dispatch(method)
         except ApiError as exc:

@@ -229,7 +229,10 @@ class PendingJob:
         after: Dependencies | None = None,
         group: int | None = None,
         checkpoints_on_notice: bool = False,
+        cluster: str = "",
     ) -> None:
+        """`cluster`: the one it must go back to (its object waits there, suspended), over
+        whatever its annotations ask (clusters.py)."""
         set_ = object.__setattr__
         set_(self, "id", id)
         set_(self, "namespace", namespace)
@@ -254,7 +257,7 @@ class PendingJob:
         set_(self, "totals", totals)
         set_(self, "cpu", totals.get("cpu", 0))
         set_(self, "topology", request_of(workload))
-        set_(self, "clusters", cluster_request_of(workload))
+        set_(self, "clusters", ClusterRequest(required=cluster) if cluster else cluster_request_of(workload))
         set_(self, "checkpoints", checkpoints_on_notice or checkpoints_of(workload))
         set_(self, "elastic", workload.elastic)
 

@@ -72,6 +72,7 @@ class Quota:
     name: str
     hard: Mapping[str, int]
     used: Mapping[str, int]
+    cluster: str = ""  # with several clusters (multi.py), the one it is in
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,18 @@ class KubeGateway:
         return (self._pod_kinds[label], pod.namespace, pod.labels[label])
 
     @classmethod
-    def from_settings(cls, mode: str, kubeconfig: str | None = None, **options) -> "KubeGateway":
-        return cls(api_client(mode, kubeconfig), **options)
+    def from_settings(
+        cls, mode: str, kubeconfig: str | None = None, context: str | None = None, **options
+    ) -> "KubeGateway":
+        return cls(api_client(mode, kubeconfig, context), **options)
+
+    def answers(self, timeout: float = 2.0) -> bool:
+        """Whether the API server answers now (GET /version), within `timeout` seconds."""
+        try:
+            client.VersionApi(self._api).get_code(_request_timeout=timeout)
+        except Exception:  # any failure to answer: refused, reset, timed out, an error status
+            return False
+        return True
 
     def _lister(self, kind_key: str) -> Callable[..., Any]:
         group, version, plural = kinds.group_version_plural(kind_key)

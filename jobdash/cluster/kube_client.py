@@ -22,13 +22,14 @@ __all__ = ["api_client", "translate"]
 TRANSIENT_STATUSES = {0, 408, 429, 500, 502, 503, 504}
 
 
-def api_client(mode: str, kubeconfig: str | None = None) -> client.ApiClient:
-    """mode: `kubeconfig` (or `sim`: kubesim writes a kubeconfig) or `incluster`."""
+def api_client(mode: str, kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """mode: `kubeconfig` (or `sim`: kubesim writes a kubeconfig; `context`: one of its
+    contexts, else its current one) or `incluster`."""
     configuration = client.Configuration()
     if mode == "incluster":
         config.load_incluster_config(client_configuration=configuration)
     else:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     # Watches hold connections for minutes; releases run concurrently beside them.
     configuration.connection_pool_maxsize = 32
     configuration.retries = False  # retries are ours, with backoff, in `_call`

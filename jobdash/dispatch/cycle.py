@@ -27,6 +27,7 @@ from jobdash.dispatch.context import CycleContext, CycleResult
 from jobdash.dispatch.failures import FailureWatch
 from jobdash.dispatch.phases import table, tracker
 from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.clusters import ClusterWatch
 from jobdash.dispatch.phases.queue_out import QueueOut
 from jobdash.dispatch.phases.team_usage import TeamUsage
 from jobdash.dispatch.state import cycle_cache, quiet
@@ -139,6 +140,7 @@ class Dispatcher:
         self.quiet = quiet.QuietWatch()  # whether a cycle may skip planning: nothing changed
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
+        self.clusters = ClusterWatch.of(gateway)  # with several clusters: their health (phases/clusters.py)
         self.failures = FailureWatch(self.clock)  # its drivers' cycles, told once and recorded (failures.py)
 
     def complete_round_due(self, queued: int) -> bool:

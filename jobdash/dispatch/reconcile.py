@@ -21,12 +21,19 @@ from jobdash.dispatch.writers import bulk, release, transitions
 from jobdash.jobs.models import Job, State
 
 
-def _stranded(min_age_s: float, now: datetime) -> list[int]:
-    """Released jobs without a recorded object, claimed at least `min_age_s` ago."""
+def _stranded(min_age_s: float, now: datetime, frozen: Collection[str] = ()) -> list[int]:
+    """Released jobs without a recorded object, claimed at least `min_age_s` ago (none to a
+    lost cluster: `frozen`, whose jobs wait for its return or their replanning)."""
     cutoff = now - timedelta(seconds=min_age_s)
-    return list(
-        Job.objects.filter(state=State.RELEASED, object_uid="", released_at__lte=cutoff).values_list("id", flat=True)
-    )
+    rows = Job.objects.filter(state=State.RELEASED, object_uid="", released_at__lte=cutoff)
+    if frozen:
+        rows = rows.exclude(cluster__in=frozen)
+    return list(rows.values_list("id", flat=True))
+
+
+def _frozen(gateway: gw.ClusterGateway) -> frozenset[str]:
+    """The lost clusters (several clusters only: jobdash.cluster.multi)."""
+    return getattr(gateway, "frozen", frozenset())
 
 
 def resend_stranded(
@@ -41,7 +48,7 @@ def resend_stranded(
     pin: bool = False,
 ) -> dict[str, int]:
     now = now or timezone.now()
-    stranded = _stranded(min_age_s, now)
+    stranded = _stranded(min_age_s, now, _frozen(gateway))
     if not stranded:
         return {}
     # An object that exists (the create landed, its uid was never recorded) is recorded;
@@ -91,7 +98,10 @@ def reconcile(
 
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=min_age_s)
-    released = list(Job.objects.filter(state=State.RELEASED).values_list("id", "object_uid", "released_at"))
+    released_rows = Job.objects.filter(state=State.RELEASED)
+    if frozen := _frozen(gateway):
+        released_rows = released_rows.exclude(cluster__in=frozen)
+    released = list(released_rows.values_list("id", "object_uid", "released_at"))
     found = _running_objects(gateway, [job_id for job_id, _, _ in released if job_id in live])
     transitions.created_many({job_id: found[job_id].uid for job_id, uid, _ in released if job_id in found and not uid})
     resend = [job_id for job_id, _, at in released if job_id not in found and (at is None or at <= cutoff)]

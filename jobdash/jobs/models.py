@@ -204,6 +204,7 @@ class Job(models.Model):
     # each pod, and the uid of the job's object once the cluster has it.
     leader_term = models.BigIntegerField(null=True, blank=True)
     placement = models.JSONField(null=True, blank=True)
+    cluster = models.CharField(max_length=63, blank=True)  # released to (issue 49); "": the one cluster
     # Its pods on GPUs shared by memory: [role, index, [card, ...]] each (queueing/cards.py).
     cards = models.JSONField(null=True, blank=True)
     # An elastic job admitted or resized to fewer pods than written: {role: pods} it runs.
@@ -467,6 +468,7 @@ class LostWork(models.Model):
         PREEMPTION = "preemption"
         RECLAIM = "reclaim", "reclaim of lent nodes"
         MOVE = "move", "move to make room"
+        CLUSTER = "cluster", "its cluster lost"
 
     job_id = models.BigIntegerField()
     at = models.DateTimeField()

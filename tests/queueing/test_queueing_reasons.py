@@ -32,6 +32,7 @@ DETAILS = {
         "timezone": "UTC",
         "now": 1_000_000.0,
     },
+    Reason.NO_CLUSTER: {"asked": "it requires cluster east", "lost": ["east"]},
     Reason.WAITING_FOR_IN_FLIGHT: {"in_flight": 7},
     Reason.RESERVED_FOR_OLDER_JOB: {"reserved_for": 3, "resource": "nvidia.com/gpu"},
     Reason.BLOCKED_BY_QUEUE_HEAD: {"head": 3},

@@ -56,6 +56,7 @@ class ActiveJob:
     min_runtime_s: float | None = None
     last_checkpoint_at: float | None = None
     moved_at: float | None = None  # when defragmentation last moved it
+    cluster: str = ""  # the cluster it was released to (issue 49); "": the one cluster
 
     @property
     def kind_key(self) -> str:
@@ -101,6 +102,7 @@ _FIELDS = (
     "checkpoint_every_s",
     "checkpoint_on_notice_s",
     "min_runtime_s",
+    "cluster",
 )
 _TIMES = (
     "released_at",
@@ -164,6 +166,7 @@ def _made(row: Mapping[str, Any], parsed: Workload) -> ActiveJob:
         min_runtime_s=row["min_runtime_s"],
         last_checkpoint_at=row["last_checkpoint_at"],
         moved_at=row["moved_at"],
+        cluster=row["cluster"],
     )
 
 

@@ -24,6 +24,7 @@ from jobdash.cluster import kinds
 from jobdash.cluster.gateway import ClusterGateway, NodeInfo, ObjectKey, PodInfo
 from jobdash.dispatch.phases import card_usage, lending, lost, pod_groups, workflow_holds
 from jobdash.dispatch.phases.active import ActiveJob
+from jobdash.dispatch.phases.clusters import ClusterWatch
 from jobdash.dispatch.phases.team_usage import TeamUsage
 from jobdash.dispatch.state import world as world_cache
 from jobdash.dispatch.state.cycle_cache import CycleCache, PendingRow
@@ -158,14 +159,43 @@ def _derived_used(pods: Iterable[PodInfo]) -> dict[str, dict[str, int]]:
 def _quotas(
     gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]], pods: Iterable[PodInfo] = ()
 ) -> dict[str, NamespaceQuota]:
-    """`managed`: per namespace its weight and elastic quota (Namespace rows); `pods`: the live pods."""
+    """`managed`: per namespace its weight and elastic quota (Namespace rows); `pods`: the live
+    pods. With several clusters: a namespace's quotas in all of them, summed (_by_cluster)."""
+    by_cluster = _quotas_by_cluster(gateway, managed, pods)
+    if len(by_cluster) == 1:
+        return next(iter(by_cluster.values()))
+    return _summed(by_cluster)
+
+
+def _summed(by_cluster: Mapping[str, Mapping[str, NamespaceQuota]]) -> dict[str, NamespaceQuota]:
+    """Each namespace's quota over every cluster: hard and used summed."""
+    summed: dict[str, NamespaceQuota] = {}
+    for quotas in by_cluster.values():
+        for name, quota in quotas.items():
+            before = summed.get(name)
+            if before is None:
+                summed[name] = quota
+                continue
+            hard, used = dict(before.hard), dict(before.used)
+            for key, amount in quota.hard.items():
+                hard[key] = hard.get(key, 0) + amount
+            for key, amount in quota.used.items():
+                used[key] = used.get(key, 0) + amount
+            summed[name] = dataclasses.replace(before, hard=hard, used=used)
+    return summed
+
+
+def _quotas_by_cluster(
+    gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]], pods: Iterable[PodInfo] = ()
+) -> dict[str, dict[str, NamespaceQuota]]:
+    """Per cluster ("" for the one cluster), each namespace's quotas there, combined."""
     by_namespace = defaultdict(list)
     derived = _derived_used(pods)
     for quota in gateway.quotas():
         namespace = managed.get(quota.namespace)
         if namespace is not None:
             extra = {key: amount for key, amount in derived.get(quota.namespace, {}).items() if key in quota.hard}
-            by_namespace[quota.namespace].append(
+            by_namespace[quota.cluster, quota.namespace].append(
                 NamespaceQuota(
                     quota.namespace,
                     quota.hard,
@@ -176,7 +206,10 @@ def _quotas(
                     borrowing_limit=elastic.amounts(namespace["borrowing_limit"]),
                 )
             )
-    return {name: NamespaceQuota.combine(quotas) for name, quotas in by_namespace.items()}
+    by_cluster: dict[str, dict[str, NamespaceQuota]] = defaultdict(dict)
+    for (cluster, name), quotas in by_namespace.items():
+        by_cluster[cluster][name] = NamespaceQuota.combine(quotas)
+    return dict(by_cluster) or {"": {}}
 
 
 def namespace_policies(rows: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -209,11 +242,21 @@ class World:
     workloads_before: dict[int, Workload]
 
 
-def read(gateway: ClusterGateway, cache: CycleCache, *, release_mode: str, tables: str | None = None) -> World:
+def read(
+    gateway: ClusterGateway,
+    cache: CycleCache,
+    *,
+    release_mode: str,
+    tables: str | None = None,
+    frozen: frozenset[str] = frozenset(),
+) -> World:
     """The world cloned: the database as the cache keeps it (world.refresh: what changed
     read, the rest the cache's own objects) and the watch cache. `tables`: phase 0's digest
-    of the namespace and lent pool rows (None: the namespaces are read again)."""
+    of the namespace and lent pool rows (None: the namespaces are read again). `frozen`: lost
+    clusters, whose active jobs are left as they are (phases/clusters.py): not in the world."""
     kept = world_cache.refresh(cache, release_mode=release_mode, tables=tables)
+    if frozen:
+        kept = dataclasses.replace(kept, active=[job for job in kept.active if job.cluster not in frozen])
     # The watch cache keeps finished pods and objects until they are deleted: read only the
     # live pods (node usage) and the pods and objects of released jobs, not all of them.
     live_pods = gateway.live_pods()
@@ -241,6 +284,7 @@ def _in_flight(
         outstanding=_outstanding(job, created, gateway.job_object(job.key) is not None),
         released_at=job.released_at or now,
         expected_duration=predicted,
+        cluster=job.cluster,
     )
 
 
@@ -283,6 +327,7 @@ def build(
     now: float,
     team_usage: TeamUsage | None,
     defrag: DefragRules | None = None,
+    clusters: ClusterWatch | None = None,
 ) -> Observation:
     """The snapshot of `world`, with the run times `expected` of its active jobs and the
     planned pods `found` lost. `nodes_kept`: CycleCache.nodes (_nodes)."""
@@ -302,12 +347,14 @@ def build(
         held[job_id] = dataclasses.replace(held[job_id], after=dependent.after) if job_id in held else dependent
     cards = card_usage.shared_cards(world.nodes, world.live_pods, world.active, world.pods, slots)
     kept = [row for row in rows if row.job.id not in holds.never] if holds.never else list(rows)
+    managed = {row["name"]: row for row in world.namespaces}
+    by_cluster = _quotas_by_cluster(gateway, managed, world.live_pods)
     snapshot = Snapshot(
         now=now,
         pending=tuple(held.get(row.job.id, row.job) for row in kept),
         in_flight=tuple(in_flight),
         running=tuple(running),
-        quotas=_quotas(gateway, {row["name"]: row for row in world.namespaces}, world.live_pods),
+        quotas=next(iter(by_cluster.values())) if len(by_cluster) == 1 else _summed(by_cluster),
         nodes=_nodes(world.nodes, world.live_pods, cards, nodes_kept),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in world.namespaces),
@@ -319,6 +366,7 @@ def build(
         usage=team_usage.past(now) if team_usage is not None else {},
         budgets=over_budget,
         defrag=defrag,
+        clusters=clusters.plan_clusters(by_cluster) if clusters is not None else (),
     )
     return Observation(
         snapshot=snapshot,

@@ -52,6 +52,8 @@ class Phase:
 
 def quiet_look(ctx: CycleContext) -> None:
     leader = ctx.leader
+    if leader.clusters is not None:  # (several clusters: their health first, phases/clusters.py)
+        ctx.result.clusters = leader.clusters.check(ctx.term, ctx.started)
     ctx.seen = leader.quiet.look(leader.gateway, ctx.term)
     ctx.quiet = leader.quiet.quiet(ctx.started.timestamp(), ctx.seen, leader.cache)
     if ctx.quiet:
@@ -64,8 +66,9 @@ def take_snapshot(ctx: CycleContext) -> None:
     leader = ctx.leader
     ctx.claims = transitions.claims_seen()  # (before the snapshot: a claim after it makes it stale)
     tables = ctx.seen.tables if ctx.seen is not None else None
+    frozen = leader.clusters.frozen if leader.clusters is not None else frozenset()
     ctx.world = snapshot_phase.read(
-        leader.gateway, leader.cache, release_mode=leader.config.release_mode, tables=tables
+        leader.gateway, leader.cache, release_mode=leader.config.release_mode, tables=tables, frozen=frozen
     )
 
 
@@ -94,6 +97,7 @@ def build_snapshot(ctx: CycleContext) -> None:
         now=ctx.started.timestamp(),
         team_usage=leader.team_usage,
         defrag=config.defrag,
+        clusters=leader.clusters,
     )
     ctx.result.pending = len(ctx.observed.pending)
 
@@ -253,7 +257,7 @@ def _quiet_only(ctx: CycleContext) -> bool:
 
 
 PHASES: tuple[Phase, ...] = (
-    Phase(0, "quiet", quiet_look, "nothing a plan reads changed since a cycle whose plan did nothing: phases 1 to 13 skipped (quiet.QuietWatch)", quiet=True, timed=_quiet_only),
+    Phase(0, "quiet", quiet_look, "with several clusters, their health first (clusters.ClusterWatch: lost, back, jobs planned again); then whether nothing a plan reads changed since a cycle whose plan did nothing: phases 1 to 13 skipped (quiet.QuietWatch)", quiet=True, timed=_quiet_only),
     Phase(1, "snapshot", take_snapshot, "the world cloned: the job and namespace rows as the leader's cache keeps them, read only where they changed (world.refresh), and the watch cache (snapshot_phase.read -> World)"),
     Phase(2, "expect", expect_run_times, "the active jobs' run times expected, learning from what finished or started since (predictions.Learning.expected)"),
     Phase(3, "lost", account_lost, "the planned pods lost to failed or full nodes, and the failed nodes (lost.account)"),

@@ -174,6 +174,7 @@ class CycleCache:
             group=row["workflow_id"],  # (an array's limit holds it: queueing/holds.py)
             # (the API's field, as its annotation would: it writes one when told, so lent nodes are its)
             checkpoints_on_notice=row["checkpoint_on_notice_s"] is not None,
+            cluster=row["cluster"] if exists else "",  # (its object waits there: it goes back there)
         )
         self._jobs[row["id"]] = (version, job)
         return job
@@ -231,6 +232,7 @@ _PENDING_FIELDS = (
     "prediction_source",
     "workflow_id",
     "checkpoint_on_notice_s",
+    "cluster",
 )
 
 

@@ -18,12 +18,16 @@ class Claim:
     borrowing: bool = False  # beyond its namespace's guaranteed share
     cards: CardPlacement = ()  # (role, index, cards) of its pods on GPUs shared by memory
     counts: Mapping[str, int] = field(default_factory=dict, hash=False)  # role -> pods admitted; {}: all
+    cluster: str = ""  # the cluster it goes to; "": the one cluster
 
     @classmethod
     def of(cls, admission: Admission, cards: CardPlacement = ()) -> "Claim":
         """`cards`: the plan's for this job (Plan.cards, kept apart from its placement)."""
-        return cls(admission.job_id, admission.placement, admission.borrowing, cards, admission.counts)
+        return cls(
+            admission.job_id, admission.placement, admission.borrowing, cards, admission.counts, admission.cluster
+        )
 
-    def columns(self) -> tuple[list | None, bool, list | None, dict[str, int] | None]:
-        """Job.placement, borrowing, cards and scale, as stored."""
-        return placement_column(self.placement), self.borrowing, cards_column(self.cards), dict(self.counts) or None
+    def columns(self) -> tuple[list | None, bool, list | None, dict[str, int] | None, str]:
+        """Job.placement, borrowing, cards, scale and cluster, as stored."""
+        placement, cards = placement_column(self.placement), cards_column(self.cards)
+        return placement, self.borrowing, cards, dict(self.counts) or None, self.cluster

@@ -25,6 +25,7 @@ from jobdash.dispatch.writers import holding, transitions
 from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload, placement
+from queueing.clusters import CLUSTER_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,14 @@ class Outcome:
     error: Exception | None = None
 
 
-def object_manifest(parsed: dict, namespace: str) -> dict:
+def object_manifest(parsed: dict, namespace: str, cluster: str = "") -> dict:
+    """The object to create: the manifest in its namespace, and with several clusters naming
+    the one it goes to (jobdash.io/cluster: the gateway creates it there, multi.py)."""
     manifest = dict(parsed)
-    manifest["metadata"] = {**(parsed.get("metadata") or {}), "namespace": namespace}
+    metadata = {**(parsed.get("metadata") or {}), "namespace": namespace}
+    if cluster:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), CLUSTER_LABEL: cluster}
+    manifest["metadata"] = metadata
     return manifest
 
 
@@ -185,15 +191,16 @@ def start_sending(
         return Sending([], {}, backoff_seconds, term, metered, now)
     workloads = workloads or {}
     fields = ["id", "parsed", "kind_key", "namespace__name", "name", "preemptions", "placement", "scale", "cards"]
+    fields.append("cluster")
     rows = list(Job.objects.filter(pk__in=job_ids).values_list(*fields))
     unparsed = [row[0] for row in rows if pin and row[6] and row[0] not in workloads]
     if unparsed:
         parsed_now = Job.objects.filter(pk__in=unparsed).values_list("id", "workload")
         workloads = {**workloads, **{job_id: Workload.from_json(data) for job_id, data in parsed_now}}
     manifests, keys, modes, pinned, scales, nodes = {}, {}, {}, {}, {}, {}
-    for job_id, parsed, kind_key, namespace, name, preemptions, planned, scale, cards in rows:
+    for job_id, parsed, kind_key, namespace, name, preemptions, planned, scale, cards, cluster in rows:
         scales[job_id] = scale
-        manifests[job_id] = object_manifest(parsed, namespace)
+        manifests[job_id] = object_manifest(parsed, namespace, cluster)
         keys[job_id] = (kind_key, namespace, name)
         # A preempted job's object is still there, suspended: it resumes (from its checkpoint).
         modes[job_id] = "unsuspend" if preemptions else mode

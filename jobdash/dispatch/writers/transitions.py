@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Model
 from django.utils import timezone
 
 from jobdash.dispatch.writers import bulk
@@ -90,13 +90,18 @@ def claim(
         bulk.update_rows(
             Job,
             [(job_id, *wanted[job_id]) for job_id in claimed],
-            ["placement", "borrowing", "cards", "scale"],
+            ["placement", "borrowing", "cards", "scale", "cluster"],
             constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(
-            (job_id, "Released", f"released to the cluster (leader term {term})", DISPATCHER) for job_id in claimed
+            (job_id, "Released", f"released to {_cluster_words(wanted[job_id][4])} (leader term {term})", DISPATCHER)
+            for job_id in claimed
         )
     return claimed
+
+
+def _cluster_words(cluster: str) -> str:
+    return f"cluster {cluster}" if cluster else "the cluster"
 
 
 def created(job_id: int, uid: str) -> None:
@@ -178,6 +183,37 @@ def _back_to_queue(
     )
 
 
+def cluster_lost(
+    job_id: int,
+    *,
+    from_state: str,
+    note: str,
+    left: Model,
+    lost: LostWork | None = None,
+    term: int | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """A job whose cluster was lost long enough (issue 49): Released or Running -> Queued at
+    once, its cluster forgotten, and `left` (its copy there, a clusters.LeftCopy: deleted when
+    the cluster answers again) saved with the change, as `lost` (the work it loses) is."""
+    with transaction.atomic():
+        changed = _back_to_queue(
+            job_id,
+            term,
+            from_states=(from_state,),
+            note=note,
+            backoff_until=None,
+            reason="ClusterLost",
+            event="ClusterLost",
+            lost=lost,
+            now=now,
+            cluster="",
+        )
+        if changed:
+            left.save()
+        return changed
+
+
 def node_failed(job_id: int, *, note: str, term: int | None = None, now: datetime | None = None) -> bool:
     """A gang whose pods lost their nodes and find no others: Released or Running -> Queued,
     at once and without counting an attempt (the job did nothing wrong)."""
@@ -189,6 +225,7 @@ def node_failed(job_id: int, *, note: str, term: int | None = None, now: datetim
         backoff_until=None,
         reason="NodeFailed",
         now=now,
+        cluster="",
     )
 
 
@@ -223,7 +260,14 @@ def requeue(
 ) -> bool:
     counted: dict[str, Any] = {"attempts": F("attempts") + 1} if count_attempt else {}
     return _back_to_queue(
-        job_id, term, from_states=(State.RELEASED,), note=note, backoff_until=backoff_until, now=now, **counted
+        job_id,
+        term,
+        from_states=(State.RELEASED,),
+        note=note,
+        backoff_until=backoff_until,
+        now=now,
+        cluster="",  # (its object is gone: planned anew, in any cluster)
+        **counted,
     )
 
 

@@ -104,6 +104,9 @@ class JobSerializer(serializers.ModelSerializer):
     namespace = serializers.CharField(source="namespace.name")
     demand = serializers.SerializerMethodField()
     submitted_by = serializers.CharField(source="submitted_by_name")
+    cluster = serializers.CharField(
+        read_only=True, help_text="The cluster it was released to (several clusters); blank: the one cluster, or none yet."
+    )
     borrowing = serializers.BooleanField(
         read_only=True, help_text="Admitted beyond its namespace's guaranteed share, on capacity its cohort lends."
     )
@@ -208,6 +211,7 @@ class JobSerializer(serializers.ModelSerializer):
             "kind",
             "api_version",
             "state",
+            "cluster",
             "priority",
             "priority_class",
             "position",

@@ -29,11 +29,22 @@ class Command(BaseCommand):
         requeued, _ = fresh_cluster.adopt_empty_cluster()  # (every start is a new, empty cluster)
         if requeued:
             self.stdout.write(f"{requeued} job(s) that were running when make run stopped are queued again\n")
-        stack = EmbeddedStack(Path(settings.VAR_DIR), Path(cluster_config), settings.JOBDASH_TICK_SECONDS).start()
+        stack = EmbeddedStack(
+            Path(settings.VAR_DIR),
+            Path(cluster_config),
+            settings.JOBDASH_TICK_SECONDS,
+            clusters=settings.JOBDASH_EMBEDDED_CLUSTERS,
+        ).start()
+        for number, embedded in enumerate(stack.clusters):
+            named = f"cluster {embedded.name}" if len(stack.clusters) > 1 else "kubesim cluster"
+            self.stdout.write(
+                f"{named} at {embedded.server.url}, jobdash's webhook registered with it ({stack.listener.url})\n"
+                f"  as a demo member: {stack.member_command(cluster=number)}\n"
+            )
+        if len(stack.clusters) > 1:
+            self.stdout.write(f"  one queue over both clusters ({stack.clusters_file})\n")
         self.stdout.write(
-            f"kubesim cluster at {stack.server.url}, jobdash's webhook registered with it "
-            f"({stack.listener.url}); dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)\n"
-            f"  as a demo member: {stack.member_command()}\n"
+            f"dispatcher running (tick {settings.JOBDASH_TICK_SECONDS}s)\n"
             "  (RBAC on: the member edits jobs in team-a only; --context kubernetes-admin is cluster-admin)"
         )
         try:
