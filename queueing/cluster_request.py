@@ -54,6 +54,11 @@ def request_of(workload: Workload) -> ClusterRequest | None:
     return ClusterRequest(required, preferred, tuple(selector or ()))
 
 
+def asks(annotations: Mapping[str, str]) -> bool:
+    """Whether the annotations ask anything of the clusters."""
+    return any(key in annotations for key in (CLUSTER_LABEL, PREFERRED_ANNOTATION, SELECTOR_ANNOTATION))
+
+
 def problems(annotations: Mapping[str, str], known: Sequence[str] = ()) -> list[FieldError]:
     """What is wrong with the cluster annotations, each at its path; `known`: the configured
     clusters' names (empty: not checked)."""

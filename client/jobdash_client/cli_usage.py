@@ -13,7 +13,13 @@ from . import cli_output as out
 HOURS = ("gpu_hours", "cpu_hours", "memory_gib_hours", "lost_gpu_hours")
 HEADERS = ("GPU-HOURS", "CPU-HOURS", "MEMORY-GIB-HOURS", "GPU-HOURS-LOST")
 # The server's CSV columns: the hours, then the GPU-hours lost (redone) by cause.
-CSV_COLUMNS = (*HOURS, "lost_preemption_gpu_hours", "lost_reclaim_gpu_hours", "lost_move_gpu_hours")
+CSV_COLUMNS = (
+    *HOURS,
+    "lost_preemption_gpu_hours",
+    "lost_reclaim_gpu_hours",
+    "lost_move_gpu_hours",
+    "lost_cluster_gpu_hours",
+)
 
 
 def add_arguments(sub: argparse.ArgumentParser) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "PriorityClassUnreadable",
     "PrioritySource",
     "RuntimeUnreadable",
+    "cluster_names",
     "leader_term",
     "priority_source",
     "rbac_role",
@@ -68,3 +69,11 @@ def leader_term() -> int | None:
     except BackendError as error:
         raise ElectionUnreadable(str(error)) from error
     return None if holder is None else holder.term
+
+
+def cluster_names() -> tuple[str, ...]:
+    """The clusters jobdash dispatches to, when there are several (the dispatcher records
+    them: jobdash.clusters); () with one cluster, or before its first cycle."""
+    from jobdash.clusters.models import Cluster
+
+    return tuple(Cluster.objects.values_list("name", flat=True))

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 import queueing
-from queueing import capabilities, topology_request
+from queueing import capabilities, cluster_request, topology_request
 from queueing.job_options import CheckpointLimits, JobOptions, options_from_annotations, with_fields
 from queueing.names import assign_generated_name
 from queueing.safe_yaml import document_path
@@ -73,6 +73,8 @@ def manifest_check(
     if found is not None:
         raise InvalidInput.at(*found)
     sliced = topology_request.problems(workload.annotations)  # (the check shows them as submit refuses them)
+    if cluster_request.asks(workload.annotations):  # (the clusters' names read only then)
+        sliced += cluster_request.problems(workload.annotations, cluster_port.cluster_names())
     if sliced:
         raise InvalidInput([FieldProblem(e.path, e.message) for e in sliced])
     return document, workload

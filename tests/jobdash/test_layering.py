@@ -63,6 +63,8 @@ LAYERS: dict[str, frozenset[str]] = {
             "jobdash.cluster.priorities",
             "jobdash.cluster.access",
             "jobdash.leader",
+            # the clusters' names (a job's jobdash.io/cluster is checked against them)
+            "jobdash.clusters.models",
             "queueing",
         }
     ),
@@ -71,7 +73,13 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.jobs.api": frozenset({"jobdash.jobs", "queueing", FRAMEWORKS, LIBRARIES}),
     # The gateway's interface and the types of the cluster side, in jobdash's terms; kube.py
     # behind it, chosen by factory.py from the settings.
-    "jobdash.cluster": frozenset({"queueing", "jobdash.cluster.kube", FRAMEWORKS, LIBRARIES}),
+    # With several clusters (issue 49), factory.py reads their configuration (jobdash.clusters.config).
+    "jobdash.cluster": frozenset(
+        {"queueing", "jobdash.cluster.kube", "jobdash.clusters.config", FRAMEWORKS, LIBRARIES}
+    ),
+    # The clusters jobdash dispatches to (issue 49): their configuration and what is known of
+    # each (health, copies left in a lost one); the dispatcher writes it, the pages read it.
+    "jobdash.clusters": frozenset({FRAMEWORKS, LIBRARIES}),
     # The only module that talks to a cluster: the official client behind the gateway.
     "jobdash.cluster.kube": frozenset(
         {
@@ -97,6 +105,7 @@ LAYERS: dict[str, frozenset[str]] = {
             "queueing",
             "jobdash.jobs",
             "jobdash.cluster",
+            "jobdash.clusters",
             "jobdash.leader",
             "jobdash.metrics",
             "jobdash.logs",
@@ -136,6 +145,9 @@ LAYERS: dict[str, frozenset[str]] = {
             "webhooks.listener",
             "jobdash.cluster.kube",
             "jobdash.cluster.kinds",
+            # several embedded clusters (issue 49): their configuration and the gateway over them
+            "jobdash.cluster.factory",
+            "jobdash.clusters.config",
             "jobdash.dispatch",
             # what a new, empty cluster means for the jobs recorded (fresh_cluster.py)
             "jobdash.jobs.fresh_cluster",

@@ -123,13 +123,14 @@ def test_the_usage_report_counts_it_by_cause_namespace_and_day(stops, api, staff
     assert one_day[0]["lost_gpu_hours"] == pytest.approx(4.0)
     csv_text = staff_api.get("/api/v1/usage/", {**params, "format": "csv"}).content.decode()
     header, first = csv_text.splitlines()[:2]
-    assert header.split(",")[-4:] == [
+    assert header.split(",")[-5:] == [
         "lost_gpu_hours",
         "lost_preemption_gpu_hours",
         "lost_reclaim_gpu_hours",
         "lost_move_gpu_hours",
+        "lost_cluster_gpu_hours",
     ]
-    assert first.split(",")[-4:] == ["6.000000", "4.000000", "2.000000", "0.000000"]
+    assert first.split(",")[-5:] == ["6.000000", "4.000000", "2.000000", "0.000000", "0.000000"]
     client.force_login(alice)
     page = client.get("/usage/", params).content.decode()
     assert "6.00 of them lost" in page and "preemption 4.00, reclaim 2.00, moves 0.00" in page

@@ -105,7 +105,8 @@ class JobSerializer(serializers.ModelSerializer):
     demand = serializers.SerializerMethodField()
     submitted_by = serializers.CharField(source="submitted_by_name")
     cluster = serializers.CharField(
-        read_only=True, help_text="The cluster it was released to (several clusters); blank: the one cluster, or none yet."
+        read_only=True,
+        help_text="The cluster it was released to (several clusters); blank: the one cluster, or none yet.",
     )
     borrowing = serializers.BooleanField(
         read_only=True, help_text="Admitted beyond its namespace's guaranteed share, on capacity its cohort lends."
