@@ -57,12 +57,13 @@ class GangPlacement:
         if not isinstance(found, list):
             return found
         closest: NodeFailure | None = None
-        for _, nodes in found:
+        closest_in = ""
+        for name, nodes in found:
             placed = self._place(job, nodes if allowed is None else nodes & allowed)
             if not isinstance(placed, NodeFailure):
                 return placed
             if closest is None or _nearer(placed, closest):
-                closest = placed
+                closest, closest_in = placed, name
         if bar is not None:
             for _, nodes in found:
                 trial = self._place(job, nodes)
@@ -70,15 +71,18 @@ class GangPlacement:
                     self.pool.unplace(job.gang, trial)
                     return Reason.OUTLASTS_LENT_POOL, bar.detail(job, self.now)
         assert closest is not None  # (found is never empty)
-        return self._outcome(closest)
+        reason, detail = self._failure_outcome(closest)
+        # The cluster it came closest in: where it is likely to start (its start range says when).
+        return reason, {**detail, "cluster": closest_in}
 
     def _outcome(self, placed: Placed | NodeFailure) -> Placed | Outcome:
-        if not isinstance(placed, NodeFailure):
-            return placed
+        return self._failure_outcome(placed) if isinstance(placed, NodeFailure) else placed
+
+    def _failure_outcome(self, failure: NodeFailure) -> Outcome:
         # Memoised failures repeat for many jobs: build each outcome once.
-        built = self.outcomes.get(id(placed))
-        if built is None or built[0] is not placed:
-            built = self.outcomes[id(placed)] = (placed, node_failure_outcome(placed))
+        built = self.outcomes.get(id(failure))
+        if built is None or built[0] is not failure:
+            built = self.outcomes[id(failure)] = (failure, node_failure_outcome(failure))
         return built[1]
 
     def _place(self, job: PendingJob, allowed: frozenset[int] | None) -> Placed | NodeFailure:

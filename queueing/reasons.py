@@ -193,6 +193,15 @@ def _never_fits_quota(d: Mapping[str, Any], namespace: str) -> str:
 
 
 def _no_node_fits(d: Mapping[str, Any], namespace: str) -> str:
+    return _nodes_words(d) + _closest_cluster(d)
+
+
+def _closest_cluster(d: Mapping[str, Any]) -> str:
+    """With several clusters: the one it came closest in, where it is likely to start."""
+    return f"; likely to start in cluster {d['cluster']}, where it comes closest" if d.get("cluster") else ""
+
+
+def _nodes_words(d: Mapping[str, Any]) -> str:
     r = d["resource"]
     if "gpu" in d:
         return (
@@ -212,7 +221,7 @@ def _no_domain_fits(d: Mapping[str, Any], namespace: str) -> str:
     pods = f"its pod ({needed} {r})" if d["pods"] == 1 else f"all {d['pods']} pods ({needed} {r} each) at once"
     if d.get("slice_of"):
         pods = f"a slice of {d['pods']} of its {d['slice_of']} pods ({needed} {r} each)"
-    return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}"
+    return f"no {level} has room for {pods}; the roomiest has room for {d['roomiest']}" + _closest_cluster(d)
 
 
 def _no_cluster(d: Mapping[str, Any], namespace: str) -> str:

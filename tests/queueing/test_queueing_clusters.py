@@ -53,6 +53,7 @@ def test_a_gang_goes_whole_into_one_cluster_even_when_two_together_would_hold_it
     decided = plan(Snapshot(NOW, (job(1, 12),), nodes=nodes, clusters=(Cluster("east"), Cluster("west"))))
     assert decided.admissions == ()
     assert decided.pending[1].reason is Reason.NO_NODE_FITS
+    assert "likely to start in cluster east" in decided.pending[1].message  # (equally close: the first)
     # With one cluster (no clusters given) the same nodes hold it.
     assert len(plan(Snapshot(NOW, (job(1, 12),), nodes=nodes)).admissions) == 1
 
