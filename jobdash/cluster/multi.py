@@ -99,6 +99,7 @@ class MultiGateway:
         for name in sorted(self.names, key=lambda name: name in self.frozen):
             found = self.gateways[name].job_object(key)
             if found is not None and not (found.deleting and name in self.frozen):
+                self._created.pop(key, None)  # (the cache knows it now)
                 return name
         return self._created.get(key)
 
@@ -173,11 +174,18 @@ class MultiGateway:
         return found
 
     def pods_of_jobs(self, keys: Iterable[ObjectKey]) -> dict[ObjectKey, list[PodInfo]]:
-        wanted = list(keys)
+        """Each job's pods in the cluster its object is in (a copy left in a lost cluster has
+        pods of the same names: they are not this job's); a job with no object of its own
+        (plain Pods), in the answering clusters."""
+        by_cluster: dict[str | None, list[ObjectKey]] = {}
+        for key in keys:
+            by_cluster.setdefault(self.cluster_of(key), []).append(key)
         found: dict[ObjectKey, list[PodInfo]] = {}
-        for gateway in self.gateways.values():
-            for key, pods in gateway.pods_of_jobs(wanted).items():
-                found.setdefault(key, []).extend(pods)
+        for name, wanted in by_cluster.items():
+            gateways = [self.gateways[name]] if name is not None else self._answering()
+            for gateway in gateways:
+                for key, pods in gateway.pods_of_jobs(wanted).items():
+                    found.setdefault(key, []).extend(pods)
         return found
 
     def revision(self, *, mirror: bool = False) -> int:
