@@ -63,6 +63,15 @@ class QuotaExceeded(GatewayError):
     """The API server's ResourceQuota admission refused the object."""
 
 
+class ElsewhereHeld(GatewayError):
+    """With several clusters: the job's held (suspended) object is in another cluster than the
+    one it was released to (it was created there with kubectl): it must run there."""
+
+    def __init__(self, cluster: str):
+        super().__init__(f"its object is held in cluster {cluster}")
+        self.cluster = cluster
+
+
 # --- what the cluster looks like ---
 
 

@@ -31,6 +31,7 @@ from queueing.clusters import CLUSTER_LABEL
 from .gateway import (
     Access,
     ClusterEvent,
+    ElsewhereHeld,
     JobObject,
     NodeInfo,
     NotFound,
@@ -228,6 +229,12 @@ class MultiGateway:
 
     def announce(self, key: ObjectKey, uid: str, reason: str, message: str) -> None:
         self._for(key).announce(key, uid, reason, message)
+
+    def check_held_in(self, key: ObjectKey, cluster: str) -> None:
+        """Before a held object is let run in `cluster`: ElsewhereHeld if it is in another."""
+        found = self.cluster_of(key)
+        if cluster and found is not None and found != cluster:
+            raise ElsewhereHeld(found)
 
     def set_suspended(self, key: ObjectKey, suspended: bool, term: int | None = None) -> None:
         self._for(key).set_suspended(key, suspended, term)

@@ -143,3 +143,30 @@ def test_the_clusters_file_is_checked_naming_the_field(tmp_path):
         (tmp_path / "c.yaml").write_text(yaml.safe_dump(document))
         with pytest.raises(ImproperlyConfigured, match=re.escape(words)):
             load(tmp_path / "c.yaml")
+
+
+@pytest.mark.django_db
+def test_a_held_object_in_another_cluster_sends_its_job_back_to_the_queue_for_that_cluster(two, alice):
+    """Release mode unsuspend: a job created with kubectl in west is held there; released to
+    east (the plan did not know), nothing is let run: it is queued again, for west."""
+    from jobdash.cluster.gateway import ElsewhereHeld
+    from jobdash.dispatch.writers import release
+    from jobdash.jobs import services
+    from jobdash.jobs.models import Job, State
+
+    multi, east, _ = two
+    held = tfjob_manifest("held", "team-a", duration=60, suspend=True)
+    held["metadata"]["annotations"] = {CLUSTER_LABEL: "west"}
+    multi.create_job_object(job_id=11, manifest=held)
+    key = tf("team-a", "held")
+    eventually(lambda: multi.job_object(key) is not None, 10)
+    job = services.job_submit(user=alice, manifest=yaml.safe_dump(tfjob_manifest("held", "team-a")), source="api")
+    Job.objects.filter(pk=job.pk).update(state=State.RELEASED, cluster="east")
+    to_east = release.object_manifest(job.parsed, "team-a", "east")
+    outcome = release.send(multi, job.pk, key, to_east, "unsuspend")
+    assert isinstance(outcome.error, ElsewhereHeld) and outcome.error.cluster == "west"
+    assert multi.gateways["west"].read_job_object(key).suspended  # nothing let run
+    assert release.record(outcome, backoff_seconds=1.0) == "requeued"
+    job.refresh_from_db()
+    assert (job.state, job.cluster) == (State.QUEUED, "west")
+    assert not created_in(east, "held")

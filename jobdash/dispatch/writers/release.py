@@ -67,6 +67,9 @@ def send(
         if kinds.objects_are_pods(key[0]):  # its pods exist, gated: nothing to create
             return Outcome(job_id, pod_groups.released(gateway, key, job_id, pinned is not None).uid)
         if mode == "unsuspend":
+            check = getattr(gateway, "check_held_in", None)  # (several clusters: multi.py)
+            if check is not None:
+                check(key, (manifest.get("metadata", {}).get("annotations") or {}).get(CLUSTER_LABEL, ""))
             try:
                 return Outcome(job_id, holding.unsuspended(gateway, key, job_id, pinned, term, scale, nodes).uid)
             except gw.NotFound:
@@ -84,6 +87,9 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None,
         return "created"
     if isinstance(error, gw.Fenced):
         return "fenced"  # deposed: the newer leader owns this job now; write nothing
+    if isinstance(error, gw.ElsewhereHeld):  # queued again at once, to go back where its object is
+        transitions.held_elsewhere(outcome.job_id, error.cluster, term=term, now=now)
+        return "requeued"
     if isinstance(error, (gw.Transient, gw.QuotaExceeded, gw.Conflict)):
         note = f"the cluster refused for now ({error.__class__.__name__}: {error}); retrying after a backoff"
         transitions.requeue(

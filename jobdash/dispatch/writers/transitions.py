@@ -214,6 +214,21 @@ def cluster_lost(
         return changed
 
 
+def held_elsewhere(job_id: int, cluster: str, *, term: int | None = None, now: datetime | None = None) -> bool:
+    """Released to a cluster, its held object found in another (created there with kubectl,
+    several clusters): Released -> Queued at once, to be planned in `cluster` (Job.cluster
+    is where a queued job whose object exists must go back: cycle_cache)."""
+    return _back_to_queue(
+        job_id,
+        term,
+        from_states=(State.RELEASED,),
+        note=f"its object is held in cluster {cluster}: planned again there",
+        backoff_until=None,
+        now=now,
+        cluster=cluster,
+    )
+
+
 def node_failed(job_id: int, *, note: str, term: int | None = None, now: datetime | None = None) -> bool:
     """A gang whose pods lost their nodes and find no others: Released or Running -> Queued,
     at once and without counting an attempt (the job did nothing wrong)."""
