@@ -21,9 +21,9 @@ class ClusterAdmin(admin.ModelAdmin):
 
 @admin.register(LeftCopy)
 class LeftCopyAdmin(admin.ModelAdmin):
-    list_display = ("job", "cluster", "kind_key", "namespace", "name", "left_at", "deleted_at")
+    list_display = ("job_id", "cluster", "kind_key", "namespace", "name", "left_at", "deleted_at")
     list_filter = ("cluster",)
-    readonly_fields = ("job", "cluster", "kind_key", "namespace", "name", "left_at", "deleted_at")
+    readonly_fields = ("job_id", "cluster", "kind_key", "namespace", "name", "left_at", "deleted_at")
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -34,9 +34,10 @@ class Cluster(models.Model):
 
 class LeftCopy(models.Model):
     """A job's object left in a lost cluster when the job was planned again elsewhere: deleted
-    there when the cluster answers again, before anything else is sent to it."""
+    there when the cluster answers again, before anything else is sent to it. The job a plain
+    number, as LostWork's: the record outlives the job (retention removes jobs, not this)."""
 
-    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="left_copies")
+    job_id = models.BigIntegerField(db_index=True)
     cluster = models.CharField(max_length=63)
     kind_key = models.CharField(max_length=128)
     namespace = models.CharField(max_length=63)

@@ -75,6 +75,7 @@ CALLED = {
     "delete_queued",
     "review_access",
     "watch_bindings",
+    "answers",
 }
 
 
@@ -108,6 +109,7 @@ def test_deploys_cluster_role_allows_every_gateway_call(sim):
     gateway.start(timeout=10)  # lists and watches quotas, nodes, pods and every kind, cluster-wide
     try:
         assert gateway.quotas() and gateway.nodes()
+        assert gateway.answers()  # GET /version: every authenticated identity may (system:discovery)
         runtime = gateway.read_object(
             "trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", "", "torch-distributed"
         )

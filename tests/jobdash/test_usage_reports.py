@@ -77,7 +77,7 @@ def test_the_page_draws_each_day_and_links_its_csv(histories, client, alice):
         assert f"<td>{row['namespace']}</td><td>{row['user']}</td>" in page
     csv_text = client.get("/usage/", {**RANGE, "group_by": ["namespace", "user"], "format": "csv"}).content.decode()
     assert csv_text.splitlines()[0] == "namespace,user,gpu_hours,cpu_hours,memory_gib_hours," + ",".join(
-        f"lost_{c}gpu_hours" for c in ("", "preemption_", "reclaim_", "move_")
+        f"lost_{c}gpu_hours" for c in ("", "preemption_", "reclaim_", "move_", "cluster_")
     )
     assert len(csv_text.splitlines()) == len(rows) + 1
 
