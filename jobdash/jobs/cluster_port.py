@@ -13,6 +13,8 @@ Everything else in jobs/ reads the database. tests/jobdash/test_layering.py allo
 jobdash.cluster and jobdash.leader in jobs/ from this module alone.
 """
 
+from typing import Any
+
 from jobdash.cluster import access, priorities, runtimes
 from jobdash.cluster.access import Granted
 from jobdash.cluster.priorities import GatewayPriorities as PrioritySource
@@ -28,6 +30,7 @@ __all__ = [
     "PrioritySource",
     "RuntimeUnreadable",
     "cluster_names",
+    "clusters",
     "leader_term",
     "priority_source",
     "rbac_role",
@@ -77,3 +80,22 @@ def cluster_names() -> tuple[str, ...]:
     from jobdash.clusters.models import Cluster
 
     return tuple(Cluster.objects.values_list("name", flat=True))
+
+
+def clusters(name: str | None = None) -> list[dict[str, Any]]:
+    """The clusters as the dispatcher recorded them, by name (of `name` alone when given):
+    name, labels, health (Answering, Lost, Returning), answered_at, lost_at, cordoned; []
+    with one cluster, or before its first cycle."""
+    from jobdash.clusters.models import Cluster
+
+    rows = Cluster.objects.order_by("name")
+    if name is not None:
+        rows = rows.filter(name=name)
+    return [dict(row) for row in rows.values("name", "labels", "health", "answered_at", "lost_at", "cordoned")]
+
+
+def several_clusters() -> bool:
+    """Whether jobdash dispatches to several clusters (the dispatcher records each)."""
+    from jobdash.clusters.models import Cluster
+
+    return Cluster.objects.exists()

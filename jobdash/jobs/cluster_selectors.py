@@ -79,6 +79,27 @@ def last_cycle() -> dict | None:
     return {**_cycle_row(cycle), "phases": cycle.phases}
 
 
+def several_clusters() -> bool:
+    """Whether jobdash dispatches to several clusters (issue 49: JOBDASH_CLUSTERS; the
+    dispatcher keeps a Cluster row for each): the pages then name each job's cluster."""
+    return cluster_port.several_clusters()
+
+
+def cluster_trouble(name: str) -> str:
+    """ "" while the cluster `name` answers (or is unknown: one cluster); else its health in
+    words, for the page of a job released there."""
+    if not name:
+        return ""
+    found = next(iter(cluster_port.clusters(name)), None)
+    if found is None:
+        return ""
+    if found["health"] == "Lost":  # (jobdash.clusters.models.ClusterHealth)
+        return "lost: its API server does not answer; its jobs there wait for it"
+    if found["health"] == "Returning":
+        return "returning: answering again, the copies left there being deleted"
+    return "cordoned: nothing new is sent there" if found["cordoned"] else ""
+
+
 def node_rows(nodes: list[dict]) -> list[dict]:
     rows = []
     for node in sorted(nodes, key=lambda n: n.get("name", "")):

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from queueing.workload import ADAPTERS
 
+from .cluster_selectors import several_clusters
 from .estimates import EstimateRecord, estimate_record
 from .models import ACTIVE_STATES, FINISHED_STATES, ClusterState, Job, Namespace, State
 from .selectors import QUEUE_ORDER, cluster_quotas
@@ -46,6 +47,7 @@ ROW_FIELDS = (
     "preemptions",
     "preempted_for",
     "preempt_at",
+    "cluster",
 )
 STATE_FILTERS = ("", "Queued", "Running", *[str(s) for s in FINISHED_STATES])
 
@@ -133,6 +135,7 @@ class NamespacePage:
     finished: Page | None
     history: "History | None"
     estimates: EstimateRecord | None = None
+    several_clusters: bool = False  # (issue 49) the tables name each job's cluster
 
 
 def namespace_page(
@@ -155,6 +158,7 @@ def namespace_page(
         finished=finished_page(namespace, filters, page),
         history=None if live else history(namespace, now=now),
         estimates=None if live else estimate_record(namespace),
+        several_clusters=several_clusters(),
     )
 
 

@@ -108,6 +108,7 @@ def namespace_jobs(request, name: str):
         "quota_bars": presenters.quota_bars(shown.quota, elastic.amounts(namespace.guaranteed)),
         "poll_seconds": POLL_SECONDS,
         "dispatcher": health,
+        "several_clusters": shown.several_clusters,
         **tables,
     }
     if shown.history is None:
@@ -157,6 +158,8 @@ def job_detail(request, job_id: int):
         "budget": budget_words(job.namespace.name, selectors.cluster_quotas().get(job.namespace.name, {}).get("budget"))
         if job.is_active
         else "",
+        # Several clusters (issue 49): the one it was released to, and whether that one answers.
+        "cluster_trouble": cluster_selectors.cluster_trouble(job.cluster) if job.is_active else "",
     }
     if request.htmx:
         return render(request, "jobs/_job_live.html", context)
