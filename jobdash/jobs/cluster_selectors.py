@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
+from queueing.cluster_request import CLUSTER_LABEL
 from queueing.topology import HOSTNAME
 
 from . import card_selectors, cluster_port
@@ -115,6 +116,7 @@ def node_rows(nodes: list[dict]) -> list[dict]:
         rows.append(
             {
                 "name": node.get("name", ""),
+                "cluster": labels.get(CLUSTER_LABEL, ""),  # (several clusters: the gateway's label)
                 "unschedulable": bool(node.get("unschedulable")),
                 "failed": bool(node.get("failed")),
                 "labels": labels,
@@ -193,19 +195,48 @@ def elastic_overview() -> dict:
     return {"namespaces": shown, "totals": totals}
 
 
-def cluster_overview(cycles: int = RECENT_CYCLES) -> dict:
+def cluster_rows(rows: list[dict]) -> list[dict]:
+    """Several clusters (issue 49): each configured cluster's health as the dispatcher
+    recorded it, and its nodes and GPUs (all, and free on its schedulable, ready nodes) from
+    the node rows (`node_rows`: the nodes the last cycle published, labelled with their
+    cluster). One query; [] with one cluster (no Cluster rows)."""
+    found = []
+    for cluster in cluster_port.clusters():
+        mine = [row for row in rows if row["cluster"] == cluster["name"]]
+        gpus = [row["resources"]["gpu"] for row in mine]
+        usable = [row["resources"]["gpu"] for row in mine if not row["unschedulable"] and not row["failed"]]
+        found.append(
+            {
+                **cluster,
+                "labels": dict(cluster["labels"] or {}),
+                "nodes": len(mine),
+                "gpus": sum(gpu["allocatable"] for gpu in gpus),
+                "free": sum(gpu["free"] for gpu in usable),
+            }
+        )
+    return found
+
+
+def cluster_overview(cycles: int = RECENT_CYCLES, cluster: str = "") -> dict:
     """Nodes with allocatable/allocated/free, the GPU fit table, totals, the leader, the
-    last cycles and elastic quota (guarantees, borrowing, preemptions). Four queries
-    (cluster state, fence, cycles, namespaces) plus the election backend's holder check
-    made by leader()."""
+    last cycles and elastic quota (guarantees, borrowing, preemptions); with several
+    clusters, the clusters (`cluster_rows`), and `cluster` (a name) keeps the nodes of that
+    cluster alone (their fit, domains and totals too; a name no node has: none). Five
+    queries (cluster state, clusters, fence, cycles, namespaces) plus the election
+    backend's holder check made by leader()."""
     state = ClusterState.objects.filter(id=1).values("updated_at", "nodes").first() or {"updated_at": None, "nodes": []}
     rows = node_rows(state["nodes"] or [])
+    clusters = cluster_rows(rows)
+    if cluster:
+        rows = [row for row in rows if row["cluster"] == cluster]
     totals = {
         r: {part: sum(row["resources"][r][part] for row in rows) for part in ("allocatable", "allocated", "free")}
         for r in RESOURCES
     }
     return {
         "updated_at": state["updated_at"],
+        "clusters": clusters,
+        "cluster": cluster,
         "nodes": rows,
         "totals": totals,
         "gpu_fit": gpu_fit(rows),

@@ -1,6 +1,6 @@
 """GET /api/v1/cluster/ (staff): the data of the cluster page, from the same selector."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.response import Response
@@ -61,6 +61,7 @@ class SliceSerializer(AmountSerializer):
 
 class NodeSerializer(serializers.Serializer):
     name = serializers.CharField()
+    cluster = serializers.CharField(help_text="the cluster it is in (several clusters); blank: the one cluster")
     unschedulable = serializers.BooleanField()
     failed = serializers.BooleanField(help_text="not ready or unreachable: its pods are placed again elsewhere")
     lent = serializers.CharField(
@@ -133,8 +134,26 @@ class ElasticSerializer(serializers.Serializer):
     totals = PreemptionCountsSerializer()
 
 
+class ClusterEntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    health = serializers.ChoiceField(
+        choices=["Answering", "Lost", "Returning"], help_text="whether its API server answers"
+    )
+    answered_at = serializers.DateTimeField(allow_null=True, help_text="its API server's last answer")
+    lost_at = serializers.DateTimeField(allow_null=True, help_text="when it was marked lost; null: it is not")
+    cordoned = serializers.BooleanField(help_text="an admin sends nothing new there")
+    labels = serializers.DictField(child=serializers.CharField(), help_text="jobs select clusters by them")
+    nodes = serializers.IntegerField(help_text="its nodes, as the last cycle saw them")
+    gpus = serializers.IntegerField(help_text="GPUs of its nodes in all")
+    free = serializers.IntegerField(help_text="GPUs free on its schedulable, ready nodes")
+
+
 class ClusterSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField(allow_null=True, help_text="when the last cycle published what it saw")
+    clusters = ClusterEntrySerializer(
+        many=True, help_text="several clusters (JOBDASH_CLUSTERS): each one's health, nodes and GPUs; [] with one"
+    )
+    cluster = serializers.CharField(help_text="?cluster=: the nodes (and all read from them) are that cluster's alone")
     nodes = NodeSerializer(many=True)
     totals = NodeResourcesSerializer(help_text=AMOUNTS)
     gpu_fit = GpuFitSerializer(many=True)
@@ -146,9 +165,14 @@ class ClusterSerializer(serializers.Serializer):
 
 @extend_schema(
     responses={200: ClusterSerializer},
-    description="Nodes, GPU fragmentation, leader, recent cycles and elastic quota's preemptions (staff).",
+    description="Nodes, GPU fragmentation, leader, recent cycles and elastic quota's preemptions (staff); with "
+    "several clusters, each cluster's health, nodes and GPUs, and ?cluster=<name> for one cluster's nodes alone.",
+    parameters=[
+        OpenApiParameter("cluster", str, description="one cluster's nodes alone (a name no node has: none)"),
+    ],
 )
 @api_view(["GET"])
 @permission_classes([permissions.IsAuthenticated, IsStaff])
 def cluster_view(request):
-    return Response(ClusterSerializer(cluster_overview()).data)
+    cluster = request.query_params.get("cluster", "").strip()
+    return Response(ClusterSerializer(cluster_overview(cluster=cluster)).data)
