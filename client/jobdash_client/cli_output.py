@@ -90,7 +90,11 @@ def moment(text: str | None) -> str:
 
 
 def job_rows(jobs: Iterable[Job]) -> str:
-    headers = ("ID", "NAMESPACE", "NAME", "KIND", "STATE", "PRIORITY", "POSITION", "REASON", "AGE")
+    """A CLUSTER column when some job was released to one of several clusters (issue 49)."""
+    jobs = list(jobs)
+    clusters = any(j.raw.get("cluster") for j in jobs)
+    headers = ("ID", "NAMESPACE", "NAME", "KIND", "STATE", *(("CLUSTER",) if clusters else ()))
+    headers += ("PRIORITY", "POSITION", "REASON", "AGE")
     now = _now()
     rows = (
         (
@@ -99,6 +103,7 @@ def job_rows(jobs: Iterable[Job]) -> str:
             j.name,
             j.kind,
             j.state,
+            *((j.raw.get("cluster"),) if clusters else ()),
             _priority(j),
             j.position,
             j.reason,
@@ -147,6 +152,8 @@ def describe(job: Job) -> str:
         ("State", job.state),
         ("Priority", _priority(job)),
     ]
+    if raw.get("cluster"):  # released to one of several clusters (issue 49)
+        lines.append(("Cluster", raw["cluster"]))
     if job.state == "Queued":
         lines.append(("Position", job.position))
     lines += [("Reason", job.reason), ("Message", job.message)]

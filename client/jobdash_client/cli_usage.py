@@ -31,7 +31,7 @@ def add_arguments(sub: argparse.ArgumentParser) -> None:
         "--group-by",
         default="namespace",
         metavar="G1,G2",
-        help="any of namespace, user, kind, priority_class, day, borrowed (default: namespace)",
+        help="any of namespace, user, kind, priority_class, day, borrowed, cluster (default: namespace)",
     )
     sub.add_argument("-o", "--output", choices=("json", "yaml", "csv"), help="the API's answer, or CSV")
 
