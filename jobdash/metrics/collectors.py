@@ -1,7 +1,7 @@
 """The families read from the database at each scrape (JobsCollector: jobdash_jobs and
 jobdash_queue_length; CardsCollector: the shared GPU cards' memory; UsageCollector:
 jobdash_gpu_seconds_total; LostWorkCollector: jobdash_lost_gpu_seconds_total; DispatcherCollector: failed cycles and the last completed
-one), and the registries a
+one; ClustersCollector: several clusters' health), and the registries a
 scrape is answered from: this process's, every process's of PROMETHEUS_MULTIPROC_DIR
 (prometheus_client's multiprocess mode), and the web's, which adds the database families
 to them.
@@ -24,8 +24,9 @@ NO_REASON_YET = "New"
 
 class JobsCollector(Collector):
     """`jobdash_jobs` and `jobdash_queue_length`, one GROUP BY each per scrape. A (namespace,
-    kind) that has jobs shows every state, zeros included, so a series does not vanish when
-    its last job moves on."""
+    kind, cluster) that has jobs shows every state, zeros included, so a series does not
+    vanish when its last job moves on. `cluster` is the cluster a job was released to (issue
+    49), "" with one cluster and for a job not released (queued, or finished before)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from django.db.models import Count
@@ -33,15 +34,17 @@ class JobsCollector(Collector):
         from jobdash.jobs.models import Job, State
 
         jobs = GaugeMetricFamily(
-            "jobdash_jobs", "Jobs in the database by namespace, kind and state.", labels=["namespace", "kind", "state"]
+            "jobdash_jobs",
+            "Jobs in the database by namespace, kind, state and the cluster they were released to.",
+            labels=["namespace", "kind", "state", "cluster"],
         )
-        counts: dict[tuple[str, str], dict[str, int]] = {}
-        rows = Job.objects.values_list("namespace__name", "kind", "state").annotate(n=Count("id")).order_by()
-        for namespace, kind, state, n in rows:
-            counts.setdefault((namespace, kind), dict.fromkeys(State.values, 0))[state] = n
-        for (namespace, kind), by_state in sorted(counts.items()):
+        counts: dict[tuple[str, str, str], dict[str, int]] = {}
+        rows = Job.objects.values_list("namespace__name", "kind", "cluster", "state").annotate(n=Count("id")).order_by()
+        for namespace, kind, cluster, state, n in rows:
+            counts.setdefault((namespace, kind, cluster), dict.fromkeys(State.values, 0))[state] = n
+        for (namespace, kind, cluster), by_state in sorted(counts.items()):
             for state, n in by_state.items():
-                jobs.add_metric([namespace, kind, state], n)
+                jobs.add_metric([namespace, kind, state, cluster], n)
         yield jobs
         queue = GaugeMetricFamily(
             "jobdash_queue_length",
@@ -156,6 +159,35 @@ class DispatcherCollector(Collector):
         yield last
 
 
+class ClustersCollector(Collector):
+    """Several clusters (issue 49): `jobdash_cluster_up` (1 while its API server answers and it
+    takes jobs again, 0 lost or returning) and `jobdash_cluster_lost_seconds` (how long since
+    it was marked lost; 0 when it is not), per cluster, as the dispatcher recorded them (the
+    Cluster rows): one query per scrape, no sample with one cluster."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from django.utils import timezone
+
+        from jobdash.clusters.models import Cluster, ClusterHealth
+
+        up = GaugeMetricFamily(
+            "jobdash_cluster_up",
+            "1 while the cluster's API server answers (Answering), 0 while it is lost or returning.",
+            labels=["cluster"],
+        )
+        lost = GaugeMetricFamily(
+            "jobdash_cluster_lost_seconds",
+            "Seconds since the cluster was marked lost (until it takes jobs again); 0 when it is not.",
+            labels=["cluster"],
+        )
+        now = timezone.now()
+        for name, health, lost_at in Cluster.objects.order_by("name").values_list("name", "health", "lost_at"):
+            up.add_metric([name], 1.0 if health == ClusterHealth.ANSWERING else 0.0)
+            lost.add_metric([name], max(0.0, (now - lost_at).total_seconds()) if lost_at else 0.0)
+        yield up
+        yield lost
+
+
 class _Union(Collector):
     def __init__(self, *collectors: Any):
         self.collectors = collectors
@@ -189,6 +221,7 @@ def web_registry() -> CollectorRegistry:
             UsageCollector(),
             LostWorkCollector(),
             DispatcherCollector(),
+            ClustersCollector(),
         )
     )
     return registry

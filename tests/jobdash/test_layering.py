@@ -128,8 +128,16 @@ LAYERS: dict[str, frozenset[str]] = {
     "jobdash.accounts": frozenset({FRAMEWORKS, LIBRARIES}),
     # The families and their exposition; the database collectors read the job table and the
     # shared cards the cycle published.
+    # and (issue 49) the clusters' health as the dispatcher recorded it.
     "jobdash.metrics": frozenset(
-        {"jobdash.jobs.models", "jobdash.jobs.card_selectors", "jobdash.usage.selectors", FRAMEWORKS, LIBRARIES}
+        {
+            "jobdash.jobs.models",
+            "jobdash.jobs.card_selectors",
+            "jobdash.usage.selectors",
+            "jobdash.clusters.models",
+            FRAMEWORKS,
+            LIBRARIES,
+        }
     ),
     # /healthz, for both listeners: the database, nothing else.
     "jobdash.health": frozenset({FRAMEWORKS}),

@@ -214,6 +214,35 @@ def test_metrics_need_no_login_and_no_allowed_host(no_token):
     assert "jobdash_jobs" in reply.content.decode()
 
 
+def test_jobs_are_counted_by_the_cluster_they_were_released_to_and_each_clusters_health(user, no_token):
+    """Issue 49: jobdash_jobs's `cluster` ("" queued or with one cluster), jobdash_cluster_up
+    and jobdash_cluster_lost_seconds."""
+    from jobdash.clusters.models import Cluster, ClusterHealth
+
+    east, queued, west = (submit(user, name) for name in ("in-east", "queued", "in-west"))
+    Job.objects.filter(pk=east.pk).update(state=State.RUNNING, cluster="east")
+    Job.objects.filter(pk=west.pk).update(state=State.SUCCEEDED, cluster="west")
+    families = parse(Client().get("/metrics").content.decode())
+    assert families["jobdash_cluster_up"] == [] == families["jobdash_cluster_lost_seconds"]  # one cluster: no sample
+    jobs = {
+        (s.labels["cluster"], s.labels["state"]): s.value
+        for s in families["jobdash_jobs"]
+        if s.labels["namespace"] == "team-a"
+    }
+    assert jobs[("east", "Running")] == 1 and jobs[("", "Queued")] == 1 and jobs[("west", "Succeeded")] == 1
+    assert jobs[("east", "Queued")] == 0 and jobs[("west", "Running")] == 0  # every state, zeros included
+    assert sum(jobs.values()) == 3 and {c for c, _ in jobs} == {"", "east", "west"}
+
+    now = timezone.now()
+    Cluster.objects.create(name="east", answered_at=now)
+    Cluster.objects.create(name="west", health=ClusterHealth.LOST, lost_at=now - timedelta(seconds=90))
+    families = parse(Client().get("/metrics").content.decode())
+    up = {s.labels["cluster"]: s.value for s in families["jobdash_cluster_up"]}
+    lost = {s.labels["cluster"]: s.value for s in families["jobdash_cluster_lost_seconds"]}
+    assert up == {"east": 1.0, "west": 0.0}
+    assert lost["east"] == 0.0 and 90 <= lost["west"] < 150
+
+
 def test_a_metrics_token_refuses_a_missing_or_wrong_bearer(settings):
     settings.JOBDASH_METRICS_TOKEN = "s3cret-token"
     client = Client()

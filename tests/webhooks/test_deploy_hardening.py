@@ -38,7 +38,7 @@ LABEL = "app.kubernetes.io/component"
 # The metric families the dashboard may use: name -> (type, labels). Names are fixed
 # (jobdash/metrics/); a histogram's series are its _bucket (with le), _sum and _count.
 FAMILIES = {
-    "jobdash_jobs": ("gauge", {"namespace", "kind", "state"}),
+    "jobdash_jobs": ("gauge", {"namespace", "kind", "state", "cluster"}),
     "jobdash_queue_length": ("gauge", {"namespace", "reason"}),
     "jobdash_admission_wait_seconds": ("histogram", {"namespace", "kind"}),
     "jobdash_start_latency_seconds": ("histogram", {"namespace", "kind"}),
