@@ -8,7 +8,7 @@ by construction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
@@ -37,6 +37,7 @@ class Run:
     kind: str
     priority_class: str
     borrowed: bool
+    cluster: str = ""  # the cluster it ran in (issue 49); "": the one cluster
 
 
 class UsageKey(NamedTuple):
@@ -46,6 +47,7 @@ class UsageKey(NamedTuple):
     kind: str
     priority_class: str
     borrowed: bool
+    cluster: str = ""
 
 
 class Amounts(NamedTuple):
@@ -105,6 +107,18 @@ def runs_from_events(
     return closed, still_open
 
 
+def cluster_at(releases: Sequence[tuple[float, str | None]], start: float, now_in: str) -> str:
+    """The cluster a run that started at `start` ran in (issue 49): the one named by the job's
+    last release at or before it (`releases`: (time, the cluster its Released event names,
+    or None when it names none), in time order); else `now_in`, the job's cluster now."""
+    found = now_in
+    for at, cluster in releases:
+        if at > start:
+            break
+        found = now_in if cluster is None else cluster
+    return found
+
+
 def _epoch(day: date) -> float:
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
@@ -126,7 +140,7 @@ def split_by_day(start: float, end: float) -> list[tuple[date, float]]:
 
 def run_amounts(run: Run) -> Iterable[tuple[UsageKey, Amounts]]:
     for day, seconds in split_by_day(run.start, run.end):
-        key = UsageKey(day, run.namespace, run.user, run.kind, run.priority_class, run.borrowed)
+        key = UsageKey(day, run.namespace, run.user, run.kind, run.priority_class, run.borrowed, run.cluster)
         yield key, Amounts(run.gpus * seconds, run.cpu_m / 1000.0 * seconds, run.memory_b / GIB * seconds)
 
 

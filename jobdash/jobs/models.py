@@ -478,6 +478,7 @@ class LostWork(models.Model):
     kind = models.CharField(max_length=63, blank=True)
     priority_class = models.CharField(max_length=253, blank=True)
     borrowed = models.BooleanField(default=False)
+    cluster = models.CharField(max_length=63, blank=True, default="")  # where it ran (issue 49); "": the one
     seconds = models.FloatField(default=0.0)  # of its run, redone
     gpu_s = models.FloatField(default=0.0)  # those seconds times the GPUs it held
     checkpointed_at = models.DateTimeField(null=True, blank=True)  # the checkpoint it resumes from

@@ -6,7 +6,8 @@ from django.db import models
 
 
 class UsageDay(models.Model):
-    """One day's use (UTC) by one namespace, user, kind, priority class and borrowed or not."""
+    """One day's use (UTC) by one namespace, user, kind, priority class, borrowed or not, and
+    cluster (issue 49: the one it ran in; "" with one cluster)."""
 
     day = models.DateField()
     namespace = models.CharField(max_length=63)
@@ -14,6 +15,7 @@ class UsageDay(models.Model):
     kind = models.CharField(max_length=63, blank=True)
     priority_class = models.CharField(max_length=253, blank=True)
     borrowed = models.BooleanField(default=False)
+    cluster = models.CharField(max_length=63, blank=True, default="")
     gpu_s = models.FloatField(default=0.0)
     cpu_s = models.FloatField(default=0.0)  # core-seconds
     memory_gib_s = models.FloatField(default=0.0)
@@ -21,7 +23,8 @@ class UsageDay(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["day", "namespace", "user", "kind", "priority_class", "borrowed"], name="usage_day_once"
+                fields=["day", "namespace", "user", "kind", "priority_class", "borrowed", "cluster"],
+                name="usage_day_once",
             )
         ]
         indexes = [models.Index(fields=["day", "namespace"], name="usage_day_namespace")]

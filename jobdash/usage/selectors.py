@@ -19,7 +19,7 @@ from .lost_work import Cause
 from .models import UsageDay, UsageMark
 from .services import events_after, job_runs, open_of
 
-GROUPS = ("namespace", "user", "kind", "priority_class", "day", "borrowed")
+GROUPS = ("namespace", "user", "kind", "priority_class", "day", "borrowed", "cluster")
 
 
 def _snapshot(outermost: bool) -> None:

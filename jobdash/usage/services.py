@@ -14,7 +14,18 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobdash.jobs.models import Job, JobEvent
-from queueing.usage import Amounts, Run, Scale, UsageKey, resources, runs_from_events, scaled_requests, summarize
+from queueing.cluster_request import released_to
+from queueing.usage import (
+    Amounts,
+    Run,
+    Scale,
+    UsageKey,
+    cluster_at,
+    resources,
+    runs_from_events,
+    scaled_requests,
+    summarize,
+)
 
 from .models import UsageDay, UsageMark
 
@@ -61,29 +72,52 @@ def events_after(event_id: int):
 
 def job_runs(spans: Iterable[tuple[int, float, float, Scale]]) -> list[Run]:
     """(job id, start, end, scale) -> Runs with the jobs' resources at that scale and their
-    labels (jobs removed since: none)."""
+    labels (jobs removed since: none). A run's cluster (issue 49) is the one the job's last
+    Released event before the run's start names ("released to cluster west"); when none
+    names one (an adopted release), the job's cluster at the time of the fold, which for a
+    job planned again elsewhere after its cluster was lost may be the later cluster."""
     spans = list(spans)
+    ids = {span[0] for span in spans}
     jobs = {
         row[0]: row[1:]
-        for row in Job.objects.filter(id__in={span[0] for span in spans})
-        .values_list("id", "namespace__name", "submitted_by_name", "kind", "priority_class", "borrowing", "workload")
+        for row in Job.objects.filter(id__in=ids)
+        .values_list(
+            "id", "namespace__name", "submitted_by_name", "kind", "priority_class", "borrowing", "workload", "cluster"
+        )
         .order_by()
     }
+    releases = released_clusters(ids) if jobs else {}
     runs = []
     for job_id, start, end, scale in spans:
         if job_id not in jobs:
             continue
-        namespace, user, kind, priority_class, borrowing, workload = jobs[job_id]
+        namespace, user, kind, priority_class, borrowing, workload, now_in = jobs[job_id]
         gpus, cpu_m, memory_b = resources(scaled_requests(workload or {}, scale))
-        runs.append(Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, priority_class, borrowing))
+        cluster = cluster_at(releases.get(job_id, ()), start, now_in)
+        labels = (namespace, user, kind, priority_class, borrowing, cluster)
+        runs.append(Run(job_id, start, end, gpus, cpu_m, memory_b, *labels))
     return runs
+
+
+def released_clusters(job_ids: Iterable[int]) -> dict[int, list[tuple[float, str | None]]]:
+    """Each job's releases in time order: (when, the cluster its Released event names, or None
+    when it names none). One query (the jobs' events of one type, by the job index)."""
+    found: dict[int, list[tuple[float, str | None]]] = {}
+    rows = (
+        JobEvent.objects.filter(job_id__in=list(job_ids), type="Released")
+        .order_by("id")
+        .values_list("job_id", "created_at", "message")
+    )
+    for job_id, at, message in rows:
+        found.setdefault(job_id, []).append((at.timestamp(), released_to(message)))
+    return found
 
 
 def add_to_days(totals: Mapping[UsageKey, Amounts]) -> None:
     """Adds to the day rows, making those missing: INSERT ... ON CONFLICT DO UPDATE, one
     statement per chunk."""
     table = connection.ops.quote_name(UsageDay._meta.db_table)
-    keys = ["day", "namespace", "user", "kind", "priority_class", "borrowed"]
+    keys = ["day", "namespace", "user", "kind", "priority_class", "borrowed", "cluster"]  # UsageKey's order
     amounts = ["gpu_s", "cpu_s", "memory_gib_s"]
     columns = ", ".join(connection.ops.quote_name(c) for c in keys + amounts)
     conflict = ", ".join(connection.ops.quote_name(c) for c in keys)

@@ -29,3 +29,18 @@ def test_list_describe_and_json_name_the_cluster(jobdash):
     data = json.loads(jobdash("describe", ids["east-job"], "-o", "json", check=0).stdout)
     assert data["cluster"] == "east"
     assert json.loads(jobdash("describe", ids["waits"], "-o", "json", check=0).stdout)["cluster"] == ""
+
+
+def test_usage_by_cluster(jobdash):
+    from datetime import UTC, datetime
+
+    from jobdash.usage.models import UsageDay
+
+    today = datetime.now(UTC).date()
+    UsageDay.objects.create(day=today, namespace="team-a", cluster="west", gpu_s=7200)
+    UsageDay.objects.create(day=today, namespace="team-a", cluster="east", gpu_s=3600)
+    rows = columns(jobdash("usage", "--group-by", "cluster", check=0).stdout.split("\n", 1)[1])
+    assert [(row["CLUSTER"], row["GPU-HOURS"]) for row in rows] == [("east", "1.00"), ("west", "2.00")]
+    as_csv = jobdash("usage", "--group-by", "cluster,namespace", "-o", "csv", check=0).stdout.splitlines()
+    assert as_csv[0].startswith("cluster,namespace,gpu_hours,") and as_csv[0].endswith(",lost_cluster_gpu_hours")
+    assert as_csv[2].startswith("west,team-a,2.000000,")

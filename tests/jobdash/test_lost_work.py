@@ -40,6 +40,12 @@ def job_row(**overrides) -> dict:
     return {**row, **overrides}
 
 
+def test_it_is_labelled_with_the_cluster_the_job_ran_in():
+    assert lost_work.stopped(job_row(cluster="west"), LostWork.Cause.CLUSTER, NOW).cluster == "west"
+    assert lost_work.stopped(job_row(), LostWork.Cause.PREEMPTION, NOW).cluster == ""  # one cluster
+    assert "cluster" in lost_work.JOB_FIELDS  # what the writers read of the job
+
+
 def test_a_run_without_checkpoints_loses_all_of_it():
     lost = lost_work.stopped(job_row(), LostWork.Cause.PREEMPTION, NOW)
     assert lost.seconds == 7200 and lost.gpu_s == 7200 * 8 and lost.checkpointed_at is None

@@ -42,7 +42,9 @@ def database_url() -> str:
 
 def folded_totals() -> dict:
     return {
-        (r.day, r.namespace, r.user, r.kind, r.priority_class, r.borrowed): Amounts(r.gpu_s, r.cpu_s, r.memory_gib_s)
+        (r.day, r.namespace, r.user, r.kind, r.priority_class, r.borrowed, r.cluster): Amounts(
+            r.gpu_s, r.cpu_s, r.memory_gib_s
+        )
         for r in UsageDay.objects.all()
     }
 

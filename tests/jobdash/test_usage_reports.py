@@ -1,9 +1,13 @@
 """The usage reports (issue 37): members see their namespaces' usage, staff everyone's; a bad
 parameter is a 400 naming it; the page draws a bar per day and lists the groups."""
 
+from datetime import UTC, datetime
+
 import pytest
 
-from jobdash.usage import selectors
+from jobdash.jobs.models import LostWork
+from jobdash.usage import selectors, services
+from jobdash.usage.models import UsageDay
 from jobdash.usage.query import COLUMNS
 
 from .usage_support import write_histories
@@ -33,7 +37,8 @@ def test_the_groups_split_the_same_total(histories, staff_api):
         return sum(r["gpu_hours"] for r in rows), rows
 
     whole, _ = total("namespace")
-    for group_by in ("user", "kind,priority_class", "day,borrowed", "namespace,user,kind,priority_class,day,borrowed"):
+    every = "namespace,user,kind,priority_class,day,borrowed,cluster"
+    for group_by in ("user", "kind,priority_class", "day,borrowed", "cluster", every):
         split, rows = total(group_by)
         assert split == pytest.approx(whole, rel=1e-9)
         assert set(rows[0]) == {*group_by.split(","), *COLUMNS}
@@ -94,3 +99,40 @@ def test_month_and_decayed_gpu_hours(histories):
     for namespace, hours in decayed.items():
         assert 0 < hours < whole[namespace]
     assert selectors.decayed_gpu_hours(now, half_life_days=0) == pytest.approx(whole)
+
+
+def test_usage_by_cluster_is_each_runs_cluster(histories, staff_api, client, staff):
+    """Issue 49: a run is billed to the cluster the job's last Released event before it
+    names, else to the job's cluster now (usage_support writes both kinds of history)."""
+    runs, _ = histories
+    now = datetime(2026, 2, 20, tzinfo=UTC)
+    want: dict[str, float] = {}
+    for run in runs:
+        want[run.cluster] = want.get(run.cluster, 0.0) + run.gpus * ((run.end or now.timestamp()) - run.start) / 3600
+    assert {"", "east", "west"} <= set(want) and len({round(v, 6) for v in want.values()}) == len(want)
+    rows = selectors.usage(None, None, ["cluster"], None, now)
+    assert {r["cluster"]: r["gpu_hours"] for r in rows} == pytest.approx(want, rel=1e-9)
+    services.fold_all(settle_s=0)  # folded: the same, from the day rows
+    assert {r["cluster"]: r["gpu_hours"] for r in selectors.usage(None, None, ["cluster"], None, now)} == (
+        pytest.approx(want, rel=1e-9)
+    )
+    assert set(UsageDay.objects.values_list("cluster", flat=True)) == set(want)
+
+    answer = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "cluster,namespace"}).json()
+    assert answer["group_by"] == ["cluster", "namespace"] and {r["cluster"] for r in answer["rows"]} == set(want)
+    as_csv = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "cluster", "format": "csv"}).content.decode()
+    assert as_csv.startswith("cluster,gpu_hours,") and "\nwest," in as_csv and "\neast," in as_csv
+    client.force_login(staff)
+    page = client.get("/usage/", {**RANGE, "group_by": "cluster"}).content.decode()
+    assert '<input type="checkbox" name="group_by" value="cluster" checked>' in page
+    assert "<td>west</td>" in page and "<td>–</td>" in page  # "": the one cluster
+
+
+def test_lost_work_is_grouped_by_its_cluster(staff_api):
+    at = datetime(2026, 2, 1, 12, tzinfo=UTC)
+    for cluster, gpu_s in (("west", 7200.0), ("east", 3600.0)):
+        LostWork.objects.create(
+            job_id=1, at=at, cause=LostWork.Cause.CLUSTER, namespace="team-a", cluster=cluster, gpu_s=gpu_s
+        )
+    rows = staff_api.get("/api/v1/usage/", {**RANGE, "group_by": "cluster"}).json()["rows"]
+    assert {r["cluster"]: r["lost_cluster_gpu_hours"] for r in rows} == {"east": 1.0, "west": 2.0}

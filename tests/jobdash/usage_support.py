@@ -1,5 +1,10 @@
 """Job histories written straight into the database for the usage tests: jobs and their
-timelines at chosen times, and the runs they really had, for a direct computation."""
+timelines at chosen times, and the runs they really had, for a direct computation.
+
+Several clusters (issue 49): before some runs a Released event names the cluster the job went
+to (east, west, "the cluster": one, or nothing: an adoption's note), and each job has a
+cluster now (Job.cluster). A run ran in the cluster the last Released event before it names,
+else in the job's cluster now."""
 
 import random
 from datetime import UTC, datetime
@@ -16,6 +21,7 @@ def write_histories(jobs: int, seed: int) -> tuple[list[Run], dict[int, tuple]]:
     """`jobs` jobs with random runs (ends of every kind, some still running); returns the
     runs (open ones end at None) and each job's (gpus, cpu_m, memory_b, labels)."""
     rng = random.Random(seed)
+    where = random.Random(seed + 10_000)  # the clusters, apart: the rest is as it was for each seed
     namespaces = {n: Namespace.objects.get_or_create(name=n)[0] for n in ("team-a", "team-b")}
     events, spans, jobs_of = [], [], {}
     for i in range(jobs):
@@ -41,37 +47,59 @@ def write_histories(jobs: int, seed: int) -> tuple[list[Run], dict[int, tuple]]:
             submitted_by_name=user,
             priority_class=pc,
             borrowing=borrowing,
+            cluster=(now_in := where.choice(["", "east", "west"])),
         )
         jobs_of[job.id] = (gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowing)
         t = T0 + rng.uniform(0, 86_400)
-        events.append((job.id, "Submitted", t))
+        events.append((job.id, "Submitted", t, ""))
+        ran_in = now_in  # no Released event names a cluster yet: the job's cluster now
         for _ in range(rng.randint(0, 3)):
             t += rng.uniform(1, 20_000)
-            events.append((job.id, "Running", t))
+            ran_in = release(where, events, job.id, t, ran_in, now_in)
+            events.append((job.id, "Running", t, ""))
             length = rng.uniform(0, 2 * 86_400)
-            events.append((job.id, rng.choice(sorted(ENDS)), t + length))
-            spans.append((job.id, t, t + length))
+            events.append((job.id, rng.choice(sorted(ENDS)), t + length, ""))
+            spans.append((job.id, t, t + length, ran_in))
             t += length
         if rng.random() < 0.2:
             t += 30
-            events.append((job.id, "Running", t))
-            spans.append((job.id, t, None))
+            ran_in = release(where, events, job.id, t, ran_in, now_in)
+            events.append((job.id, "Running", t, ""))
+            spans.append((job.id, t, None, ran_in))
     events.sort(key=lambda e: e[2])
     insert_events(events)
-    runs = [run_of(jobs_of, job_id, start, end) for job_id, start, end in spans]
+    runs = [run_of(jobs_of, job_id, start, end, cluster) for job_id, start, end, cluster in spans]
     return runs, jobs_of
 
 
-def run_of(jobs_of, job_id, start, end) -> Run:
+# Released events' messages that name no cluster by name: one cluster's, and an adoption's.
+RELEASED = {
+    "one": "released to the cluster (leader term 1)",
+    "adopted": "found its object in the cluster, its job still Queued",
+}
+
+
+def release(where: random.Random, events: list, job_id: int, at: float, ran_in: str, now_in: str) -> str:
+    """Maybe a Released event just before a run that starts `at`; the cluster the run ran in
+    (`ran_in`: where the last release went; `now_in`: the job's cluster now)."""
+    choice = where.choice(["east", "west", "one", "adopted", None])
+    if choice is None:
+        return ran_in  # no new release: where the last one went
+    message = RELEASED.get(choice) or f"released to cluster {choice} (leader term 1)"
+    events.append((job_id, "Released", at - 0.5, message))
+    return {"one": "", "adopted": now_in}.get(choice, choice)
+
+
+def run_of(jobs_of, job_id, start, end, cluster="") -> Run:
     gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowing = jobs_of[job_id]
-    return Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowing)
+    return Run(job_id, start, end, gpus, cpu_m, memory_b, namespace, user, kind, pc, borrowing, cluster)
 
 
 def insert_events(events) -> None:
-    """(job id, type, epoch) in id order at those times (the model would stamp them now)."""
+    """(job id, type, epoch[, message]) in id order at those times (the model would stamp them now)."""
     table = connection.ops.quote_name(JobEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"INSERT INTO {table} (job_id, type, message, actor, created_at) VALUES (%s, %s, '', 'test', %s)",
-            [(job_id, kind, datetime.fromtimestamp(at, UTC)) for job_id, kind, at in events],
+            f"INSERT INTO {table} (job_id, type, message, actor, created_at) VALUES (%s, %s, %s, 'test', %s)",
+            [(e[0], e[1], e[3] if len(e) > 3 else "", datetime.fromtimestamp(e[2], UTC)) for e in events],
         )

@@ -8,11 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from queueing.cluster_request import released_to, released_words
 from queueing.usage import (
     ENDS,
     Amounts,
     Run,
     UsageKey,
+    cluster_at,
     decayed,
     resources,
     runs_from_events,
@@ -89,6 +91,28 @@ def test_summarize_counts_gpus_cores_and_gib_per_day_and_label():
         UsageKey(date(2026, 1, 31), "a", "ann", "K", "hi", True): Amounts(7200.0, 14400.0, 7200.0),
         UsageKey(date(2026, 2, 1), "a", "ann", "K", "hi", True): Amounts(7200.0, 14400.0, 7200.0),
     }
+
+
+def test_a_run_is_billed_to_the_cluster_it_ran_in():
+    run = Run(7, at("2026-01-31T23:00:00"), at("2026-01-31T23:30:00"), 1, 0, 0, "a", "ann", "K", "", False, "west")
+    assert list(summarize([run])) == [UsageKey(date(2026, 1, 31), "a", "ann", "K", "", False, "west")]
+    # the cluster the last release at or before its start names; none named: the job's cluster now
+    releases = [(10.0, "east"), (20.0, None), (30.0, "west"), (40.0, "")]
+    assert [cluster_at(releases, start, "now") for start in (5.0, 10.0, 15.0, 25.0, 35.0, 45.0)] == [
+        "now",
+        "east",
+        "east",
+        "now",
+        "west",
+        "",
+    ]
+
+
+def test_a_released_events_words_name_its_cluster_and_read_back():
+    for cluster in ("west", "gpu-2", ""):
+        assert released_to(f"released to {released_words(cluster)} (leader term 3)") == cluster
+    assert released_words("west") == "cluster west" and released_words("") == "the cluster"
+    assert released_to("found its object in the cluster, its job still Queued") is None
 
 
 def test_resources_sum_every_gpu_resource():

@@ -15,6 +15,7 @@ from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs import lifecycle
 from jobdash.jobs.models import Fence, Job, LostWork, State
 from jobdash.jobs.services import compare_and_set
+from queueing.cluster_request import released_words
 
 __all__ = ["Claim"]  # (claim()'s argument, at hand where claim is)
 
@@ -94,14 +95,10 @@ def claim(
             constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(
-            (job_id, "Released", f"released to {_cluster_words(wanted[job_id][4])} (leader term {term})", DISPATCHER)
+            (job_id, "Released", f"released to {released_words(wanted[job_id][4])} (leader term {term})", DISPATCHER)
             for job_id in claimed
         )
     return claimed
-
-
-def _cluster_words(cluster: str) -> str:
-    return f"cluster {cluster}" if cluster else "the cluster"
 
 
 def created(job_id: int, uid: str) -> None:
