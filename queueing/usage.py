@@ -14,8 +14,12 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, NamedTuple
 
 START = "Running"
-# The events that end a run: the job left the cluster (or was never let on it again).
-ENDS = frozenset({"Preempted", "Reclaimed", "Requeued", "Retrying", "Succeeded", "Failed", "Cancelled", "Refused"})
+# The events that end a run: the job left the cluster (or was never let on it again). ClusterLost
+# (issue 49): its cluster lost, it is planned again elsewhere; its next run is another cluster's
+# (a copy left running behind the partition is not jobdash's to count).
+ENDS = frozenset(
+    {"Preempted", "Reclaimed", "Requeued", "Retrying", "Succeeded", "Failed", "Cancelled", "Refused", "ClusterLost"}
+)
 # The events after which a running elastic job runs another number of pods (the event's scale).
 RESIZES = frozenset({"Resized", "Shrunk"})
 # The pods an elastic job runs per elastic role (its other roles as written); None: as written.

@@ -11,12 +11,14 @@ import json
 import pytest
 import yaml
 from django.contrib.auth.models import User
+from django.test import Client
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from jobdash.clusters.models import Cluster, ClusterHealth, LeftCopy
 from jobdash.embedded.stack import EmbeddedStack
 from jobdash.jobs.models import Job, JobEvent, LostWork, Namespace, State
+from jobdash.usage import selectors as usage
 from kubesim.manifests import tfjob_manifest
 from tests.jobdash.conftest import token_client
 from tests.waiting import eventually
@@ -88,7 +90,9 @@ def test_jobs_land_in_the_cluster_they_ask_for_and_kubectl_in_the_second_cluster
     assert api.get(f"/api/v1/jobs/{to_west.pk}/").json()["cluster"] == "west"
 
 
-def test_a_cluster_cut_off_is_lost_its_restartable_job_runs_again_elsewhere_and_its_copy_goes_when_it_is_back(two):
+def test_a_cluster_cut_off_is_lost_its_restartable_job_runs_again_elsewhere_and_its_copy_goes_when_it_is_back(
+    two, settings
+):
     stack, api = two
     east, west = stack.clusters
     restartable = {"jobdash.io/preferred-cluster": "west", "jobdash.io/restartable": "true"}
@@ -114,7 +118,8 @@ def test_a_cluster_cut_off_is_lost_its_restartable_job_runs_again_elsewhere_and_
     assert Job.objects.get(pk=stays.pk).state == State.RUNNING and Job.objects.get(pk=stays.pk).cluster == "west"
     eventually(lambda: Job.objects.get(pk=waiting.pk).reason == "NoClusterAvailable", 20)
     assert "lost (not answering): west" in Job.objects.get(pk=waiting.pk).message
-    assert objects_in(east, "restartable")  # running in east, while its copy in west runs on behind the cut
+    # running in east (its object created there just after its claim), while its copy in west runs on behind the cut
+    eventually(lambda: objects_in(east, "restartable"), 10)
 
     west.cluster.cut_off(False)
     eventually(lambda: Cluster.objects.get(name="west").health == ClusterHealth.ANSWERING, 30)
@@ -130,3 +135,15 @@ def test_a_cluster_cut_off_is_lost_its_restartable_job_runs_again_elsewhere_and_
     assert JobEvent.objects.get(job_id=waiting.pk, type="Released").created_at > deleted
     eventually(lambda: Job.objects.get(pk=moved.pk).state == State.SUCCEEDED, 60)
     assert Job.objects.get(pk=stays.pk).state in (State.RUNNING, State.SUCCEEDED)
+    # Shown: its run in west is billed to west and its run after the loss to east (usage by
+    # cluster); both clusters answer on the cluster page and in /metrics.
+    runs = JobEvent.objects.filter(job_id=moved.pk, type__in=("Running", "ClusterLost", "Succeeded"))
+    assert [t for (t,) in runs.order_by("id").values_list("type")] == ["Running", "ClusterLost", "Running", "Succeeded"]
+    mine = {r["cluster"]: r["gpu_hours"] for r in usage.usage(None, None, ["cluster"], ["team-a"])}
+    assert mine["west"] > 0 and mine["east"] > 0
+    clusters = api.get("/api/v1/cluster/").json()["clusters"]
+    assert [(c["name"], c["health"]) for c in clusters] == [("east", "Answering"), ("west", "Answering")]
+    assert all(c["nodes"] > 0 and c["gpus"] > 0 for c in clusters)
+    settings.JOBDASH_METRICS_TOKEN = ""
+    scrape = Client().get("/metrics").content.decode()
+    assert 'jobdash_cluster_up{cluster="east"} 1.0' in scrape and 'jobdash_cluster_up{cluster="west"} 1.0' in scrape

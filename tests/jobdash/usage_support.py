@@ -54,15 +54,16 @@ def write_histories(jobs: int, seed: int) -> tuple[list[Run], dict[int, tuple]]:
         events.append((job.id, "Submitted", t, ""))
         ran_in = now_in  # no Released event names a cluster yet: the job's cluster now
         for _ in range(rng.randint(0, 3)):
-            t += rng.uniform(1, 20_000)
+            t = stored(t + rng.uniform(1, 20_000))
             ran_in = release(where, events, job.id, t, ran_in, now_in)
             events.append((job.id, "Running", t, ""))
             length = rng.uniform(0, 2 * 86_400)
-            events.append((job.id, rng.choice(sorted(ENDS)), t + length, ""))
-            spans.append((job.id, t, t + length, ran_in))
-            t += length
+            end = stored(t + length)
+            events.append((job.id, rng.choice(sorted(ENDS)), end, ""))
+            spans.append((job.id, t, end, ran_in))
+            t = end
         if rng.random() < 0.2:
-            t += 30
+            t = stored(t + 30)
             ran_in = release(where, events, job.id, t, ran_in, now_in)
             events.append((job.id, "Running", t, ""))
             spans.append((job.id, t, None, ran_in))
@@ -77,6 +78,12 @@ RELEASED = {
     "one": "released to the cluster (leader term 1)",
     "adopted": "found its object in the cluster, its job still Queued",
 }
+
+
+def stored(at: float) -> float:
+    """A time as the database keeps it (to the microsecond): a run of a few seconds alone in its
+    group (one cluster's) is then exactly what the fold reads back, not 1e-7 of it off."""
+    return datetime.fromtimestamp(at, UTC).timestamp()
 
 
 def release(where: random.Random, events: list, job_id: int, at: float, ran_in: str, now_in: str) -> str:

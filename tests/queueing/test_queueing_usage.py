@@ -108,6 +108,12 @@ def test_a_run_is_billed_to_the_cluster_it_ran_in():
     ]
 
 
+def test_a_run_ends_when_its_cluster_is_lost_and_the_next_is_another_run():
+    events = [(1, "Running", 10.0, None), (1, "ClusterLost", 50.0, None), (1, "Running", 80.0, None)]
+    closed, still_open = runs_from_events(events)
+    assert closed == [(1, 10.0, 50.0, None)] and still_open == {1: (80.0, None)}
+
+
 def test_a_released_events_words_name_its_cluster_and_read_back():
     for cluster in ("west", "gpu-2", ""):
         assert released_to(f"released to {released_words(cluster)} (leader term 3)") == cluster
