@@ -28,7 +28,7 @@ from django.db.models import Q
 from jobdash.cluster import gateway as gw
 from jobdash.cluster.multi import MultiGateway
 from jobdash.clusters.models import Cluster, ClusterHealth, LeftCopy
-from jobdash.dispatch.writers import transitions
+from jobdash.dispatch.writers import replanned, transitions
 from jobdash.jobs.models import Job, JobEvent, LostWork, State
 from jobdash.usage import lost_work
 from queueing import clusters as planned
@@ -155,7 +155,7 @@ class ClusterWatch:
             never_ran = Job.objects.filter(cluster=name, state=State.RELEASED, started_at__isnull=True)
             for row in never_ran.values("id", "kind_key", "namespace__name", "name"):
                 note = f"cluster {name} lost {lost_for:.0f}s ago before it ran: planned again"
-                if transitions.cluster_lost(
+                if replanned.cluster_lost(
                     row["id"], from_state=State.RELEASED, note=note, left=_left(row, name, now), term=term, now=now
                 ):
                     done["replanned_released"] += 1
@@ -167,7 +167,7 @@ class ClusterWatch:
                 note = f"cluster {name} lost {lost_for:.0f}s ago; it may be restarted: started again elsewhere"
                 lost = lost_work.stopped(row, LostWork.Cause.CLUSTER, now)
                 left = _left(row, name, now)
-                if transitions.cluster_lost(
+                if replanned.cluster_lost(
                     row["id"], from_state=State.RUNNING, note=note, left=left, lost=lost, term=term, now=now
                 ):
                     done["replanned_running"] += 1

@@ -32,7 +32,7 @@ from jobdash.cluster import gateway as gw
 from jobdash.cluster.devices import NodeCards
 from jobdash.dispatch.phases.active import ActiveJob, cards_column
 from jobdash.dispatch.state.cycle_cache import CycleCache
-from jobdash.dispatch.writers import holding, transitions
+from jobdash.dispatch.writers import holding, replanned, transitions
 from jobdash.dispatch.writers.release import Sending
 from jobdash.jobs.models import State
 from queueing import Plan
@@ -97,7 +97,7 @@ def replace(
             gateway.delete_pod(pod.namespace, pod.name)  # its controller makes it again, gated
     for job_id, note in evictions.items():
         evicted = jobs.get(job_id)
-        if evicted is not None and transitions.node_failed(job_id, note=note, term=term, now=now):
+        if evicted is not None and replanned.node_failed(job_id, note=note, term=term, now=now):
             try:
                 holding.taken_back(gateway, evicted.key, mode, term)
             except gw.GatewayError as error:

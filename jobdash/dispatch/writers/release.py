@@ -21,7 +21,7 @@ from jobdash import logs, metrics
 from jobdash.cluster import gateway as gw
 from jobdash.cluster import kinds
 from jobdash.dispatch.phases import pod_groups
-from jobdash.dispatch.writers import holding, transitions
+from jobdash.dispatch.writers import holding, replanned, transitions
 from jobdash.dispatch.writers.claims import Claim
 from jobdash.jobs.models import FINISHED_STATES, Job, State
 from queueing import Workload, placement
@@ -88,7 +88,7 @@ def record(outcome: Outcome, *, backoff_seconds: float, term: int | None = None,
     if isinstance(error, gw.Fenced):
         return "fenced"  # deposed: the newer leader owns this job now; write nothing
     if isinstance(error, gw.ElsewhereHeld):  # queued again at once, to go back where its object is
-        transitions.held_elsewhere(outcome.job_id, error.cluster, term=term, now=now)
+        replanned.held_elsewhere(outcome.job_id, error.cluster, term=term, now=now)
         return "requeued"
     if isinstance(error, (gw.Transient, gw.QuotaExceeded, gw.Conflict)):
         note = f"the cluster refused for now ({error.__class__.__name__}: {error}); retrying after a backoff"
