@@ -115,11 +115,13 @@ class ClusterWatch:
     def _read_rows(self) -> None:
         """The Cluster rows, made for clusters new to the configuration; an admin's cordon read anew."""
         if not self._rows:
-            for name in self.gateway.names:
-                row, _ = Cluster.objects.get_or_create(name=name, defaults={"labels": self.gateway.labels[name]})
-                if row.labels != self.gateway.labels[name]:
-                    Cluster.objects.filter(pk=row.pk).update(labels=self.gateway.labels[name])
-                self._rows[name] = row
+            with transaction.atomic():  # (all at once: a submission checks its cluster's name against them)
+                for name in self.gateway.names:
+                    labels = self.gateway.labels[name]
+                    row, _ = Cluster.objects.get_or_create(name=name, defaults={"labels": labels})
+                    if row.labels != labels:
+                        Cluster.objects.filter(pk=row.pk).update(labels=labels)
+                    self._rows[name] = row
         cordoned = dict(Cluster.objects.filter(name__in=self._rows).values_list("name", "cordoned"))
         for name, row in self._rows.items():
             row.cordoned = cordoned.get(name, False)
