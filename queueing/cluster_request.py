@@ -6,7 +6,6 @@ without importing the node pool.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,21 +14,11 @@ from .namespace_quota import NamespaceQuota
 from .workload import Workload
 
 CLUSTER_LABEL = "jobdash.io/cluster"  # a node's cluster; on a job, the one it requires
-# How a Released event names the cluster a job went to (written by the dispatcher's claim,
-# read back by usage, which bills each run to its cluster): "released to cluster west (...)".
-RELEASED_TO = re.compile(r"^released to (?:cluster (?P<cluster>[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\b|the cluster\b)")
 
 
 def released_words(cluster: str) -> str:
     """Where a Released event says the job went: "cluster west", or "the cluster" (one)."""
     return f"cluster {cluster}" if cluster else "the cluster"
-
-
-def released_to(message: str) -> str | None:
-    """The cluster a Released event's message names ("" the one cluster); None when it names
-    none (a release adopted from the cluster says what it found instead)."""
-    found = RELEASED_TO.match(message)
-    return None if found is None else found.group("cluster") or ""
 
 
 PREFERRED_ANNOTATION = "jobdash.io/preferred-cluster"

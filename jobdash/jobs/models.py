@@ -329,6 +329,8 @@ class JobEvent(models.Model):
     # An elastic job's pods per elastic role from this event on (Running when admitted with
     # fewer, Resized, Shrunk): what usage bills it for. Null: as written, or no change.
     scale = models.JSONField(null=True, blank=True)
+    # A Released event's cluster, with several (issue 49): where usage bills the run that follows.
+    cluster = models.CharField(max_length=63, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["created_at", "id"]

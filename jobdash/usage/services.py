@@ -14,7 +14,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from jobdash.jobs.models import Job, JobEvent
-from queueing.cluster_request import released_to
 from queueing.usage import (
     Amounts,
     Run,
@@ -101,15 +100,16 @@ def job_runs(spans: Iterable[tuple[int, float, float, Scale]]) -> list[Run]:
 
 def released_clusters(job_ids: Iterable[int]) -> dict[int, list[tuple[float, str | None]]]:
     """Each job's releases in time order: (when, the cluster its Released event names, or None
-    when it names none). One query (the jobs' events of one type, by the job index)."""
+    when it names none: one cluster, an adoption). One query (the jobs' events of one type, by
+    the job index)."""
     found: dict[int, list[tuple[float, str | None]]] = {}
     rows = (
         JobEvent.objects.filter(job_id__in=list(job_ids), type="Released")
         .order_by("id")
-        .values_list("job_id", "created_at", "message")
+        .values_list("job_id", "created_at", "cluster")
     )
-    for job_id, at, message in rows:
-        found.setdefault(job_id, []).append((at.timestamp(), released_to(message)))
+    for job_id, at, cluster in rows:
+        found.setdefault(job_id, []).append((at.timestamp(), cluster or None))
     return found
 
 

@@ -73,7 +73,7 @@ def write_histories(jobs: int, seed: int) -> tuple[list[Run], dict[int, tuple]]:
     return runs, jobs_of
 
 
-# Released events' messages that name no cluster by name: one cluster's, and an adoption's.
+# Released events that name no cluster: one cluster's, and an adoption's.
 RELEASED = {
     "one": "released to the cluster (leader term 1)",
     "adopted": "found its object in the cluster, its job still Queued",
@@ -93,8 +93,9 @@ def release(where: random.Random, events: list, job_id: int, at: float, ran_in: 
     if choice is None:
         return ran_in  # no new release: where the last one went
     message = RELEASED.get(choice) or f"released to cluster {choice} (leader term 1)"
-    events.append((job_id, "Released", at - 0.5, message))
-    return {"one": "", "adopted": now_in}.get(choice, choice)
+    named = "" if choice in RELEASED else choice
+    events.append((job_id, "Released", at - 0.5, message, named))
+    return named or now_in  # (naming none: the job's cluster now)
 
 
 def run_of(jobs_of, job_id, start, end, cluster="") -> Run:
@@ -103,10 +104,14 @@ def run_of(jobs_of, job_id, start, end, cluster="") -> Run:
 
 
 def insert_events(events) -> None:
-    """(job id, type, epoch[, message]) in id order at those times (the model would stamp them now)."""
+    """(job id, type, epoch[, message[, cluster]]) in id order at those times (the model would stamp them now)."""
     table = connection.ops.quote_name(JobEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"INSERT INTO {table} (job_id, type, message, actor, created_at) VALUES (%s, %s, %s, 'test', %s)",
-            [(e[0], e[1], e[3] if len(e) > 3 else "", datetime.fromtimestamp(e[2], UTC)) for e in events],
+            f"INSERT INTO {table} (job_id, type, message, actor, cluster, created_at) "
+            "VALUES (%s, %s, %s, 'test', %s, %s)",
+            [
+                (e[0], e[1], e[3] if len(e) > 3 else "", e[4] if len(e) > 4 else "", datetime.fromtimestamp(e[2], UTC))
+                for e in events
+            ],
         )

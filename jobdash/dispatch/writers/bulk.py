@@ -188,9 +188,9 @@ def lock_in_states(model: type[models.Model], ids: Iterable[int], states: Sequen
         return [row[0] for row in cursor.fetchall()]
 
 
-def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
-    """JobEvent rows (job id, type, message, actor), in the given order, created now: what
-    `JobEvent.objects.bulk_create` does, in one statement with one parameter."""
+def insert_events(events: Iterable[tuple[int, str, str, str] | tuple[int, str, str, str, str]]) -> int:
+    """JobEvent rows (job id, type, message, actor[, cluster]), in the given order, created now:
+    what `JobEvent.objects.bulk_create` does, in one statement with one parameter."""
     from django.utils import timezone
 
     from jobdash.jobs.models import JobEvent
@@ -201,11 +201,11 @@ def insert_events(events: Iterable[tuple[int, str, str, str]]) -> int:
     now = timezone.now()
     q = connection.ops.quote_name
     meta = JobEvent._meta
-    columns = [_column(JobEvent, name) for name in ("job", "type", "message", "actor", "created_at")]
-    document = json.dumps([[j, t, m, a] for j, t, m, a in events])
+    columns = [_column(JobEvent, name) for name in ("job", "type", "message", "actor", "cluster", "created_at")]
+    document = json.dumps([[*event, ""][:5] for event in events])
     sql = (
         f"INSERT INTO {q(meta.db_table)} ({', '.join(columns)}) "
-        f"SELECT (e.value->>0)::bigint, e.value->>1, e.value->>2, e.value->>3, %s "
+        f"SELECT (e.value->>0)::bigint, e.value->>1, e.value->>2, e.value->>3, e.value->>4, %s "
         f"FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS e(value, n) ORDER BY e.n"
     )
     with connection.cursor() as cursor:

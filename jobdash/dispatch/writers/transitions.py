@@ -95,7 +95,13 @@ def claim(
             constants=dict(state=State.RELEASED, **lifecycle.entering(State.RELEASED, now, leader_term=term)),
         )
         bulk.insert_events(
-            (job_id, "Released", f"released to {released_words(wanted[job_id][4])} (leader term {term})", DISPATCHER)
+            (
+                job_id,
+                "Released",
+                f"released to {released_words(wanted[job_id][4])} (leader term {term})",
+                DISPATCHER,
+                wanted[job_id][4],
+            )
             for job_id in claimed
         )
     return claimed
