@@ -106,7 +106,14 @@ class MultiGateway:
 
     def _for(self, key: ObjectKey) -> KubeGateway:
         name = self.cluster_of(key)
-        return self.gateways[name] if name is not None else self.primary
+        return self._writable(name if name is not None else self.names[0])
+
+    def _writable(self, name: str) -> KubeGateway:
+        """The gateway to write to `name` through; Transient at once while it is lost (a silent
+        API server would hold each write for its timeouts and retries: the cycle with it)."""
+        if name in self.frozen:
+            raise Transient(f"cluster {name} is lost: nothing is written there until it answers")
+        return self.gateways[name]
 
     def node_cluster(self, node: str) -> str | None:
         return self._node_clusters.get(node)
@@ -151,7 +158,10 @@ class MultiGateway:
         return None if name is None else self.gateways[name].job_object(key)
 
     def _answering(self) -> list[KubeGateway]:
-        return [gateway for name, gateway in self.gateways.items() if name not in self.frozen]
+        return [self.gateways[name] for name in self._answering_names()]
+
+    def _answering_names(self) -> list[str]:
+        return [name for name in self.names if name not in self.frozen]
 
     def live_job_ids(self) -> set[int]:
         return set().union(*(gateway.live_job_ids() for gateway in self._answering()))
@@ -220,7 +230,7 @@ class MultiGateway:
         name = annotations.get(CLUSTER_LABEL) or self.names[0]
         if name not in self.gateways:
             raise NotFound(f"no cluster {name!r}")
-        created = self.gateways[name].create_job_object(job_id=job_id, manifest=manifest, term=term)
+        created = self._writable(name).create_job_object(job_id=job_id, manifest=manifest, term=term)
         self._created[created.key] = name
         return created
 
@@ -242,10 +252,10 @@ class MultiGateway:
     def delete_job_object(self, key: ObjectKey, term: int | None = None) -> None:
         name = self.cluster_of(key)
         if name is not None:
-            self.gateways[name].delete_job_object(key, term)
+            self._writable(name).delete_job_object(key, term)
             self._created.pop(key, None)
             return
-        for gateway in self.gateways.values():  # (seen nowhere: gone already, or not yet seen)
+        for gateway in self._answering():  # (seen nowhere: gone already, or not yet seen)
             try:
                 gateway.delete_job_object(key, term)
             except NotFound:
@@ -260,17 +270,17 @@ class MultiGateway:
         self, pod: PodInfo, gate: str, node: str | None, annotations: Mapping[str, str] | None = None
     ) -> None:
         name = self._node_clusters.get(node) if node else None
-        gateway = self.gateways[name] if name is not None else self._pod_gateway(pod.namespace, pod.name)
+        gateway = self._writable(name) if name is not None else self._pod_gateway(pod.namespace, pod.name)
         gateway.ungate_pod(pod, gate, node, annotations)
 
     def delete_pod(self, namespace: str, name: str) -> None:
         self._pod_gateway(namespace, name).delete_pod(namespace, name)
 
     def _pod_gateway(self, namespace: str, name: str) -> KubeGateway:
-        for gateway in self.gateways.values():
+        for cluster, gateway in self.gateways.items():
             if gateway.informers["pod"].get(namespace, name) is not None:
-                return gateway
-        return self.primary
+                return self._writable(cluster)
+        return self._writable(self.names[0])
 
     # --- the primary's: the waiting jobs' mirror, access, bindings ---
 
@@ -278,13 +288,13 @@ class MultiGateway:
         return self.primary.queued_objects()
 
     def create_queued(self, entry: QueuedEntry, term: int | None = None) -> QueuedObject:
-        return self.primary.create_queued(entry, term)
+        return self._writable(self.names[0]).create_queued(entry, term)
 
     def update_queued(self, namespace: str, name: str, status: Mapping[str, Any], term: int | None = None) -> None:
-        self.primary.update_queued(namespace, name, status, term)
+        self._writable(self.names[0]).update_queued(namespace, name, status, term)
 
     def delete_queued(self, namespace: str, name: str, resource_version: str, term: int | None = None) -> None:
-        self.primary.delete_queued(namespace, name, resource_version, term)
+        self._writable(self.names[0]).delete_queued(namespace, name, resource_version, term)
 
     def queued_gone(self, namespace: str, name: str) -> bool:
         return self.primary.queued_gone(namespace, name)
@@ -292,12 +302,13 @@ class MultiGateway:
     def record_event(self, event: ClusterEvent) -> None:
         """With the object it is about: a job's object where it is; else (a QueuedJob) the primary."""
         namespace, name = event.involved.get("namespace", ""), event.involved.get("name", "")
-        for gateway in self.gateways.values():
+        for cluster in self._answering_names():
+            gateway = self.gateways[cluster]
             kinds = (informer for key, informer in gateway.informers.items() if "." in key)  # (job kinds' keys)
             if any(informer.get(namespace, name) is not None for informer in kinds):
                 gateway.record_event(event)
                 return
-        self.primary.record_event(event)
+        self._writable(self.names[0]).record_event(event)
 
     def review_access(
         self, user: str, groups: Sequence[str], verb: str, group: str, resource: str, namespace: str

@@ -170,3 +170,22 @@ def test_a_held_object_in_another_cluster_sends_its_job_back_to_the_queue_for_th
     job.refresh_from_db()
     assert (job.state, job.cluster) == (State.QUEUED, "west")
     assert not created_in(east, "held")
+
+
+def test_nothing_is_written_to_a_lost_cluster_and_saying_so_takes_no_time(two):
+    import time
+
+    from jobdash.cluster.gateway import Transient
+
+    multi, _, west = two
+    west.cluster.cut_off(True)  # silent: a write there would wait for its timeouts and retries
+    multi.frozen = frozenset({"west"})
+    manifest = tfjob_manifest("to-lost", "team-a", duration=60)
+    manifest["metadata"]["annotations"] = {CLUSTER_LABEL: "west"}
+    started = time.monotonic()
+    with pytest.raises(Transient, match="cluster west is lost"):
+        multi.create_job_object(job_id=12, manifest=manifest)
+    assert time.monotonic() - started < 0.5
+    multi.frozen = frozenset({"east"})  # the primary lost: its mirror and its Events wait too
+    with pytest.raises(Transient, match="cluster east is lost"):
+        multi.update_queued("team-a", "anything", {"position": 1})
