@@ -6,7 +6,7 @@ without importing the node pool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .errors import FieldError
@@ -34,6 +34,7 @@ class Cluster:
     labels: Mapping[str, str] = field(default_factory=dict)
     quotas: Mapping[str, NamespaceQuota] = field(default_factory=dict)
     lost: bool = False
+    cordoned: bool = False  # an admin sends nothing new there
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,29 @@ def asks(annotations: Mapping[str, str]) -> bool:
     return any(key in annotations for key in (CLUSTER_LABEL, PREFERRED_ANNOTATION, SELECTOR_ANNOTATION))
 
 
-def problems(annotations: Mapping[str, str], known: Sequence[str] = ()) -> list[FieldError]:
+def problems(annotations: Mapping[str, str], known: Mapping[str, Mapping[str, str]] | None = None) -> list[FieldError]:
     """What is wrong with the cluster annotations, each at its path; `known`: the configured
-    clusters' names (empty: not checked)."""
+    clusters, name -> labels (empty: one cluster, nothing checked against them)."""
     found = []
+    known = known or {}
+    names = ", ".join(known)
     for annotation in (CLUSTER_LABEL, PREFERRED_ANNOTATION):
         name = annotations.get(annotation)
         if name is not None and known and name not in known:
-            found.append(FieldError(_path(annotation), f"no cluster {name!r}; the clusters are {', '.join(known)}"))
+            found.append(FieldError(_path(annotation), f"no cluster {name!r}; the clusters are {names}"))
     text = annotations.get(SELECTOR_ANNOTATION)
-    if text is not None and _selector(text) is None:
-        found.append(FieldError(_path(SELECTOR_ANNOTATION), f"must be key=value[,key=value], got {text!r}"))
+    if text is not None:
+        pairs = _selector(text)
+        if pairs is None:
+            found.append(FieldError(_path(SELECTOR_ANNOTATION), f"must be key=value[,key=value], got {text!r}"))
+        elif known and not any(all(labels.get(k) == v for k, v in pairs) for labels in known.values()):
+            labelled = "; ".join(f"{name}: {_words(labels)}" for name, labels in known.items())
+            found.append(FieldError(_path(SELECTOR_ANNOTATION), f"no cluster has the labels {text!r} ({labelled})"))
     return found
+
+
+def _words(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items())) or "no labels"
 
 
 def _path(annotation: str) -> str:

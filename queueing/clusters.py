@@ -102,24 +102,36 @@ class ClusterPlan:
     ) -> list[tuple[str, frozenset[int]]] | ClusterShortage:
         """The clusters the job may go to now, in the order to try them, each with its nodes."""
         allowed = []
-        shortage: ClusterShortage | None = None
+        short: ClusterShortage | None = None  # the roomiest cluster open to it, short of quota now
+        never: ClusterShortage | None = None  # the largest quota it can never fit
+        never_everywhere = True  # every cluster it may use has a quota too small for it
         for name, cluster in self.clusters.items():
-            if cluster.lost or (request is not None and not request.allows(cluster)):
+            if request is not None and not request.allows(cluster):
                 continue
-            if namespace in self.quoted:
+            closed = cluster.lost or cluster.cordoned
+            if namespace not in self.quoted:
+                never_everywhere = False
+            else:
                 quota = cluster.quotas.get(namespace)
                 if quota is None:
                     continue
                 free = self.free[name, namespace]
-                never, short = quota_check(demand, quota.hard, free)
-                key = never or short
+                too_big, now_short = quota_check(demand, quota.hard, free)
+                if too_big is None:
+                    never_everywhere = False
+                elif never is None or quota.hard[too_big] > never.hard:
+                    never = ClusterShortage("never", too_big, demand[too_big], free[too_big], quota.hard[too_big], name)
+                key = too_big or now_short
                 if key is not None:
-                    if shortage is None or free[key] > shortage.free:
-                        shortage = ClusterShortage("quota", key, demand[key], free[key], quota.hard[key], name)
+                    if not closed and (short is None or free[key] > short.free):
+                        short = ClusterShortage("quota", key, demand[key], free[key], quota.hard[key], name)
                     continue
-            allowed.append(name)
+            if not closed:
+                allowed.append(name)
         if not allowed:
-            return shortage or ClusterShortage("none")
+            if never_everywhere and never is not None:
+                return never
+            return short or ClusterShortage("none")
         resource = primary_resource(tuple(totals.items()))
         needed = totals.get(resource, 0)
         free_nodes = self.pool.free

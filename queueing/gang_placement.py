@@ -99,6 +99,13 @@ def _nearer(failure: NodeFailure, than: NodeFailure) -> bool:
 
 def shortage_outcome(shortage: ClusterShortage, job: PendingJob, clusters: ClusterPlan) -> Outcome:
     """Why no cluster may take `job` now."""
+    if shortage.kind == "never":  # the quota of every cluster it may use is too small for it
+        return Reason.NEVER_FITS_QUOTA, {
+            "resource": shortage.resource,
+            "needed": shortage.needed,
+            "hard": shortage.hard,
+            "cluster": shortage.cluster,
+        }
     if shortage.kind == "quota":
         return Reason.QUOTA_EXCEEDED, {
             "resource": shortage.resource,
@@ -114,8 +121,10 @@ def shortage_outcome(shortage: ClusterShortage, job: PendingJob, clusters: Clust
         asked = f"it requires cluster {request.required}"
     else:
         asked = "it asks for clusters labelled " + ",".join(f"{k}={v}" for k, v in request.selector)
-    lost = sorted(c.name for c in clusters.clusters.values() if c.lost and (request is None or request.allows(c)))
-    return Reason.NO_CLUSTER, {"asked": asked, "lost": lost}
+    mine = [c for c in clusters.clusters.values() if request is None or request.allows(c)]
+    lost = sorted(c.name for c in mine if c.lost)
+    cordoned = sorted(c.name for c in mine if c.cordoned and not c.lost)
+    return Reason.NO_CLUSTER, {"asked": asked, "lost": lost, "cordoned": cordoned}
 
 
 def pod_names(job: PendingJob, placed: Placed, names: Sequence[str]) -> tuple[tuple[str, int, str], ...]:

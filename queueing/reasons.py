@@ -186,8 +186,9 @@ def _preempted(d: Mapping[str, Any], namespace: str) -> str:
 
 def _never_fits_quota(d: Mapping[str, Any], namespace: str) -> str:
     r = d["resource"]
+    where = f" in cluster {d['cluster']} (the largest of the clusters it may use)" if d.get("cluster") else ""
     return (
-        f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace} "
+        f"never fits: needs {amount(r, d['needed'])} {r} but the quota of {namespace}{where} "
         f"is {amount(r, d['hard'])}; reduce the job or raise the quota"
     )
 
@@ -226,7 +227,8 @@ def _no_domain_fits(d: Mapping[str, Any], namespace: str) -> str:
 
 def _no_cluster(d: Mapping[str, Any], namespace: str) -> str:
     lost = f"; lost (not answering): {', '.join(d['lost'])}" if d.get("lost") else ""
-    return f"no cluster it may use takes jobs now ({d['asked']}){lost}"
+    cordoned = f"; cordoned by an admin: {', '.join(d['cordoned'])}" if d.get("cordoned") else ""
+    return f"no cluster it may use takes jobs now ({d['asked']}){lost}{cordoned}"
 
 
 def _outlasts_lent_pool(d: Mapping[str, Any], namespace: str) -> str:

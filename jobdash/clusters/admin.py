@@ -27,3 +27,9 @@ class LeftCopyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # the record of a copy jobdash deletes when its cluster answers again: never forgotten by hand
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

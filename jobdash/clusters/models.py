@@ -46,6 +46,7 @@ class LeftCopy(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name_plural = "left copies"
         indexes = [models.Index(fields=["cluster", "deleted_at"])]
 
     def __str__(self) -> str:

@@ -141,6 +141,7 @@ class Dispatcher:
         self.collector = CollectorPause()
         self.statistics = TableStatistics()
         self.clusters = ClusterWatch.of(gateway)  # with several clusters: their health (phases/clusters.py)
+        self.one_cluster_recorded = False  # with one: the clusters recorded by a run with several forgotten
         self.failures = FailureWatch(self.clock)  # its drivers' cycles, told once and recorded (failures.py)
 
     def complete_round_due(self, queued: int) -> bool:

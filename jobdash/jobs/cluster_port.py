@@ -29,7 +29,7 @@ __all__ = [
     "PriorityClassUnreadable",
     "PrioritySource",
     "RuntimeUnreadable",
-    "cluster_names",
+    "cluster_labels",
     "clusters",
     "leader_term",
     "priority_source",
@@ -74,12 +74,12 @@ def leader_term() -> int | None:
     return None if holder is None else holder.term
 
 
-def cluster_names() -> tuple[str, ...]:
-    """The clusters jobdash dispatches to, when there are several (the dispatcher records
-    them: jobdash.clusters); () with one cluster, or before its first cycle."""
+def cluster_labels() -> dict[str, dict[str, str]]:
+    """The clusters jobdash dispatches to, name -> labels, when there are several (the
+    dispatcher records them: jobdash.clusters); {} with one cluster, or before its first cycle."""
     from jobdash.clusters.models import Cluster
 
-    return tuple(Cluster.objects.values_list("name", flat=True))
+    return dict(Cluster.objects.order_by("name").values_list("name", "labels"))
 
 
 def clusters(name: str | None = None) -> list[dict[str, Any]]:

@@ -74,7 +74,7 @@ def manifest_check(
         raise InvalidInput.at(*found)
     sliced = topology_request.problems(workload.annotations)  # (the check shows them as submit refuses them)
     if cluster_request.asks(workload.annotations):  # (the clusters' names read only then)
-        sliced += cluster_request.problems(workload.annotations, cluster_port.cluster_names())
+        sliced += cluster_request.problems(workload.annotations, cluster_port.cluster_labels())
     if sliced:
         raise InvalidInput([FieldProblem(e.path, e.message) for e in sliced])
     return document, workload

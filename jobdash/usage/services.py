@@ -99,9 +99,8 @@ def job_runs(spans: Iterable[tuple[int, float, float, Scale]]) -> list[Run]:
 
 
 def released_clusters(job_ids: Iterable[int]) -> dict[int, list[tuple[float, str | None]]]:
-    """Each job's releases in time order: (when, the cluster its Released event names, or None
-    when it names none: one cluster, an adoption). One query (the jobs' events of one type, by
-    the job index)."""
+    """Each job's releases in time order: (when, the cluster its Released event names; "" with
+    one cluster, or an adoption). One query (the jobs' events of one type, by the job index)."""
     found: dict[int, list[tuple[float, str | None]]] = {}
     rows = (
         JobEvent.objects.filter(job_id__in=list(job_ids), type="Released")
@@ -109,7 +108,8 @@ def released_clusters(job_ids: Iterable[int]) -> dict[int, list[tuple[float, str
         .values_list("job_id", "created_at", "cluster")
     )
     for job_id, at, cluster in rows:
-        found.setdefault(job_id, []).append((at.timestamp(), cluster or None))
+        # ("": released with one cluster, or adopted: billed to no cluster, not to a later one)
+        found.setdefault(job_id, []).append((at.timestamp(), cluster))
     return found
 
 

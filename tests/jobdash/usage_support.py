@@ -95,7 +95,7 @@ def release(where: random.Random, events: list, job_id: int, at: float, ran_in: 
     message = RELEASED.get(choice) or f"released to cluster {choice} (leader term 1)"
     named = "" if choice in RELEASED else choice
     events.append((job_id, "Released", at - 0.5, message, named))
-    return named or now_in  # (naming none: the job's cluster now)
+    return named  # (naming none: billed to no cluster, not to the job's cluster now)
 
 
 def run_of(jobs_of, job_id, start, end, cluster="") -> Run:

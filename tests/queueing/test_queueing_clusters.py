@@ -89,10 +89,11 @@ def test_a_cluster_full_of_its_own_quota_sends_the_job_to_the_other():
     )
     decided = plan(Snapshot(NOW, (job(1, 2),), nodes=nodes, clusters=clusters))
     assert [a.cluster for a in decided.admissions] == ["west"]
-    # Short in both: QuotaExceeded, naming the roomiest cluster.
-    decided = plan(Snapshot(NOW, (job(1, 6),), nodes=nodes, clusters=clusters))
-    assert decided.pending[1].reason is Reason.QUOTA_EXCEEDED
-    assert decided.pending[1].detail["cluster"] == "west"
+    # Short in both now: QuotaExceeded, naming the roomiest cluster (west: 4 free).
+    decided = plan(Snapshot(NOW, (job(1, 2), job(2, 3)), nodes=nodes, clusters=clusters))
+    assert [a.job_id for a in decided.admissions] == [1]
+    assert decided.pending[2].reason is Reason.QUOTA_EXCEEDED
+    assert (decided.pending[2].detail["cluster"], decided.pending[2].detail["free"]) == ("west", 2)
 
 
 def test_a_lost_cluster_takes_nothing_and_a_job_that_requires_it_is_told():
@@ -122,12 +123,16 @@ def test_a_required_rack_is_a_rack_of_one_cluster_even_when_two_clusters_name_it
 
 
 def test_cluster_annotations_are_checked():
-    found = problems({CLUSTER_LABEL: "nowhere", SELECTOR_ANNOTATION: "gpu"}, known=("east", "west"))
+    known = {"east": {"gpu": "a100", "region": "eu"}, "west": {"gpu": "h100"}}
+    found = problems({CLUSTER_LABEL: "nowhere", SELECTOR_ANNOTATION: "gpu"}, known=known)
     assert [(p.path, "nowhere" in p.message or "key=value" in p.message) for p in found] == [
         ('metadata.annotations["jobdash.io/cluster"]', True),
         ('metadata.annotations["jobdash.io/cluster-selector"]', True),
     ]
-    assert problems({CLUSTER_LABEL: "east", SELECTOR_ANNOTATION: "gpu=a100, region=eu"}, known=("east",)) == []
+    assert problems({CLUSTER_LABEL: "east", SELECTOR_ANNOTATION: "gpu=a100, region=eu"}, known=known) == []
+    (none,) = problems({SELECTOR_ANNOTATION: "gpu=v100"}, known=known)
+    assert none.message == "no cluster has the labels 'gpu=v100' (east: gpu=a100,region=eu; west: gpu=h100)"
+    assert problems({SELECTOR_ANNOTATION: "gpu=v100", CLUSTER_LABEL: "x"}) == []  # one cluster: not checked
 
 
 @st.composite
@@ -186,3 +191,20 @@ def test_every_admission_is_inside_one_allowed_cluster_within_its_quota_there(wo
             assert charged[key] <= q.hard["requests.nvidia.com/gpu"] - q.used["requests.nvidia.com/gpu"]
     # Every job not admitted has a reason.
     assert set(decided.pending) | {a.job_id for a in decided.admissions} == set(by_id)
+
+
+def test_a_job_too_big_for_every_quota_it_may_use_never_fits_and_a_cordoned_cluster_is_said_so():
+    nodes = (node("e1", "east"), node("e2", "east"), node("w1", "west"), node("w2", "west"))
+    quotas = {"east": quota("team-a", 8), "west": quota("team-a", 16)}
+    clusters = (Cluster("east", quotas={"team-a": quotas["east"]}), Cluster("west", quotas={"team-a": quotas["west"]}))
+    # 24 GPUs: under the 24 summed, over each cluster's own: never, naming the largest.
+    decided = plan(Snapshot(NOW, (job(1, 3, gpus=8),), nodes=nodes, clusters=clusters))
+    assert decided.pending[1].reason is Reason.NEVER_FITS_QUOTA
+    assert decided.pending[1].detail["cluster"] == "west"
+    assert "in cluster west (the largest of the clusters it may use) is 16" in decided.pending[1].message
+    # 12 GPUs fit west's quota, not east's: not never.
+    decided = plan(Snapshot(NOW, (job(2, 3, gpus=4),), nodes=nodes, clusters=clusters))
+    assert [a.cluster for a in decided.admissions] == ["west"]
+    cordoned = (Cluster("east", cordoned=True), Cluster("west", lost=True))
+    decided = plan(Snapshot(NOW, (job(3, 1),), nodes=nodes, clusters=cordoned))
+    assert decided.pending[3].message.endswith("lost (not answering): west; cordoned by an admin: east")

@@ -116,6 +116,7 @@ class ClusterWatch:
         """The Cluster rows, made for clusters new to the configuration; an admin's cordon read anew."""
         if not self._rows:
             with transaction.atomic():  # (all at once: a submission checks its cluster's name against them)
+                forget_unconfigured(self.gateway.names)
                 for name in self.gateway.names:
                     labels = self.gateway.labels[name]
                     row, _ = Cluster.objects.get_or_create(name=name, defaults={"labels": labels})
@@ -178,7 +179,13 @@ class ClusterWatch:
     def plan_clusters(self, quotas: Mapping[str, Mapping[str, NamespaceQuota]]) -> tuple[planned.Cluster, ...]:
         """The clusters as the plan sees them (`quotas`: per cluster, each namespace's there)."""
         return tuple(
-            planned.Cluster(name, self.gateway.labels[name], quotas.get(name, {}), lost=name in self.closed)
+            planned.Cluster(
+                name,
+                self.gateway.labels[name],
+                quotas.get(name, {}),
+                lost=name in self.frozen,
+                cordoned=self._rows[name].cordoned if name in self._rows else False,
+            )
             for name in self.gateway.names
         )
 
@@ -211,3 +218,9 @@ def _restartable(row: Mapping) -> bool:
         return True
     annotations = ((row.get("parsed") or {}).get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(RESTARTABLE_ANNOTATION, "")).lower() == "true"
+
+
+def forget_unconfigured(names: tuple[str, ...] = ()) -> int:
+    """Clusters recorded before and no longer configured (make run with two, then with one)
+    are forgotten: pages, metrics and submissions know the configured ones only."""
+    return Cluster.objects.exclude(name__in=names).delete()[0]

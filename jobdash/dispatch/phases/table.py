@@ -24,7 +24,17 @@ from dataclasses import dataclass
 import queueing
 from jobdash import metrics
 from jobdash.dispatch.context import CycleContext
-from jobdash.dispatch.phases import lost, pod_groups, publish, reclaim, resize, snapshot_phase, statuses, workflow_holds
+from jobdash.dispatch.phases import (
+    clusters,
+    lost,
+    pod_groups,
+    publish,
+    reclaim,
+    resize,
+    snapshot_phase,
+    statuses,
+    workflow_holds,
+)
 from jobdash.dispatch.writers import pinning, preempt, transitions
 from jobdash.dispatch.writers import release as release_phase
 from jobdash.dispatch.writers.claims import Claim
@@ -54,6 +64,9 @@ def quiet_look(ctx: CycleContext) -> None:
     leader = ctx.leader
     if leader.clusters is not None:  # (several clusters: their health first, phases/clusters.py)
         ctx.result.clusters = leader.clusters.check(ctx.term, ctx.started)
+    elif not leader.one_cluster_recorded:  # (one cluster: none recorded from a run with several)
+        clusters.forget_unconfigured()
+        leader.one_cluster_recorded = True
     ctx.seen = leader.quiet.look(leader.gateway, ctx.term)
     ctx.quiet = leader.quiet.quiet(ctx.started.timestamp(), ctx.seen, leader.cache)
     if ctx.quiet:
