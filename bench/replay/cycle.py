@@ -183,6 +183,7 @@ class AdmissionCycles:
             else DefragRules(
                 self.config.defrag_gpu_h * 3600, self.config.defrag_window_s, max_movers=self.config.defrag_movers
             ),
+            clusters=self.plan_clusters,  # (multi_cluster.py; one cluster: none of it runs)
         )
 
     def _plan(self, snapshot: Snapshot, with_eta: bool, began: float):
@@ -203,11 +204,13 @@ class AdmissionCycles:
         return result
 
     def _release(self, admission, now: float) -> None:
-        """An admission: the job leaves the queue and is created (held, to be pinned)."""
+        """An admission: the job leaves the queue and is created (held, to be pinned), its
+        pods checked to lie in one cluster (multi_cluster.py)."""
         rec = self.records[admission.job_id]
         del self.pending[admission.job_id]
         rec.borrowing = admission.borrowing
         self.stats["borrowing_admitted"] += admission.borrowing
+        self._in_one_cluster(rec, admission)
         self._create(rec, now, admission.placement, admission.counts)
         self._admitted(rec, now)
         self.stats["admitted"] += 1

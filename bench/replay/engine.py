@@ -72,14 +72,8 @@ from .cycle import AdmissionCycles
 from .elastic_jobs import ElasticJobs
 from .history import DurationHistory
 from .lending import Lending, night_pool
-from .mapping import (
-    GPU,
-    GPUS_PER_NODE,
-    cluster_config,
-    job_name,
-    pods_of,
-    tfjob_manifest,
-)
+from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, pods_of, tfjob_manifest
+from .multi_cluster import MultiCluster
 from .oracle import OracleSjfPolicy
 from .pinning import Pinning
 from .preemption import Preemptions
@@ -113,7 +107,7 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints):
+class Replay(MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -142,6 +136,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             operator_max_backoff_s=config.operator_max_backoff_s,
             quota_gpus={vc: cluster_gpus for vc in vc_nodes} if self.elastic else None,
             checkpoint_s=config.checkpoint_s,
+            clusters=config.clusters,
         )
         if config.lent:  # (issue 35) kubesim lends the night pool on its clock
             capacity = kubesim_config["nodes"][0]["capacity"]
@@ -263,6 +258,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
         self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()
         self._init_checkpoints()
+        self._init_clusters()
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""

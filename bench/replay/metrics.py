@@ -107,6 +107,11 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         rec.gpus * (rec.run_s + (end - rec.run_started_at if rec.state == RUNNING else 0.0)) for rec in jobs
     )
     lost_gpu_s = sum(rec.gpus * rec.lost_s for rec in jobs)
+    # ... per cluster (issue 49, multi_cluster.py): the runs ended, and those still going.
+    by_cluster = dict(result.stats.get("gpu_s_by_cluster") or {})
+    for rec in jobs:
+        if by_cluster and rec.state == RUNNING:
+            by_cluster[rec.cluster] += rec.gpus * (end - rec.run_started_at)
     # ... by cause (issue 48): a lent pool's reclaim, a move (defragmentation), else a preemption.
     reclaim_lost_gpu_s = sum(rec.gpus * rec.lost_reclaim_s for rec in jobs)
     move_lost_gpu_s = sum(rec.gpus * rec.lost_move_s for rec in jobs)
@@ -125,6 +130,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "avg_jct_s": round(_mean(jcts), 1),
         "avg_queue_s": round(_mean(waits), 1),
         "p50_queue_s": round(percentile(waits, 50), 1),
+        "p90_queue_s": round(percentile(waits, 90), 1),
         "p95_queue_s": round(percentile(waits, 95), 1),
         "p99_queue_s": round(percentile(waits, 99), 1),
         "max_queue_s": round(max(waits, default=0.0), 1),
@@ -138,6 +144,9 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "moves": result.stats.get("moves", 0),
         "preempted_gpu_hours": round(lost_gpu_s / 3600, 1),
         "gpu_hours": round(run_gpu_s / 3600, 1),
+        "clusters": result.config.clusters or 1,
+        "dispatch": result.config.dispatch,
+        "gpu_hours_by_cluster": {name: round(gpu_s / 3600, 1) for name, gpu_s in by_cluster.items()} or None,
         "preempted_pct": round(100.0 * lost_gpu_s / run_gpu_s, 3) if run_gpu_s else 0.0,
         # (issue 48) the same work thrown away, named for what it is, and by cause
         "lost_gpu_hours": round(lost_gpu_s / 3600, 1),
@@ -341,6 +350,9 @@ JSON_KEYS = (
     "lost_gpu_hours",
     "lost_gpu_hours_by_cause",
     "runtime_s",
+    "clusters",
+    "dispatch",
+    "gpu_hours_by_cluster",
     "estimator",
     "eta_median_rel_error",
     "eta_late_pct",
@@ -355,6 +367,7 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
     # (a summary from before issue 48's part 6)
     defaults.update(dict.fromkeys(("max_wait_8gpu_s", "lost_gpu_hours", "lost_gpu_hours_by_cause", "moves")))
+    defaults.update(clusters=1, dispatch="plan", gpu_hours_by_cluster=None)  # (before issue 49)
     line = {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
     stats = summary.get("stats", {})
     if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed
