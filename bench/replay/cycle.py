@@ -156,10 +156,18 @@ class AdmissionCycles:
         return now >= self.next_eta
 
     def _snapshot(
-        self, now: float, pending: tuple, nodes: tuple[Node, ...], running: tuple, lost: tuple, with_eta: bool
+        self,
+        now: float,
+        pending: tuple,
+        nodes: tuple[Node, ...],
+        running: tuple,
+        lost: tuple,
+        with_eta: bool,
+        clusters: tuple | None = None,
     ):
         """The cycle's Snapshot of these pending jobs, nodes, running jobs and lost slots
-        (every released job is in flight: its pods planned on nodes not given charge nothing)."""
+        (every released job is in flight: its pods planned on nodes not given charge nothing),
+        and of these clusters (None: the replay's, multi_cluster.py)."""
         lost_slots = {replacement.job_id: frozenset(replacement.lost) for replacement in lost}
         return Snapshot(
             now=now,
@@ -183,7 +191,7 @@ class AdmissionCycles:
             else DefragRules(
                 self.config.defrag_gpu_h * 3600, self.config.defrag_window_s, max_movers=self.config.defrag_movers
             ),
-            clusters=self.plan_clusters,  # (multi_cluster.py; one cluster: none of it runs)
+            clusters=self.plan_clusters if clusters is None else clusters,  # (one cluster: none of it runs)
         )
 
     def _plan(self, snapshot: Snapshot, with_eta: bool, began: float):

@@ -25,15 +25,16 @@ elsewhere removed.  Modelled as N independent planners, one per cluster.  Each c
 clusters take turns in a rotating order (cycle k starts with cluster k mod N, then the
 next ones in name order, wrapping): each turn is one ``plan()`` over a snapshot of that
 cluster's nodes and of the jobs running there, with the jobs queued and not admitted by an
-earlier turn of this cycle.  Its admissions win: they are released at once (created, in
-flight: the next turns' snapshots reserve their quota, while their nodes, not in those
-snapshots, charge nothing there), and leave the queue for the next turns.  The quota is the
-same as with ``plan``; the in-flight jobs of every cluster count against it.  Each planner
-preempts only among its own cluster's running jobs, for its copy of a job: a job may so
-have victims in more than one cluster; once it is admitted anywhere the others' are
-called off at the end of their grace, as the replay always does (preemption.py).  The
-per-cluster planners forecast no start times (the summary's ``eta`` figures are then empty),
-and this mode is not combined with lent nodes or elastic jobs (nor is ``plan``).
+earlier turn of this cycle, and of that one cluster alone (the planner has no cluster to
+choose).  Its admissions win: they are released at once (created, in flight: the next
+turns' snapshots reserve their quota, while their nodes, not in those snapshots, charge
+nothing there), and leave the queue for the next turns.  The quota is the same as with
+``plan``; the in-flight jobs of every cluster count against it.  Each planner preempts
+only among its own cluster's running jobs, for its copy of a job: a job may so have
+victims in more than one cluster; once it is admitted anywhere the others' are called off
+at the end of their grace, as the replay always does (preemption.py).  The per-cluster
+planners forecast no start times (the summary's ``eta`` figures are then empty), and this
+mode is not combined with lent nodes or elastic jobs (nor is ``plan``).
 
 Either way every admission's pods must lie in one cluster (its planned nodes, and each pod
 as it binds): the replay raises ``AssertionError`` otherwise.  GPU-seconds run are counted
@@ -116,6 +117,7 @@ class MultiCluster:
         running = tuple(self.running.values()) if self.needs_running else ()
         lost = self._lost()
         names = self.cluster_names
+        number_of = {name: number for number, name in enumerate(names)}
         turn = (stats["cycles"] - 1) % len(names)
         queued = dict(self.pending)  # not admitted by an earlier turn of this cycle
         statuses: dict[int, Any] = {}
@@ -132,6 +134,7 @@ class MultiCluster:
                 tuple(job for job in running if records[job.id].cluster == name),
                 its_lost,
                 False,
+                self.plan_clusters[number_of[name] :][:1],  # (its own cluster alone: no choice of cluster)
             )
             result = self._plan(snapshot, False, began)
             stats["cluster_plans"] += 1
