@@ -162,6 +162,29 @@ def parser(description: str) -> argparse.ArgumentParser:
         "yardstick: a planner per cluster, the clusters in turn each cycle, the first to admit a job wins it; "
         "label +c<N>-first-admits)",
     )
+    parser.add_argument(
+        "--lose-cluster",
+        metavar="NAME",
+        help="issue 49: with --clusters, this cluster (c0..c<N-1>) falls silent for --lose-for seconds from "
+        "--lose-at: Lost after 60 s (nothing new there), its released jobs planned again after 300 s more, its "
+        "running jobs that checkpoint after 1800 s more, their copies deleted when it answers again "
+        "(bench/replay/lost_cluster.py); label +lose-<NAME>[at=..,for=..]",
+    )
+    parser.add_argument(
+        "--lose-at",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --lose-cluster: simulated seconds after the replay's start (--from; after --compress, so "
+        "5 days in is 432000 whatever K) when the cluster falls silent",
+    )
+    parser.add_argument(
+        "--lose-for",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --lose-cluster: how long it stays silent (default 3600)",
+    )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(
         "--no-pin",

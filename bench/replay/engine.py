@@ -72,6 +72,7 @@ from .cycle import AdmissionCycles
 from .elastic_jobs import ElasticJobs
 from .history import DurationHistory
 from .lending import Lending, night_pool
+from .lost_cluster import LostCluster
 from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, pods_of, tfjob_manifest
 from .multi_cluster import MultiCluster
 from .oracle import OracleSjfPolicy
@@ -107,7 +108,9 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints):
+class Replay(
+    LostCluster, MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints
+):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -258,7 +261,7 @@ class Replay(MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Le
         self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()
         self._init_checkpoints()
-        self._init_clusters()
+        self._init_clusters()  # (and the lost cluster's: lost_cluster.py)
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -453,6 +456,7 @@ class Replay(MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Le
                 )
         self._integrate(clock.now())
         end = clock.now()
+        self._end_lost_cluster(end)
         for rec in self.all_records:
             if rec.partial_since is not None and end > rec.partial_since:
                 rec.partial_s += end - rec.partial_since

@@ -115,11 +115,14 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
     # ... by cause (issue 48): a lent pool's reclaim, a move (defragmentation), else a preemption.
     reclaim_lost_gpu_s = sum(rec.gpus * rec.lost_reclaim_s for rec in jobs)
     move_lost_gpu_s = sum(rec.gpus * rec.lost_move_s for rec in jobs)
+    cluster_lost_gpu_s = sum(rec.gpus * rec.lost_cluster_s for rec in jobs)
     lost_by_cause = {
-        "preemption": lost_gpu_s - reclaim_lost_gpu_s - move_lost_gpu_s,
+        "preemption": lost_gpu_s - reclaim_lost_gpu_s - move_lost_gpu_s - cluster_lost_gpu_s,
         "reclaim": reclaim_lost_gpu_s,
         "move": move_lost_gpu_s,
     }
+    if cluster_lost_gpu_s or result.config.lose_cluster:  # (issue 49: lost_cluster.py)
+        lost_by_cause["cluster"] = cluster_lost_gpu_s
     cdf = [
         percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
         for i in range(CDF_POINTS)
@@ -377,6 +380,8 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
         line["lent_gpu_hours"] = round(stats["lent_gpu_s"] / 3600, 1)
         if "lent_lost_pct" in summary:
             line["lent_lost_pct"] = summary["lent_lost_pct"]
+    if stats.get("lost_cluster"):  # (issue 49, part 6) a cluster lost for a while: lost_cluster.py
+        line["lost_cluster"] = stats["lost_cluster"]
     if stats.get("elastic_share"):  # (issue 35) what elastic growth ran, and the jobs shrinking saved
         line["elastic_grown_gpu_h"] = round(stats["elastic_grown_gpu_s"] / 3600, 1)
         line["elastic_lent_extra_gpu_h"] = round(stats["elastic_lent_extra_gpu_s"] / 3600, 1)

@@ -73,6 +73,8 @@ class MultiCluster:
             self.stats["admitted_by_cluster"] = dict.fromkeys(self.cluster_names, 0)
             if self.first_admits:
                 self.stats["cluster_plans"] = 0
+        # (lost_cluster.py: a cluster lost a while, which reads the names above)
+        self._init_lost_cluster()  # type: ignore[attr-defined]
 
     # -- one cluster per gang ------------------------------------------------------------------
 

@@ -170,6 +170,11 @@ class ReplayConfig:
     # planner per cluster, the first that admits winning (FIRST_ADMITS).
     clusters: int = 0
     dispatch: str = PLAN
+    # Issue 49, part 6 (lost_cluster.py): this cluster ("" none) silent from lose_at_s after
+    # the replay's start for lose_for_s.
+    lose_cluster: str = ""
+    lose_at_s: float = 0.0
+    lose_for_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
@@ -212,6 +217,8 @@ class ReplayConfig:
             # (kubesim is one cluster: unpinned pods could bind across; lent nodes and elastic
             # jobs' growth are not given clusters)
             raise ValueError("clusters need pinned placement and a queue, without lent nodes or elastic jobs")
+        if self.lose_cluster and (not self.clusters or self.lose_at_s < 0 or not self.lose_for_s > 0):
+            raise ValueError("lose_cluster needs clusters, lose_at_s >= 0 and lose_for_s > 0")
 
 
 class JobRecord:
@@ -273,6 +280,7 @@ class JobRecord:
         "checkpoint_seen",
         "lost_reclaim_s",
         "lost_move_s",
+        "lost_cluster_s",
         "moved_at",
         "preempt_cause",
         "cluster",
@@ -354,6 +362,7 @@ class JobRecord:
         self.lost_s = 0.0
         self.lost_reclaim_s = 0.0  # ... of it by lent pools' reclaims (the rest: preemptions)
         self.lost_move_s = 0.0  # ... of it by moves (defragmentation)
+        self.lost_cluster_s = 0.0  # ... of it by a lost cluster's jobs started again elsewhere (lost_cluster.py)
         self.moved_at: float | None = None  # when it was last moved
         self.preempt_cause = ""  # why it leaves for preempted_for (queueing.preemption)
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
