@@ -62,11 +62,20 @@ in the notice; ``--checkpoint-blind``: the planner is told nothing (label
 ``priority+elastic+ckpt0.5-blind``).  ``--declare-checkpoints``: every job declares kubesim's
 default interval instead (label ``+ckpt``).
 
+``--clusters N`` (issue 49, bench/replay/multi_cluster.py): the nodes split into N clusters of
+whole racks (``jobdash.io/cluster: c0..``), every gang planned inside one, quotas jobdash-wide;
+``--dispatch first-admits``: instead of one plan, a planner per cluster each cycle, the clusters
+in turn, the first to admit a job winning it (MultiKueue's yardstick).  Label ``+c2``,
+``+c2-first-admits``.  ``--lose-cluster c1 --lose-at SECONDS --lose-for SECONDS`` (issue 49,
+bench/replay/lost_cluster.py): that cluster silent a while, the lost-cluster rules replayed;
+``--lose-at`` is simulated seconds after the replay's start; the JSON line gains
+``lost_cluster`` (label ``+lose-c1[at=..,for=..]``).
+
 Prints one JSON line per replay (label, policy, quota, compress, jobs, avg_jct_s,
 avg_queue_s, p99_queue_s, max_queue_s, gpu_util_pct, deadlocked_gangs, max_wait_1gpu_s,
 max_wait_8gpu_s, preemptions, preempted_gpu_hours, gpu_hours, preempted_pct, lost_gpu_hours
-(= preempted_gpu_hours), lost_gpu_hours_by_cause ({preemption, reclaim}), runtime_s,
-estimator, eta_median_rel_error, eta_late_pct, interval_coverage_pct; with lent nodes also
+(= preempted_gpu_hours), lost_gpu_hours_by_cause ({preemption, reclaim}), runtime_s, clusters,
+dispatch, gpu_hours_by_cluster (null unless --clusters), estimator, eta_median_rel_error, eta_late_pct, interval_coverage_pct; with lent nodes also
 reclaim_killed_pct, lent_gpu_hours and lent_lost_pct) as each replay ends; the full summaries go to var/trace_replay/.  ``--report`` then writes
 bench/results/trace_replay.md (its generated sections) and the PNG plots from the
 summaries of every policy on record for that window; ``--report-only`` does so
@@ -90,6 +99,7 @@ from bench.replay.records import (
     DEFAULT_CHECKPOINT_S,
     FIXED,
     NEW_ESTIMATOR,
+    PLAN,
     QUOTA_MODES,
     TAIL_COVERAGE,
     run_label,
@@ -145,6 +155,11 @@ def run_one(task: dict[str, Any]) -> dict[str, Any]:
         checkpoint_blind=task.get("checkpoint_blind", False),
         defrag_gpu_h=task.get("defrag"),
         defrag_movers=task.get("defrag_movers", 8),
+        clusters=task.get("clusters", 0),
+        dispatch=task.get("dispatch", PLAN),
+        lose_cluster=task.get("lose_cluster") or "",
+        lose_at_s=task.get("lose_at", 0.0),
+        lose_for_s=task.get("lose_for", 3600.0),
     )
     if task.get("tick") is not None:
         config.tick_s = task["tick"]
@@ -258,6 +273,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("--declare-checkpoints (every job, kubesim's interval) or --checkpointing, not both")
         if args.lent and (quotas != [FIXED] or "none" in names):
             parser.error("--lent needs fixed quotas and a policy other than none")
+        if args.clusters < 0 or (args.dispatch != PLAN and not args.clusters):
+            parser.error("--clusters must be 1 or more, and --dispatch needs it")
+        if args.clusters and (not args.pin or "none" in names or args.lent or args.elastic):
+            parser.error("--clusters needs pinned placement and a policy other than none, without --lent or --elastic")
+        if args.lose_cluster and args.lose_cluster not in {f"c{i}" for i in range(args.clusters)}:
+            parser.error("--lose-cluster must name one of the clusters --clusters makes (c0..c<N-1>)")
+        if args.lose_cluster and (args.lose_at < 0 or not args.lose_for > 0):
+            parser.error("--lose-at must be 0 or more and --lose-for more than 0 (seconds)")
         factor = int(args.compress) if float(args.compress).is_integer() else args.compress
         options = dict(item.split("=", 1) for item in args.option)
         options = {key: _value(value) for key, value in options.items()}
@@ -291,6 +314,11 @@ def main(argv: list[str] | None = None) -> None:
                 "checkpoint_blind": args.checkpoint_blind,
                 "defrag": args.defrag,
                 "defrag_movers": args.defrag_movers,
+                "clusters": args.clusters,
+                "dispatch": args.dispatch,
+                "lose_cluster": args.lose_cluster,
+                "lose_at": args.lose_at,
+                "lose_for": args.lose_for,
                 "label": args.label
                 if args.label and len(runs) == 1
                 else run_label(
@@ -313,12 +341,16 @@ def main(argv: list[str] | None = None) -> None:
                     args.checkpoint_blind,
                     args.defrag,
                     args.defrag_movers,
+                    args.clusters,
+                    args.dispatch,
                 ),
             }
             for name, quota in runs
         ]
         cache.mkdir(parents=True, exist_ok=True)
         for task in tasks:
+            if args.lose_cluster and not (args.label and len(runs) == 1):  # (issue 49) a cluster lost a while
+                task["label"] += f"+lose-{args.lose_cluster}[at={args.lose_at:g},for={args.lose_for:g}]"
             if args.calibration_bootstrap:
                 task["label"] += "+boot"
             task["calibration_bootstrap"] = args.calibration_bootstrap

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench.replay.records import DEFAULT_CHECKPOINT_S, ESTIMATORS, NEW_ESTIMATOR, QUOTA_MODES, TAIL_COVERAGE
+from bench.replay.records import (
+    DEFAULT_CHECKPOINT_S,
+    DISPATCH_MODES,
+    ESTIMATORS,
+    NEW_ESTIMATOR,
+    PLAN,
+    QUOTA_MODES,
+    TAIL_COVERAGE,
+)
 from bench.replay.trace import DEFAULT_TRACE, DEFAULT_VC_NODES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,6 +144,46 @@ def parser(description: str) -> argparse.ArgumentParser:
         default=8,
         metavar="N",
         help="with --defrag: the most jobs moved for one gang (JOBDASH_DEFRAG_MAX_MOVERS, default 8)",
+    )
+    parser.add_argument(
+        "--clusters",
+        type=int,
+        default=0,
+        metavar="N",
+        help="issue 49: the nodes split into N clusters of whole racks, contiguous, about equal GPUs (each node "
+        "labelled jobdash.io/cluster: c0..c<N-1>; bench/replay/multi_cluster.py); every gang inside one; quotas "
+        "stay jobdash-wide; label +c<N>. Pinned placement only, without --lent or --elastic",
+    )
+    parser.add_argument(
+        "--dispatch",
+        choices=DISPATCH_MODES,
+        default=PLAN,
+        help="with --clusters: plan (one plan over every cluster, the default) or first-admits (the MultiKueue "
+        "yardstick: a planner per cluster, the clusters in turn each cycle, the first to admit a job wins it; "
+        "label +c<N>-first-admits)",
+    )
+    parser.add_argument(
+        "--lose-cluster",
+        metavar="NAME",
+        help="issue 49: with --clusters, this cluster (c0..c<N-1>) falls silent for --lose-for seconds from "
+        "--lose-at: Lost after 60 s (nothing new there), its released jobs planned again after 300 s more, its "
+        "running jobs that checkpoint after 1800 s more, their copies deleted when it answers again "
+        "(bench/replay/lost_cluster.py); label +lose-<NAME>[at=..,for=..]",
+    )
+    parser.add_argument(
+        "--lose-at",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --lose-cluster: simulated seconds after the replay's start (--from; after --compress, so "
+        "5 days in is 432000 whatever K) when the cluster falls silent",
+    )
+    parser.add_argument(
+        "--lose-for",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="with --lose-cluster: how long it stays silent (default 3600)",
     )
     parser.add_argument("--label", help="name for these results (default: the policy name)")
     parser.add_argument(

@@ -114,10 +114,7 @@ class AdmissionCycles:
 
     def _cycle(self, now: float) -> None:
         stats = self.stats
-        stats["cycles"] += 1
-        self.changed_at = None
-        self.last_cycle = now
-        with_eta = now >= self.next_eta
+        with_eta = self._cycle_begins(now)
         began = time.perf_counter()
         if with_eta and self.predictor is not None:
             running = self._running_likely(now)
@@ -126,55 +123,15 @@ class AdmissionCycles:
         else:
             running = ()
         lost = self._lost()
-        lost_slots = {replacement.job_id: frozenset(replacement.lost) for replacement in lost}
-        snapshot = Snapshot(
-            now=now,
-            pending=tuple(self.pending.values()),
-            in_flight=tuple(
-                self._in_flight(rec, lost_slots.get(rec.job.id, frozenset())) for rec in self.inflight.values()
-            ),
-            running=running,
-            quotas=self._quotas(),
-            nodes=self._nodes(),
-            node_fit=True,
-            history=self.durations.as_map() if with_eta else {},
-            # Borrowing without reclaim: no running job is ever a victim.
-            preemption_limit=None if not self.elastic else self.config.preemption_limit if self.preempts else 0,
-            topology_levels=TOPOLOGY_LEVELS,
-            replacements=lost,
-            lent=self._lent(),
-            usage=self.memory.usage(now),
-            defrag=None
-            if self.config.defrag_gpu_h is None
-            else DefragRules(
-                self.config.defrag_gpu_h * 3600, self.config.defrag_window_s, max_movers=self.config.defrag_movers
-            ),
-        )
-        planned_at = time.perf_counter()
-        # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,
-        # plan(forecasts=...)): the forecast plays every queue forward from the running jobs'
-        # ends, and decides nothing.
-        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s, forecasts=with_eta)
-        done_at = time.perf_counter()
-        stats["snapshot_s"] += planned_at - began
-        stats["plan_s"] += done_at - planned_at
-        if with_eta:
-            stats["eta_plan_s"] += done_at - planned_at
-        stats["max_pending"] = max(stats["max_pending"], len(snapshot.pending))
-        stats["queue_len_sum"] += len(snapshot.pending)
+        snapshot = self._snapshot(now, tuple(self.pending.values()), self._nodes(), running, lost, with_eta)
+        result = self._plan(snapshot, with_eta, began)
         if with_eta:
             self._sample_etas(now, result, snapshot)
             self.next_eta = (
                 math.floor((now - self.start) / self.config.eta_every_s) + 1
             ) * self.config.eta_every_s + self.start
         for admission in result.admissions:
-            rec = self.records[admission.job_id]
-            del self.pending[admission.job_id]
-            rec.borrowing = admission.borrowing
-            stats["borrowing_admitted"] += admission.borrowing
-            self._create(rec, now, admission.placement, admission.counts)
-            self._admitted(rec, now)
-        stats["admitted"] += len(result.admissions)
+            self._release(admission, now)
         if result.admissions:
             began = time.perf_counter()
             self.cluster.settle()
@@ -190,6 +147,81 @@ class AdmissionCycles:
             self._replace(result, lost, now)
         self._pin()  # this cycle's releases too: their pods exist once the cluster settled
         self._heads(result, now)
+
+    def _cycle_begins(self, now: float) -> bool:
+        """A cycle is counted and the loop's clock of cycles reset; whether it forecasts."""
+        self.stats["cycles"] += 1
+        self.changed_at = None
+        self.last_cycle = now
+        return now >= self.next_eta
+
+    def _snapshot(
+        self,
+        now: float,
+        pending: tuple,
+        nodes: tuple[Node, ...],
+        running: tuple,
+        lost: tuple,
+        with_eta: bool,
+        clusters: tuple | None = None,
+    ):
+        """The cycle's Snapshot of these pending jobs, nodes, running jobs and lost slots
+        (every released job is in flight: its pods planned on nodes not given charge nothing),
+        and of these clusters (None: the replay's, multi_cluster.py)."""
+        lost_slots = {replacement.job_id: frozenset(replacement.lost) for replacement in lost}
+        return Snapshot(
+            now=now,
+            pending=pending,
+            in_flight=tuple(
+                self._in_flight(rec, lost_slots.get(rec.job.id, frozenset())) for rec in self.inflight.values()
+            ),
+            running=running,
+            quotas=self._quotas(),
+            nodes=nodes,
+            node_fit=True,
+            history=self.durations.as_map() if with_eta else {},
+            # Borrowing without reclaim: no running job is ever a victim.
+            preemption_limit=None if not self.elastic else self.config.preemption_limit if self.preempts else 0,
+            topology_levels=TOPOLOGY_LEVELS,
+            replacements=lost,
+            lent=self._lent(),
+            usage=self.memory.usage(now),
+            defrag=None
+            if self.config.defrag_gpu_h is None
+            else DefragRules(
+                self.config.defrag_gpu_h * 3600, self.config.defrag_window_s, max_movers=self.config.defrag_movers
+            ),
+            clusters=self.plan_clusters if clusters is None else clusters,  # (one cluster: none of it runs)
+        )
+
+    def _plan(self, snapshot: Snapshot, with_eta: bool, began: float):
+        """plan() over the snapshot, timed (``began``: when the snapshot began)."""
+        stats = self.stats
+        planned_at = time.perf_counter()
+        # Start times are forecast only in the hourly cycles (the dispatcher's complete rounds,
+        # plan(forecasts=...)): the forecast plays every queue forward from the running jobs'
+        # ends, and decides nothing.
+        result = plan(snapshot, self.policy, eta_horizon_s=self.config.eta_horizon_s, forecasts=with_eta)
+        done_at = time.perf_counter()
+        stats["snapshot_s"] += planned_at - began
+        stats["plan_s"] += done_at - planned_at
+        if with_eta:
+            stats["eta_plan_s"] += done_at - planned_at
+        stats["max_pending"] = max(stats["max_pending"], len(snapshot.pending))
+        stats["queue_len_sum"] += len(snapshot.pending)
+        return result
+
+    def _release(self, admission, now: float) -> None:
+        """An admission: the job leaves the queue and is created (held, to be pinned), its
+        pods checked to lie in one cluster (multi_cluster.py)."""
+        rec = self.records[admission.job_id]
+        del self.pending[admission.job_id]
+        rec.borrowing = admission.borrowing
+        self.stats["borrowing_admitted"] += admission.borrowing
+        self._in_one_cluster(rec, admission)
+        self._create(rec, now, admission.placement, admission.counts)
+        self._admitted(rec, now)
+        self.stats["admitted"] += 1
 
     def _running_likely(self, now: float) -> tuple[RunningJob, ...]:
         """The running jobs, each with its likely end given how long it has run (the new

@@ -72,14 +72,9 @@ from .cycle import AdmissionCycles
 from .elastic_jobs import ElasticJobs
 from .history import DurationHistory
 from .lending import Lending, night_pool
-from .mapping import (
-    GPU,
-    GPUS_PER_NODE,
-    cluster_config,
-    job_name,
-    pods_of,
-    tfjob_manifest,
-)
+from .lost_cluster import LostCluster
+from .mapping import GPU, GPUS_PER_NODE, cluster_config, job_name, pods_of, tfjob_manifest
+from .multi_cluster import MultiCluster
 from .oracle import OracleSjfPolicy
 from .pinning import Pinning
 from .preemption import Preemptions
@@ -113,7 +108,9 @@ def make_policy(name: str, **options: Any) -> Policy | None:
     return get_policy(name, **options)
 
 
-class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints):
+class Replay(
+    LostCluster, MultiCluster, WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, ElasticJobs, Checkpoints
+):
     def __init__(
         self,
         jobs: list[TraceJob],
@@ -142,6 +139,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
             operator_max_backoff_s=config.operator_max_backoff_s,
             quota_gpus={vc: cluster_gpus for vc in vc_nodes} if self.elastic else None,
             checkpoint_s=config.checkpoint_s,
+            clusters=config.clusters,
         )
         if config.lent:  # (issue 35) kubesim lends the night pool on its clock
             capacity = kubesim_config["nodes"][0]["capacity"]
@@ -263,6 +261,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
         self.memory = UsageMemory(getattr(self.policy, "usage_half_life_days", None))
         self._init_elastic()
         self._init_checkpoints()
+        self._init_clusters()  # (and the lost cluster's: lost_cluster.py)
 
     def estimate(self, vc: str, gpus: int) -> float | None:
         """The old no-oracle duration estimate: the median of the namespace's recent runs of this shape."""
@@ -457,6 +456,7 @@ class Replay(WatchCache, AdmissionCycles, Preemptions, Pinning, Lending, Elastic
                 )
         self._integrate(clock.now())
         end = clock.now()
+        self._end_lost_cluster(end)
         for rec in self.all_records:
             if rec.partial_since is not None and end > rec.partial_since:
                 rec.partial_s += end - rec.partial_since

@@ -21,6 +21,7 @@ from typing import Any
 from kubesim.kubeflow import CHECKPOINT_ANNOTATION
 from queueing import CHECKPOINTS_ANNOTATION, Workload, workload_from_manifest
 from queueing.checkpoint_names import CHECKPOINT_EVERY
+from queueing.clusters import CLUSTER_LABEL
 
 GPUS_PER_NODE = 8
 CPUS_PER_GPU = 12
@@ -178,10 +179,13 @@ def cluster_config(
     operator_max_backoff_s: float = 30.0,
     quota_gpus: dict[str, int] | None = None,
     checkpoint_s: float = 1800.0,
+    clusters: int = 0,
 ) -> dict[str, Any]:
     """kubesim's config: sum(VC nodes) nodes in racks and blocks, one namespace per VC with its
-    quota (VC nodes x 8 GPUs, or ``quota_gpus[vc]``: elastic quota makes it the whole cluster)."""
+    quota (VC nodes x 8 GPUs, or ``quota_gpus[vc]``: elastic quota makes it the whole cluster);
+    with ``clusters`` (0: not split, no label) each node labelled with its cluster (``cluster_of_racks``)."""
     total = sum(vc_nodes.values())
+    names = cluster_of_racks(total, clusters) if clusters else None
     capacity = {
         "cpu": str(CPUS_PER_GPU * GPUS_PER_NODE),
         "memory": f"{GIB_PER_GPU * GPUS_PER_NODE}Gi",
@@ -194,7 +198,13 @@ def cluster_config(
         "start_time": start_time,
         # One group per node (named node-0, node-1, ...), each with its rack and block.
         "nodes": [
-            {"name": f"node-{i}", "count": 1, "capacity": capacity, "labels": topology_labels(i)} for i in range(total)
+            {
+                "name": f"node-{i}",
+                "count": 1,
+                "capacity": capacity,
+                "labels": topology_labels(i) if names is None else {**topology_labels(i), CLUSTER_LABEL: names[i]},
+            }
+            for i in range(total)
         ],
         "namespaces": [{"name": vc, "quota": {QUOTA_KEY: str(quota[vc])}} for vc in sorted(vc_nodes)],
         "kubelet": {"start_delay_seconds": start_delay_s},
@@ -210,3 +220,22 @@ def topology_labels(number: int) -> dict[str, str]:
     """The rack and block labels of the node numbered ``number`` (racks of ``RACK_NODES``)."""
     rack = number // RACK_NODES
     return {RACK: f"rack-{rack:02d}", BLOCK: f"block-{rack // BLOCK_RACKS:02d}"}
+
+
+def cluster_of_racks(nodes: int, clusters: int) -> list[str]:
+    """Each node's cluster (``c0`` .. ``c{clusters-1}``), racks kept whole (issue 49,
+    ``--clusters``): the racks in node order, contiguous, each to the cluster in whose equal
+    share of the GPUs its middle lies (cluster ``floor(clusters x (GPUs before the rack + half
+    the rack's) / all GPUs)``), so each cluster is a run of whole racks. Racks being equal here
+    (8 nodes of 8 GPUs), 44 racks make 2 clusters of 22 (176 nodes each; block 05 split
+    between them) or 3 of 15, 14 and 15; a block is split only where a cluster's share ends."""
+    racks = math.ceil(nodes / RACK_NODES)
+    if not 1 <= clusters <= racks:
+        raise ValueError(f"{clusters} clusters of whole racks need 1..{racks} of them ({nodes} nodes)")
+    names = []
+    for number in range(nodes):
+        rack = number // RACK_NODES
+        first, size = rack * RACK_NODES, min(RACK_NODES, nodes - rack * RACK_NODES)
+        middle = (first + size / 2) / nodes  # (every node has the same GPUs: nodes count for them)
+        names.append(f"c{min(clusters - 1, int(clusters * middle))}")
+    return names

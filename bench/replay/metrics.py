@@ -107,14 +107,22 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         rec.gpus * (rec.run_s + (end - rec.run_started_at if rec.state == RUNNING else 0.0)) for rec in jobs
     )
     lost_gpu_s = sum(rec.gpus * rec.lost_s for rec in jobs)
+    # ... per cluster (issue 49, multi_cluster.py): the runs ended, and those still going.
+    by_cluster = dict(result.stats.get("gpu_s_by_cluster") or {})
+    for rec in jobs:
+        if by_cluster and rec.state == RUNNING:
+            by_cluster[rec.cluster] += rec.gpus * (end - rec.run_started_at)
     # ... by cause (issue 48): a lent pool's reclaim, a move (defragmentation), else a preemption.
     reclaim_lost_gpu_s = sum(rec.gpus * rec.lost_reclaim_s for rec in jobs)
     move_lost_gpu_s = sum(rec.gpus * rec.lost_move_s for rec in jobs)
+    cluster_lost_gpu_s = sum(rec.gpus * rec.lost_cluster_s for rec in jobs)
     lost_by_cause = {
-        "preemption": lost_gpu_s - reclaim_lost_gpu_s - move_lost_gpu_s,
+        "preemption": lost_gpu_s - reclaim_lost_gpu_s - move_lost_gpu_s - cluster_lost_gpu_s,
         "reclaim": reclaim_lost_gpu_s,
         "move": move_lost_gpu_s,
     }
+    if cluster_lost_gpu_s or result.config.lose_cluster:  # (issue 49: lost_cluster.py)
+        lost_by_cause["cluster"] = cluster_lost_gpu_s
     cdf = [
         percentile(waits, 100.0 * i / (CDF_POINTS - 1)) if i else (waits[0] if waits else 0.0)
         for i in range(CDF_POINTS)
@@ -125,6 +133,7 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "avg_jct_s": round(_mean(jcts), 1),
         "avg_queue_s": round(_mean(waits), 1),
         "p50_queue_s": round(percentile(waits, 50), 1),
+        "p90_queue_s": round(percentile(waits, 90), 1),
         "p95_queue_s": round(percentile(waits, 95), 1),
         "p99_queue_s": round(percentile(waits, 99), 1),
         "max_queue_s": round(max(waits, default=0.0), 1),
@@ -138,6 +147,9 @@ def summarize(result: ReplayResult) -> dict[str, Any]:
         "moves": result.stats.get("moves", 0),
         "preempted_gpu_hours": round(lost_gpu_s / 3600, 1),
         "gpu_hours": round(run_gpu_s / 3600, 1),
+        "clusters": result.config.clusters or 1,
+        "dispatch": result.config.dispatch,
+        "gpu_hours_by_cluster": {name: round(gpu_s / 3600, 1) for name, gpu_s in by_cluster.items()} or None,
         "preempted_pct": round(100.0 * lost_gpu_s / run_gpu_s, 3) if run_gpu_s else 0.0,
         # (issue 48) the same work thrown away, named for what it is, and by cause
         "lost_gpu_hours": round(lost_gpu_s / 3600, 1),
@@ -341,6 +353,9 @@ JSON_KEYS = (
     "lost_gpu_hours",
     "lost_gpu_hours_by_cause",
     "runtime_s",
+    "clusters",
+    "dispatch",
+    "gpu_hours_by_cluster",
     "estimator",
     "eta_median_rel_error",
     "eta_late_pct",
@@ -355,6 +370,7 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
     defaults.update(dict.fromkeys(("eta_median_rel_error", "eta_late_pct", "interval_coverage_pct")))
     # (a summary from before issue 48's part 6)
     defaults.update(dict.fromkeys(("max_wait_8gpu_s", "lost_gpu_hours", "lost_gpu_hours_by_cause", "moves")))
+    defaults.update(clusters=1, dispatch="plan", gpu_hours_by_cluster=None)  # (before issue 49)
     line = {key: summary[key] if key in summary else defaults[key] for key in JSON_KEYS}
     stats = summary.get("stats", {})
     if stats.get("lent_share"):  # (issue 35) the share of jobs admitted to lent nodes a reclaim killed
@@ -364,6 +380,8 @@ def json_line(summary: dict[str, Any]) -> dict[str, Any]:
         line["lent_gpu_hours"] = round(stats["lent_gpu_s"] / 3600, 1)
         if "lent_lost_pct" in summary:
             line["lent_lost_pct"] = summary["lent_lost_pct"]
+    if stats.get("lost_cluster"):  # (issue 49, part 6) a cluster lost for a while: lost_cluster.py
+        line["lost_cluster"] = stats["lost_cluster"]
     if stats.get("elastic_share"):  # (issue 35) what elastic growth ran, and the jobs shrinking saved
         line["elastic_grown_gpu_h"] = round(stats["elastic_grown_gpu_s"] / 3600, 1)
         line["elastic_lent_extra_gpu_h"] = round(stats["elastic_lent_extra_gpu_s"] / 3600, 1)

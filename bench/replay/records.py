@@ -38,6 +38,10 @@ OLD_ESTIMATOR, NEW_ESTIMATOR = "old", "new"
 ESTIMATORS = (OLD_ESTIMATOR, NEW_ESTIMATOR)
 TAIL_COVERAGE = 0.99  # the run-time bound lent nodes are admitted by (JOBDASH_LENT_COVERAGE's default)
 DEFAULT_CHECKPOINT_S = 1800.0  # kubesim's default checkpoint interval, and --checkpoint-every's
+# Issue 49 (multi_cluster.py): with several clusters, one plan over them all (plan) or one
+# planner per cluster, the first to admit a job winning it (first-admits, MultiKueue-like).
+PLAN, FIRST_ADMITS = "plan", "first-admits"
+DISPATCH_MODES = (PLAN, FIRST_ADMITS)
 
 
 def run_label(
@@ -60,6 +64,8 @@ def run_label(
     checkpoint_blind: bool = False,
     defrag: float | None = None,
     defrag_movers: int = 8,
+    clusters: int = 0,
+    dispatch: str = PLAN,
 ) -> str:
     """A run's name, which is also its cache file's: ``priority``, ``priority+elastic``,
     ``fifo@x3``, ``priority+elastic[grace=300,limit=1]@x3``, ``priority+old-est`` (the
@@ -67,7 +73,8 @@ def run_label(
     ``priority+no-pin+elastic@x3`` (issue #31: the scheduler alone places the pods; pinned
     placement, the dispatcher's default, goes unnamed, as ``none`` has no placement),
     ``priority+no-pin+elastic+ckpt0.5-blind@x3`` (issue 48: half the jobs checkpoint, the
-    planner not told; ``[every=600]`` when not every 1800 s)."""
+    planner not told; ``[every=600]`` when not every 1800 s), ``priority+elastic+c2-first-admits@x3``
+    (issue 49: the nodes in 2 clusters, a planner per cluster; ``+c2``: one plan over both)."""
     unpinned = not pin and policy != NO_QUEUE
     text = f"{policy}{'+no-pin' if unpinned else ''}" + (f"[{','.join(options)}]" if options else "")
     if quota != FIXED:
@@ -93,6 +100,8 @@ def run_label(
         text += f"[every={checkpoint_every:g}]" if checkpoint_every != DEFAULT_CHECKPOINT_S else ""
     if defrag is not None:  # (issue 48) moves that join scattered GPUs, at most this many GPU-hours lost a gang
         text += f"+defrag{defrag:g}" + (f"[movers={defrag_movers}]" if defrag_movers != 8 else "")
+    if clusters:  # (issue 49) the nodes split in clusters; -first-admits: a planner per cluster
+        text += f"+c{clusters}" + (f"-{dispatch}" if dispatch != PLAN else "")
     if factor != 1:
         text += f"@x{factor:g}"
     return text
@@ -156,6 +165,16 @@ class ReplayConfig:
     # This share of the multi-GPU jobs (by a hash of the job id) are elastic PyTorchJobs
     # (elastic_jobs.py): 1-GPU Workers, minimum half of them, maximum all.
     elastic: float = 0.0
+    # Issue 49 (multi_cluster.py): the nodes split into this many clusters of whole racks
+    # (0: not split, no cluster label), and how jobs go to them: one plan (PLAN) or a
+    # planner per cluster, the first that admits winning (FIRST_ADMITS).
+    clusters: int = 0
+    dispatch: str = PLAN
+    # Issue 49, part 6 (lost_cluster.py): this cluster ("" none) silent from lose_at_s after
+    # the replay's start for lose_for_s.
+    lose_cluster: str = ""
+    lose_at_s: float = 0.0
+    lose_for_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.quota not in QUOTA_MODES:
@@ -190,6 +209,16 @@ class ReplayConfig:
             raise ValueError(
                 "checkpoints_declared (every job at kubesim's interval) or checkpointing (a share), not both"
             )
+        if self.dispatch not in DISPATCH_MODES:
+            raise ValueError(f"dispatch must be one of {', '.join(DISPATCH_MODES)}, got {self.dispatch!r}")
+        if self.clusters < 0 or (self.dispatch != PLAN and not self.clusters):
+            raise ValueError(f"clusters must be 0 (not split) or more, and given for {FIRST_ADMITS}")
+        if self.clusters and (not self.pin or self.policy == NO_QUEUE or self.lent or self.elastic):
+            # (kubesim is one cluster: unpinned pods could bind across; lent nodes and elastic
+            # jobs' growth are not given clusters)
+            raise ValueError("clusters need pinned placement and a queue, without lent nodes or elastic jobs")
+        if self.lose_cluster and (not self.clusters or self.lose_at_s < 0 or not self.lose_for_s > 0):
+            raise ValueError("lose_cluster needs clusters, lose_at_s >= 0 and lose_for_s > 0")
 
 
 class JobRecord:
@@ -251,8 +280,10 @@ class JobRecord:
         "checkpoint_seen",
         "lost_reclaim_s",
         "lost_move_s",
+        "lost_cluster_s",
         "moved_at",
         "preempt_cause",
+        "cluster",
     )
 
     def __init__(
@@ -331,9 +362,11 @@ class JobRecord:
         self.lost_s = 0.0
         self.lost_reclaim_s = 0.0  # ... of it by lent pools' reclaims (the rest: preemptions)
         self.lost_move_s = 0.0  # ... of it by moves (defragmentation)
+        self.lost_cluster_s = 0.0  # ... of it by a lost cluster's jobs started again elsewhere (lost_cluster.py)
         self.moved_at: float | None = None  # when it was last moved
         self.preempt_cause = ""  # why it leaves for preempted_for (queueing.preemption)
         self.lent_gpus = 0  # GPUs of its current run on lent nodes (issue 35)
+        self.cluster = ""  # the cluster of its release's pods (issue 49, multi_cluster.py)
 
     @property
     def in_flight_workload(self) -> Workload:

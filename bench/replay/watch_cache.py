@@ -130,6 +130,8 @@ class WatchCache:
     def _bound(self, rec: JobRecord, node: str) -> None:
         """A pod of the job was bound to ``node``: off the plan if the job now has more pods
         there than its placement plans there (pinning.off_plan, counted as it happens)."""
+        if self.plan_clusters:  # (issue 49) in the job's cluster, or the replay raises
+            self._bound_in_cluster(rec, node)
         if not self.config.pin or not rec.placement or self.policy is None:
             return
         planned = sum(1 for _, _, where in rec.placement if where == node)

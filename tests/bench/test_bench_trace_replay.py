@@ -191,12 +191,16 @@ def test_summary_and_json_line():
         "lost_gpu_hours",
         "lost_gpu_hours_by_cause",
         "runtime_s",
+        "clusters",
+        "dispatch",
+        "gpu_hours_by_cluster",
         "estimator",
         "eta_median_rel_error",
         "eta_late_pct",
         "interval_coverage_pct",
     ]
     assert line["estimator"] == "new"
+    assert (line["clusters"], line["dispatch"], line["gpu_hours_by_cluster"]) == (1, "plan", None)  # (not split)
     assert line["policy"] == "fifo" and line["jobs"] == 6 and line["max_wait_1gpu_s"] == 122
     assert line["label"] == "fifo" and line["quota"] == "fixed" and line["compress"] == 1
     assert line["preemptions"] == 0 and line["preempted_gpu_hours"] == 0 and line["preempted_pct"] == 0
