@@ -4,43 +4,48 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Cluster',
+            name="Cluster",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=63, unique=True)),
-                ('labels', models.JSONField(blank=True, default=dict)),
-                ('health', models.CharField(choices=[('Answering', 'Answering'), ('Lost', 'Lost'), ('Returning', 'Returning')], default='Answering', max_length=16)),
-                ('answered_at', models.DateTimeField(blank=True, null=True)),
-                ('lost_at', models.DateTimeField(blank=True, null=True)),
-                ('cordoned', models.BooleanField(default=False, help_text='Send nothing new to this cluster.')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=63, unique=True)),
+                ("labels", models.JSONField(blank=True, default=dict)),
+                (
+                    "health",
+                    models.CharField(
+                        choices=[("Answering", "Answering"), ("Lost", "Lost"), ("Returning", "Returning")],
+                        default="Answering",
+                        max_length=16,
+                    ),
+                ),
+                ("answered_at", models.DateTimeField(blank=True, null=True)),
+                ("lost_at", models.DateTimeField(blank=True, null=True)),
+                ("cordoned", models.BooleanField(default=False, help_text="Send nothing new to this cluster.")),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='LeftCopy',
+            name="LeftCopy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job_id', models.BigIntegerField(db_index=True)),
-                ('cluster', models.CharField(max_length=63)),
-                ('kind_key', models.CharField(max_length=128)),
-                ('namespace', models.CharField(max_length=63)),
-                ('name', models.CharField(max_length=253)),
-                ('left_at', models.DateTimeField()),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("job_id", models.BigIntegerField(db_index=True)),
+                ("cluster", models.CharField(max_length=63)),
+                ("kind_key", models.CharField(max_length=128)),
+                ("namespace", models.CharField(max_length=63)),
+                ("name", models.CharField(max_length=253)),
+                ("left_at", models.DateTimeField()),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name_plural': 'left copies',
-                'indexes': [models.Index(fields=['cluster', 'deleted_at'], name='clusters_le_cluster_3fdd28_idx')],
+                "verbose_name_plural": "left copies",
+                "indexes": [models.Index(fields=["cluster", "deleted_at"], name="clusters_le_cluster_3fdd28_idx")],
             },
         ),
     ]
