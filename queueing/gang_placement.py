@@ -50,6 +50,11 @@ class GangPlacement:
             return found
         return shortage_outcome(found, job, self.clusters)
 
+    def quota_only_cluster(self, job: PendingJob) -> str | Outcome:
+        """Without node fit: the first cluster that admits the job, or why none does."""
+        found = self.clusters_for(job)
+        return found[0][0] if isinstance(found, list) else found
+
     def _in_a_cluster(self, job: PendingJob, bar: Bar | None, allowed: frozenset[int] | None) -> Placed | Outcome:
         """The gang in the first of its clusters that holds it; failing all, why the one that
         came closest did not (or, kept off lent nodes, why so)."""

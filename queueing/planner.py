@@ -366,12 +366,9 @@ class _Planner:
                 return cannot_borrow
         # 3c. Gang placement on nodes (in one cluster, with several: clusters.py).
         placement = None
-        cluster = ""
-        if self.state.clusters is not None and not self.state.node_fit:  # (quota only: the first that admits it)
-            found = self.gangs.clusters_for(job)
-            if not isinstance(found, list):
-                return found
-            cluster = found[0][0]
+        cluster = self.gangs.quota_only_cluster(job) if self.state.clusters and not self.state.node_fit else ""
+        if not isinstance(cluster, str):
+            return cluster
         if self.state.node_fit:
             placed = self.gangs.place(job, bar)
             if not isinstance(placed, list):

@@ -35,7 +35,7 @@ from .gateway import (
     WatchEvent,
 )
 from .informer import Informer
-from .kube_client import api_client, translate
+from .kube_client import answers, api_client, translate
 from .kube_queue import QueueObjects
 
 log = logging.getLogger(__name__)
@@ -82,8 +82,7 @@ class KubeGateway:
                 "pod", self._core.list_pod_for_all_namespaces, convert.pod, self._changed, indexes=pod_indexes
             ),
         }
-        # One watch cache per job kind, keyed by the kind's key ("tfjobs.kubeflow.org").
-        # Finished objects stay in the cache: the cycle finds the few it needs by job id.
+        # One watch cache per kind ("tfjobs.kubeflow.org"); finished objects stay, found by job id.
         self._jobs = {
             key: Informer(
                 key,
@@ -116,18 +115,11 @@ class KubeGateway:
         return (self._pod_kinds[label], pod.namespace, pod.labels[label])
 
     @classmethod
-    def from_settings(
-        cls, mode: str, kubeconfig: str | None = None, context: str | None = None, **options
-    ) -> "KubeGateway":
+    def from_settings(cls, mode: str, kubeconfig: str | None = None, context: str | None = None, **options):
         return cls(api_client(mode, kubeconfig, context), **options)
 
     def answers(self, timeout: float = 2.0) -> bool:
-        """Whether the API server answers now (GET /version), within `timeout` seconds."""
-        try:
-            client.VersionApi(self._api).get_code(_request_timeout=timeout)
-        except Exception:  # any failure to answer: refused, reset, timed out, an error status
-            return False
-        return True
+        return answers(self._api, timeout)
 
     def _lister(self, kind_key: str) -> Callable[..., Any]:
         group, version, plural = kinds.group_version_plural(kind_key)

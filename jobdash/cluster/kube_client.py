@@ -17,7 +17,7 @@ from .gateway import (
     Transient,
 )
 
-__all__ = ["api_client", "translate"]
+__all__ = ["answers", "api_client", "translate"]
 
 TRANSIENT_STATUSES = {0, 408, 429, 500, 502, 503, 504}
 
@@ -34,6 +34,15 @@ def api_client(mode: str, kubeconfig: str | None = None, context: str | None = N
     configuration.connection_pool_maxsize = 32
     configuration.retries = False  # retries are ours, with backoff, in `_call`
     return client.ApiClient(configuration)
+
+
+def answers(api: client.ApiClient, timeout: float) -> bool:
+    """Whether the API server answers now (GET /version), within `timeout` seconds."""
+    try:
+        client.VersionApi(api).get_code(_request_timeout=timeout)
+    except Exception:  # any failure to answer: refused, reset, timed out, an error status
+        return False
+    return True
 
 
 def translate(error: ApiException) -> GatewayError:

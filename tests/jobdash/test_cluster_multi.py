@@ -14,12 +14,13 @@ from jobdash.cluster.factory import gateway_of
 from jobdash.cluster.kube import KubeGateway, api_client
 from jobdash.cluster.multi import MultiGateway
 from jobdash.clusters.config import ClusterConfig, load
+from jobdash.dispatch.cycle import Dispatcher
 from kubesim.manifests import tfjob_manifest
 from kubesim.testing import running_kubesim
 from queueing.clusters import CLUSTER_LABEL
 from tests.waiting import eventually
 
-from .dispatch_support import cluster_config, tf
+from .dispatch_support import cluster_config, settings, tf
 
 
 def config(prefix: str, quota_cpu: str) -> dict:
@@ -189,3 +190,17 @@ def test_nothing_is_written_to_a_lost_cluster_and_saying_so_takes_no_time(two):
     multi.frozen = frozenset({"east"})  # the primary lost: its mirror and its Events wait too
     with pytest.raises(Transient, match="cluster east is lost"):
         multi.update_queued("team-a", "anything", {"position": 1})
+
+
+@pytest.mark.django_db
+def test_a_leader_of_one_cluster_forgets_the_clusters_a_run_with_several_recorded(sim, gateway, term):
+    """make run with two clusters, then with one: the pages, metrics and submissions no longer
+    know the two (a job's jobdash.io/cluster is then not checked against them)."""
+    from jobdash.clusters.models import Cluster
+    from jobdash.jobs import cluster_port
+
+    Cluster.objects.create(name="east")
+    Cluster.objects.create(name="west", labels={"gpu": "h100"})
+    assert cluster_port.cluster_labels() == {"east": {}, "west": {"gpu": "h100"}}
+    Dispatcher(gateway, settings()).cycle(term)
+    assert not Cluster.objects.exists() and cluster_port.cluster_labels() == {}

@@ -489,16 +489,3 @@ def test_a_flip_between_reasons_that_wait_for_room_waits_for_the_complete_round(
     assert Job.objects.get(pk=waiting.pk).reason == "BackingOff"
     assert waiting.events.count() == events + 1
     assert waiting.events.order_by("-id").first().message.startswith("BackingOff: ")
-
-
-def test_a_leader_of_one_cluster_forgets_the_clusters_a_run_with_several_recorded(sim, gateway, term):
-    """make run with two clusters, then with one: the pages, metrics and submissions no longer
-    know the two (a job's jobdash.io/cluster is then not checked against them)."""
-    from jobdash.clusters.models import Cluster
-    from jobdash.jobs import cluster_port
-
-    Cluster.objects.create(name="east")
-    Cluster.objects.create(name="west", labels={"gpu": "h100"})
-    assert cluster_port.cluster_labels() == {"east": {}, "west": {"gpu": "h100"}}
-    Dispatcher(gateway, settings()).cycle(term)
-    assert not Cluster.objects.exists() and cluster_port.cluster_labels() == {}
