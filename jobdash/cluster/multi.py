@@ -65,6 +65,7 @@ class MultiGateway:
         self._stop = threading.Event()
         self._prober: threading.Thread | None = None
         self._node_clusters: dict[str, str] = {}
+        self._labelled_nodes: dict[str, tuple[NodeInfo, NodeInfo]] = {}  # name -> (the cache's, labelled)
         # Lost or returning (the dispatcher's ClusterWatch says): their objects are not live,
         # so no pass adopts or re-sends what a silent cluster's stale cache shows.
         self.frozen: frozenset[str] = frozenset()
@@ -115,9 +116,6 @@ class MultiGateway:
             raise Transient(f"cluster {name} is lost: nothing is written there until it answers")
         return self.gateways[name]
 
-    def node_cluster(self, node: str) -> str | None:
-        return self._node_clusters.get(node)
-
     # --- reads (the watch caches together) ---
 
     def quotas(self) -> list[Quota]:
@@ -140,9 +138,19 @@ class MultiGateway:
                 continue
             name, node = copies[0]
             clusters[node_name] = name
-            nodes.append(replace(node, labels={**node.labels, CLUSTER_LABEL: name}))
+            nodes.append(self._labelled(name, node))
         self._node_clusters = clusters
         return nodes
+
+    def _labelled(self, cluster: str, node: NodeInfo) -> NodeInfo:
+        """The node with its cluster's label; the same object while the cache's node is (the
+        snapshot keeps what it built of a node while its NodeInfo is unchanged)."""
+        kept = self._labelled_nodes.get(node.name)
+        if kept is not None and kept[0] is node:
+            return kept[1]
+        made = replace(node, labels={**node.labels, CLUSTER_LABEL: cluster})
+        self._labelled_nodes[node.name] = (node, made)
+        return made
 
     def pods(self) -> list[PodInfo]:
         return [pod for gateway in self.gateways.values() for pod in gateway.pods()]

@@ -52,6 +52,7 @@ def test_reads_are_both_clusters_each_labelled_with_its_own(two):
     multi, _, _ = two
     nodes = {node.name: node.labels[CLUSTER_LABEL] for node in multi.nodes()}
     assert nodes == {"east-0": "east", "east-1": "east", "west-0": "west", "west-1": "west"}
+    assert all(a is b for a, b in zip(multi.nodes(), multi.nodes(), strict=True))  # unchanged: the same objects
     quotas = {(q.cluster, q.namespace): q.hard["requests.cpu"] for q in multi.quotas()}
     assert quotas == {("east", "team-a"): 6000, ("west", "team-a"): 8000}
     assert multi.answered_at("east") and multi.answered_at("west")

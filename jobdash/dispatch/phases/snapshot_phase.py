@@ -156,15 +156,9 @@ def _derived_used(pods: Iterable[PodInfo]) -> dict[str, dict[str, int]]:
     return used
 
 
-def _quotas(
-    gateway: ClusterGateway, managed: Mapping[str, Mapping[str, Any]], pods: Iterable[PodInfo] = ()
-) -> dict[str, NamespaceQuota]:
-    """`managed`: per namespace its weight and elastic quota (Namespace rows); `pods`: the live
-    pods. With several clusters: a namespace's quotas in all of them, summed (_by_cluster)."""
-    by_cluster = _quotas_by_cluster(gateway, managed, pods)
-    if len(by_cluster) == 1:
-        return next(iter(by_cluster.values()))
-    return _summed(by_cluster)
+def _namespace_quotas(by_cluster: Mapping[str, dict[str, NamespaceQuota]]) -> dict[str, NamespaceQuota]:
+    """Each namespace's quota in the plan: its one cluster's, or with several, summed over them."""
+    return next(iter(by_cluster.values())) if len(by_cluster) == 1 else _summed(by_cluster)
 
 
 def _summed(by_cluster: Mapping[str, Mapping[str, NamespaceQuota]]) -> dict[str, NamespaceQuota]:
@@ -354,7 +348,7 @@ def build(
         pending=tuple(held.get(row.job.id, row.job) for row in kept),
         in_flight=tuple(in_flight),
         running=tuple(running),
-        quotas=next(iter(by_cluster.values())) if len(by_cluster) == 1 else _summed(by_cluster),
+        quotas=_namespace_quotas(by_cluster),
         nodes=_nodes(world.nodes, world.live_pods, cards, nodes_kept),
         node_fit=node_fit,
         policies=namespace_policies((row["name"], row["policy"]) for row in world.namespaces),
